@@ -1,0 +1,286 @@
+/* bench_kernels: bandwidth of the decode kernels on the GPU.
+ *   copy:  cudaMemcpy device-to-device of 1 GiB, GB/s counting bytes read + written
+ *   gemv:  bf16 / fp8 / nvfp4 weights, large shapes and model shapes, 1/4/8 tokens, GB/s of
+ *          weight bytes (data + scales) per call; weights rotate over copies totalling >= 512 MB
+ *          so repeated calls do not hit the 60 MB L2
+ *   moe_expert: 8 of 256 nvfp4/bf16 experts (2048 x 512), per token
+ * Usage: bench_kernels [quick]. Times are medians of CUDA-event timings. */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn_decode.h"
+#include "gdn_step.h"
+#include "gemv.h"
+#include "ktest.h"
+#include "kweights.h"
+#include "moe_expert.h"
+
+struct copy_arg {
+    void *dst, *src;
+    size_t n;
+};
+
+static void run_copy(void *p)
+{
+    struct copy_arg *a = p;
+    cudaMemcpyAsync(a->dst, a->src, a->n, cudaMemcpyDeviceToDevice, 0);
+}
+
+struct gemv_arg {
+    struct kw_pair *w;
+    int n_w, next, n_tok, path;
+    float *x, *y;
+};
+
+static void run_gemv(void *p)
+{
+    struct gemv_arg *a = p;
+    int rc = gemv_cuda_path(a->y, &a->w[a->next].dev, 0, a->x, a->n_tok, a->path, 0);
+    if (rc)
+        fprintf(stderr, "gemv_cuda rc=%d\n", rc);
+    a->next = (a->next + 1) % a->n_w;
+}
+
+static double copy_bw;
+
+static void bench_gemv(const char *name, int fmt, int rows, int cols)
+{
+    static const int toks[] = {1, 4, 8, 32};
+    struct gemv_arg a;
+    struct kw_pair probe;
+    kw_pair_make(&probe, fmt, KW_SCALE_CHANNEL, 1, 1, cols);
+    double bytes = kw_pair_bytes(&probe) * rows;
+    kw_pair_free(&probe);
+    a.n_w = (int)(512e6 / bytes) + 1;
+    if (a.n_w > 16)
+        a.n_w = 16;
+    a.w = calloc((size_t)a.n_w, sizeof(*a.w));
+    for (int i = 0; i < a.n_w; i++)
+        kw_pair_make(&a.w[i], fmt, KW_SCALE_CHANNEL, 1, rows, cols);
+    a.x = ktest_dev_alloc((size_t)32 * cols * 4);
+    a.y = ktest_dev_alloc((size_t)32 * rows * 4);
+    cudaMemset(a.x, 0x3c, (size_t)32 * cols * 4);   /* ~0.0117f, non-zero */
+    a.next = 0;
+    for (int path = GEMV_PATH_CORES; path <= GEMV_PATH_TENSOR; path++) {
+        if (path == GEMV_PATH_TENSOR && fmt != KW_FMT_NVFP4)
+            break;
+        a.path = path;
+        for (size_t i = 0; i < sizeof(toks) / sizeof(toks[0]); i++) {
+            a.n_tok = toks[i];
+            double us = ktest_time_us(run_gemv, &a, 5, 41);
+            double gbs = bytes / us * 1e-3;
+            printf("gemv %-5s %-6s %-16s rows=%6d cols=%5d tok=%2d %9.1f us %6.0f GB/s %5.1f%% of copy\n",
+                   fmt == KW_FMT_BF16 ? "bf16" : fmt == KW_FMT_FP8 ? "fp8" : "nvfp4",
+                   path == GEMV_PATH_CORES ? "cores" : "tensor", name, rows, cols, a.n_tok, us, gbs,
+                   100.0 * gbs / copy_bw);
+        }
+    }
+    for (int i = 0; i < a.n_w; i++)
+        kw_pair_free(&a.w[i]);
+    free(a.w);
+    ktest_free(a.x);
+    ktest_free(a.y);
+}
+
+struct moe_arg {
+    struct kw_pair gu, dn;
+    float *out, *h, *x, *w;
+    int32_t *ids;
+    int n_tok, round, path;
+    int32_t *ids_host;
+};
+
+static void run_moe(void *p)
+{
+    struct moe_arg *a = p;
+    /* the experts change between calls (different ids buffer offsets), like real routing */
+    int32_t *ids = a->ids + (size_t)(a->round % 16) * a->n_tok * 8;
+    int rc = moe_expert_cuda_path(a->out, a->h, a->x, ids, a->w, a->n_tok, 8, 256, &a->gu.dev,
+                                  &a->dn.dev, 0, a->path, 0);
+    if (rc)
+        fprintf(stderr, "moe_expert_cuda rc=%d\n", rc);
+    a->round++;
+}
+
+static void bench_moe(int fmt, int n_tok, int path)
+{
+    struct moe_arg a;
+    memset(&a, 0, sizeof(a));
+    a.path = path;
+    kw_pair_make(&a.gu, fmt, KW_SCALE_CHANNEL, 256, 1024, 2048);
+    kw_pair_make(&a.dn, fmt, KW_SCALE_CHANNEL, 256, 2048, 512);
+    a.n_tok = n_tok;
+    size_t nids = (size_t)16 * n_tok * 8;
+    a.ids_host = malloc(nids * 4);
+    for (size_t i = 0; i < nids; i++)
+        a.ids_host[i] = (int32_t)(ktest_u32() % 256);
+    float *wh = malloc((size_t)n_tok * 8 * 4);
+    for (int i = 0; i < n_tok * 8; i++)
+        wh[i] = 0.125f;
+    a.ids = ktest_dev_from(a.ids_host, nids * 4);
+    a.w = ktest_dev_from(wh, (size_t)n_tok * 8 * 4);
+    a.x = ktest_dev_alloc((size_t)n_tok * 2048 * 4);
+    cudaMemset(a.x, 0x3c, (size_t)n_tok * 2048 * 4);
+    a.h = ktest_dev_alloc(moe_expert_ws_floats(n_tok, 8, 512, 2048) * 4);
+    a.out = ktest_dev_alloc((size_t)n_tok * 2048 * 4);
+    double us = ktest_time_us(run_moe, &a, 5, 41);
+    /* bytes: distinct experts touched per call, averaged over the 16 id sets */
+    double experts = 0;
+    for (int r = 0; r < 16; r++) {
+        char seen[256] = {0};
+        for (int i = 0; i < n_tok * 8; i++)
+            seen[a.ids_host[(size_t)r * n_tok * 8 + i]] = 1;
+        for (int e = 0; e < 256; e++)
+            experts += seen[e];
+    }
+    experts /= 16;
+    double per = kw_pair_bytes(&a.gu) + kw_pair_bytes(&a.dn);
+    double gbs = experts * per / us * 1e-3;
+    printf("moe_expert %-5s %-6s tok=%2d top8/256 H=2048 I=512 %8.1f us %5.1f experts %6.0f GB/s %5.1f%% of copy\n",
+           fmt == KW_FMT_BF16 ? "bf16" : "nvfp4", path == GEMV_PATH_TENSOR ? "tensor" : "cores",
+           n_tok, us, experts, gbs, 100.0 * gbs / copy_bw);
+    kw_pair_free(&a.gu);
+    kw_pair_free(&a.dn);
+    ktest_free(a.ids), ktest_free(a.w), ktest_free(a.x), ktest_free(a.h), ktest_free(a.out);
+    free(a.ids_host);
+    free(wh);
+}
+
+struct gdn_arg {
+    float *out, *st, *qkv, *z, *a, *b, *alog, *dtb, *nw;
+    int n_seq;
+};
+
+static void run_gdn(void *p)
+{
+    struct gdn_arg *g = p;
+    gdn_step_cuda(g->out, g->st, g->qkv, g->z, g->a, g->b, g->alog, g->dtb, g->nw, NULL, g->n_seq,
+                  16, 32, 1e-6f, 0);
+}
+
+static void bench_gdn(int n_seq)
+{
+    struct gdn_arg g;
+    size_t nst = (size_t)n_seq * 32 * 128 * 128;
+    g.n_seq = n_seq;
+    g.st = ktest_dev_alloc(nst * 4);
+    cudaMemset(g.st, 0, nst * 4);
+    g.qkv = ktest_dev_alloc((size_t)n_seq * 8192 * 4);
+    cudaMemset(g.qkv, 0x3c, (size_t)n_seq * 8192 * 4);
+    g.z = ktest_dev_alloc((size_t)n_seq * 4096 * 4);
+    cudaMemset(g.z, 0x3c, (size_t)n_seq * 4096 * 4);
+    g.a = ktest_dev_alloc((size_t)n_seq * 32 * 4);
+    g.b = ktest_dev_alloc((size_t)n_seq * 32 * 4);
+    cudaMemset(g.a, 0, (size_t)n_seq * 32 * 4);
+    cudaMemset(g.b, 0, (size_t)n_seq * 32 * 4);
+    g.alog = ktest_dev_alloc(32 * 4);
+    g.dtb = ktest_dev_alloc(32 * 4);
+    cudaMemset(g.alog, 0, 32 * 4);
+    cudaMemset(g.dtb, 0, 32 * 4);
+    g.nw = ktest_dev_alloc(128 * 4);
+    cudaMemset(g.nw, 0x3c, 128 * 4);
+    g.out = ktest_dev_alloc((size_t)n_seq * 4096 * 4);
+    double us = ktest_time_us(run_gdn, &g, 5, 41);
+    double gbs = 2.0 * nst * 4 / us * 1e-3;
+    printf("gdn_step seq=%2d (32 heads, state r+w %.1f MB)  %8.1f us  %7.0f GB/s  %5.1f%% of copy\n",
+           n_seq, 2.0 * nst * 4 / 1e6, us, gbs, 100.0 * gbs / copy_bw);
+    ktest_free(g.st), ktest_free(g.qkv), ktest_free(g.z), ktest_free(g.a), ktest_free(g.b);
+    ktest_free(g.alog), ktest_free(g.dtb), ktest_free(g.nw), ktest_free(g.out);
+}
+
+struct attn_arg {
+    float *out, *ws, *q, *g;
+    uint16_t *kc, *vc;
+    int32_t *bt, *lens;
+    int n_seq, mb, len;
+};
+
+static void run_attn(void *p)
+{
+    struct attn_arg *a = p;
+    attn_decode_cuda(a->out, a->ws, a->q, a->g, a->kc, a->vc, a->bt, a->lens, a->n_seq, 16, 2, 256,
+                     16, a->mb, a->len, 0.0625f, 0);
+}
+
+static void bench_attn(int n_seq, int len)
+{
+    struct attn_arg a;
+    a.n_seq = n_seq;
+    a.len = len;
+    a.mb = (len + 15) / 16;
+    size_t nslots = (size_t)n_seq * a.mb * 16, w = 2 * 256;
+    a.kc = ktest_dev_alloc(nslots * w * 2);
+    a.vc = ktest_dev_alloc(nslots * w * 2);
+    cudaMemset(a.kc, 0x3c, nslots * w * 2);
+    cudaMemset(a.vc, 0x3c, nslots * w * 2);
+    int32_t *bt = malloc((size_t)n_seq * a.mb * 4), *lens = malloc((size_t)n_seq * 4);
+    for (int i = 0; i < n_seq * a.mb; i++)
+        bt[i] = i;
+    for (int i = 0; i < n_seq; i++)
+        lens[i] = len;
+    a.bt = ktest_dev_from(bt, (size_t)n_seq * a.mb * 4);
+    a.lens = ktest_dev_from(lens, (size_t)n_seq * 4);
+    a.q = ktest_dev_alloc((size_t)n_seq * 4096 * 4);
+    a.g = ktest_dev_alloc((size_t)n_seq * 4096 * 4);
+    cudaMemset(a.q, 0x3c, (size_t)n_seq * 4096 * 4);
+    cudaMemset(a.g, 0x3c, (size_t)n_seq * 4096 * 4);
+    a.out = ktest_dev_alloc((size_t)n_seq * 4096 * 4);
+    a.ws = ktest_dev_alloc(attn_decode_ws_floats(n_seq, 16, 256, len) * 4);
+    double us = ktest_time_us(run_attn, &a, 5, 41);
+    double bytes = (double)n_seq * len * w * 2 * 2;
+    printf("attn_decode seq=%2d ctx=%6d (16q/2kv x 256, KV %.1f MB)  %8.1f us  %7.0f GB/s  %5.1f%% of copy\n",
+           n_seq, len, bytes / 1e6, us, bytes / us * 1e-3, 100.0 * bytes / us * 1e-3 / copy_bw);
+    ktest_free(a.kc), ktest_free(a.vc), ktest_free(a.bt), ktest_free(a.lens), ktest_free(a.q);
+    ktest_free(a.g), ktest_free(a.out), ktest_free(a.ws);
+    free(bt), free(lens);
+}
+
+int main(int argc, char **argv)
+{
+    int quick = argc > 1 && strcmp(argv[1], "quick") == 0;
+    struct copy_arg c;
+    struct cudaDeviceProp prop;
+    ktest_require_gpu();
+    ktest_seed(1);
+    cudaGetDeviceProperties(&prop, 0);
+    printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount,
+           prop.l2CacheSize >> 20);
+    c.n = (size_t)1 << 30;
+    c.src = ktest_dev_alloc(c.n);
+    c.dst = ktest_dev_alloc(c.n);
+    cudaMemset(c.src, 1, c.n);
+    double us = ktest_time_us(run_copy, &c, 3, 21);
+    copy_bw = 2.0 * c.n / us * 1e-3;
+    printf("copy d2d 1 GiB: %.1f us  %.0f GB/s (read + write)\n", us, copy_bw);
+    ktest_free(c.src);
+    ktest_free(c.dst);
+
+    bench_gemv("large", KW_FMT_NVFP4, 32768, 8192);
+    bench_gemv("lm_head", KW_FMT_NVFP4, 248320, 2048);
+    bench_gemv("gdn_in_proj_qkv", KW_FMT_NVFP4, 8192, 2048);
+    bench_gemv("o_proj/out_proj", KW_FMT_NVFP4, 2048, 4096);
+    bench_gemv("large", KW_FMT_BF16, 16384, 8192);
+    bench_gemv("lm_head", KW_FMT_BF16, 248320, 2048);
+    bench_gemv("gdn_in_proj_qkv", KW_FMT_BF16, 8192, 2048);
+    bench_gemv("large", KW_FMT_FP8, 16384, 8192);
+    if (!quick) {
+        bench_gemv("expert_down", KW_FMT_NVFP4, 2048, 512);
+        bench_gemv("o_proj/out_proj", KW_FMT_BF16, 2048, 4096);
+    }
+    bench_moe(KW_FMT_NVFP4, 1, GEMV_PATH_CORES);
+    bench_moe(KW_FMT_NVFP4, 1, GEMV_PATH_TENSOR);
+    bench_moe(KW_FMT_NVFP4, 8, GEMV_PATH_CORES);
+    bench_moe(KW_FMT_NVFP4, 8, GEMV_PATH_TENSOR);
+    bench_moe(KW_FMT_BF16, 1, GEMV_PATH_CORES);
+    bench_moe(KW_FMT_BF16, 8, GEMV_PATH_CORES);
+    bench_gdn(1);
+    bench_gdn(16);
+    bench_attn(1, 4096);
+    bench_attn(1, 65536);
+    bench_attn(8, 4096);
+    cudaError_t e = cudaDeviceSynchronize();
+    printf("done: %s\n", cudaGetErrorString(e));
+    return e == cudaSuccess ? 0 : 1;
+}

@@ -1,0 +1,140 @@
+/* kv_plan: the KV-pool arithmetic of docs/KV.md. No allocation, no I/O. */
+#include "common/kv_plan.h"
+
+#include "common/err.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+const char *kv_dtype_name(enum kv_dtype d)
+{
+    switch (d) {
+    case KV_DTYPE_BF16:
+        return "bf16";
+    case KV_DTYPE_FP8:
+        return "fp8";
+    default:
+        return "auto";
+    }
+}
+
+int kv_dtype_parse(const char *s)
+{
+    if (!s)
+        return -1;
+    if (strcmp(s, "auto") == 0)
+        return KV_DTYPE_AUTO;
+    if (strcmp(s, "bf16") == 0 || strcmp(s, "bfloat16") == 0)
+        return KV_DTYPE_BF16;
+    if (strcmp(s, "fp8") == 0 || strcmp(s, "fp8_e4m3") == 0)
+        return KV_DTYPE_FP8;
+    return -1;
+}
+
+int64_t kv_plan_blocks_for(const struct kv_plan *p, int64_t n_tokens)
+{
+    if (n_tokens <= 0)
+        return 0;
+    return (n_tokens + p->block_tokens - 1) / p->block_tokens;
+}
+
+static int64_t seq_bytes(const struct kv_plan *p, int64_t len)
+{
+    return kv_plan_blocks_for(p, len) * p->block_bytes + p->state_bytes_per_seq;
+}
+
+int kv_plan_compute(const struct kv_geom *g, const struct kv_opts *o, struct kv_plan *p,
+                    char *err, size_t errlen)
+{
+    memset(p, 0, sizeof(*p));
+    if (g->n_attn_layers < 0 || g->n_gdn_layers < 0 || g->n_kv_heads <= 0 || g->head_dim <= 0 ||
+        (g->n_gdn_layers > 0 && (g->gdn_conv_dim <= 0 || g->gdn_conv_kernel < 1 ||
+                                 g->gdn_v_heads <= 0 || g->gdn_k_dim <= 0 || g->gdn_v_dim <= 0))) {
+        snprintf(err, errlen, "kv plan: model geometry is invalid");
+        return ERR_INVAL;
+    }
+    if (o->max_model_len < 0 || o->max_num_seqs < 0 || o->kv_cache_memory_bytes < 0 ||
+        o->gpu_memory_utilization < 0 || o->gpu_memory_utilization > 1 || o->spec_tokens < 0 ||
+        o->block_tokens < 0) {
+        snprintf(err, errlen, "kv plan: a flag is out of range (lengths, counts and bytes must be "
+                              ">= 0, --gpu-memory-utilization in (0, 1])");
+        return ERR_INVAL;
+    }
+    p->dtype = o->dtype == KV_DTYPE_AUTO ? KV_DTYPE_BF16 : o->dtype;
+    p->max_model_len = o->max_model_len ? o->max_model_len : g->max_position_embeddings;
+    if (p->max_model_len <= 0) {
+        snprintf(err, errlen, "kv plan: max_model_len unknown: pass --max-model-len");
+        return ERR_INVAL;
+    }
+    p->block_tokens = o->block_tokens ? o->block_tokens : 16;
+    int64_t elem = p->dtype == KV_DTYPE_FP8 ? 1 : 2;
+    p->kv_bytes_per_token_layer = 2 * (int64_t)g->n_kv_heads * g->head_dim * elem;
+    p->n_kv_layers = g->n_attn_layers + (o->spec_tokens > 0 ? g->mtp_layers : 0);
+    p->kv_bytes_per_token = p->kv_bytes_per_token_layer * p->n_kv_layers;
+    p->block_bytes = p->kv_bytes_per_token * p->block_tokens;
+    /* conv window: Kc-1 pre-conv inputs per channel, model dtype (bf16); recurrent S: Hv x Dk x Dv */
+    int64_t conv = g->gdn_conv_dim * (g->gdn_conv_kernel - 1) * 2;
+    int64_t ssm = (int64_t)g->gdn_v_heads * g->gdn_k_dim * g->gdn_v_dim * (g->ssm_state_f32 ? 4 : 2);
+    p->gdn_bytes_per_layer = g->n_gdn_layers ? conv + ssm : 0;
+    p->state_bytes_per_seq = p->gdn_bytes_per_layer * g->n_gdn_layers;
+    p->seq_bytes_max_len = seq_bytes(p, p->max_model_len);
+    p->tokens_per_gib = (double)p->max_model_len / ((double)p->seq_bytes_max_len / GIB);
+
+    if (o->kv_cache_memory_bytes > 0) {
+        p->budget_bytes = o->kv_cache_memory_bytes;
+    } else {
+        double util = o->gpu_memory_utilization > 0 ? o->gpu_memory_utilization : 0.9;
+        p->budget_bytes = (int64_t)((double)o->device_total_bytes * util) - o->weights_bytes -
+                          o->reserve_bytes;
+    }
+    /* largest length whose blocks + one state slot fit (block granularity) */
+    int64_t kv_room = p->budget_bytes - p->state_bytes_per_seq;
+    p->max_len_fit = kv_room > 0 && p->block_bytes > 0 ? (kv_room / p->block_bytes) * p->block_tokens : 0;
+    if (p->max_len_fit > p->max_model_len)
+        p->max_len_fit = p->max_model_len;
+
+    if (p->budget_bytes <= 0) {
+        snprintf(err, errlen,
+                 "no memory is left for the KV cache (%.2f GiB after weights and reserve); increase "
+                 "--gpu-memory-utilization or pass --kv-cache-memory-bytes",
+                 (double)p->budget_bytes / GIB);
+        return ERR_FULL;
+    }
+    if (p->seq_bytes_max_len > p->budget_bytes) {
+        int n = snprintf(err, errlen,
+                         "one sequence of max_model_len=%lld needs %.2f GiB of KV cache and GDN state "
+                         "(%s KV), but only %.2f GiB is available for the cache.",
+                         (long long)p->max_model_len, (double)p->seq_bytes_max_len / GIB,
+                         kv_dtype_name(p->dtype), (double)p->budget_bytes / GIB);
+        if (n > 0 && (size_t)n < errlen) {
+            if (p->max_len_fit > 0)
+                snprintf(err + n, errlen - (size_t)n,
+                         " The largest max_model_len that fits is %lld: decrease --max-model-len, "
+                         "or increase --kv-cache-memory-bytes / --gpu-memory-utilization%s.",
+                         (long long)p->max_len_fit,
+                         p->dtype == KV_DTYPE_BF16 ? ", or use --kv-cache-dtype fp8" : "");
+            else
+                snprintf(err + n, errlen - (size_t)n,
+                         " Not even one GDN state slot fits: increase --kv-cache-memory-bytes / "
+                         "--gpu-memory-utilization.");
+        }
+        return ERR_FULL;
+    }
+    int64_t want_seqs = o->max_num_seqs ? o->max_num_seqs : 256;
+    /* reserve state slots, but leave room for one max-length sequence's KV */
+    int64_t max_len_kv = kv_plan_blocks_for(p, p->max_model_len) * p->block_bytes;
+    int64_t slots = p->state_bytes_per_seq > 0 ? (p->budget_bytes - max_len_kv) / p->state_bytes_per_seq
+                                               : want_seqs;
+    if (slots > want_seqs)
+        slots = want_seqs;
+    if (slots < 1)
+        slots = 1;
+    p->n_state_slots = slots;
+    p->n_blocks = p->block_bytes > 0 ? (p->budget_bytes - slots * p->state_bytes_per_seq) / p->block_bytes : 0;
+    p->pool_tokens = p->n_blocks * p->block_tokens;
+    double by_kv = (double)p->n_blocks / (double)kv_plan_blocks_for(p, p->max_model_len);
+    p->max_concurrency = by_kv < (double)slots ? by_kv : (double)slots;
+    return 0;
+}

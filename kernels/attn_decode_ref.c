@@ -1,0 +1,68 @@
+/* attn_decode reference: full softmax in double per head. */
+#include "attn_decode.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "common/err.h"
+#include "common/xalloc.h"
+#include "kdtype.h"
+
+size_t attn_decode_ws_floats(int n_seq, int n_q_heads, int head_dim, int max_seq_len)
+{
+    size_t splits = (size_t)CEIL_DIV(max_seq_len, ATTN_DECODE_SPLIT);
+    return (size_t)n_seq * n_q_heads * splits * ((size_t)head_dim + 2);
+}
+
+int attn_decode_ref(float *out, float *ws, const float *q, const float *gate,
+                    const uint16_t *k_cache, const uint16_t *v_cache, const int32_t *block_table,
+                    const int32_t *seq_lens, int n_seq, int n_q_heads, int n_kv_heads, int head_dim,
+                    int block_size, int max_blocks_per_seq, int max_seq_len, float scale)
+{
+    double *s, *o;
+    (void)ws;
+    if (n_seq < 0 || n_kv_heads <= 0 || n_q_heads % n_kv_heads || head_dim <= 0 || block_size <= 0)
+        return ERR_INVAL;
+    s = xmalloc(sizeof(double) * (size_t)(max_seq_len > 0 ? max_seq_len : 1));
+    o = xmalloc(sizeof(double) * (size_t)head_dim);
+    const int grp = n_q_heads / n_kv_heads;
+    for (int b = 0; b < n_seq; b++) {
+        const int len = seq_lens[b];
+        for (int h = 0; h < n_q_heads; h++) {
+            const float *qh = q + ((long)b * n_q_heads + h) * head_dim;
+            const int kvh = h / grp;
+            double mx = -INFINITY, l = 0;
+            for (int j = 0; j < len; j++) {
+                long slot = (long)block_table[(long)b * max_blocks_per_seq + j / block_size] *
+                                block_size + j % block_size;
+                const uint16_t *k = k_cache + (slot * n_kv_heads + kvh) * head_dim;
+                double d = 0;
+                for (int i = 0; i < head_dim; i++)
+                    d += (double)qh[i] * kdtype_bf16_to_f32(k[i]);
+                s[j] = d * scale;
+                mx = s[j] > mx ? s[j] : mx;
+            }
+            for (int i = 0; i < head_dim; i++)
+                o[i] = 0;
+            for (int j = 0; j < len; j++) {
+                long slot = (long)block_table[(long)b * max_blocks_per_seq + j / block_size] *
+                                block_size + j % block_size;
+                const uint16_t *v = v_cache + (slot * n_kv_heads + kvh) * head_dim;
+                double p = exp(s[j] - mx);
+                l += p;
+                for (int i = 0; i < head_dim; i++)
+                    o[i] += p * kdtype_bf16_to_f32(v[i]);
+            }
+            for (int i = 0; i < head_dim; i++) {
+                long idx = ((long)b * n_q_heads + h) * head_dim + i;
+                double r = len > 0 ? o[i] / l : 0.0;
+                if (gate)
+                    r *= 1.0 / (1.0 + exp(-(double)gate[idx]));
+                out[idx] = (float)r;
+            }
+        }
+    }
+    free(s);
+    free(o);
+    return 0;
+}

@@ -1,0 +1,218 @@
+/* wdot.cuh: per-lane partial dot products of one weight row (any struct kweight format) with
+ * up to NT activation rows, shared by gemv.cu and moe_expert.cu. A row is split into 16-byte
+ * chunks (bf16: 8 elements, fp8: 16, nvfp4: 32); lane `sub` of a group of `lpr` lanes takes
+ * chunks sub, sub+lpr, ... Each chunk is one 128-bit load, dequantized in registers.
+ * Preconditions (checked by kweight_check_dev in the launchers): cols % chunk == 0, 16-byte
+ * aligned rows and activations. */
+#pragma once
+
+#include "kcuda.cuh"
+#include "kweight.h"
+
+static __host__ __device__ __forceinline__ int kw_chunk_elems(int fmt)
+{
+    return fmt == KW_FMT_BF16 ? 8 : fmt == KW_FMT_FP8 ? 16 : 32;
+}
+
+/* Multiplier applied once to the finished dot of row r of expert e (fp8 block scales and nvfp4
+ * block scales are applied per chunk inside wdot instead). */
+static __device__ __forceinline__ float kw_row_scale(const kweight &w, int e, int r)
+{
+    if (w.fmt == KW_FMT_NVFP4)
+        return w.gscale_e ? w.gscale_e[e] : w.gscale;
+    if (w.fmt == KW_FMT_FP8) {
+        const float *s = w.scale + (int64_t)e * w.scale_expert_stride;
+        if (w.scale_kind == KW_SCALE_TENSOR)
+            return s[0];
+        if (w.scale_kind == KW_SCALE_CHANNEL)
+            return s[r];
+    }
+    return 1.0f;
+}
+
+/* Rows r0 + i*rstep, i < nr (<= R), of expert e against activation rows x + t*ldx, t < nt (<= NT):
+ *   acc[i*NT + t] += sum over this lane's chunks of W[e][row_i][c] * x[t*ldx + c].
+ * With R > 1 each activation chunk is loaded once and used for R weight rows (the activation
+ * loads, not the weights, limit a one-row-per-lane nvfp4 GEMV). With R == 1 each weight chunk is
+ * decoded once and used for NT tokens. */
+template <int NT, int R>
+static __device__ __forceinline__ void wdot(const kweight &w, int e, int r0, int rstep, int nr,
+                                            const float *x, int64_t ldx, int nt, int sub, int lpr,
+                                            float *acc)
+{
+    const int64_t ebase = (int64_t)e * w.expert_stride;
+    if (w.fmt == KW_FMT_BF16) {
+        const uint16_t *base = (const uint16_t *)w.data + ebase;
+        const int nch = w.cols / 8;
+        for (int c = sub; c < nch; c += lpr) {
+            uint4 q[R];
+#pragma unroll
+            for (int i = 0; i < R; i++)
+                if (i < nr)
+                    q[i] = __ldg(reinterpret_cast<const uint4 *>(
+                                     base + (int64_t)(r0 + i * rstep) * w.row_stride) + c);
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                if (t < nt) {
+                    const float4 *xp = reinterpret_cast<const float4 *>(x + t * ldx + c * 8);
+                    const float4 a = __ldg(xp), b = __ldg(xp + 1);
+#pragma unroll
+                    for (int i = 0; i < R; i++) {
+                        if (i < nr) {
+                            const uint32_t u[4] = {q[i].x, q[i].y, q[i].z, q[i].w};
+                            acc[i * NT + t] +=
+                                __uint_as_float(u[0] << 16) * a.x + __uint_as_float(u[0] & 0xffff0000u) * a.y +
+                                __uint_as_float(u[1] << 16) * a.z + __uint_as_float(u[1] & 0xffff0000u) * a.w +
+                                __uint_as_float(u[2] << 16) * b.x + __uint_as_float(u[2] & 0xffff0000u) * b.y +
+                                __uint_as_float(u[3] << 16) * b.z + __uint_as_float(u[3] & 0xffff0000u) * b.w;
+                        }
+                    }
+                }
+            }
+        }
+    } else if (w.fmt == KW_FMT_FP8) {
+        const uint8_t *base = (const uint8_t *)w.data + ebase;
+        const int nch = w.cols / 16;
+        const bool blk = w.scale_kind == KW_SCALE_BLOCK;
+        const float *bsc = w.scale + (int64_t)e * w.scale_expert_stride;
+        const int bcols = blk ? w.block_cols : 1;
+        const int nbc = blk ? (w.cols + w.block_cols - 1) / w.block_cols : 0;
+        for (int c = sub; c < nch; c += lpr) {
+            uint4 q[R];
+            float s[R];
+#pragma unroll
+            for (int i = 0; i < R; i++)
+                if (i < nr) {
+                    const int r = r0 + i * rstep;
+                    q[i] = __ldg(reinterpret_cast<const uint4 *>(base + (int64_t)r * w.row_stride) + c);
+                    s[i] = blk ? __ldg(bsc + (int64_t)(r / w.block_rows) * nbc + (c * 16) / bcols) : 1.0f;
+                }
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                if (t < nt) {
+                    const float4 *xp = reinterpret_cast<const float4 *>(x + t * ldx + c * 16);
+                    float4 xa[4];
+#pragma unroll
+                    for (int k = 0; k < 4; k++)
+                        xa[k] = __ldg(xp + k);
+#pragma unroll
+                    for (int i = 0; i < R; i++) {
+                        if (i < nr) {
+                            const uint32_t u[4] = {q[i].x, q[i].y, q[i].z, q[i].w};
+                            float p = 0.0f;
+#pragma unroll
+                            for (int k = 0; k < 4; k++) {
+                                __half2_raw h0 = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(u[k] & 0xffff), __NV_E4M3);
+                                __half2_raw h1 = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(u[k] >> 16), __NV_E4M3);
+                                const float2 f0 = __half22float2(__half2(h0)), f1 = __half22float2(__half2(h1));
+                                p += f0.x * xa[k].x + f0.y * xa[k].y + f1.x * xa[k].z + f1.y * xa[k].w;
+                            }
+                            acc[i * NT + t] += p * s[i];
+                        }
+                    }
+                }
+            }
+        }
+    } else {
+        /* NVFP4: 16 bytes = 32 codes = 2 scale blocks of 16. */
+        const uint8_t *base = (const uint8_t *)w.data + ebase / 2;
+        const uint8_t *sbase = w.bscale + (int64_t)e * w.bscale_expert_stride;
+        const int nch = w.cols / 32;
+        for (int c = sub; c < nch; c += lpr) {
+            uint4 q[R];
+            uint16_t sb[R];
+#pragma unroll
+            for (int i = 0; i < R; i++)
+                if (i < nr) {
+                    const int r = r0 + i * rstep;
+                    q[i] = __ldg(reinterpret_cast<const uint4 *>(base + (int64_t)r * (w.row_stride / 2)) + c);
+                    sb[i] = __ldg(reinterpret_cast<const uint16_t *>(sbase + (int64_t)r * w.bscale_stride) + c);
+                }
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                if (t < nt) {
+                    const float4 *xp = reinterpret_cast<const float4 *>(x + t * ldx + c * 32);
+                    float p[R][2];
+#pragma unroll
+                    for (int i = 0; i < R; i++)
+                        p[i][0] = p[i][1] = 0.0f;
+#pragma unroll
+                    for (int k = 0; k < 4; k++) {
+                        /* word k = elements 8k..8k+7, element 8k+j in nibble j: pairs (j, j+4) */
+                        const float4 xl = __ldg(xp + 2 * k), xh = __ldg(xp + 2 * k + 1);
+#pragma unroll
+                        for (int i = 0; i < R; i++) {
+                            if (i < nr) {
+                                const uint32_t u = k == 0 ? q[i].x : k == 1 ? q[i].y : k == 2 ? q[i].z : q[i].w;
+                                float2 f;
+                                float pp;
+                                f = e2m1x2_hi_to_f32_scaled(u);
+                                pp = f.x * xl.w + f.y * xh.w;
+                                f = e2m1x2_hi_to_f32_scaled(u << 4);
+                                pp += f.x * xl.z + f.y * xh.z;
+                                f = e2m1x2_hi_to_f32_scaled(u << 8);
+                                pp += f.x * xl.y + f.y * xh.y;
+                                f = e2m1x2_hi_to_f32_scaled(u << 12);
+                                pp += f.x * xl.x + f.y * xh.x;
+                                p[i][k >> 1] += pp;
+                            }
+                        }
+                    }
+#pragma unroll
+                    for (int i = 0; i < R; i++) {
+                        if (i < nr) {
+                            /* decoded values carry 2^-14: fold 2^14 into the block scales */
+                            acc[i * NT + t] += p[i][0] * (e4m3_to_f32((uint8_t)(sb[i] & 0xff)) * 16384.0f) +
+                                               p[i][1] * (e4m3_to_f32((uint8_t)(sb[i] >> 8)) * 16384.0f);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* Sum a value over the lpr lanes of a row group (lpr in {4, 8, 16, 32}); all lanes get it. */
+static __device__ __forceinline__ float group_sum(float v, int lpr)
+{
+    for (int o = lpr >> 1; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* Lanes per row: enough to cover a row's chunks with one pass where possible. */
+static inline int kw_lanes_per_row(const kweight *w)
+{
+    int nch = w->cols / kw_chunk_elems(w->fmt);
+    int lpr = 32;
+    while (lpr > 4 && lpr / 2 >= nch)
+        lpr >>= 1;
+    return lpr;
+}
+
+/* Launcher-side checks shared by gemv and moe_expert: 0 or ERR_INVAL. */
+static inline int kweight_check_dev(const kweight *w)
+{
+    if (!w || !w->data || w->rows <= 0 || w->cols <= 0)
+        return ERR_INVAL;
+    if (w->fmt != KW_FMT_BF16 && w->fmt != KW_FMT_FP8 && w->fmt != KW_FMT_NVFP4)
+        return ERR_INVAL;
+    const int ch = kw_chunk_elems(w->fmt);
+    if (w->cols % ch || w->row_stride % ch || w->expert_stride % ch || w->row_stride < w->cols)
+        return ERR_INVAL;
+    if (((uintptr_t)w->data) % 16)
+        return ERR_INVAL;
+    if (w->fmt == KW_FMT_FP8) {
+        if (!w->scale || w->scale_kind == KW_SCALE_NONE)
+            return ERR_INVAL;
+        if (w->scale_kind == KW_SCALE_BLOCK &&
+            (w->block_rows <= 0 || w->block_cols <= 0 || w->block_cols % 16))
+            return ERR_INVAL;
+    }
+    if (w->fmt == KW_FMT_NVFP4) {
+        if (!w->bscale || w->bscale_stride < w->cols / 16 || w->bscale_stride % 2 ||
+            w->bscale_expert_stride % 2 || ((uintptr_t)w->bscale) % 2)
+            return ERR_INVAL;
+    }
+    return 0;
+}

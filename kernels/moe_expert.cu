@@ -1,0 +1,145 @@
+/* moe_expert: two launches. Stage 1: grid (row groups of inter, n_tok*top_k slots), each row group
+ * computes the gate and up dots of one intermediate row. Stage 2: grid (row groups of hidden,
+ * n_tok), each row group sums the weighted down-projection dots of the token's top_k experts
+ * (deterministic, no atomics). Weight dots are the gemv ones (internal/wdot.cuh). nvfp4 weights
+ * take the tensor-core path instead (internal/nvfp4_mma.cuh): gate/up GEMV per slot, down GEMV on
+ * silu(gate)*up per slot (computed while loading), then a weighted combine over the slots. */
+#include "moe_expert.h"
+
+#include "common/xalloc.h"
+#include "internal/kcuda.cuh"
+#include "internal/wdot.cuh"
+#include "internal/nvfp4_mma.cuh"
+#include "gemv.h"
+
+#define MOE_DOWN_ROWS 4   /* down rows per lane group: each expert activation chunk used 4x */
+
+__global__ void __launch_bounds__(256) moe_gate_up_kernel(float *hbuf, kweight gu, const float *x,
+                                                          const int32_t *ids, int top_k,
+                                                          int n_experts, int inter, int lpr)
+{
+    const int slot = blockIdx.y;
+    const int t = slot / top_k;
+    const int e = ids[slot];
+    const int r = blockIdx.x * (blockDim.x / lpr) + threadIdx.x / lpr;
+    const int sub = threadIdx.x % lpr;
+    if (e < 0 || e >= n_experts)
+        return;   /* uniform over the block */
+    const bool valid = r < inter;
+    float acc[2] = {0.0f, 0.0f};   /* gate row r and up row r + inter share the activations */
+    if (valid)
+        wdot<1, 2>(gu, e, r, inter, 2, x + (int64_t)t * gu.cols, 0, 1, sub, lpr, acc);
+    float g = group_sum(acc[0], lpr), u = group_sum(acc[1], lpr);
+    if (valid && sub == 0) {
+        g *= kw_row_scale(gu, e, r);
+        u *= kw_row_scale(gu, e, r + inter);
+        hbuf[(int64_t)slot * inter + r] = silu_f32(g) * u;
+    }
+}
+
+__global__ void __launch_bounds__(256, 2) moe_down_kernel(float *out, kweight dn, const float *hbuf,
+                                                       const int32_t *ids, const float *weights,
+                                                       int top_k, int n_experts, int accumulate,
+                                                       int lpr)
+{
+    const int t = blockIdx.y;
+    const int r0 = (blockIdx.x * (blockDim.x / lpr) + threadIdx.x / lpr) * MOE_DOWN_ROWS;
+    const int sub = threadIdx.x % lpr;
+    const int nr = min(MOE_DOWN_ROWS, dn.rows - r0);
+    float acc[MOE_DOWN_ROWS] = {};
+    for (int j = 0; j < top_k; j++) {
+        const int slot = t * top_k + j;
+        const int e = ids[slot];
+        if (e < 0 || e >= n_experts || nr <= 0)
+            continue;
+        float p[MOE_DOWN_ROWS] = {};
+        wdot<1, MOE_DOWN_ROWS>(dn, e, r0, 1, nr, hbuf + (int64_t)slot * dn.cols, 0, 1, sub, lpr, p);
+        const float wt = weights[slot];
+#pragma unroll
+        for (int i = 0; i < MOE_DOWN_ROWS; i++)
+            if (i < nr)
+                acc[i] += p[i] * (wt * kw_row_scale(dn, e, r0 + i));
+    }
+#pragma unroll
+    for (int i = 0; i < MOE_DOWN_ROWS; i++) {
+        const float v = group_sum(acc[i], lpr);
+        if (sub == 0 && i < nr) {
+            float *o = out + (int64_t)t * dn.rows + r0 + i;
+            *o = accumulate ? *o + v : v;
+        }
+    }
+}
+
+__global__ void moe_combine_kernel(float *out, const float *ys, const int32_t *ids,
+                                   const float *weights, int top_k, int n_experts, int hidden,
+                                   int accumulate)
+{
+    const int t = blockIdx.y, h = blockIdx.x * blockDim.x + threadIdx.x;
+    if (h >= hidden)
+        return;
+    float *o = out + (int64_t)t * hidden + h;
+    float acc = accumulate ? *o : 0.0f;
+    for (int j = 0; j < top_k; j++) {
+        const int slot = t * top_k + j;
+        const int e = ids[slot];
+        if (e >= 0 && e < n_experts)
+            acc += weights[slot] * ys[(int64_t)slot * hidden + h];
+    }
+    *o = acc;
+}
+
+int moe_expert_cuda_path(float *out, float *ws, const float *x, const int32_t *ids,
+                         const float *weights, int n_tok, int top_k, int n_experts,
+                         const struct kweight *gate_up, const struct kweight *down, int accumulate,
+                         int path, cudaStream_t stream)
+{
+    float *hbuf = ws;
+    int rc = kweight_check_dev(gate_up);
+    if (rc == 0)
+        rc = kweight_check_dev(down);
+    if (rc < 0)
+        return rc;
+    const int inter = down->cols, hidden = down->rows;
+    if (!out || !hbuf || !x || !ids || !weights || n_tok < 0 || top_k <= 0 || n_experts <= 0 ||
+        gate_up->rows != 2 * inter || gate_up->cols != hidden || ((uintptr_t)x) % 16 ||
+        ((uintptr_t)hbuf) % 16)
+        return ERR_INVAL;
+    const bool mma_ok = nvfp4_mma_ok(gate_up) && nvfp4_mma_ok(down);
+    if (path == GEMV_PATH_TENSOR && !mma_ok)
+        return ERR_UNSUPPORTED;
+    if (n_tok == 0)
+        return 0;
+    if (path == GEMV_PATH_TENSOR || (path == GEMV_PATH_AUTO && mma_ok)) {
+        const int n_slots = n_tok * top_k;
+        if (n_slots > 65535)
+            return ERR_INVAL;
+        float *gu = ws;                                   /* (n_slots, 2*inter) */
+        float *ys = ws + (size_t)n_slots * 2 * inter;     /* (n_slots, hidden) */
+        const struct nvfp4_mma_args a1 = {gu, 2 * inter, x, hidden, ids, top_k, 1, n_experts, 0};
+        nvfp4_mma_kernel<1, false><<<dim3(CEIL_DIV(2 * inter, 16), n_slots), NVFP4_MMA_WARPS * 32, 0,
+                                     stream>>>(*gate_up, a1);
+        const struct nvfp4_mma_args a2 = {ys, hidden, gu, 2 * inter, ids, 1, 1, n_experts, 0};
+        nvfp4_mma_kernel<1, true><<<dim3(CEIL_DIV(hidden, 16), n_slots), NVFP4_MMA_WARPS * 32, 0,
+                                    stream>>>(*down, a2);
+        moe_combine_kernel<<<dim3(CEIL_DIV(hidden, 256), n_tok), 256, 0, stream>>>(
+            out, ys, ids, weights, top_k, n_experts, hidden, accumulate);
+        return kcuda_launch_status("moe_expert_mma");
+    }
+    const int threads = 256;
+    const int lpr1 = kw_lanes_per_row(gate_up), lpr2 = kw_lanes_per_row(down);
+    dim3 g1(CEIL_DIV(inter, threads / lpr1), n_tok * top_k);
+    moe_gate_up_kernel<<<g1, threads, 0, stream>>>(hbuf, *gate_up, x, ids, top_k, n_experts, inter,
+                                                    lpr1);
+    dim3 g2(CEIL_DIV(hidden, threads / lpr2 * MOE_DOWN_ROWS), n_tok);
+    moe_down_kernel<<<g2, threads, 0, stream>>>(out, *down, hbuf, ids, weights, top_k, n_experts,
+                                                 accumulate, lpr2);
+    return kcuda_launch_status("moe_expert");
+}
+
+int moe_expert_cuda(float *out, float *ws, const float *x, const int32_t *ids, const float *weights,
+                    int n_tok, int top_k, int n_experts, const struct kweight *gate_up,
+                    const struct kweight *down, int accumulate, cudaStream_t stream)
+{
+    return moe_expert_cuda_path(out, ws, x, ids, weights, n_tok, top_k, n_experts, gate_up, down,
+                                accumulate, GEMV_PATH_AUTO, stream);
+}

@@ -1,0 +1,50 @@
+/* moe_expert: the routed-expert SwiGLU of a MoE block for a decode batch, fused per stage:
+ *   stage 1, per (token t, slot j), e = ids[t,j]:  h[t,j,:] = silu(x[t] Wg[e]^T) * (x[t] Wu[e]^T)
+ *            where gate_up[e] = [Wg (inter rows) ; Wu (inter rows)] (Qwen3.5 layout, gate first)
+ *   stage 2: out[t,:] (+)= sum_j weights[t,j] * (h[t,j,:] Wd[e]^T)
+ * Weights in bf16, fp8 or nvfp4 (struct kweight expert stacks), fp32 activations/accumulation.
+ * The shared expert is the same call with top_k = 1, ids = 0 and weights = its sigmoid gate. */
+#ifndef KERNELS_MOE_EXPERT_H
+#define KERNELS_MOE_EXPERT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kstream.h"
+#include "kweight.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Floats of scratch (ws) moe_expert_cuda needs: n_tok*top_k*(2*inter + hidden). */
+size_t moe_expert_ws_floats(int n_tok, int top_k, int inter, int hidden);
+
+/* out: (n_tok, hidden); ws: scratch of moe_expert_ws_floats() floats, 16-byte aligned (the
+ * reference uses its first n_tok*top_k*inter floats for h); x: (n_tok, hidden), 16-byte aligned;
+ * ids, weights: (n_tok, top_k). gate_up: rows = 2*inter, cols = hidden; down: rows = hidden,
+ * cols = inter; both stacks of n_experts. A slot whose id is outside [0, n_experts) contributes
+ * nothing. accumulate != 0 adds into out instead of overwriting it. Device pointers.
+ * Returns 0, ERR_INVAL, ERR_CUDA. */
+int moe_expert_cuda(float *out, float *ws, const float *x, const int32_t *ids, const float *weights,
+                    int n_tok, int top_k, int n_experts, const struct kweight *gate_up,
+                    const struct kweight *down, int accumulate, cudaStream_t stream);
+/* moe_expert_cuda with an explicit path (tests, benchmarks): GEMV_PATH_AUTO (tensor cores when
+ * both weights are nvfp4 with cols % 128 == 0), GEMV_PATH_CORES (fp32 CUDA-core dots, two
+ * launches), GEMV_PATH_TENSOR (nvfp4 mma path of gemv, activations rounded to fp16, three
+ * launches: gate/up per slot, down on silu(gate)*up per slot, weighted combine; else
+ * ERR_UNSUPPORTED). */
+int moe_expert_cuda_path(float *out, float *ws, const float *x, const int32_t *ids,
+                         const float *weights, int n_tok, int top_k, int n_experts,
+                         const struct kweight *gate_up, const struct kweight *down, int accumulate,
+                         int path, cudaStream_t stream);
+/* Same contract on host pointers: gemv_ref per selected expert, composed. */
+int moe_expert_ref(float *out, float *ws, const float *x, const int32_t *ids, const float *weights,
+                   int n_tok, int top_k, int n_experts, const struct kweight *gate_up,
+                   const struct kweight *down, int accumulate);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

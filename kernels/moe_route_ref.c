@@ -1,0 +1,44 @@
+/* moe_route reference: softmax in double, selection by repeated scans. */
+#include "moe_route.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "common/err.h"
+#include "common/xalloc.h"
+
+int moe_route_ref(int32_t *ids, float *weights, const float *logits, int n_tok, int n_experts,
+                  int top_k)
+{
+    double *p;
+    if (n_tok < 0 || n_experts <= 0 || n_experts > MOE_ROUTE_MAX_EXPERTS || top_k <= 0 ||
+        top_k > n_experts || top_k > MOE_ROUTE_MAX_TOPK)
+        return ERR_INVAL;
+    p = xmalloc(sizeof(double) * (size_t)n_experts);
+    for (int t = 0; t < n_tok; t++) {
+        const float *l = logits + (long)t * n_experts;
+        double mx = -INFINITY, sum = 0, sel = 0;
+        for (int e = 0; e < n_experts; e++)
+            mx = l[e] > mx ? l[e] : mx;
+        for (int e = 0; e < n_experts; e++) {
+            p[e] = exp((double)l[e] - mx);
+            sum += p[e];
+        }
+        for (int e = 0; e < n_experts; e++)
+            p[e] /= sum;
+        for (int j = 0; j < top_k; j++) {
+            int best = -1;
+            for (int e = 0; e < n_experts; e++)
+                if (p[e] >= 0 && (best < 0 || p[e] > p[best]))
+                    best = e;
+            ids[(long)t * top_k + j] = best;
+            weights[(long)t * top_k + j] = (float)p[best];
+            sel += p[best];
+            p[best] = -1.0;
+        }
+        for (int j = 0; j < top_k; j++)
+            weights[(long)t * top_k + j] = (float)(weights[(long)t * top_k + j] / sel);
+    }
+    free(p);
+    return 0;
+}

@@ -1,0 +1,79 @@
+/* gw_buf: growable byte buffer on xrealloc (small, bounded by our limits). */
+#include "gw_buf.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/xalloc.h"
+
+void gw_buf_init(struct gw_buf *b)
+{
+    b->data = NULL;
+    b->len = 0;
+    b->cap = 0;
+}
+
+void gw_buf_deinit(struct gw_buf *b)
+{
+    free(b->data);
+    gw_buf_init(b);
+}
+
+void gw_buf_reset(struct gw_buf *b)
+{
+    b->len = 0;
+    if (b->data)
+        b->data[0] = '\0';
+}
+
+static void reserve(struct gw_buf *b, size_t extra)
+{
+    if (b->len + extra + 1 <= b->cap)
+        return;
+    size_t cap = b->cap ? b->cap * 2 : 256;
+    while (cap < b->len + extra + 1)
+        cap *= 2;
+    b->data = xrealloc(b->data, cap);
+    b->cap = cap;
+}
+
+void gw_buf_append(struct gw_buf *b, const void *p, size_t n)
+{
+    reserve(b, n);
+    if (n)
+        memcpy(b->data + b->len, p, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+void gw_buf_puts(struct gw_buf *b, const char *s)
+{
+    gw_buf_append(b, s, strlen(s));
+}
+
+void gw_buf_printf(struct gw_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n <= 0)
+        return;
+    reserve(b, (size_t)n);
+    va_start(ap, fmt);
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+char *gw_buf_take(struct gw_buf *b, size_t *len)
+{
+    if (!b->data)
+        reserve(b, 0);
+    char *p = b->data;
+    if (len)
+        *len = b->len;
+    gw_buf_init(b);
+    return p;
+}

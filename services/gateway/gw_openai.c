@@ -1,0 +1,699 @@
+/* gw_openai: one generation request from parsed body to the last SSE byte.
+ *   parse (loop) -> render + tokenize (threadpool) -> context check, Submit (loop)
+ *   -> TokenEvents through gw_out -> Finish / Error -> response.
+ * The gen state lives in the exchange's arena; the exchange holds the route's ref until the
+ * response is done, and the threadpool work holds one more while it runs. */
+#include "gw_openai.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "gw.h"
+#include "gw_arena.h"
+#include "gw_buf.h"
+#include "gw_metrics.h"
+#include "gw_out.h"
+#include "gw_sched.h"
+#include "gw_sse.h"
+#include "gw_text.h"
+#include "proto/tern.pb-c.h"
+
+enum gen_op {
+    GEN_OP_GENERATE = 0,
+    GEN_OP_TOKENIZE,
+};
+
+struct gen {
+    struct gw *gw;
+    struct gw_exch *x;
+    enum gen_op op;
+    struct gw_req req;
+    uv_work_t work;
+    /* threadpool results */
+    int32_t *ids; /* prompt ids (malloc'd; freed by the arena cleanup) */
+    size_t n_ids;
+    int work_rc;
+    char work_err[512];
+    /* running */
+    uint64_t req_id;
+    bool submitted;
+    bool finished;
+    char id[96]; /* "chatcmpl-..." / "cmpl-..." */
+    long long created;
+    const char *model;
+    struct gw_out out;
+    struct gw_out_delta delta;
+    bool out_init;
+    /* accumulated (non-stream) */
+    struct gw_buf all_reasoning;
+    struct gw_buf all_content;
+    uint32_t prompt_tokens;
+    uint64_t t_first_ns, t_last_ns;
+    bool prompt_thinking; /* the rendered prompt ends inside <think> */
+    char *tools_json;     /* request tools as JSON text (arena) or NULL */
+};
+
+static void gen_cleanup(void *p)
+{
+    struct gen *g = p;
+    free(g->ids);
+    if (g->out_init) {
+        gw_out_deinit(&g->out);
+        gw_out_delta_deinit(&g->delta);
+    }
+    gw_buf_deinit(&g->all_reasoning);
+    gw_buf_deinit(&g->all_content);
+}
+
+int64_t gw_openai_max_model_len(const struct gw *gw)
+{
+    struct gw_sched_status st;
+    gw_sched_status_get(gw->sched, &st);
+    return st.max_model_len ? (int64_t)st.max_model_len : gw->cfg->max_model_len;
+}
+
+const char *gw_openai_model(const struct gw *gw)
+{
+    return gw->cfg->model_name;
+}
+
+static void retry_after_hdr(const struct gw *gw, uint32_t ms, char *buf, size_t n)
+{
+    unsigned s = ms ? (ms + 999) / 1000 : (unsigned)gw->cfg->retry_after_s;
+    snprintf(buf, n, "Retry-After: %u\r\n", s ? s : 1);
+}
+
+static void unavailable(struct gw_exch *x, const char *code, const char *msg, uint32_t ms)
+{
+    char hdr[64];
+    retry_after_hdr(x->gw, ms, hdr, sizeof(hdr));
+    gw_exch_error(x, 503, "server_error", NULL, code, hdr, "%s", msg);
+}
+
+static void req_error(struct gw_exch *x, const struct gw_req_err *e)
+{
+    gw_exch_error(x, e->status, e->type, e->param, e->code, NULL, "%s", e->message);
+}
+
+// ---- JSON bodies ----
+
+static cJSON *usage_json(uint32_t prompt, uint32_t completion)
+{
+    cJSON *u = cJSON_CreateObject();
+    cJSON_AddNumberToObject(u, "prompt_tokens", prompt);
+    cJSON_AddNumberToObject(u, "completion_tokens", completion);
+    cJSON_AddNumberToObject(u, "total_tokens", (double)prompt + completion);
+    return u;
+}
+
+static cJSON *envelope(struct gen *g, const char *object)
+{
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "id", g->id);
+    cJSON_AddStringToObject(j, "object", object);
+    cJSON_AddNumberToObject(j, "created", (double)g->created);
+    cJSON_AddStringToObject(j, "model", g->model);
+    return j;
+}
+
+/* streamed tool-call deltas: a start carries id, type and name; pieces carry arguments */
+static cJSON *tool_deltas_json(const struct gw_out_delta *d)
+{
+    cJSON *arr = cJSON_CreateArray();
+    for (int i = 0; i < d->n_tools; i++) {
+        const struct gw_out_tool_ev *t = &d->tools[i];
+        cJSON *tc = cJSON_CreateObject();
+        cJSON_AddNumberToObject(tc, "index", t->index);
+        if (t->id[0]) {
+            cJSON_AddStringToObject(tc, "id", t->id);
+            cJSON_AddStringToObject(tc, "type", "function");
+        }
+        cJSON *fn = cJSON_AddObjectToObject(tc, "function");
+        if (t->name[0])
+            cJSON_AddStringToObject(fn, "name", t->name);
+        cJSON_AddStringToObject(fn, "arguments", t->args.data ? t->args.data : "");
+        cJSON_AddItemToArray(arr, tc);
+    }
+    return arr;
+}
+
+/* complete tool calls for a non-streamed message */
+static cJSON *tool_calls_json(const struct gw_out *o)
+{
+    cJSON *arr = cJSON_CreateArray();
+    int n = gw_out_tool_count(o);
+    for (int i = 0; i < n; i++) {
+        const char *id = NULL, *name = NULL, *args = NULL;
+        if (gw_out_tool_get(o, i, &id, &name, &args) < 0)
+            continue;
+        cJSON *tc = cJSON_CreateObject();
+        cJSON_AddStringToObject(tc, "id", id);
+        cJSON_AddStringToObject(tc, "type", "function");
+        cJSON *fn = cJSON_AddObjectToObject(tc, "function");
+        cJSON_AddStringToObject(fn, "name", name);
+        cJSON_AddStringToObject(fn, "arguments", args);
+        cJSON_AddItemToArray(arr, tc);
+    }
+    return arr;
+}
+
+static void send_json_event(struct gen *g, cJSON *j)
+{
+    char *s = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    struct gw_buf b;
+    gw_buf_init(&b);
+    gw_sse_event(&b, s, strlen(s));
+    free(s);
+    gw_exch_stream_send(g->x, b.data, b.len);
+    gw_buf_deinit(&b);
+}
+
+/* one streamed chunk: delta fields or finish_reason */
+static void send_chunk(struct gen *g, const struct gw_out_delta *d, const char *finish, bool role)
+{
+    bool chat = g->req.kind == GW_REQ_KIND_CHAT;
+    cJSON *j = envelope(g, chat ? "chat.completion.chunk" : "text_completion");
+    cJSON *choices = cJSON_AddArrayToObject(j, "choices");
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddItemToArray(choices, c);
+    cJSON_AddNumberToObject(c, "index", 0);
+    if (chat) {
+        cJSON *delta = cJSON_AddObjectToObject(c, "delta");
+        if (role) {
+            cJSON_AddStringToObject(delta, "role", "assistant");
+            cJSON_AddStringToObject(delta, "content", "");
+        }
+        if (d && d->reasoning.len) {
+            cJSON_AddStringToObject(delta, "reasoning_content", d->reasoning.data);
+            cJSON_AddStringToObject(delta, "reasoning", d->reasoning.data);
+        }
+        if (d && d->content.len)
+            cJSON_AddStringToObject(delta, "content", d->content.data);
+        if (d && d->n_tools)
+            cJSON_AddItemToObject(delta, "tool_calls", tool_deltas_json(d));
+    } else {
+        cJSON_AddStringToObject(c, "text", d && d->content.len ? d->content.data : "");
+    }
+    cJSON_AddNullToObject(c, "logprobs");
+    if (finish)
+        cJSON_AddStringToObject(c, "finish_reason", finish);
+    else
+        cJSON_AddNullToObject(c, "finish_reason");
+    send_json_event(g, j);
+}
+
+/* first event of a streamed request: send the head and the role chunk */
+static void stream_start(struct gen *g)
+{
+    if (!g->req.stream || g->x->started)
+        return;
+    gw_exch_stream_begin(g->x);
+    send_chunk(g, NULL, NULL, g->req.kind == GW_REQ_KIND_CHAT);
+}
+
+/* deliver what the pipeline produced: stream it or keep it */
+static void deliver(struct gen *g)
+{
+    struct gw_out_delta *d = &g->delta;
+    if (gw_out_delta_is_empty(d))
+        return;
+    if (g->req.stream) {
+        send_chunk(g, d, NULL, false);
+    } else {
+        gw_buf_append(&g->all_reasoning, d->reasoning.data ? d->reasoning.data : "",
+                      d->reasoning.len);
+        gw_buf_append(&g->all_content, d->content.data ? d->content.data : "", d->content.len);
+    }
+    gw_out_delta_reset(d);
+}
+
+static void respond_full(struct gen *g, const char *finish, uint32_t completion)
+{
+    bool chat = g->req.kind == GW_REQ_KIND_CHAT;
+    cJSON *j = envelope(g, chat ? "chat.completion" : "text_completion");
+    cJSON *choices = cJSON_AddArrayToObject(j, "choices");
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddItemToArray(choices, c);
+    cJSON_AddNumberToObject(c, "index", 0);
+    if (chat) {
+        cJSON *m = cJSON_AddObjectToObject(c, "message");
+        cJSON_AddStringToObject(m, "role", "assistant");
+        int n_tools = gw_out_tool_count(&g->out);
+        if (g->all_content.len || n_tools == 0)
+            cJSON_AddStringToObject(m, "content", g->all_content.data ? g->all_content.data : "");
+        else
+            cJSON_AddNullToObject(m, "content");
+        if (g->all_reasoning.len) {
+            cJSON_AddStringToObject(m, "reasoning_content", g->all_reasoning.data);
+            cJSON_AddStringToObject(m, "reasoning", g->all_reasoning.data);
+        } else {
+            cJSON_AddNullToObject(m, "reasoning_content");
+            cJSON_AddNullToObject(m, "reasoning");
+        }
+        if (n_tools)
+            cJSON_AddItemToObject(m, "tool_calls", tool_calls_json(&g->out));
+    } else {
+        cJSON_AddStringToObject(c, "text", g->all_content.data ? g->all_content.data : "");
+    }
+    cJSON_AddNullToObject(c, "logprobs");
+    cJSON_AddStringToObject(c, "finish_reason", finish);
+    cJSON_AddItemToObject(j, "usage", usage_json(g->prompt_tokens, completion));
+    char *s = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    gw_exch_respond(g->x, 200, "application/json", NULL, s, strlen(s));
+    free(s);
+}
+
+// ---- finishing ----
+
+static double secs(uint64_t a, uint64_t b)
+{
+    return a && b >= a ? (double)(b - a) / 1e9 : -1.0;
+}
+
+static void gen_finish(struct gen *g, const char *finish, uint32_t completion, uint32_t queue_ms)
+{
+    if (g->finished)
+        return;
+    g->finished = true;
+    gw_out_flush(&g->out, &g->delta);
+    if (gw_out_tool_count(&g->out) > 0 && strcmp(finish, "stop") == 0)
+        finish = "tool_calls";
+    deliver(g);
+    uint64_t now = clock_now_ns();
+    gw_metrics_request(g->gw->metrics, strcmp(finish, "tool_calls") == 0 ? "stop" : finish,
+                       g->prompt_tokens, completion, secs(g->x->t_start_ns, g->t_first_ns),
+                       secs(g->x->t_start_ns, now), queue_ms ? queue_ms / 1000.0 : -1.0);
+    LOG_INFO("request_done", "req=%s id=%llx finish=%s prompt_tokens=%u completion_tokens=%u",
+             g->x->req_id, (unsigned long long)g->req_id, finish, g->prompt_tokens, completion);
+    if (!g->req.stream) {
+        respond_full(g, finish, completion);
+        return;
+    }
+    send_chunk(g, NULL, finish, false);
+    if (g->req.include_usage) {
+        cJSON *j = envelope(g, g->req.kind == GW_REQ_KIND_CHAT ? "chat.completion.chunk"
+                                                               : "text_completion");
+        cJSON_AddArrayToObject(j, "choices");
+        cJSON_AddItemToObject(j, "usage", usage_json(g->prompt_tokens, completion));
+        send_json_event(g, j);
+    }
+    struct gw_buf b;
+    gw_buf_init(&b);
+    gw_sse_done(&b);
+    gw_exch_stream_send(g->x, b.data, b.len);
+    gw_buf_deinit(&b);
+    gw_exch_stream_end(g->x);
+}
+
+static void gen_fail(struct gen *g, const struct gw_sched_ev *ev)
+{
+    if (g->finished)
+        return;
+    g->finished = true;
+    gw_metrics_request(g->gw->metrics, "error", g->prompt_tokens, g->out.n_tokens, -1,
+                       secs(g->x->t_start_ns, clock_now_ns()), -1);
+    LOG_WARN("request_failed", "req=%s id=%llx code=%d link_lost=%d msg=\"%s\"", g->x->req_id,
+             (unsigned long long)g->req_id, ev->error_code, ev->link_lost,
+             ev->message ? ev->message : "");
+    struct gw_exch *x = g->x;
+    const char *msg = ev->message ? ev->message : "generation failed";
+    if (ev->link_lost) {
+        unavailable(x, "scheduler_unavailable", "the scheduler is unavailable; retry later",
+                    ev->retry_after_ms);
+        return;
+    }
+    switch (ev->error_code) {
+    case TERN__ERROR_CODE__ERROR_CODE_QUEUE_FULL:
+        unavailable(x, "server_is_overloaded", msg, ev->retry_after_ms);
+        break;
+    case TERN__ERROR_CODE__ERROR_CODE_NO_WORKER:
+        unavailable(x, "no_worker_ready", msg, ev->retry_after_ms);
+        break;
+    case TERN__ERROR_CODE__ERROR_CODE_DRAINING:
+        unavailable(x, "shutting_down", msg, ev->retry_after_ms);
+        break;
+    case TERN__ERROR_CODE__ERROR_CODE_INVALID:
+        gw_exch_error(x, 400, "invalid_request_error", NULL, NULL, NULL, "%s", msg);
+        break;
+    case TERN__ERROR_CODE__ERROR_CODE_TOO_LONG:
+        gw_exch_error(x, 400, "invalid_request_error",
+                      g->req.kind == GW_REQ_KIND_CHAT ? "messages" : "prompt",
+                      "context_length_exceeded", NULL, "%s", msg);
+        break;
+    case TERN__ERROR_CODE__ERROR_CODE_WORKER_LOST:
+        gw_exch_error(x, 500, "server_error", NULL, "engine_dead", NULL, "%s", msg);
+        break;
+    default:
+        gw_exch_error(x, 500, "server_error", NULL, "internal_error", NULL, "%s", msg);
+        break;
+    }
+}
+
+// ---- scheduler events ----
+
+static const char *finish_name(int reason)
+{
+    switch (reason) {
+    case TERN__FINISH_REASON__FINISH_REASON_STOP:
+        return "stop";
+    case TERN__FINISH_REASON__FINISH_REASON_LENGTH:
+        return "length";
+    case TERN__FINISH_REASON__FINISH_REASON_ABORT:
+        return "abort";
+    default:
+        return "stop";
+    }
+}
+
+static void on_sched_event(void *ctx, const struct gw_sched_ev *ev)
+{
+    struct gen *g = ctx;
+    struct gw_exch *x = g->x;
+    gw_exch_ref(x); /* g lives in x's arena: keep it alive through this callback */
+    switch (ev->kind) {
+    case GW_SCHED_EV_TOKENS: {
+        uint64_t now = clock_now_ns();
+        if (ev->prompt_tokens)
+            g->prompt_tokens = ev->prompt_tokens;
+        if (!g->t_first_ns)
+            g->t_first_ns = now;
+        else if (ev->n_ids)
+            gw_metrics_itl(g->gw->metrics, (double)(now - g->t_last_ns) / 1e9 / (double)ev->n_ids);
+        g->t_last_ns = now;
+        stream_start(g);
+        bool stop = gw_out_feed(&g->out, (const int32_t *)ev->ids, ev->n_ids, &g->delta);
+        deliver(g);
+        if (stop) {
+            gw_sched_abort(g->gw->sched, g->req_id, "stop_string");
+            g->submitted = false;
+            gen_finish(g, "stop", (uint32_t)g->out.n_tokens, 0);
+        }
+        break;
+    }
+    case GW_SCHED_EV_FINISH:
+        g->submitted = false;
+        stream_start(g);
+        if (ev->prompt_tokens)
+            g->prompt_tokens = ev->prompt_tokens;
+        gen_finish(g, finish_name(ev->finish_reason),
+                   ev->completion_tokens ? ev->completion_tokens : (uint32_t)g->out.n_tokens,
+                   ev->queue_ms);
+        break;
+    case GW_SCHED_EV_ERROR:
+        g->submitted = false;
+        gen_fail(g, ev);
+        break;
+    }
+    gw_exch_unref(x);
+}
+
+/* The client went away: cancel at the scheduler at once, then end the exchange. */
+static void on_client_gone(struct gw_exch *x)
+{
+    struct gen *g = x->ctx;
+    if (g->submitted) {
+        gw_sched_abort(g->gw->sched, g->req_id, "client_gone");
+        g->submitted = false;
+        LOG_INFO("request_aborted", "req=%s id=%llx why=client_gone", x->req_id,
+                 (unsigned long long)g->req_id);
+    }
+    if (g->finished)
+        return;
+    if (g->op == GEN_OP_GENERATE && g->req_id) {
+        g->finished = true;
+        gw_metrics_request(g->gw->metrics, "abort", g->prompt_tokens, g->out.n_tokens, -1,
+                           secs(x->t_start_ns, clock_now_ns()), -1);
+    }
+    /* work still in the threadpool: after_work ends the exchange */
+    if (!g->work.data)
+        gw_exch_stream_end(x);
+}
+
+// ---- threadpool: render + tokenize ----
+
+static void work_run(uv_work_t *w)
+{
+    struct gen *g = w->data;
+    const struct gw_req *r = &g->req;
+    const struct gw_text *t = g->gw->text;
+    char *prompt = NULL;
+    size_t n = 0;
+    if (r->kind == GW_REQ_KIND_CHAT) {
+        g->work_rc = gw_text_render(t, r, &prompt, &n, g->work_err, sizeof(g->work_err));
+        if (g->work_rc < 0)
+            return;
+        g->work_rc = gw_text_encode(t, prompt, n, &g->ids, &g->n_ids);
+        size_t k = n;
+        while (k > 0 && (prompt[k - 1] == '\n' || prompt[k - 1] == ' '))
+            k--;
+        g->prompt_thinking = k >= 7 && memcmp(prompt + k - 7, "<think>", 7) == 0;
+        free(prompt);
+    } else if (r->prompt) {
+        g->work_rc = gw_text_encode(t, r->prompt, strlen(r->prompt), &g->ids, &g->n_ids);
+    } else {
+        g->ids = xmalloc(r->n_prompt_ids * sizeof(int32_t) + 1);
+        memcpy(g->ids, r->prompt_ids, r->n_prompt_ids * sizeof(int32_t));
+        g->n_ids = r->n_prompt_ids;
+        g->work_rc = 0;
+    }
+    if (g->work_rc < 0 && !g->work_err[0])
+        snprintf(g->work_err, sizeof(g->work_err), "tokenization failed: %s", err_str(g->work_rc));
+}
+
+static void start_generation(struct gen *g)
+{
+    struct gw *gw = g->gw;
+    struct gw_exch *x = g->x;
+    struct gw_req_err e;
+    int64_t mml = gw_openai_max_model_len(gw);
+    if (gw_req_check_context(&g->req, (int64_t)g->n_ids, mml, &e) < 0) {
+        req_error(x, &e);
+        return;
+    }
+    size_t vocab = gw_text_vocab_size(gw->text);
+    for (size_t i = 0; i < g->n_ids; i++)
+        if (g->ids[i] < 0 || (size_t)g->ids[i] >= vocab) {
+            gw_exch_error(x, 400, "invalid_request_error", "prompt", NULL, NULL,
+                          "token id %d is outside the vocabulary", g->ids[i]);
+            return;
+        }
+    int32_t eos[2];
+    gw_text_eos_ids(gw->text, &eos[0], &eos[1]);
+    uint32_t stop_ids[2];
+    size_t n_stop_ids = 0;
+    for (int i = 0; i < 2; i++)
+        if (eos[i] >= 0)
+            stop_ids[n_stop_ids++] = (uint32_t)eos[i];
+    struct gw_sched_submit sub = {0};
+    g->req_id = gw_sched_next_id(gw->sched);
+    sub.req_id = g->req_id;
+    sub.prompt_ids = g->ids;
+    sub.n_prompt_ids = g->n_ids;
+    sub.max_tokens = (uint32_t)g->req.max_tokens;
+    sub.temperature = (float)g->req.temperature;
+    sub.top_p = (float)g->req.top_p;
+    sub.top_k = (uint32_t)g->req.top_k;
+    sub.min_p = (float)g->req.min_p;
+    sub.presence_penalty = (float)g->req.presence_penalty;
+    sub.frequency_penalty = (float)g->req.frequency_penalty;
+    sub.repetition_penalty = (float)g->req.repetition_penalty;
+    sub.has_seed = g->req.has_seed;
+    sub.seed = g->req.seed;
+    sub.stop_ids = g->req.ignore_eos ? NULL : stop_ids;
+    sub.n_stop_ids = g->req.ignore_eos ? 0 : n_stop_ids;
+    sub.ignore_eos = g->req.ignore_eos;
+    sub.model = NULL;
+    int rc = gw_sched_submit(gw->sched, &sub, on_sched_event, g);
+    if (rc == ERR_CLOSED) {
+        unavailable(x, "scheduler_unavailable", "the scheduler is unavailable; retry later", 0);
+        return;
+    }
+    if (rc < 0) {
+        unavailable(x, "server_is_overloaded", "the server is overloaded; retry later", 0);
+        return;
+    }
+    g->submitted = true;
+    g->prompt_tokens = (uint32_t)g->n_ids;
+    LOG_INFO("request_submitted", "req=%s id=%llx prompt_tokens=%zu max_tokens=%lld stream=%d",
+             x->req_id, (unsigned long long)g->req_id, g->n_ids, (long long)g->req.max_tokens,
+             g->req.stream);
+    bool chat = g->req.kind == GW_REQ_KIND_CHAT;
+    if (chat && g->req.tools && g->req.tool_choice != GW_TOOL_CHOICE_NONE) {
+        char *tj = cJSON_PrintUnformatted(g->req.tools);
+        g->tools_json = gw_arena_strdup(x->arena, tj);
+        free(tj);
+    }
+    gw_out_delta_init(&g->delta);
+    rc = gw_out_init(&g->out, gw->text, g->req.stop, g->req.n_stop, chat, g->prompt_thinking,
+                     g->tools_json, g->req_id);
+    g->out_init = rc == 0;
+    if (rc < 0) {
+        gw_out_delta_deinit(&g->delta);
+        gw_sched_abort(gw->sched, g->req_id, "internal");
+        g->submitted = false;
+        gw_exch_error(x, 500, "server_error", NULL, NULL, NULL, "cannot set up the output parser");
+        return;
+    }
+    /* the stream head waits for the first event, so that admission errors (queue full, no
+     * worker) still get their HTTP status and Retry-After */
+}
+
+static void respond_tokens(struct gen *g)
+{
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "count", (double)g->n_ids);
+    cJSON_AddNumberToObject(j, "max_model_len", (double)gw_openai_max_model_len(g->gw));
+    cJSON *arr = cJSON_AddArrayToObject(j, "tokens");
+    for (size_t i = 0; i < g->n_ids; i++)
+        cJSON_AddItemToArray(arr, cJSON_CreateNumber(g->ids[i]));
+    char *s = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    gw_exch_respond(g->x, 200, "application/json", NULL, s, strlen(s));
+    free(s);
+}
+
+static void work_done(uv_work_t *w, int status)
+{
+    struct gen *g = w->data;
+    struct gw_exch *x = g->x;
+    w->data = NULL;
+    g->work.data = NULL;
+    if (!x->conn || status == UV_ECANCELED) {
+        /* client gone while we rendered: nothing was submitted */
+        gw_exch_stream_end(x);
+    } else if (g->work_rc < 0) {
+        gw_exch_error(x, 400, "invalid_request_error",
+                      g->req.kind == GW_REQ_KIND_CHAT ? "messages" : "prompt", NULL, NULL, "%s",
+                      g->work_err);
+    } else if (g->op == GEN_OP_TOKENIZE) {
+        respond_tokens(g);
+    } else if (x->gw->draining) {
+        unavailable(x, "shutting_down", "the server is shutting down", 0);
+    } else {
+        start_generation(g);
+    }
+    gw_exch_unref(x); /* the work's ref */
+}
+
+static struct gen *gen_new(struct gw *gw, struct gw_exch *x, enum gen_op op)
+{
+    struct gen *g = gw_arena_alloc(x->arena, sizeof(*g));
+    g->gw = gw;
+    g->x = x;
+    g->op = op;
+    gw_buf_init(&g->all_reasoning);
+    gw_buf_init(&g->all_content);
+    gw_arena_cleanup_add(x->arena, gen_cleanup, g);
+    x->ctx = g;
+    x->on_abort = on_client_gone;
+    return g;
+}
+
+static void queue_work(struct gen *g)
+{
+    g->work.data = g;
+    gw_exch_ref(g->x);
+    int rc = uv_queue_work(&g->gw->loop, &g->work, work_run, work_done);
+    if (rc < 0) {
+        g->work.data = NULL;
+        gw_exch_unref(g->x);
+        gw_exch_error(g->x, 500, "server_error", NULL, NULL, NULL, "cannot queue work: %s",
+                      uv_strerror(rc));
+    }
+}
+
+void gw_openai_generate(struct gw *gw, struct gw_exch *x, enum gw_req_kind kind)
+{
+    struct gw_sched_status st;
+    if (gw->draining) {
+        unavailable(x, "shutting_down", "the server is shutting down", 0);
+        return;
+    }
+    struct gen *g = gen_new(gw, x, GEN_OP_GENERATE);
+    struct gw_req_err e;
+    if (gw_req_parse(&g->req, kind, x->body, x->body_len, gw_openai_model(gw), x->arena, &e) < 0) {
+        req_error(x, &e);
+        return;
+    }
+    gw_sched_status_get(gw->sched, &st);
+    if (!st.up) {
+        unavailable(x, "scheduler_unavailable", "the scheduler is unavailable; retry later", 0);
+        return;
+    }
+    g->model = gw_openai_model(gw);
+    g->created = (long long)time(NULL);
+    snprintf(g->id, sizeof(g->id), "%s-%s", kind == GW_REQ_KIND_CHAT ? "chatcmpl" : "cmpl",
+             x->req_id);
+    queue_work(g);
+}
+
+void gw_openai_tokenize(struct gw *gw, struct gw_exch *x)
+{
+    struct gen *g = gen_new(gw, x, GEN_OP_TOKENIZE);
+    struct gw_req_err e;
+    cJSON *probe = cJSON_ParseWithLength(x->body, x->body_len);
+    bool chat = probe && cJSON_GetObjectItemCaseSensitive(probe, "messages") != NULL;
+    cJSON_Delete(probe);
+    if (gw_req_parse(&g->req, chat ? GW_REQ_KIND_CHAT : GW_REQ_KIND_COMPLETION, x->body,
+                     x->body_len, gw_openai_model(gw), x->arena, &e) < 0) {
+        req_error(x, &e);
+        return;
+    }
+    queue_work(g);
+}
+
+void gw_openai_detokenize(struct gw *gw, struct gw_exch *x)
+{
+    cJSON *j = cJSON_ParseWithLength(x->body, x->body_len);
+    cJSON *toks = j ? cJSON_GetObjectItemCaseSensitive(j, "tokens") : NULL;
+    if (!toks || !cJSON_IsArray(toks)) {
+        cJSON_Delete(j);
+        gw_exch_error(x, 400, "invalid_request_error", "tokens", NULL, NULL,
+                      "'tokens' must be a list of token ids");
+        return;
+    }
+    size_t n = (size_t)cJSON_GetArraySize(toks);
+    int32_t *ids = xmalloc((n + 1) * sizeof(int32_t));
+    size_t k = 0;
+    size_t vocab = gw_text_vocab_size(gw->text);
+    cJSON *t;
+    cJSON_ArrayForEach(t, toks)
+    {
+        if (!cJSON_IsNumber(t) || t->valuedouble < 0 || t->valuedouble >= (double)vocab ||
+            t->valuedouble != (double)(int32_t)t->valuedouble) {
+            free(ids);
+            cJSON_Delete(j);
+            gw_exch_error(x, 400, "invalid_request_error", "tokens", NULL, NULL,
+                          "token ids must be integers in [0, %zu)", vocab);
+            return;
+        }
+        ids[k++] = (int32_t)t->valuedouble;
+    }
+    cJSON_Delete(j);
+    char *text = NULL;
+    size_t len = 0;
+    int rc = gw_text_decode(gw->text, ids, k, false, &text, &len);
+    free(ids);
+    if (rc < 0) {
+        gw_exch_error(x, 400, "invalid_request_error", "tokens", NULL, NULL, "cannot decode: %s",
+                      err_str(rc));
+        return;
+    }
+    cJSON *out = cJSON_CreateObject();
+    cJSON_AddStringToObject(out, "prompt", text);
+    free(text);
+    char *s = cJSON_PrintUnformatted(out);
+    cJSON_Delete(out);
+    gw_exch_respond(x, 200, "application/json", NULL, s, strlen(s));
+    free(s);
+}

@@ -1,0 +1,444 @@
+/* gw_req: JSON body -> struct gw_req, validating every parameter of ECOSYSTEM.md §A.2 marked M.
+ * Unknown fields are ignored; null counts as absent. Ranges follow vLLM/OpenAI. */
+#include "gw_req.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "common/err.h"
+#include "gw_arena.h"
+
+static int fail(struct gw_req_err *err, int status, const char *param, const char *code,
+                const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static int fail(struct gw_req_err *err, int status, const char *param, const char *code,
+                const char *fmt, ...)
+{
+    err->status = status;
+    err->type = "invalid_request_error";
+    err->param = param;
+    err->code = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof(err->message), fmt, ap);
+    va_end(ap);
+    return ERR_INVAL;
+}
+
+static void free_json(void *p)
+{
+    cJSON_Delete(p);
+}
+
+/* the item, or NULL when absent or null */
+static cJSON *field(const cJSON *obj, const char *name)
+{
+    cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, name);
+    return (it && !cJSON_IsNull(it)) ? it : NULL;
+}
+
+static int get_bool(const cJSON *obj, const char *name, bool *out, struct gw_req_err *err)
+{
+    cJSON *it = field(obj, name);
+    if (!it)
+        return 0;
+    if (!cJSON_IsBool(it))
+        return fail(err, 400, name, NULL, "'%s' must be a boolean", name);
+    *out = cJSON_IsTrue(it);
+    return 0;
+}
+
+/* number in [lo, hi]; lo_open/hi_open make that end exclusive */
+static int get_num(const cJSON *obj, const char *name, double lo, bool lo_open, double hi,
+                   bool hi_open, double *out, struct gw_req_err *err)
+{
+    cJSON *it = field(obj, name);
+    if (!it)
+        return 0;
+    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble))
+        return fail(err, 400, name, NULL, "'%s' must be a number", name);
+    double v = it->valuedouble;
+    if ((lo_open ? v <= lo : v < lo) || (hi_open ? v >= hi : v > hi))
+        return fail(err, 400, name, NULL, "'%s' must be in %s%g, %g%s, got %g", name,
+                    lo_open ? "(" : "[", lo, hi, hi_open ? ")" : "]", v);
+    *out = v;
+    return 0;
+}
+
+static int get_int(const cJSON *obj, const char *name, int64_t lo, int64_t hi, bool *present,
+                   int64_t *out, struct gw_req_err *err)
+{
+    cJSON *it = field(obj, name);
+    if (present)
+        *present = it != NULL;
+    if (!it)
+        return 0;
+    double v = it->valuedouble;
+    if (!cJSON_IsNumber(it) || !isfinite(v) || v != floor(v) || fabs(v) > 9.2e18)
+        return fail(err, 400, name, NULL, "'%s' must be an integer", name);
+    if (v < (double)lo || v > (double)hi)
+        return fail(err, 400, name, NULL, "'%s' must be in [%lld, %lld], got %.0f", name,
+                    (long long)lo, (long long)hi, v);
+    *out = (int64_t)v;
+    return 0;
+}
+
+static int parse_stop(struct gw_req *r, const cJSON *root, struct gw_arena *a,
+                      struct gw_req_err *err)
+{
+    cJSON *it = field(root, "stop");
+    if (!it)
+        return 0;
+    if (cJSON_IsString(it)) {
+        if (it->valuestring[0] == '\0')
+            return 0;
+        if (strlen(it->valuestring) > GW_REQ_STOP_LEN_MAX)
+            return fail(err, 400, "stop", NULL, "stop string longer than %d bytes",
+                        GW_REQ_STOP_LEN_MAX);
+        r->stop[r->n_stop++] = gw_arena_strdup(a, it->valuestring);
+        return 0;
+    }
+    if (!cJSON_IsArray(it))
+        return fail(err, 400, "stop", NULL, "'stop' must be a string or a list of strings");
+    int n = cJSON_GetArraySize(it);
+    if (n > GW_REQ_STOP_MAX)
+        return fail(err, 400, "stop", NULL, "at most %d stop strings are allowed, got %d",
+                    GW_REQ_STOP_MAX, n);
+    cJSON *s;
+    cJSON_ArrayForEach(s, it)
+    {
+        if (!cJSON_IsString(s))
+            return fail(err, 400, "stop", NULL, "'stop' must be a string or a list of strings");
+        if (strlen(s->valuestring) > GW_REQ_STOP_LEN_MAX)
+            return fail(err, 400, "stop", NULL, "stop string longer than %d bytes",
+                        GW_REQ_STOP_LEN_MAX);
+        if (s->valuestring[0] != '\0')
+            r->stop[r->n_stop++] = gw_arena_strdup(a, s->valuestring);
+    }
+    return 0;
+}
+
+static int parse_messages(struct gw_req *r, cJSON *root, struct gw_req_err *err)
+{
+    cJSON *msgs = field(root, "messages");
+    if (!msgs)
+        return fail(err, 400, "messages", NULL, "'messages' is required");
+    if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0)
+        return fail(err, 400, "messages", NULL, "'messages' must be a non-empty list");
+    static const char *const roles[] = {"system", "developer", "user", "assistant", "tool"};
+    cJSON *m;
+    int i = 0;
+    cJSON_ArrayForEach(m, msgs)
+    {
+        cJSON *role = cJSON_IsObject(m) ? field(m, "role") : NULL;
+        if (!role || !cJSON_IsString(role))
+            return fail(err, 400, "messages", NULL, "messages[%d] needs a string 'role'", i);
+        bool known = false;
+        for (size_t k = 0; k < sizeof(roles) / sizeof(roles[0]); k++)
+            known |= strcmp(role->valuestring, roles[k]) == 0;
+        if (!known)
+            return fail(err, 400, "messages", NULL, "messages[%d]: unknown role '%.40s'", i,
+                        role->valuestring);
+        cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+        if (content && !cJSON_IsNull(content) && !cJSON_IsString(content) &&
+            !cJSON_IsArray(content))
+            return fail(err, 400, "messages", NULL,
+                        "messages[%d]: 'content' must be a string or a list of parts", i);
+        i++;
+    }
+    r->messages = msgs;
+    return 0;
+}
+
+static int parse_tools(struct gw_req *r, cJSON *root, struct gw_arena *a, struct gw_req_err *err)
+{
+    cJSON *tools = field(root, "tools");
+    if (tools) {
+        if (!cJSON_IsArray(tools))
+            return fail(err, 400, "tools", NULL, "'tools' must be a list");
+        cJSON *t;
+        int i = 0;
+        cJSON_ArrayForEach(t, tools)
+        {
+            cJSON *type = cJSON_IsObject(t) ? field(t, "type") : NULL;
+            cJSON *fn = cJSON_IsObject(t) ? field(t, "function") : NULL;
+            cJSON *name = fn ? field(fn, "name") : NULL;
+            if (!type || !cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0 ||
+                !fn || !cJSON_IsObject(fn) || !name || !cJSON_IsString(name) ||
+                name->valuestring[0] == '\0')
+                return fail(err, 400, "tools", NULL,
+                            "tools[%d] must be {\"type\":\"function\",\"function\":{\"name\":...}}",
+                            i);
+            i++;
+        }
+        if (cJSON_GetArraySize(tools) > 0)
+            r->tools = tools;
+    }
+    cJSON *tc = field(root, "tool_choice");
+    if (!tc)
+        return 0;
+    if (cJSON_IsString(tc)) {
+        if (strcmp(tc->valuestring, "auto") == 0)
+            r->tool_choice = GW_TOOL_CHOICE_AUTO;
+        else if (strcmp(tc->valuestring, "none") == 0)
+            r->tool_choice = GW_TOOL_CHOICE_NONE;
+        else if (strcmp(tc->valuestring, "required") == 0)
+            r->tool_choice = GW_TOOL_CHOICE_REQUIRED;
+        else
+            return fail(err, 400, "tool_choice", NULL,
+                        "'tool_choice' must be \"none\", \"auto\", \"required\" or a function");
+    } else if (cJSON_IsObject(tc)) {
+        cJSON *fn = field(tc, "function");
+        cJSON *name = fn ? field(fn, "name") : NULL;
+        if (!name || !cJSON_IsString(name))
+            return fail(err, 400, "tool_choice", NULL, "'tool_choice.function.name' is required");
+        r->tool_choice = GW_TOOL_CHOICE_NAMED;
+        r->tool_choice_name = gw_arena_strdup(a, name->valuestring);
+    } else {
+        return fail(err, 400, "tool_choice", NULL, "'tool_choice' must be a string or an object");
+    }
+    if ((r->tool_choice == GW_TOOL_CHOICE_REQUIRED || r->tool_choice == GW_TOOL_CHOICE_NAMED) &&
+        !r->tools)
+        return fail(err, 400, "tool_choice", NULL,
+                    "'tool_choice' %s needs a non-empty 'tools' list",
+                    r->tool_choice == GW_TOOL_CHOICE_NAMED ? "naming a function" : "\"required\"");
+    if (r->tool_choice == GW_TOOL_CHOICE_NAMED) {
+        bool found = false;
+        cJSON *t;
+        cJSON_ArrayForEach(t, r->tools)
+        {
+            cJSON *name = field(field(t, "function"), "name");
+            found |= strcmp(name->valuestring, r->tool_choice_name) == 0;
+        }
+        if (!found)
+            return fail(err, 400, "tool_choice", NULL, "tool_choice names unknown function '%.64s'",
+                        r->tool_choice_name);
+    }
+    return 0;
+}
+
+static int parse_thinking(struct gw_req *r, cJSON *root, struct gw_req_err *err)
+{
+    cJSON *kw = field(root, "chat_template_kwargs");
+    if (kw) {
+        if (!cJSON_IsObject(kw))
+            return fail(err, 400, "chat_template_kwargs", NULL,
+                        "'chat_template_kwargs' must be an object");
+        r->template_kwargs = kw;
+        cJSON *et = field(kw, "enable_thinking");
+        if (et) {
+            if (!cJSON_IsBool(et))
+                return fail(err, 400, "chat_template_kwargs.enable_thinking", NULL,
+                            "'enable_thinking' must be a boolean");
+            r->enable_thinking = cJSON_IsTrue(et) ? 1 : 0;
+        }
+    }
+    cJSON *eff = field(root, "reasoning_effort");
+    if (eff) {
+        static const char *const ok[] = {"none", "minimal", "low", "medium", "high"};
+        bool known = false;
+        if (cJSON_IsString(eff))
+            for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+                known |= strcmp(eff->valuestring, ok[i]) == 0;
+        if (!known)
+            return fail(err, 400, "reasoning_effort", NULL,
+                        "'reasoning_effort' must be one of none, minimal, low, medium, high");
+        if (strcmp(eff->valuestring, "none") == 0)
+            r->enable_thinking = 0;
+        else if (r->enable_thinking < 0)
+            r->enable_thinking = 1;
+    }
+    return 0;
+}
+
+static int parse_prompt(struct gw_req *r, cJSON *root, struct gw_arena *a, struct gw_req_err *err)
+{
+    cJSON *p = field(root, "prompt");
+    if (!p)
+        return fail(err, 400, "prompt", NULL, "'prompt' is required");
+    if (cJSON_IsString(p)) {
+        r->prompt = gw_arena_strdup(a, p->valuestring);
+        return 0;
+    }
+    if (!cJSON_IsArray(p) || cJSON_GetArraySize(p) == 0)
+        return fail(err, 400, "prompt", NULL,
+                    "'prompt' must be a string, a list of one string, or a list of token ids");
+    cJSON *first = cJSON_GetArrayItem(p, 0);
+    if (cJSON_IsString(first)) {
+        if (cJSON_GetArraySize(p) != 1)
+            return fail(err, 400, "prompt", NULL, "only one prompt per request is supported");
+        r->prompt = gw_arena_strdup(a, first->valuestring);
+        return 0;
+    }
+    size_t n = (size_t)cJSON_GetArraySize(p);
+    r->prompt_ids = gw_arena_alloc(a, n * sizeof(int32_t));
+    cJSON *t;
+    cJSON_ArrayForEach(t, p)
+    {
+        double v = cJSON_IsNumber(t) ? t->valuedouble : -1;
+        if (!cJSON_IsNumber(t) || v != floor(v) || v < 0 || v > 2147483647.0)
+            return fail(err, 400, "prompt", NULL, "'prompt' token ids must be integers >= 0");
+        r->prompt_ids[r->n_prompt_ids++] = (int32_t)v;
+    }
+    return 0;
+}
+
+int gw_req_parse(struct gw_req *r, enum gw_req_kind kind, const char *body, size_t len,
+                 const char *served_model, struct gw_arena *a, struct gw_req_err *err)
+{
+    memset(r, 0, sizeof(*r));
+    memset(err, 0, sizeof(*err));
+    r->kind = kind;
+    r->max_tokens = -1;
+    r->temperature = 1.0;
+    r->top_p = 1.0;
+    r->repetition_penalty = 1.0;
+    r->enable_thinking = -1;
+    cJSON *root = cJSON_ParseWithLength(body, len);
+    if (!root)
+        return fail(err, 400, NULL, NULL, "request body is not valid JSON");
+    gw_arena_cleanup_add(a, free_json, root);
+    r->root = root;
+    if (!cJSON_IsObject(root))
+        return fail(err, 400, NULL, NULL, "request body must be a JSON object");
+
+    cJSON *model = field(root, "model");
+    if (model) {
+        if (!cJSON_IsString(model))
+            return fail(err, 400, "model", NULL, "'model' must be a string");
+        r->model = gw_arena_strdup(a, model->valuestring);
+        if (served_model && strcmp(r->model, served_model) != 0) {
+            fail(err, 404, "model", "model_not_found", "The model '%.128s' does not exist.",
+                 r->model);
+            return ERR_INVAL;
+        }
+    }
+    int rc;
+    if (kind == GW_REQ_KIND_CHAT)
+        rc = parse_messages(r, root, err);
+    else
+        rc = parse_prompt(r, root, a, err);
+    if (rc)
+        return rc;
+
+    bool has;
+    int64_t v = 0;
+    if ((rc = get_int(root, "max_completion_tokens", 1, INT32_MAX, &has, &v, err)))
+        return rc;
+    if (has)
+        r->max_tokens = v;
+    else {
+        if ((rc = get_int(root, "max_tokens", 1, INT32_MAX, &has, &v, err)))
+            return rc;
+        if (has)
+            r->max_tokens = v;
+    }
+    if ((rc = get_num(root, "temperature", 0, false, 2, false, &r->temperature, err)) ||
+        (rc = get_num(root, "top_p", 0, true, 1, false, &r->top_p, err)) ||
+        (rc = get_num(root, "min_p", 0, false, 1, false, &r->min_p, err)) ||
+        (rc = get_num(root, "presence_penalty", -2, false, 2, false, &r->presence_penalty, err)) ||
+        (rc =
+             get_num(root, "frequency_penalty", -2, false, 2, false, &r->frequency_penalty, err)) ||
+        (rc = get_num(root, "repetition_penalty", 0, true, 2, false, &r->repetition_penalty, err)))
+        return rc;
+    if ((rc = get_int(root, "top_k", -1, 1 << 20, NULL, &r->top_k, err)))
+        return rc;
+    if (r->top_k < 0)
+        r->top_k = 0;
+    cJSON *seed = field(root, "seed");
+    if (seed) {
+        double s = seed->valuedouble;
+        if (!cJSON_IsNumber(seed) || s != floor(s) || fabs(s) > 9.2e18)
+            return fail(err, 400, "seed", NULL, "'seed' must be an integer");
+        r->has_seed = true;
+        r->seed = (uint64_t)(int64_t)s;
+    }
+    int64_t n = 1;
+    if ((rc = get_int(root, "n", 1, 128, NULL, &n, err)))
+        return rc;
+    if (n > 1)
+        return fail(err, 400, "n", NULL, "n > 1 is not supported yet; use n = 1");
+    if ((rc = parse_stop(r, root, a, err)))
+        return rc;
+    if ((rc = get_bool(root, "stream", &r->stream, err)) ||
+        (rc = get_bool(root, "ignore_eos", &r->ignore_eos, err)))
+        return rc;
+    cJSON *so = field(root, "stream_options");
+    if (so) {
+        if (!cJSON_IsObject(so))
+            return fail(err, 400, "stream_options", NULL, "'stream_options' must be an object");
+        cJSON *iu = field(so, "include_usage");
+        if (iu && !cJSON_IsBool(iu))
+            return fail(err, 400, "stream_options.include_usage", NULL,
+                        "'include_usage' must be a boolean");
+        r->include_usage = iu && cJSON_IsTrue(iu);
+    }
+    /* logprobs: not yet supported end to end */
+    cJSON *lp = field(root, "logprobs");
+    if (lp) {
+        bool want = cJSON_IsTrue(lp) || (cJSON_IsNumber(lp) && lp->valuedouble > 0);
+        if (!cJSON_IsBool(lp) && !cJSON_IsNumber(lp))
+            return fail(err, 400, "logprobs", NULL, "'logprobs' has the wrong type");
+        if (want)
+            return fail(err, 400, "logprobs", NULL, "logprobs are not supported yet");
+    }
+    cJSON *tlp = field(root, "top_logprobs");
+    if (tlp && cJSON_IsNumber(tlp) && tlp->valuedouble > 0)
+        return fail(err, 400, "top_logprobs", NULL, "top_logprobs are not supported yet");
+    cJSON *rf = field(root, "response_format");
+    if (rf) {
+        cJSON *t = cJSON_IsObject(rf) ? field(rf, "type") : NULL;
+        if (!t || !cJSON_IsString(t))
+            return fail(err, 400, "response_format", NULL, "'response_format.type' is required");
+        if (strcmp(t->valuestring, "text") != 0)
+            return fail(err, 400, "response_format", NULL,
+                        "response_format '%.32s' is not supported yet", t->valuestring);
+    }
+    if (kind == GW_REQ_KIND_CHAT) {
+        if ((rc = parse_tools(r, root, a, err)) || (rc = parse_thinking(r, root, err)))
+            return rc;
+    } else {
+        if ((rc = get_bool(root, "echo", &r->echo, err)))
+            return rc;
+        if (r->echo)
+            return fail(err, 400, "echo", NULL, "echo is not supported yet");
+        cJSON *bo = field(root, "best_of");
+        if (bo && (!cJSON_IsNumber(bo) || bo->valuedouble != 1))
+            return fail(err, 400, "best_of", NULL, "best_of other than 1 is not supported");
+        cJSON *sfx = field(root, "suffix");
+        if (sfx && (!cJSON_IsString(sfx) || sfx->valuestring[0]))
+            return fail(err, 400, "suffix", NULL, "suffix is not supported");
+    }
+    return 0;
+}
+
+int gw_req_check_context(struct gw_req *r, int64_t prompt_tokens, int64_t max_model_len,
+                         struct gw_req_err *err)
+{
+    const char *param = r->kind == GW_REQ_KIND_CHAT ? "messages" : "prompt";
+    if (prompt_tokens <= 0)
+        return fail(err, 400, param, NULL, "the prompt is empty");
+    if (r->max_tokens < 0) {
+        if (prompt_tokens >= max_model_len)
+            return fail(err, 400, param, "context_length_exceeded",
+                        "This model's maximum context length is %lld tokens. However, your "
+                        "prompt contains %lld input tokens, which leaves no room for output. "
+                        "Please reduce the length of the input prompt.",
+                        (long long)max_model_len, (long long)prompt_tokens);
+        r->max_tokens = max_model_len - prompt_tokens;
+        return 0;
+    }
+    if (prompt_tokens + r->max_tokens > max_model_len)
+        return fail(err, 400, param, "context_length_exceeded",
+                    "This model's maximum context length is %lld tokens. However, you requested "
+                    "%lld output tokens and your prompt contains %lld input tokens, for a total "
+                    "of %lld tokens. Please reduce the length of the input prompt or the number "
+                    "of requested output tokens.",
+                    (long long)max_model_len, (long long)r->max_tokens, (long long)prompt_tokens,
+                    (long long)(prompt_tokens + r->max_tokens));
+    return 0;
+}

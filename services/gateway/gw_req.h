@@ -1,0 +1,79 @@
+/* gw_req: an OpenAI request body (chat or legacy completions) parsed and validated into a
+ * struct, with the exact OpenAI error (status, param, message) for every rejected value.
+ * Pure: no I/O, no loop; strings and the kept JSON live in the caller's arena. */
+#ifndef GW_REQ_H
+#define GW_REQ_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct gw_arena;
+struct cJSON;
+
+#define GW_REQ_STOP_MAX 16      /* stop strings accepted */
+#define GW_REQ_STOP_LEN_MAX 512 /* bytes per stop string */
+
+enum gw_req_kind {
+    GW_REQ_KIND_CHAT = 0,   /* POST /v1/chat/completions */
+    GW_REQ_KIND_COMPLETION, /* POST /v1/completions */
+};
+
+enum gw_tool_choice {
+    GW_TOOL_CHOICE_AUTO = 0,
+    GW_TOOL_CHOICE_NONE,
+    GW_TOOL_CHOICE_REQUIRED,
+    GW_TOOL_CHOICE_NAMED,
+};
+
+/* A rejected request: what the HTTP layer answers. */
+struct gw_req_err {
+    int status;        /* 400, 404 ... */
+    const char *type;  /* "invalid_request_error" */
+    const char *param; /* field path or NULL (static or arena) */
+    const char *code;  /* e.g. "model_not_found" or NULL */
+    char message[512];
+};
+
+struct gw_req {
+    enum gw_req_kind kind;
+    const char *model; /* as requested, NULL when absent */
+    bool stream;
+    bool include_usage;        /* stream_options.include_usage */
+    int64_t max_tokens;        /* max_tokens / max_completion_tokens; -1 = not given */
+    double temperature;        /* [0, 2], default 1 */
+    double top_p;              /* (0, 1], default 1 */
+    int64_t top_k;             /* 0 or -1 = off, else >= 1 */
+    double min_p;              /* [0, 1], default 0 */
+    double presence_penalty;   /* [-2, 2], default 0 */
+    double frequency_penalty;  /* [-2, 2], default 0 */
+    double repetition_penalty; /* (0, 2], default 1 */
+    bool has_seed;
+    uint64_t seed;
+    const char *stop[GW_REQ_STOP_MAX]; /* stop strings (arena) */
+    int n_stop;
+    bool ignore_eos;
+    int enable_thinking;           /* -1 = template default, 0 = off, 1 = on */
+    struct cJSON *root;            /* the parsed body (freed with the arena) */
+    struct cJSON *messages;        /* chat: the messages array (borrowed from root) */
+    struct cJSON *tools;           /* chat: tools array or NULL */
+    struct cJSON *template_kwargs; /* chat_template_kwargs object or NULL */
+    enum gw_tool_choice tool_choice;
+    const char *tool_choice_name; /* GW_TOOL_CHOICE_NAMED */
+    const char *prompt;           /* completions: prompt text, or NULL when given as ids */
+    int32_t *prompt_ids;          /* completions: prompt as token ids (arena), or NULL */
+    size_t n_prompt_ids;
+    bool echo; /* completions: echo (not supported: rejected when true) */
+};
+
+/* Parse body[0..len) as kind. 0 on success; ERR_INVAL with *err filled for a client error.
+ * served_model: the only accepted "model" value besides absent (404 otherwise). */
+int gw_req_parse(struct gw_req *r, enum gw_req_kind kind, const char *body, size_t len,
+                 const char *served_model, struct gw_arena *arena, struct gw_req_err *err);
+
+/* Context check: prompt_tokens + max_tokens must fit max_model_len. Fills r->max_tokens when
+ * it was not given. 0, or ERR_INVAL with the OpenAI "context_length_exceeded" error. */
+int gw_req_check_context(struct gw_req *r, int64_t prompt_tokens, int64_t max_model_len,
+                         struct gw_req_err *err);
+
+#endif

@@ -1,0 +1,129 @@
+/* sched_cfg: option table, defaults and validation for tern-scheduler. */
+#include "sched_cfg.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/cfg.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+
+#define F(field) offsetof(struct sched_cfg, field)
+#define S(field) sizeof(((struct sched_cfg *)0)->field)
+
+static const struct cfg_opt OPTS[] = {
+    {"gateway-endpoint", "TERN_SCHED_GATEWAY_ENDPOINT", CFG_TYPE_STR, F(gateway_endpoint),
+     S(gateway_endpoint), 0, 0, "ROUTER for gateways (ipc://PATH or tcp://HOST:PORT)"},
+    {"worker-endpoint", "TERN_SCHED_WORKER_ENDPOINT", CFG_TYPE_STR, F(worker_endpoint),
+     S(worker_endpoint), 0, 0, "ROUTER for workers"},
+    {"heartbeat-ms", "TERN_HEARTBEAT_MS", CFG_TYPE_INT, F(heartbeat_ms), 0, 10, 60000,
+     "heartbeat interval, ms (500)"},
+    {"dead-after-ms", "TERN_DEAD_AFTER_MS", CFG_TYPE_INT, F(dead_after_ms), 0, 30, 600000,
+     "peer silent this long is dead, ms (3000)"},
+    {"queue-cap", "TERN_SCHED_QUEUE_CAP", CFG_TYPE_INT, F(queue_cap), 0, 1, 1000000,
+     "waiting requests before QUEUE_FULL (256)"},
+    {"queue-timeout-ms", "TERN_SCHED_QUEUE_TIMEOUT_MS", CFG_TYPE_INT, F(queue_timeout_ms), 0, 1,
+     86400000, "max wait for a worker, ms (60000)"},
+    {"max-step-tokens", "TERN_SCHED_MAX_STEP_TOKENS", CFG_TYPE_INT, F(max_step_tokens), 0, 1,
+     1 << 20, "tokens per step, prefill + decode (2048)"},
+    {"decode-steps", "TERN_SCHED_DECODE_STEPS", CFG_TYPE_INT, F(decode_steps), 0, 1, 256,
+     "decode steps granted per plan (4)"},
+    {"drain-timeout-ms", "TERN_SCHED_DRAIN_TIMEOUT_MS", CFG_TYPE_INT, F(drain_timeout_ms), 0, 0,
+     3600000, "SIGTERM drain deadline, ms (30000)"},
+    {"max-msg-bytes", "TERN_MAX_MSG_BYTES", CFG_TYPE_INT, F(max_msg_bytes), 0, 4096, 1 << 30,
+     "frame cap, bytes (8388608)"},
+    {"retry-after-ms", "TERN_SCHED_RETRY_AFTER_MS", CFG_TYPE_INT, F(retry_after_ms), 0, 0,
+     3600000, "Retry-After hint, ms (1000)"},
+    {"check-pool", "TERN_SCHED_CHECK_POOL", CFG_TYPE_BOOL, F(check_pool), 0, 0, 0,
+     "check pool invariants after every change (false)"},
+    {"log-level", "TERN_LOG_LEVEL", CFG_TYPE_STR, F(log_level), S(log_level), 0, 0,
+     "debug|info|warn|error (info)"},
+};
+
+static void set_defaults(struct sched_cfg *c)
+{
+    memset(c, 0, sizeof *c);
+    /* an unusable runtime dir leaves the endpoints empty: validation reports it */
+    if (msg_endpoint_default(c->gateway_endpoint, sizeof c->gateway_endpoint, "scheduler-gw") < 0)
+        c->gateway_endpoint[0] = '\0';
+    if (msg_endpoint_default(c->worker_endpoint, sizeof c->worker_endpoint, "scheduler-wk") < 0)
+        c->worker_endpoint[0] = '\0';
+    c->heartbeat_ms = 500;
+    c->dead_after_ms = 3000;
+    c->queue_cap = 256;
+    c->queue_timeout_ms = 60000;
+    c->max_step_tokens = 2048;
+    c->decode_steps = 4;
+    c->drain_timeout_ms = 30000;
+    c->max_msg_bytes = (int)MSG_MAX_BYTES_DEFAULT;
+    c->retry_after_ms = 1000;
+    c->check_pool = false;
+    snprintf(c->log_level, sizeof c->log_level, "info");
+}
+
+int sched_cfg_validate(const struct sched_cfg *c, char *err, size_t errlen)
+{
+    if (!msg_endpoint_is_valid(c->gateway_endpoint)) {
+        snprintf(err, errlen, "gateway-endpoint \"%s\" is not ipc://PATH or tcp://HOST:PORT",
+                 c->gateway_endpoint);
+        return ERR_INVAL;
+    }
+    if (!msg_endpoint_is_valid(c->worker_endpoint)) {
+        snprintf(err, errlen, "worker-endpoint \"%s\" is not ipc://PATH or tcp://HOST:PORT",
+                 c->worker_endpoint);
+        return ERR_INVAL;
+    }
+    if (strcmp(c->gateway_endpoint, c->worker_endpoint) == 0) {
+        snprintf(err, errlen, "gateway-endpoint and worker-endpoint must differ");
+        return ERR_INVAL;
+    }
+    if (c->dead_after_ms < 2 * c->heartbeat_ms) {
+        snprintf(err, errlen, "dead-after-ms (%d) must be at least 2 x heartbeat-ms (%d)",
+                 c->dead_after_ms, c->heartbeat_ms);
+        return ERR_INVAL;
+    }
+    if (log_level_parse(c->log_level) < 0) {
+        snprintf(err, errlen, "log-level \"%s\" is not debug|info|warn|error", c->log_level);
+        return ERR_INVAL;
+    }
+    return 0;
+}
+
+int sched_cfg_parse(struct sched_cfg *cfg, int argc, char **argv)
+{
+    char err[512];
+    struct cfg_result res;
+    set_defaults(cfg);
+    int rc = cfg_parse(cfg, OPTS, ARRAY_LEN(OPTS), argc, argv, "TERN_SCHED_CONFIG", &res, err,
+                       sizeof err);
+    if (rc == 0 && res.help) {
+        cfg_usage(stdout, "tern-scheduler", OPTS, ARRAY_LEN(OPTS));
+        return 1;
+    }
+    if (rc == 0 && res.n_rest) {
+        snprintf(err, sizeof err, "unexpected argument \"%s\"", res.rest[0]);
+        rc = ERR_INVAL;
+    }
+    if (rc == 0)
+        rc = sched_cfg_validate(cfg, err, sizeof err);
+    if (rc < 0) {
+        fprintf(stderr, "tern-scheduler: %s\n", err);
+        return ERR_INVAL;
+    }
+    if (res.check_config) {
+        log_init("scheduler", (enum log_level)log_level_parse(cfg->log_level));
+        sched_cfg_log(cfg);
+        LOG_INFO("check_config", "result=ok");
+        return 1;
+    }
+    return 0;
+}
+
+void sched_cfg_log(const struct sched_cfg *cfg)
+{
+    char line[2048];
+    cfg_format(cfg, OPTS, ARRAY_LEN(OPTS), line, sizeof line);
+    LOG_INFO("config", "%s", line);
+}

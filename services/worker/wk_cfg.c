@@ -1,0 +1,147 @@
+/* wk_cfg: option table, defaults and validation for tern-worker. */
+#include "wk_cfg.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/cfg.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+
+#define F(field) offsetof(struct wk_cfg, field)
+#define S(field) sizeof(((struct wk_cfg *)0)->field)
+
+static const struct cfg_opt OPTS[] = {
+    {"scheduler-endpoint", "TERN_SCHED_WORKER_ENDPOINT", CFG_TYPE_STR, F(scheduler_endpoint),
+     S(scheduler_endpoint), 0, 0, "scheduler's worker endpoint"},
+    {"worker-id", "TERN_WORKER_ID", CFG_TYPE_STR, F(worker_id), S(worker_id), 0, 0,
+     "name in logs and status (wk-<pid>)"},
+    {"engine", "TERN_WORKER_ENGINE", CFG_TYPE_STR, F(engine), S(engine), 0, 0, "fake|cpu (cpu)"},
+    {"model", "TERN_MODEL", CFG_TYPE_STR, F(model), S(model), 0, 0, "model directory (models/tiny)"},
+    {"heartbeat-ms", "TERN_HEARTBEAT_MS", CFG_TYPE_INT, F(heartbeat_ms), 0, 10, 60000,
+     "heartbeat interval, ms (500)"},
+    {"dead-after-ms", "TERN_DEAD_AFTER_MS", CFG_TYPE_INT, F(dead_after_ms), 0, 30, 600000,
+     "scheduler silent this long is gone, ms (3000)"},
+    {"max-seqs", "TERN_WORKER_MAX_SEQS", CFG_TYPE_INT, F(max_seqs), 0, 1, 4096,
+     "concurrent sequences (16)"},
+    {"block-tokens", "TERN_WORKER_BLOCK_TOKENS", CFG_TYPE_INT, F(block_tokens), 0, 1, 4096,
+     "tokens per KV block (16)"},
+    {"kv-blocks", "TERN_WORKER_KV_BLOCKS", CFG_TYPE_INT, F(kv_blocks), 0, 0, 1 << 28,
+     "KV blocks, 0 = max-seqs x max-model-len (0)"},
+    {"max-model-len", "TERN_MAX_MODEL_LEN", CFG_TYPE_INT, F(max_model_len), 0, 0, 1 << 24,
+     "positions per sequence, 0 = model's, cpu capped at 4096 (0)"},
+    {"max-step-tokens", "TERN_WORKER_MAX_STEP_TOKENS", CFG_TYPE_INT, F(max_step_tokens), 0, 1,
+     1 << 20, "tokens per step (512)"},
+    {"threads", "TERN_THREADS", CFG_TYPE_INT, F(threads), 0, 0, 1024,
+     "compute threads, 0 = online CPUs (0)"},
+    {"fake-vocab", "TERN_FAKE_VOCAB", CFG_TYPE_INT, F(fake_vocab), 0, 2, 1 << 20,
+     "fake engine vocabulary (1024)"},
+    {"fake-eos", "TERN_FAKE_EOS", CFG_TYPE_INT, F(fake_eos), 0, -1, 1 << 20,
+     "fake engine EOS id, -1 = none (-1)"},
+    {"fake-step-us", "TERN_FAKE_STEP_US", CFG_TYPE_INT, F(fake_step_us), 0, 0, 10000000,
+     "fake engine sleep per step, us (0)"},
+    {"max-msg-bytes", "TERN_MAX_MSG_BYTES", CFG_TYPE_INT, F(max_msg_bytes), 0, 4096, 1 << 30,
+     "frame cap, bytes (8388608)"},
+    {"log-level", "TERN_LOG_LEVEL", CFG_TYPE_STR, F(log_level), S(log_level), 0, 0,
+     "debug|info|warn|error (info)"},
+};
+
+static void set_defaults(struct wk_cfg *c)
+{
+    memset(c, 0, sizeof *c);
+    if (msg_endpoint_default(c->scheduler_endpoint, sizeof c->scheduler_endpoint,
+                             "scheduler-wk") < 0)
+        c->scheduler_endpoint[0] = '\0';   /* validation reports it */
+    snprintf(c->worker_id, sizeof c->worker_id, "wk-%d", (int)getpid());
+    snprintf(c->engine, sizeof c->engine, "cpu");
+    snprintf(c->model, sizeof c->model, "models/tiny");
+    c->heartbeat_ms = 500;
+    c->dead_after_ms = 3000;
+    c->max_seqs = 16;
+    c->block_tokens = 16;
+    c->kv_blocks = 0;
+    c->max_model_len = 0;
+    c->max_step_tokens = 512;
+    c->threads = 0;
+    c->fake_vocab = 1024;
+    c->fake_eos = -1;
+    c->fake_step_us = 0;
+    c->max_msg_bytes = (int)MSG_MAX_BYTES_DEFAULT;
+    snprintf(c->log_level, sizeof c->log_level, "info");
+}
+
+int wk_cfg_validate(const struct wk_cfg *c, char *err, size_t errlen)
+{
+    if (!msg_endpoint_is_valid(c->scheduler_endpoint)) {
+        snprintf(err, errlen, "scheduler-endpoint \"%s\" is not ipc://PATH or tcp://HOST:PORT",
+                 c->scheduler_endpoint);
+        return ERR_INVAL;
+    }
+    if (strcmp(c->engine, "fake") != 0 && strcmp(c->engine, "cpu") != 0) {
+        snprintf(err, errlen, "engine \"%s\" is not fake|cpu", c->engine);
+        return ERR_INVAL;
+    }
+    if (strcmp(c->engine, "cpu") == 0 && c->model[0] == '\0') {
+        snprintf(err, errlen, "engine cpu needs --model DIR");
+        return ERR_INVAL;
+    }
+    if (c->worker_id[0] == '\0') {
+        snprintf(err, errlen, "worker-id must not be empty");
+        return ERR_INVAL;
+    }
+    if (c->dead_after_ms < 2 * c->heartbeat_ms) {
+        snprintf(err, errlen, "dead-after-ms (%d) must be at least 2 x heartbeat-ms (%d)",
+                 c->dead_after_ms, c->heartbeat_ms);
+        return ERR_INVAL;
+    }
+    if (c->fake_eos >= c->fake_vocab) {
+        snprintf(err, errlen, "fake-eos (%d) must be below fake-vocab (%d)", c->fake_eos,
+                 c->fake_vocab);
+        return ERR_INVAL;
+    }
+    if (log_level_parse(c->log_level) < 0) {
+        snprintf(err, errlen, "log-level \"%s\" is not debug|info|warn|error", c->log_level);
+        return ERR_INVAL;
+    }
+    return 0;
+}
+
+int wk_cfg_parse(struct wk_cfg *cfg, int argc, char **argv)
+{
+    char err[512];
+    struct cfg_result res;
+    set_defaults(cfg);
+    int rc = cfg_parse(cfg, OPTS, ARRAY_LEN(OPTS), argc, argv, "TERN_WORKER_CONFIG", &res, err,
+                       sizeof err);
+    if (rc == 0 && res.help) {
+        cfg_usage(stdout, "tern-worker", OPTS, ARRAY_LEN(OPTS));
+        return 1;
+    }
+    if (rc == 0 && res.n_rest) {
+        snprintf(err, sizeof err, "unexpected argument \"%s\"", res.rest[0]);
+        rc = ERR_INVAL;
+    }
+    if (rc == 0)
+        rc = wk_cfg_validate(cfg, err, sizeof err);
+    if (rc < 0) {
+        fprintf(stderr, "tern-worker: %s\n", err);
+        return ERR_INVAL;
+    }
+    if (res.check_config) {
+        log_init("worker", (enum log_level)log_level_parse(cfg->log_level));
+        wk_cfg_log(cfg);
+        LOG_INFO("check_config", "result=ok");
+        return 1;
+    }
+    return 0;
+}
+
+void wk_cfg_log(const struct wk_cfg *cfg)
+{
+    char line[2048];
+    cfg_format(cfg, OPTS, ARRAY_LEN(OPTS), line, sizeof line);
+    LOG_INFO("config", "%s", line);
+}

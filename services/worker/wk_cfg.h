@@ -1,0 +1,36 @@
+/* wk_cfg: the worker's whole configuration (defaults < file < TERN_* env < flags), validated
+ * in one place. */
+#ifndef WK_CFG_H
+#define WK_CFG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "common/msg.h"
+
+struct wk_cfg {
+    char scheduler_endpoint[MSG_ENDPOINT_MAX]; // scheduler's worker ROUTER; default ipc://<rundir>/scheduler-wk.sock
+    char worker_id[64];      // stable name in logs and status; default "wk-<pid>"
+    char engine[16];         // fake | cpu; default cpu
+    char model[512];         // model directory (engine cpu); default models/tiny
+    int heartbeat_ms;        // heartbeat interval until the scheduler says otherwise, ms; 500
+    int dead_after_ms;       // scheduler silent this long = gone (reset, register again), ms; 3000
+    int max_seqs;            // concurrent sequences (state slots); 16
+    int block_tokens;        // tokens per KV block; 16
+    int kv_blocks;           // KV blocks; 0 = enough for max_seqs sequences of max_model_len
+    int max_model_len;       // positions per sequence; 0 = the model's (fake: 4096), capped at 4096 on cpu
+    int max_step_tokens;     // tokens one step may carry; 512
+    int threads;             // compute threads (cpu engine); 0 = online CPUs
+    int fake_vocab;          // fake engine vocabulary; 1024
+    int fake_eos;            // fake engine EOS id; -1 = none
+    int fake_step_us;        // fake engine: sleep per step, us (simulated compute); 0
+    int max_msg_bytes;       // frame cap, bytes; 8 MiB
+    char log_level[16];      // debug|info|warn|error; info
+};
+
+/* Returns 0 to run, 1 to exit 0 (--help, --check-config), ERR_INVAL (printed) to exit 2. */
+int wk_cfg_parse(struct wk_cfg *cfg, int argc, char **argv);
+void wk_cfg_log(const struct wk_cfg *cfg);
+int wk_cfg_validate(const struct wk_cfg *cfg, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,73 @@
+/* wk_engine: what the worker needs from a model backend. Sequences live in numbered slots
+ * (the scheduler's GDN state slots); the engine keeps whatever per-slot state it needs (KV,
+ * recurrent state, position). One call runs one forward step over several slots, each with
+ * its own token chunk, and returns the last position's logits of each item that asks.
+ * Engines: "fake" (deterministic, no model: tests), "cpu" (model/forward.h reference). */
+#ifndef WK_ENGINE_H
+#define WK_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define WK_ENGINE_MAX_EOS 16
+
+struct wk_engine_info {
+    char model_id[128];          // served model name
+    uint32_t vocab_size;         // logits per row
+    uint32_t max_model_len;      // positions per sequence
+    uint32_t n_slots;            // sequences the engine holds at once
+    uint32_t block_tokens;       // attention KV block size, tokens
+    uint32_t kv_blocks;          // attention KV blocks
+    uint64_t kv_bytes;           // bytes behind them (info)
+    uint32_t max_step_tokens;    // most tokens one step may carry
+    uint32_t eos_ids[WK_ENGINE_MAX_EOS];
+    uint32_t n_eos;
+};
+
+/* One item of a step: n tokens of the sequence in slot, at positions pos .. pos+n-1. */
+struct wk_engine_item {
+    uint32_t slot;
+    const uint32_t *tokens;      // (n)
+    uint32_t n;
+    uint32_t pos;
+    const uint32_t *blocks;      // (n_blocks) block table, validated by the caller
+    uint32_t n_blocks;
+    float *logits;               // (vocab_size) out: last position's logits; NULL = not needed
+    int rc;                      // out: 0 or ERR_* for this item alone
+};
+
+struct wk_engine;
+
+typedef void (*wk_engine_progress_cb)(void *ctx, float fraction, const char *stage);
+
+struct wk_engine_ops {
+    /* Start a new sequence in slot (forget what was there). 0 or ERR_RANGE. */
+    int (*seq_open)(struct wk_engine *e, uint32_t slot);
+    /* Drop the sequence in slot. */
+    void (*seq_close)(struct wk_engine *e, uint32_t slot);
+    /* Run the items. Per-item failures go to item.rc; the return is for whole-step failures. */
+    int (*step)(struct wk_engine *e, struct wk_engine_item *items, uint32_t n_items);
+    void (*destroy)(struct wk_engine *e);
+};
+
+struct wk_engine {
+    const struct wk_engine_ops *ops;
+    const char *name;            // "fake", "cpu"
+    struct wk_engine_info info;
+    void *impl;                  // the backend's own state
+};
+
+struct wk_cfg;
+
+/* Create the engine chosen by cfg->engine; progress (may be NULL) is called while loading.
+ * Returns 0 and *out, or a negative status (unknown engine, load failure). */
+int wk_engine_create(const struct wk_cfg *cfg, wk_engine_progress_cb progress, void *ctx,
+                     struct wk_engine **out);
+void wk_engine_destroy(struct wk_engine *e);
+
+/* The backends. */
+int wk_engine_fake_create(const struct wk_cfg *cfg, struct wk_engine **out);
+int wk_engine_cpu_create(const struct wk_cfg *cfg, wk_engine_progress_cb progress, void *ctx,
+                         struct wk_engine **out);
+
+#endif

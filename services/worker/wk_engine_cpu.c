@@ -1,0 +1,156 @@
+/* wk_engine_cpu: the reference CPU backend behind wk_engine: model_load() + forward_run() per
+ * item, one fp32 seq_state per slot (created on first use, reset on reopen). It ignores the
+ * block table (the state is per slot and contiguous) but honours positions: a chunk at the
+ * wrong position is refused. Meant for the tiny model and correctness, not speed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/log.h"
+#include "common/tpool.h"
+#include "common/xalloc.h"
+#include "model/forward.h"
+#include "model/model_load.h"
+#include "model/state.h"
+#include "wk_cfg.h"
+#include "wk_engine.h"
+
+#define CPU_MAX_MODEL_LEN_CAP 4096
+
+struct cpu {
+    struct model *m;
+    struct tpool *tp;
+    struct forward_ctx *fc;
+    struct seq_state **st;       // (n_slots), NULL until first use
+    bool *open;                  // (n_slots)
+    int32_t *tok;                // (max_step_tokens) token ids as int32
+};
+
+static int cpu_seq_open(struct wk_engine *e, uint32_t slot)
+{
+    struct cpu *c = e->impl;
+    if (slot >= e->info.n_slots)
+        return ERR_RANGE;
+    if (!c->st[slot]) {
+        c->st[slot] = seq_state_create(c->m, (int)e->info.max_model_len);
+        if (!c->st[slot])
+            return ERR_NOMEM;
+    } else {
+        seq_state_reset(c->st[slot]);
+    }
+    c->open[slot] = true;
+    return 0;
+}
+
+static void cpu_seq_close(struct wk_engine *e, uint32_t slot)
+{
+    struct cpu *c = e->impl;
+    if (slot < e->info.n_slots)
+        c->open[slot] = false;   /* the state buffer is kept for the next sequence */
+}
+
+static int cpu_step(struct wk_engine *e, struct wk_engine_item *items, uint32_t n_items)
+{
+    struct cpu *c = e->impl;
+    for (uint32_t i = 0; i < n_items; i++) {
+        struct wk_engine_item *it = &items[i];
+        it->rc = 0;
+        if (it->slot >= e->info.n_slots || !c->open[it->slot] || it->n == 0 ||
+            it->n > e->info.max_step_tokens) {
+            it->rc = ERR_STATE;
+            continue;
+        }
+        struct seq_state *st = c->st[it->slot];
+        if ((uint32_t)st->pos != it->pos) {
+            it->rc = ERR_STATE;
+            continue;
+        }
+        for (uint32_t t = 0; t < it->n; t++)
+            c->tok[t] = (int32_t)it->tokens[t];
+        int rc = forward_run(c->fc, c->m, st, c->tok, (int)it->n, it->logits, NULL, 0);
+        if (rc < 0)
+            it->rc = rc;
+    }
+    return 0;
+}
+
+static void cpu_destroy(struct wk_engine *e)
+{
+    struct cpu *c = e->impl;
+    if (c) {
+        for (uint32_t i = 0; c->st && i < e->info.n_slots; i++)
+            seq_state_destroy(c->st[i]);
+        free(c->st);
+        free(c->open);
+        free(c->tok);
+        forward_ctx_destroy(c->fc);
+        tpool_destroy(c->tp);
+        model_destroy(c->m);
+        free(c);
+    }
+    free(e);
+}
+
+static const struct wk_engine_ops CPU_OPS = {
+    .seq_open = cpu_seq_open,
+    .seq_close = cpu_seq_close,
+    .step = cpu_step,
+    .destroy = cpu_destroy,
+};
+
+int wk_engine_cpu_create(const struct wk_cfg *cfg, wk_engine_progress_cb progress, void *ctx,
+                         struct wk_engine **out)
+{
+    struct wk_engine *e = xcalloc(1, sizeof *e);
+    struct cpu *c = xcalloc(1, sizeof *c);
+    struct wk_engine_info *in = &e->info;
+    char err[512] = "";
+    e->ops = &CPU_OPS;
+    e->name = "cpu";
+    e->impl = c;
+    int rc = model_load(&c->m, cfg->model, NULL, err, sizeof err);
+    if (rc < 0) {
+        LOG_ERR("model_load_failed", "dir=%s err=%s msg=\"%s\"", cfg->model, err_str(rc), err);
+        goto fail;
+    }
+    if (progress)
+        progress(ctx, 0.9f, "weights");
+    const struct model_config *mc = &c->m->cfg;
+    const char *base = strrchr(cfg->model, '/');
+    const char *name = base && base[1] ? base + 1 : cfg->model;
+    size_t nl = strlen(name) < sizeof in->model_id - 1 ? strlen(name) : sizeof in->model_id - 1;
+    memcpy(in->model_id, name, nl);
+    in->model_id[nl] = '\0';
+    in->vocab_size = (uint32_t)mc->vocab_size;
+    int64_t len = cfg->max_model_len ? cfg->max_model_len : mc->max_position_embeddings;
+    if (len > CPU_MAX_MODEL_LEN_CAP)
+        len = CPU_MAX_MODEL_LEN_CAP;
+    in->max_model_len = (uint32_t)len;
+    in->n_slots = (uint32_t)cfg->max_seqs;
+    in->block_tokens = (uint32_t)cfg->block_tokens;
+    in->kv_blocks = cfg->kv_blocks ? (uint32_t)cfg->kv_blocks
+                                   : in->n_slots * (uint32_t)CEIL_DIV(in->max_model_len,
+                                                                      in->block_tokens);
+    in->max_step_tokens = (uint32_t)cfg->max_step_tokens;
+    for (int i = 0; i < mc->n_eos && in->n_eos < WK_ENGINE_MAX_EOS; i++)
+        if (mc->eos_ids[i] >= 0)
+            in->eos_ids[in->n_eos++] = (uint32_t)mc->eos_ids[i];
+    c->tp = tpool_create(cfg->threads);
+    c->fc = forward_ctx_create(c->m, (int)in->max_step_tokens, (int)in->max_model_len, c->tp);
+    if (!c->tp || !c->fc) {
+        rc = ERR_NOMEM;
+        LOG_ERR("engine_init_failed", "engine=cpu err=%s", err_str(rc));
+        goto fail;
+    }
+    c->st = xcalloc(in->n_slots, sizeof *c->st);
+    c->open = xcalloc(in->n_slots, sizeof *c->open);
+    c->tok = xmalloc(sizeof(int32_t) * in->max_step_tokens);
+    LOG_INFO("engine_ready", "engine=cpu model=%s vocab=%u max_model_len=%u slots=%u eos=%u",
+             in->model_id, in->vocab_size, in->max_model_len, in->n_slots, in->n_eos);
+    *out = e;
+    return 0;
+fail:
+    cpu_destroy(e);
+    return rc;
+}

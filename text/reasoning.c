@@ -1,0 +1,172 @@
+/* reasoning: "<think>" ... "</think>" splitter. A small state machine over a pending buffer: each
+ * feed appends to pending and consumes as much as can be decided; an undecided tail (a prefix of a
+ * tag) stays pending. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/xalloc.h"
+#include "text/reasoning.h"
+
+#define TAG_OPEN "<think>"
+#define TAG_CLOSE "</think>"
+#define TAG_TOOL "<tool_call>"
+
+enum rs_state {
+    RS_START, /* nothing decided yet: a leading "<think>" may follow */
+    RS_REASONING,
+    RS_CONTENT_LEAD, /* after "</think>": dropping whitespace */
+    RS_CONTENT,
+};
+
+struct rbuf {
+    char *p;
+    size_t n, cap;
+};
+
+struct reasoning {
+    bool thinking;
+    enum rs_state state;
+    struct rbuf pending;
+    struct rbuf out_r, out_c;
+};
+
+static void rb_put(struct rbuf *b, const char *s, size_t n)
+{
+    if (b->n + n + 1 > b->cap) {
+        b->cap = (b->n + n + 1) * 2;
+        b->p = xrealloc(b->p, b->cap);
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+}
+
+static void rb_consume(struct rbuf *b, size_t n)
+{
+    memmove(b->p, b->p + n, b->n - n);
+    b->n -= n;
+}
+
+struct reasoning *reasoning_create(bool thinking)
+{
+    struct reasoning *r = xcalloc(1, sizeof(*r));
+    r->thinking = thinking;
+    r->state = RS_START;
+    return r;
+}
+
+void reasoning_destroy(struct reasoning *r)
+{
+    if (!r)
+        return;
+    free(r->pending.p);
+    free(r->out_r.p);
+    free(r->out_c.p);
+    free(r);
+}
+
+bool reasoning_in_reasoning(const struct reasoning *r)
+{
+    return r->state == RS_REASONING || (r->state == RS_START && r->thinking);
+}
+
+/* Length of the longest suffix of s[0..n) that is a proper prefix of tag. */
+static size_t partial_suffix(const char *s, size_t n, const char *tag)
+{
+    size_t tl = strlen(tag);
+    size_t k = tl - 1 < n ? tl - 1 : n;
+    for (; k > 0; k--)
+        if (memcmp(s + n - k, tag, k) == 0)
+            return k;
+    return 0;
+}
+
+static bool is_ws(char c)
+{
+    return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
+
+/* Process pending; at_end: no more input will come. */
+static void run(struct reasoning *r, bool at_end)
+{
+    struct rbuf *p = &r->pending;
+    for (;;) {
+        switch (r->state) {
+        case RS_START: {
+            size_t ol = strlen(TAG_OPEN);
+            size_t k = p->n < ol ? p->n : ol;
+            if (memcmp(p->p, TAG_OPEN, k) == 0 && k < ol && !at_end)
+                return; /* still a prefix of "<think>" */
+            if (k == ol && memcmp(p->p, TAG_OPEN, ol) == 0) {
+                rb_consume(p, ol);
+                r->state = RS_REASONING;
+            } else {
+                r->state = r->thinking ? RS_REASONING : RS_CONTENT;
+            }
+            continue;
+        }
+        case RS_REASONING: {
+            char *c = memmem(p->p, p->n, TAG_CLOSE, strlen(TAG_CLOSE));
+            char *t = memmem(p->p, p->n, TAG_TOOL, strlen(TAG_TOOL));
+            if (c && (!t || c < t)) {
+                rb_put(&r->out_r, p->p, (size_t)(c - p->p));
+                rb_consume(p, (size_t)(c - p->p) + strlen(TAG_CLOSE));
+                r->state = RS_CONTENT_LEAD;
+                continue;
+            }
+            if (t) {
+                rb_put(&r->out_r, p->p, (size_t)(t - p->p));
+                rb_consume(p, (size_t)(t - p->p)); /* the tag starts the content */
+                r->state = RS_CONTENT;
+                continue;
+            }
+            size_t h1 = partial_suffix(p->p, p->n, TAG_CLOSE);
+            size_t h2 = partial_suffix(p->p, p->n, TAG_TOOL);
+            size_t h = at_end ? 0 : (h1 > h2 ? h1 : h2);
+            rb_put(&r->out_r, p->p, p->n - h);
+            rb_consume(p, p->n - h);
+            return;
+        }
+        case RS_CONTENT_LEAD: {
+            size_t i = 0;
+            while (i < p->n && is_ws(p->p[i]))
+                i++;
+            rb_consume(p, i);
+            if (p->n == 0)
+                return;
+            r->state = RS_CONTENT;
+            continue;
+        }
+        case RS_CONTENT:
+            rb_put(&r->out_c, p->p, p->n);
+            p->n = 0;
+            return;
+        }
+    }
+}
+
+static void emit(struct reasoning *r, struct reasoning_out *out)
+{
+    out->reasoning = r->out_r.p ? r->out_r.p : "";
+    out->reasoning_len = r->out_r.n;
+    out->content = r->out_c.p ? r->out_c.p : "";
+    out->content_len = r->out_c.n;
+}
+
+void reasoning_feed(struct reasoning *r, const char *text, size_t len, struct reasoning_out *out)
+{
+    r->out_r.n = 0;
+    r->out_c.n = 0;
+    rb_put(&r->pending, text, len);
+    run(r, false);
+    emit(r, out);
+}
+
+void reasoning_flush(struct reasoning *r, struct reasoning_out *out)
+{
+    r->out_r.n = 0;
+    r->out_c.n = 0;
+    rb_put(&r->pending, "", 0);
+    run(r, true);
+    emit(r, out);
+}
