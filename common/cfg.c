@@ -57,8 +57,8 @@ int cfg_set(void *cfg, const struct cfg_opt *opt, const char *value, char *err, 
             return ERR_INVAL;
         }
         if ((opt->min || opt->max) && (v < opt->min || v > opt->max)) {
-            snprintf(err, errlen, "%s: %lld out of range [%" PRId64 ", %" PRId64 "]", opt->name,
-                     v, opt->min, opt->max);
+            snprintf(err, errlen, "%s: %lld out of range [%" PRId64 ", %" PRId64 "]", opt->name, v,
+                     opt->min, opt->max);
             return ERR_INVAL;
         }
         if (opt->type == CFG_TYPE_INT) {
@@ -107,8 +107,8 @@ static char *trim(char *s)
 }
 
 /* key=value lines; '#' starts a comment line; keys are option names. */
-static int apply_file(void *cfg, const struct cfg_opt *opts, size_t n, const char *path,
-                      char *err, size_t errlen)
+static int apply_file(void *cfg, const struct cfg_opt *opts, size_t n, const char *path, char *err,
+                      size_t errlen)
 {
     FILE *f = fopen(path, "r");
     if (!f) {
@@ -216,8 +216,7 @@ int cfg_parse(void *cfg, const struct cfg_opt *opts, size_t n_opts, int argc, ch
         const char *val;
         if (eq)
             val = eq + 1;
-        else if (o->type == CFG_TYPE_BOOL &&
-                 (i + 1 >= argc || strncmp(argv[i + 1], "--", 2) == 0))
+        else if (o->type == CFG_TYPE_BOOL && (i + 1 >= argc || strncmp(argv[i + 1], "--", 2) == 0))
             val = "true";
         else if (i + 1 < argc)
             val = argv[++i];

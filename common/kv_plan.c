@@ -123,9 +123,12 @@ int kv_plan_compute(const struct kv_geom *g, const struct kv_opts *o, struct kv_
         return ERR_FULL;
     }
     int64_t want_seqs = o->max_num_seqs ? o->max_num_seqs : 256;
-    /* reserve state slots, but leave room for one max-length sequence's KV */
+    /* Reserve state slots for up to max_num_seqs sequences, but from at most half of what is left
+     * after one max-length sequence's KV: the other half stays KV blocks, so a small budget is not
+     * eaten by slots that only short sequences could use. */
     int64_t max_len_kv = kv_plan_blocks_for(p, p->max_model_len) * p->block_bytes;
-    int64_t slots = p->state_bytes_per_seq > 0 ? (p->budget_bytes - max_len_kv) / p->state_bytes_per_seq
+    int64_t spare = p->budget_bytes - max_len_kv - p->state_bytes_per_seq;
+    int64_t slots = p->state_bytes_per_seq > 0 ? 1 + (spare > 0 ? spare / 2 / p->state_bytes_per_seq : 0)
                                                : want_seqs;
     if (slots > want_seqs)
         slots = want_seqs;

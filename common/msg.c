@@ -15,11 +15,12 @@
 
 #include <zmq.h>
 
+#include "common/curve.h"
 #include "common/err.h"
 
 #define MSG_HWM_DEFAULT 10000
-#define MSG_UNPACK_FACTOR 64          /* unpack budget: bytes allocated per byte of frame */
-#define MSG_UNPACK_SLACK (64u << 10)  /* plus this much */
+#define MSG_UNPACK_FACTOR 64         /* unpack budget: bytes allocated per byte of frame */
+#define MSG_UNPACK_SLACK (64u << 10) /* plus this much */
 
 // ---- context ----
 
@@ -28,8 +29,8 @@ void *msg_context_create(void)
     void *z = zmq_ctx_new();
     if (!z)
         return NULL;
-    (void)zmq_ctx_set(z, ZMQ_IO_THREADS, 1);   /* best effort: the default is already 1 */
-    (void)zmq_ctx_set(z, ZMQ_BLOCKY, 0);       /* best effort: term must not hang on linger */
+    (void)zmq_ctx_set(z, ZMQ_IO_THREADS, 1); /* best effort: the default is already 1 */
+    (void)zmq_ctx_set(z, ZMQ_BLOCKY, 0);     /* best effort: term must not hang on linger */
     return z;
 }
 
@@ -123,7 +124,7 @@ static int sock_open(struct msg_sock *s, void *zctx, enum msg_kind kind, const c
         return -errno;
     int hwm = opts && opts->hwm > 0 ? opts->hwm : MSG_HWM_DEFAULT;
     int linger = opts && opts->linger_ms > 0 ? opts->linger_ms : 0;
-    int64_t maxsz = (int64_t)s->max_bytes + 64; /* + room for nothing: the payload is the frame */
+    int64_t maxsz = (int64_t)s->max_bytes; /* per frame: zmq drops the peer beyond it */
     int one = 1;
     if (zmq_setsockopt(s->zsock, ZMQ_SNDHWM, &hwm, sizeof hwm) < 0 ||
         zmq_setsockopt(s->zsock, ZMQ_RCVHWM, &hwm, sizeof hwm) < 0 ||
@@ -133,9 +134,16 @@ static int sock_open(struct msg_sock *s, void *zctx, enum msg_kind kind, const c
     if (kind == MSG_KIND_ROUTER &&
         zmq_setsockopt(s->zsock, ZMQ_ROUTER_MANDATORY, &one, sizeof one) < 0)
         goto fail;
-    if (opts && opts->immediate &&
-        zmq_setsockopt(s->zsock, ZMQ_IMMEDIATE, &one, sizeof one) < 0)
+    if (opts && opts->immediate && zmq_setsockopt(s->zsock, ZMQ_IMMEDIATE, &one, sizeof one) < 0)
         goto fail;
+    if (opts && opts->curve) {
+        int rc = curve_link_apply(opts->curve, s->zsock, endpoint);
+        if (rc < 0) {
+            zmq_close(s->zsock);
+            s->zsock = NULL;
+            return rc;
+        }
+    }
     return 0;
 fail:;
     int err = -errno;
@@ -186,7 +194,7 @@ void msg_sock_close(struct msg_sock *s)
     zmq_close(s->zsock);
     s->zsock = NULL;
     if (s->bound && strncmp(s->endpoint, "ipc://", 6) == 0)
-        (void)unlink(s->endpoint + 6);   /* best effort: a stale file is replaced on next bind */
+        (void)unlink(s->endpoint + 6); /* best effort: a stale file is replaced on next bind */
 }
 
 int msg_sock_fd(const struct msg_sock *s, int *fd)
@@ -240,7 +248,7 @@ int msg_send(struct msg_sock *s, const struct msg_peer *to, const ProtobufCMessa
 // ---- receive ----
 
 struct budget {
-    size_t left;   /* bytes the unpacker may still allocate */
+    size_t left; /* bytes the unpacker may still allocate */
 };
 
 static void *budget_alloc(void *data, size_t n)
@@ -310,7 +318,7 @@ int msg_recv(struct msg_sock *s, struct msg_peer *from, ProtobufCMessage **out)
         if (zmq_msg_recv(&part, s->zsock, ZMQ_DONTWAIT) < 0) {
             zmq_msg_close(&part);
             s->n_dropped++;
-            return ERR_PROTO;   /* multipart messages arrive whole: a missing part is framing */
+            return ERR_PROTO; /* multipart messages arrive whole: a missing part is framing */
         }
     }
     size_t len = zmq_msg_size(&part);
@@ -342,7 +350,7 @@ int msg_recv(struct msg_sock *s, struct msg_peer *from, ProtobufCMessage **out)
 void msg_free(ProtobufCMessage *msg)
 {
     if (msg)
-        protobuf_c_message_free_unpacked(msg, NULL);   /* budget_alloc used plain malloc */
+        protobuf_c_message_free_unpacked(msg, NULL); /* budget_alloc used plain malloc */
 }
 
 // ---- peers ----

@@ -16,14 +16,15 @@ static __device__ __forceinline__ int64_t kv_slot(const int32_t *bt, int j, int 
     return (int64_t)bt[j / block_size] * block_size + j % block_size;
 }
 
-__global__ void __launch_bounds__(THREADS) attn_split_kernel(
-    float *ws, const float *q, const uint16_t *k_cache, const uint16_t *v_cache,
-    const int32_t *block_table, const int32_t *seq_lens, int n_q_heads, int n_kv_heads,
-    int head_dim, int block_size, int max_blocks_per_seq, int n_splits, float scale)
+__global__ void __launch_bounds__(THREADS)
+    attn_split_kernel(float *ws, const float *q, const uint16_t *k_cache, const uint16_t *v_cache,
+                      const int32_t *block_table, const int32_t *seq_lens, int n_q_heads,
+                      int n_kv_heads, int head_dim, int block_size, int max_blocks_per_seq,
+                      int n_splits, float scale)
 {
     __shared__ float qs[MAXD];
     __shared__ float p[SPLIT];
-    __shared__ int64_t slot[SPLIT];   /* cache slot of each key of the split */
+    __shared__ int64_t slot[SPLIT]; /* cache slot of each key of the split */
     __shared__ float scratch[32];
     const int sp = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     const int len = seq_lens[b];
@@ -62,7 +63,8 @@ __global__ void __launch_bounds__(THREADS) attn_split_kernel(
             d[u] = 0.0f;
             const int j = jb + u;
             if (has && j < j1) {
-                const uint4 kk = __ldg(reinterpret_cast<const uint4 *>(k_cache + slot[j - j0]) + lane);
+                const uint4 kk =
+                    __ldg(reinterpret_cast<const uint4 *>(k_cache + slot[j - j0]) + lane);
                 const uint32_t uu[4] = {kk.x, kk.y, kk.z, kk.w};
 #pragma unroll
                 for (int i = 0; i < 4; i++)
@@ -88,7 +90,7 @@ __global__ void __launch_bounds__(THREADS) attn_split_kernel(
         p[j] = e;
         l += e;
     }
-    l = block_sum(l, scratch);   /* its barriers also publish p[] */
+    l = block_sum(l, scratch); /* its barriers also publish p[] */
     /* P.V: thread i owns dimension i (head_dim <= THREADS) */
     for (int i = threadIdx.x; i < head_dim; i += THREADS) {
         float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};

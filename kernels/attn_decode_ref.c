@@ -33,8 +33,9 @@ int attn_decode_ref(float *out, float *ws, const float *q, const float *gate,
             const int kvh = h / grp;
             double mx = -INFINITY, l = 0;
             for (int j = 0; j < len; j++) {
-                long slot = (long)block_table[(long)b * max_blocks_per_seq + j / block_size] *
-                                block_size + j % block_size;
+                long slot =
+                    (long)block_table[(long)b * max_blocks_per_seq + j / block_size] * block_size +
+                    j % block_size;
                 const uint16_t *k = k_cache + (slot * n_kv_heads + kvh) * head_dim;
                 double d = 0;
                 for (int i = 0; i < head_dim; i++)
@@ -45,8 +46,9 @@ int attn_decode_ref(float *out, float *ws, const float *q, const float *gate,
             for (int i = 0; i < head_dim; i++)
                 o[i] = 0;
             for (int j = 0; j < len; j++) {
-                long slot = (long)block_table[(long)b * max_blocks_per_seq + j / block_size] *
-                                block_size + j % block_size;
+                long slot =
+                    (long)block_table[(long)b * max_blocks_per_seq + j / block_size] * block_size +
+                    j % block_size;
                 const uint16_t *v = v_cache + (slot * n_kv_heads + kvh) * head_dim;
                 double p = exp(s[j] - mx);
                 l += p;

@@ -4,7 +4,8 @@
 #include "common/xalloc.h"
 #include "internal/kcuda.cuh"
 
-__global__ void embed_kernel(float *out, const uint16_t *table, const int32_t *ids, int dim, int vocab)
+__global__ void embed_kernel(float *out, const uint16_t *table, const int32_t *ids, int dim,
+                             int vocab)
 {
     const int id = ids[blockIdx.x];
     float *o = out + (int64_t)blockIdx.x * dim;

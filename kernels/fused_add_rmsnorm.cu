@@ -31,7 +31,7 @@ int fused_add_rmsnorm_cuda(float *out, float *resid, const float *x, const float
     if (n_rows == 0)
         return 0;
     int threads = dim >= 1024 ? 256 : dim >= 256 ? 128 : 64;
-    fused_add_rmsnorm_kernel<<<n_rows, threads, sizeof(float) * dim, stream>>>(out, resid, x, w, dim,
-                                                                            eps, w_offset);
+    fused_add_rmsnorm_kernel<<<n_rows, threads, sizeof(float) * dim, stream>>>(out, resid, x, w,
+                                                                               dim, eps, w_offset);
     return kcuda_launch_status("fused_add_rmsnorm");
 }

@@ -7,11 +7,10 @@
 
 #define D GDN_STEP_HEAD_DIM
 
-__global__ void __launch_bounds__(D) gdn_step_kernel(float *out, float *state, const float *qkv,
-                                                     const float *z, const float *a, const float *b,
-                                                     const float *a_log, const float *dt_bias,
-                                                     const float *norm_w, const int32_t *slots,
-                                                     int n_k_heads, int n_v_heads, float eps)
+__global__ void __launch_bounds__(D)
+    gdn_step_kernel(float *out, float *state, const float *qkv, const float *z, const float *a,
+                    const float *b, const float *a_log, const float *dt_bias, const float *norm_w,
+                    const int32_t *slots, int n_k_heads, int n_v_heads, float eps)
 {
     __shared__ float qn[D], kn[D], scratch[32];
     const int s = blockIdx.y, j = blockIdx.x, v = threadIdx.x;

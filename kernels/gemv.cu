@@ -5,19 +5,19 @@
 
 #include "common/xalloc.h"
 #include "internal/kcuda.cuh"
-#include "internal/wdot.cuh"
 #include "internal/nvfp4_mma.cuh"
+#include "internal/wdot.cuh"
 
-#define GEMV_ROWS_T1 4   /* rows per lane group for one token: activation chunks reused 4x */
+#define GEMV_ROWS_T1 4 /* rows per lane group for one token: activation chunks reused 4x */
 
 template <int NT, int R>
-__global__ void __launch_bounds__(256, 2) gemv_kernel(float *y, kweight w, int e, const float *x,
-                                                   int n_tok, int lpr)
+__global__ void __launch_bounds__(256, 2)
+    gemv_kernel(float *y, kweight w, int e, const float *x, int n_tok, int lpr)
 {
     const int rpb = blockDim.x / lpr;
     const int r0 = (blockIdx.x * rpb + threadIdx.x / lpr) * R;
     const int sub = threadIdx.x % lpr;
-    const int nr = min(R, w.rows - r0);   /* <= 0: idle group (still joins the shuffles) */
+    const int nr = min(R, w.rows - r0); /* <= 0: idle group (still joins the shuffles) */
     float rs[R];
 #pragma unroll
     for (int i = 0; i < R; i++)

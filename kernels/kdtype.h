@@ -17,8 +17,8 @@ uint16_t kdtype_f32_to_bf16(float f);
 float kdtype_round_bf16(float f);
 float kdtype_e4m3_to_f32(uint8_t v);
 uint8_t kdtype_f32_to_e4m3(float f);
-float kdtype_e2m1_to_f32(uint8_t nibble);   /* low 4 bits used */
-uint8_t kdtype_f32_to_e2m1(float f);        /* nibble 0..15 */
+float kdtype_e2m1_to_f32(uint8_t nibble); /* low 4 bits used */
+uint8_t kdtype_f32_to_e2m1(float f);      /* nibble 0..15 */
 
 #ifdef __cplusplus
 }

@@ -17,7 +17,7 @@ uint16_t kdtype_f32_to_bf16(float f)
     uint32_t u;
     memcpy(&u, &f, 4);
     if ((u & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((u >> 16) | 0x40);   /* quiet NaN */
+        return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
     u += 0x7fffu + ((u >> 16) & 1u);
     return (uint16_t)(u >> 16);
 }
@@ -56,11 +56,11 @@ uint8_t kdtype_f32_to_e4m3(float f)
     if (f < ldexpf(1.0f, -6)) {
         /* subnormal: multiples of 2^-9, ties to even */
         float q = nearbyintf(f * 512.0f);
-        return s | (uint8_t)q;   /* q == 8 gives the smallest normal 0x08 */
+        return s | (uint8_t)q; /* q == 8 gives the smallest normal 0x08 */
     }
     e = ilogbf(f);
-    a = ldexpf(f, -e);                     /* [1, 2) */
-    a = nearbyintf((a - 1.0f) * 8.0f);     /* 0..8 */
+    a = ldexpf(f, -e);                 /* [1, 2) */
+    a = nearbyintf((a - 1.0f) * 8.0f); /* 0..8 */
     if (a >= 8.0f) {
         a = 0.0f;
         e++;

@@ -24,24 +24,24 @@ enum kw_fmt { KW_FMT_BF16 = 1, KW_FMT_FP8 = 2, KW_FMT_NVFP4 = 3 };
 enum kw_scale { KW_SCALE_NONE = 0, KW_SCALE_TENSOR, KW_SCALE_CHANNEL, KW_SCALE_BLOCK };
 
 struct kweight {
-    int fmt;                        // enum kw_fmt
-    int rows;                       // out features (per expert)
-    int cols;                       // in features
-    int64_t row_stride;             // elements between row starts (>= cols)
-    int64_t expert_stride;          // elements between experts; 0 for a plain weight
-    const void *data;               // see above
+    int fmt;               // enum kw_fmt
+    int rows;              // out features (per expert)
+    int cols;              // in features
+    int64_t row_stride;    // elements between row starts (>= cols)
+    int64_t expert_stride; // elements between experts; 0 for a plain weight
+    const void *data;      // see above
     /* FP8 */
-    int scale_kind;                 // enum kw_scale
-    const float *scale;             // multipliers, see above
-    int block_rows;                 // BLOCK: rows per scale block (e.g. 128)
-    int block_cols;                 // BLOCK: cols per scale block (e.g. 128, multiple of 16)
-    int64_t scale_expert_stride;    // floats between experts' scale arrays
+    int scale_kind;              // enum kw_scale
+    const float *scale;          // multipliers, see above
+    int block_rows;              // BLOCK: rows per scale block (e.g. 128)
+    int block_cols;              // BLOCK: cols per scale block (e.g. 128, multiple of 16)
+    int64_t scale_expert_stride; // floats between experts' scale arrays
     /* NVFP4 */
-    const uint8_t *bscale;          // e4m3 (rows, bscale_stride) per expert
-    int64_t bscale_stride;          // bytes between rows of bscale (>= cols/16)
-    int64_t bscale_expert_stride;   // bytes between experts' bscale
-    float gscale;                   // global multiplier when gscale_e is NULL
-    const float *gscale_e;          // (n_experts,) per-expert global multipliers, or NULL
+    const uint8_t *bscale;        // e4m3 (rows, bscale_stride) per expert
+    int64_t bscale_stride;        // bytes between rows of bscale (>= cols/16)
+    int64_t bscale_expert_stride; // bytes between experts' bscale
+    float gscale;                 // global multiplier when gscale_e is NULL
+    const float *gscale_e;        // (n_experts,) per-expert global multipliers, or NULL
 };
 
 /* Host references: W[e][r][c] as fp32 (host pointers), and row r of expert e into out[cols]. */

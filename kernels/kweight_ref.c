@@ -1,8 +1,8 @@
 /* kweight: host-side element access for the references (definition of the formats in kweight.h). */
 #include "kweight.h"
 
-#include "kdtype.h"
 #include "common/xalloc.h"
+#include "kdtype.h"
 
 float kweight_ref_elem(const struct kweight *w, int e, int r, int c)
 {
@@ -18,7 +18,8 @@ float kweight_ref_elem(const struct kweight *w, int e, int r, int c)
         case KW_SCALE_CHANNEL:
             return v * s[r];
         case KW_SCALE_BLOCK:
-            return v * s[(r / w->block_rows) * CEIL_DIV(w->cols, w->block_cols) + c / w->block_cols];
+            return v *
+                   s[(r / w->block_rows) * CEIL_DIV(w->cols, w->block_cols) + c / w->block_cols];
         default:
             return v;
         }
@@ -26,8 +27,8 @@ float kweight_ref_elem(const struct kweight *w, int e, int r, int c)
     {
         uint8_t b = ((const uint8_t *)w->data)[i / 2];
         uint8_t nib = (i & 1) ? (uint8_t)(b >> 4) : (uint8_t)(b & 0xf);
-        float bs = kdtype_e4m3_to_f32(
-            w->bscale[(int64_t)e * w->bscale_expert_stride + (int64_t)r * w->bscale_stride + c / 16]);
+        float bs = kdtype_e4m3_to_f32(w->bscale[(int64_t)e * w->bscale_expert_stride +
+                                                (int64_t)r * w->bscale_stride + c / 16]);
         float g = w->gscale_e ? w->gscale_e[e] : w->gscale;
         return kdtype_e2m1_to_f32(nib) * bs * g;
     }

@@ -7,16 +7,17 @@
 #include "moe_expert.h"
 
 #include "common/xalloc.h"
-#include "internal/kcuda.cuh"
-#include "internal/wdot.cuh"
-#include "internal/nvfp4_mma.cuh"
 #include "gemv.h"
+#include "internal/kcuda.cuh"
+#include "internal/nvfp4_mma.cuh"
+#include "internal/wdot.cuh"
 
-#define MOE_DOWN_ROWS 4   /* down rows per lane group: each expert activation chunk used 4x */
+#define MOE_TENSOR_MAX_TOK 2 /* GEMV_PATH_AUTO takes the tensor path up to this many tokens */
+#define MOE_DOWN_ROWS 4      /* down rows per lane group: each expert activation chunk used 4x */
 
-__global__ void __launch_bounds__(256) moe_gate_up_kernel(float *hbuf, kweight gu, const float *x,
-                                                          const int32_t *ids, int top_k,
-                                                          int n_experts, int inter, int lpr)
+__global__ void __launch_bounds__(256)
+    moe_gate_up_kernel(float *hbuf, kweight gu, const float *x, const int32_t *ids, int top_k,
+                       int n_experts, int inter, int lpr)
 {
     const int slot = blockIdx.y;
     const int t = slot / top_k;
@@ -24,9 +25,9 @@ __global__ void __launch_bounds__(256) moe_gate_up_kernel(float *hbuf, kweight g
     const int r = blockIdx.x * (blockDim.x / lpr) + threadIdx.x / lpr;
     const int sub = threadIdx.x % lpr;
     if (e < 0 || e >= n_experts)
-        return;   /* uniform over the block */
+        return; /* uniform over the block */
     const bool valid = r < inter;
-    float acc[2] = {0.0f, 0.0f};   /* gate row r and up row r + inter share the activations */
+    float acc[2] = {0.0f, 0.0f}; /* gate row r and up row r + inter share the activations */
     if (valid)
         wdot<1, 2>(gu, e, r, inter, 2, x + (int64_t)t * gu.cols, 0, 1, sub, lpr, acc);
     float g = group_sum(acc[0], lpr), u = group_sum(acc[1], lpr);
@@ -37,10 +38,9 @@ __global__ void __launch_bounds__(256) moe_gate_up_kernel(float *hbuf, kweight g
     }
 }
 
-__global__ void __launch_bounds__(256, 2) moe_down_kernel(float *out, kweight dn, const float *hbuf,
-                                                       const int32_t *ids, const float *weights,
-                                                       int top_k, int n_experts, int accumulate,
-                                                       int lpr)
+__global__ void __launch_bounds__(256, 2)
+    moe_down_kernel(float *out, kweight dn, const float *hbuf, const int32_t *ids,
+                    const float *weights, int top_k, int n_experts, int accumulate, int lpr)
 {
     const int t = blockIdx.y;
     const int r0 = (blockIdx.x * (blockDim.x / lpr) + threadIdx.x / lpr) * MOE_DOWN_ROWS;
@@ -109,18 +109,22 @@ int moe_expert_cuda_path(float *out, float *ws, const float *x, const int32_t *i
         return ERR_UNSUPPORTED;
     if (n_tok == 0)
         return 0;
-    if (path == GEMV_PATH_TENSOR || (path == GEMV_PATH_AUTO && mma_ok)) {
+    /* measured on H200 (dev/cuda/NOTES.md): tensor path faster at 1 token (30 vs 41 us), the
+     * CUDA-core path at 8 tokens (119 vs 156 us) */
+    if (path == GEMV_PATH_TENSOR ||
+        (path == GEMV_PATH_AUTO && mma_ok && n_tok <= MOE_TENSOR_MAX_TOK)) {
         const int n_slots = n_tok * top_k;
         if (n_slots > 65535)
             return ERR_INVAL;
-        float *gu = ws;                                   /* (n_slots, 2*inter) */
-        float *ys = ws + (size_t)n_slots * 2 * inter;     /* (n_slots, hidden) */
+        float *gu = ws;                               /* (n_slots, 2*inter) */
+        float *ys = ws + (size_t)n_slots * 2 * inter; /* (n_slots, hidden) */
         const struct nvfp4_mma_args a1 = {gu, 2 * inter, x, hidden, ids, top_k, 1, n_experts, 0};
-        nvfp4_mma_kernel<1, false><<<dim3(CEIL_DIV(2 * inter, 16), n_slots), NVFP4_MMA_WARPS * 32, 0,
-                                     stream>>>(*gate_up, a1);
+        nvfp4_mma_kernel<1, false>
+            <<<dim3(CEIL_DIV(2 * inter, 16), n_slots), NVFP4_MMA_WARPS * 32, 0, stream>>>(*gate_up,
+                                                                                          a1);
         const struct nvfp4_mma_args a2 = {ys, hidden, gu, 2 * inter, ids, 1, 1, n_experts, 0};
-        nvfp4_mma_kernel<1, true><<<dim3(CEIL_DIV(hidden, 16), n_slots), NVFP4_MMA_WARPS * 32, 0,
-                                    stream>>>(*down, a2);
+        nvfp4_mma_kernel<1, true>
+            <<<dim3(CEIL_DIV(hidden, 16), n_slots), NVFP4_MMA_WARPS * 32, 0, stream>>>(*down, a2);
         moe_combine_kernel<<<dim3(CEIL_DIV(hidden, 256), n_tok), 256, 0, stream>>>(
             out, ys, ids, weights, top_k, n_experts, hidden, accumulate);
         return kcuda_launch_status("moe_expert_mma");
@@ -129,10 +133,10 @@ int moe_expert_cuda_path(float *out, float *ws, const float *x, const int32_t *i
     const int lpr1 = kw_lanes_per_row(gate_up), lpr2 = kw_lanes_per_row(down);
     dim3 g1(CEIL_DIV(inter, threads / lpr1), n_tok * top_k);
     moe_gate_up_kernel<<<g1, threads, 0, stream>>>(hbuf, *gate_up, x, ids, top_k, n_experts, inter,
-                                                    lpr1);
+                                                   lpr1);
     dim3 g2(CEIL_DIV(hidden, threads / lpr2 * MOE_DOWN_ROWS), n_tok);
     moe_down_kernel<<<g2, threads, 0, stream>>>(out, *down, hbuf, ids, weights, top_k, n_experts,
-                                                 accumulate, lpr2);
+                                                accumulate, lpr2);
     return kcuda_launch_status("moe_expert");
 }
 

@@ -30,10 +30,10 @@ int moe_expert_cuda(float *out, float *ws, const float *x, const int32_t *ids, c
                     int n_tok, int top_k, int n_experts, const struct kweight *gate_up,
                     const struct kweight *down, int accumulate, cudaStream_t stream);
 /* moe_expert_cuda with an explicit path (tests, benchmarks): GEMV_PATH_AUTO (tensor cores when
- * both weights are nvfp4 with cols % 128 == 0), GEMV_PATH_CORES (fp32 CUDA-core dots, two
- * launches), GEMV_PATH_TENSOR (nvfp4 mma path of gemv, activations rounded to fp16, three
- * launches: gate/up per slot, down on silu(gate)*up per slot, weighted combine; else
- * ERR_UNSUPPORTED). */
+ * both weights are nvfp4 with cols % 128 == 0 and n_tok <= 2, CUDA cores otherwise),
+ * GEMV_PATH_CORES (fp32 CUDA-core dots, two launches), GEMV_PATH_TENSOR (nvfp4 mma path of gemv,
+ * activations rounded to fp16, three launches: gate/up per slot, down on silu(gate)*up per slot,
+ * weighted combine; else ERR_UNSUPPORTED). */
 int moe_expert_cuda_path(float *out, float *ws, const float *x, const int32_t *ids,
                          const float *weights, int n_tok, int top_k, int n_experts,
                          const struct kweight *gate_up, const struct kweight *down, int accumulate,

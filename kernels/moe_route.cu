@@ -29,7 +29,7 @@ __global__ void moe_route_kernel(int32_t *ids, float *weights, const float *logi
         float bv = -1.0f;
         int bi = n_experts;
         for (int e = lane; e < n_experts; e += 32)
-            if (p[e] > bv) {   /* increasing e: first max wins ties */
+            if (p[e] > bv) { /* increasing e: first max wins ties */
                 bv = p[e];
                 bi = e;
             }

@@ -72,6 +72,14 @@ const char *backend_scheme_str(const struct backend_scheme *s)
     return "?";
 }
 
+const char *backend_choice_str(enum backend_class c, const struct backend_choice *ch, char *buf,
+                               size_t len)
+{
+    snprintf(buf, len, "%s_backend=%s reason=\"%s\"", backend_class_name(c), backend_name(ch->id),
+             ch->reason);
+    return buf;
+}
+
 // ---- schemes of a loaded model ----
 
 static void add(struct backend_scheme *s, const struct qweight *w)

@@ -362,6 +362,9 @@ static cJSON *ckpt_json(const struct ckpt *c)
     int E = cfg->n_experts, k = cfg->n_experts_per_tok;
     add_i64(a, "active_weight_bytes", c->active_weights);
     add_i64(a, "routed_expert_bytes", E > 0 ? s->group_bytes[MODEL_GROUP_EXPERTS] * k / E : 0);
+    add_i64(a, "linear_attn_bytes", s->group_bytes[MODEL_GROUP_LINEAR_ATTN]);
+    add_i64(a, "attention_bytes", s->group_bytes[MODEL_GROUP_FULL_ATTN]);
+    add_i64(a, "shared_expert_bytes", s->group_bytes[MODEL_GROUP_SHARED]);
     add_i64(a, "lm_head_bytes", c->lm_head_bytes);
     add_i64(a, "experts_per_token", k);
     add_i64(a, "experts", E);

@@ -201,6 +201,19 @@ static void c_tpg(const cJSON *ck, char *buf, size_t len, const void *arg)
              num(get(kv, "fp8"), "tokens_per_gib"), num(get(kv, "bf16"), "at_context"));
 }
 
+static void c_split(const cJSON *ck, char *buf, size_t len, const void *arg)
+{
+    (void)arg;
+    const cJSON *d = get(ck, "decode");
+    double all = num(d, "active_weight_bytes");
+    if (all <= 0) {
+        snprintf(buf, len, "-");
+        return;
+    }
+    snprintf(buf, len, "%.0f%% / %.0f%% / %.0f%%", 100.0 * num(d, "routed_expert_bytes") / all,
+             100.0 * num(d, "linear_attn_bytes") / all, 100.0 * num(d, "lm_head_bytes") / all);
+}
+
 static void print_checkpoints(FILE *f, const cJSON *arr)
 {
     static const char *const groups[] = {"embedding", "lm_head", "linear_attn", "full_attn",
@@ -242,6 +255,7 @@ static void print_checkpoints(FILE *f, const cJSON *arr)
     row(f, arr, "GDN state/sequence", c_state, NULL);
     row(f, arr, "tokens/GiB bf16 / fp8", c_tpg, NULL);
     row(f, arr, "active weights/token", c_bytes, act);
+    row(f, arr, "  experts / GDN / lm_head", c_split, NULL);
     cJSON_ArrayForEach(e, arr)
     {
         const char *note = str(get(e, "mtp"), "note");

@@ -4,24 +4,16 @@
 #include "model/config_load.h"
 
 #include "common/err.h"
+#include "common/errbuf.h"
+#include "common/file.h"
 #include "common/xalloc.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <stdarg.h>
+#include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-__attribute__((format(printf, 3, 4))) static void fail(char *err, size_t len, const char *fmt, ...)
-{
-    if (!err || !len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-}
 
 /* A field of the text config, falling back to the top level of a nested config. */
 static const cJSON *field(const cJSON *tc, const cJSON *root, const char *name)
@@ -42,8 +34,11 @@ static int get_i64(const cJSON *tc, const cJSON *root, const char *name, int64_t
         *out = def;
         return 0;
     }
-    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int64_t)v->valuedouble) {
-        fail(err, errlen, "config.json: %s must be an integer", name);
+    /* range first: casting a double outside int64 (1e300, inf, nan) is undefined */
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= -9223372036854775808.0 &&
+                                v->valuedouble < 9223372036854775808.0) ||
+        v->valuedouble != (double)(int64_t)v->valuedouble) {
+        errbuf_set(err, errlen, "config.json: %s must be an integer", name);
         return ERR_FORMAT;
     }
     *out = (int64_t)v->valuedouble;
@@ -58,7 +53,7 @@ static int get_int(const cJSON *tc, const cJSON *root, const char *name, int def
     if (rc < 0)
         return rc;
     if (v < -2147483647 || v > 2147483647) {
-        fail(err, errlen, "config.json: %s = %lld out of range", name, (long long)v);
+        errbuf_set(err, errlen, "config.json: %s = %lld out of range", name, (long long)v);
         return ERR_FORMAT;
     }
     *out = (int)v;
@@ -73,8 +68,10 @@ static int get_float(const cJSON *obj, const char *name, float def, float *out, 
         *out = def;
         return 0;
     }
-    if (!cJSON_IsNumber(v)) {
-        fail(err, errlen, "config.json: %s%s must be a number", where, name);
+    /* finite and within float range: 1e999 parses as inf, and inf * head_dim cast to int is
+     * undefined further on */
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= -FLT_MAX && v->valuedouble <= FLT_MAX)) {
+        errbuf_set(err, errlen, "config.json: %s%s must be a finite number", where, name);
         return ERR_FORMAT;
     }
     *out = (float)v->valuedouble;
@@ -90,7 +87,7 @@ static int get_bool(const cJSON *tc, const cJSON *root, const char *name, bool d
         return 0;
     }
     if (!cJSON_IsBool(v)) {
-        fail(err, errlen, "config.json: %s must be true or false", name);
+        errbuf_set(err, errlen, "config.json: %s must be true or false", name);
         return ERR_FORMAT;
     }
     *out = cJSON_IsTrue(v);
@@ -127,14 +124,14 @@ static int parse_eos(struct model_config *c, const cJSON *v, const char *file, c
         cJSON_ArrayForEach(e, v)
         {
             if (!cJSON_IsNumber(e)) {
-                fail(err, errlen, "%s: eos_token_id list holds a non-integer", file);
+                errbuf_set(err, errlen, "%s: eos_token_id list holds a non-integer", file);
                 return ERR_FORMAT;
             }
             add_eos(c, e->valueint);
         }
         return 0;
     }
-    fail(err, errlen, "%s: eos_token_id must be an integer or a list", file);
+    errbuf_set(err, errlen, "%s: eos_token_id must be an integer or a list", file);
     return ERR_FORMAT;
 }
 
@@ -148,7 +145,7 @@ static int parse_layer_types(struct model_config *c, const cJSON *tc, const cJSO
         if (rc < 0)
             return rc;
         if (interval <= 0) {
-            fail(err, errlen, "config.json: full_attention_interval = %d must be positive",
+            errbuf_set(err, errlen, "config.json: full_attention_interval = %d must be positive",
                  interval);
             return ERR_FORMAT;
         }
@@ -157,7 +154,7 @@ static int parse_layer_types(struct model_config *c, const cJSON *tc, const cJSO
         return 0;
     }
     if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != c->n_layers) {
-        fail(err, errlen, "config.json: layer_types must be a list of num_hidden_layers (%d) names",
+        errbuf_set(err, errlen, "config.json: layer_types must be a list of num_hidden_layers (%d) names",
              c->n_layers);
         return ERR_FORMAT;
     }
@@ -173,7 +170,7 @@ static int parse_layer_types(struct model_config *c, const cJSON *tc, const cJSO
         } else if (strcmp(s, "full_attention") == 0) {
             c->layer_types[i] = LAYER_FULL_ATTN;
         } else {
-            fail(err, errlen,
+            errbuf_set(err, errlen,
                  "config.json: layer_types[%d] = '%s' (want linear_attention or "
                  "full_attention)",
                  i, s);
@@ -204,7 +201,7 @@ static int parse_rope(struct model_config *c, const cJSON *tc, const cJSON *root
                            "rope_parameters.", err, errlen);
         const cJSON *rt = cJSON_GetObjectItemCaseSensitive(rp, "rope_type");
         if (rc == 0 && cJSON_IsString(rt) && strcmp(rt->valuestring, "default") != 0) {
-            fail(err, errlen,
+            errbuf_set(err, errlen,
                  "config.json: rope_parameters.rope_type = '%s' is not supported "
                  "(only default)",
                  rt->valuestring);
@@ -223,7 +220,7 @@ int config_parse(struct model_config *c, const char *json, char *err, size_t err
     cJSON *root = cJSON_Parse(json);
     if (!root || !cJSON_IsObject(root)) {
         cJSON_Delete(root);
-        fail(err, errlen, "config.json: not a valid JSON object");
+        errbuf_set(err, errlen, "config.json: not a valid JSON object");
         return ERR_FORMAT;
     }
     const cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "text_config");
@@ -269,7 +266,7 @@ int config_parse(struct model_config *c, const char *json, char *err, size_t err
     if (rc == 0)
         rc = get_float(tc, "rms_norm_eps", 1e-6f, &c->rms_eps, "", err, errlen);
     if (rc == 0 && (c->n_layers < 0 || c->n_layers > MODEL_MAX_LAYERS)) {
-        fail(err, errlen, "config.json: num_hidden_layers = %d out of range [1, %d]", c->n_layers,
+        errbuf_set(err, errlen, "config.json: num_hidden_layers = %d out of range [1, %d]", c->n_layers,
              MODEL_MAX_LAYERS);
         rc = ERR_RANGE;
     }
@@ -278,7 +275,9 @@ int config_parse(struct model_config *c, const char *json, char *err, size_t err
     if (rc == 0)
         rc = parse_rope(c, tc, root, err, errlen);
     if (rc == 0) {
-        c->rotary_dim = (int)((float)c->head_dim * c->partial_rotary_factor);
+        /* a product outside int (huge head_dim * factor) becomes -1, which validate rejects */
+        float rd = (float)c->head_dim * c->partial_rotary_factor;
+        c->rotary_dim = rd > -2147483648.0f && rd < 2147483648.0f ? (int)rd : -1;
         char ssm[32];
         get_str(tc, root, "mamba_ssm_dtype", "float32", ssm, sizeof(ssm));
         c->ssm_state_f32 = strcmp(ssm, "float32") == 0;
@@ -298,7 +297,7 @@ int config_parse_generation(struct model_config *c, const char *json, char *err,
     cJSON *root = cJSON_Parse(json);
     if (!root || !cJSON_IsObject(root)) {
         cJSON_Delete(root);
-        fail(err, errlen, "generation_config.json: not a valid JSON object");
+        errbuf_set(err, errlen, "generation_config.json: not a valid JSON object");
         return ERR_FORMAT;
     }
     int rc = parse_eos(c, cJSON_GetObjectItemCaseSensitive(root, "eos_token_id"),
@@ -331,63 +330,63 @@ int config_validate(const struct model_config *c, char *err, size_t errlen)
     };
     for (size_t i = 0; i < ARRAY_LEN(pos); i++) {
         if (pos[i].v <= 0) {
-            fail(err, errlen, "config.json: %s = %d must be positive", pos[i].name, pos[i].v);
+            errbuf_set(err, errlen, "config.json: %s = %d must be positive", pos[i].name, pos[i].v);
             return ERR_RANGE;
         }
     }
     if (c->n_layers > MODEL_MAX_LAYERS) {
-        fail(err, errlen, "config.json: num_hidden_layers = %d exceeds %d", c->n_layers,
+        errbuf_set(err, errlen, "config.json: num_hidden_layers = %d exceeds %d", c->n_layers,
              MODEL_MAX_LAYERS);
         return ERR_RANGE;
     }
     if (c->n_heads % c->n_kv_heads) {
-        fail(err, errlen,
+        errbuf_set(err, errlen,
              "config.json: num_key_value_heads = %d does not divide "
              "num_attention_heads = %d",
              c->n_kv_heads, c->n_heads);
         return ERR_RANGE;
     }
     if (c->lin_n_v_heads % c->lin_n_k_heads) {
-        fail(err, errlen,
+        errbuf_set(err, errlen,
              "config.json: linear_num_key_heads = %d does not divide "
              "linear_num_value_heads = %d",
              c->lin_n_k_heads, c->lin_n_v_heads);
         return ERR_RANGE;
     }
     if (c->n_experts_per_tok > c->n_experts) {
-        fail(err, errlen, "config.json: num_experts_per_tok = %d exceeds num_experts = %d",
+        errbuf_set(err, errlen, "config.json: num_experts_per_tok = %d exceeds num_experts = %d",
              c->n_experts_per_tok, c->n_experts);
         return ERR_RANGE;
     }
     if (!(c->partial_rotary_factor > 0.0f && c->partial_rotary_factor <= 1.0f) ||
         c->rotary_dim <= 0 || c->rotary_dim % 2 || c->rotary_dim > c->head_dim) {
-        fail(err, errlen,
+        errbuf_set(err, errlen,
              "config.json: partial_rotary_factor = %g gives rotary dim %d (must be "
              "even, in [2, head_dim = %d])",
              (double)c->partial_rotary_factor, c->rotary_dim, c->head_dim);
         return ERR_RANGE;
     }
     if (!(c->rope_theta > 0.0f)) {
-        fail(err, errlen, "config.json: rope_theta = %g must be positive", (double)c->rope_theta);
+        errbuf_set(err, errlen, "config.json: rope_theta = %g must be positive", (double)c->rope_theta);
         return ERR_RANGE;
     }
     if (!(c->rms_eps > 0.0f) || c->rms_eps > 1.0f) {
-        fail(err, errlen, "config.json: rms_norm_eps = %g out of range (0, 1]", (double)c->rms_eps);
+        errbuf_set(err, errlen, "config.json: rms_norm_eps = %g out of range (0, 1]", (double)c->rms_eps);
         return ERR_RANGE;
     }
     if (c->mtp_n_layers < 0 || c->mtp_n_layers > 16) {
-        fail(err, errlen, "config.json: mtp_num_hidden_layers = %d out of range [0, 16]",
+        errbuf_set(err, errlen, "config.json: mtp_num_hidden_layers = %d out of range [0, 16]",
              c->mtp_n_layers);
         return ERR_RANGE;
     }
     if (c->max_position_embeddings <= 0) {
-        fail(err, errlen, "config.json: max_position_embeddings = %lld must be positive",
+        errbuf_set(err, errlen, "config.json: max_position_embeddings = %lld must be positive",
              (long long)c->max_position_embeddings);
         return ERR_RANGE;
     }
     for (int i = 0; i < c->n_eos; i++) {
         if (c->eos_ids[i] < 0 || c->eos_ids[i] >= c->vocab_size) {
-            fail(err, errlen, "config.json: eos_token_id %d outside the vocabulary (%d)",
+            errbuf_set(err, errlen, "config.json: eos_token_id %d outside the vocabulary (%d)",
                  c->eos_ids[i], c->vocab_size);
             return ERR_RANGE;
         }
@@ -395,38 +394,14 @@ int config_validate(const struct model_config *c, char *err, size_t errlen)
     return 0;
 }
 
-char *config_read_file(const char *path, size_t *len)
-{
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        return NULL;
-    char *buf = NULL;
-    size_t cap = 0, n = 0;
-    for (;;) {
-        if (n + 4096 + 1 > cap) {
-            cap = cap ? cap * 2 : 65536;
-            buf = xrealloc(buf, cap);
-        }
-        size_t r = fread(buf + n, 1, cap - n - 1, fp);
-        n += r;
-        if (r == 0)
-            break;
-    }
-    fclose(fp);
-    buf[n] = 0;
-    if (len)
-        *len = n;
-    return buf;
-}
-
 int config_load(struct model_config *c, const char *dir, char *err, size_t errlen)
 {
     char path[4096];
     snprintf(path, sizeof(path), "%s/config.json", dir);
-    char *text = config_read_file(path, NULL);
+    char *text = file_read(path, NULL);
     if (!text) {
         int rc = -errno;
-        fail(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+        errbuf_set(err, errlen, "%s: cannot read: %s", path, strerror(errno));
         return rc ? rc : ERR_IO;
     }
     int rc = config_parse(c, text, err, errlen);
@@ -434,7 +409,7 @@ int config_load(struct model_config *c, const char *dir, char *err, size_t errle
     if (rc < 0)
         return rc;
     snprintf(path, sizeof(path), "%s/generation_config.json", dir);
-    text = config_read_file(path, NULL);
+    text = file_read(path, NULL);
     if (text) {
         rc = config_parse_generation(c, text, err, errlen);
         free(text);

@@ -232,9 +232,20 @@ int gpu_table_detect(const struct gpu_info **out, char *err, size_t errlen)
     *out = NULL;
     if (errlen > 0)
         err[0] = '\0';
-    char text[4096] = "";
-    FILE *p = popen("nvidia-smi --query-gpu=name,memory.total,compute_cap "
-                    "--format=csv,noheader,nounits 2>/dev/null", "r");
+    char text[4096] = "", cmd[256], sel[80] = "";
+    /* the first device of CUDA_VISIBLE_DEVICES (an index or a UUID), as the worker sees it */
+    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+    if (cvd && *cvd) {
+        size_t n = strcspn(cvd, ",");
+        bool ok = n > 0 && n < 64;
+        for (size_t i = 0; ok && i < n; i++)
+            ok = isalnum((unsigned char)cvd[i]) || cvd[i] == '-';
+        if (ok)
+            snprintf(sel, sizeof(sel), " -i %.*s", (int)n, cvd);
+    }
+    snprintf(cmd, sizeof(cmd), "nvidia-smi%s --query-gpu=name,memory.total,compute_cap "
+             "--format=csv,noheader,nounits 2>/dev/null", sel);
+    FILE *p = popen(cmd, "r");
     if (p) {
         size_t n = fread(text, 1, sizeof(text) - 1, p);
         text[n] = '\0';

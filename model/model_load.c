@@ -12,6 +12,7 @@
 #include "model/dtype.h"
 #include "model/quant.h"
 #include "model/safetensors.h"
+#include "model/tensor_name.h"
 #include "model_load_internal.h"
 
 #include <stdarg.h>
@@ -43,18 +44,6 @@ void *model_load_own(struct model_loader *L, void *ptr)
 
 // ---- groups ----
 
-static const char *strip_prefix(const char *name)
-{
-    static const char *const prefixes[] = {"model.language_model.", "language_model.model.",
-                                           "model.", "language_model."};
-    for (size_t i = 0; i < ARRAY_LEN(prefixes); i++) {
-        size_t l = strlen(prefixes[i]);
-        if (strncmp(name, prefixes[i], l) == 0)
-            return name + l;
-    }
-    return name;
-}
-
 static bool starts(const char *s, const char *p)
 {
     return strncmp(s, p, strlen(p)) == 0;
@@ -74,7 +63,7 @@ enum model_group model_group_of(const char *name)
         return MODEL_GROUP_VISUAL;
     if (starts(name, "lm_head."))
         return MODEL_GROUP_LM_HEAD;
-    const char *c = strip_prefix(name);
+    const char *c = tensor_name_canon(name);
     if (starts(c, "embed_tokens."))
         return MODEL_GROUP_EMBED;
     if (strcmp(c, "norm.weight") == 0)

@@ -4,12 +4,14 @@
  * block style. Regex targets are compiled once with PCRE2. */
 #include "model/quant.h"
 
+#include "common/errbuf.h"
+#include "common/file.h"
 #include "common/xalloc.h"
 #include "model/config_load.h"
+#include "model/tensor_name.h"
 
 #include <cjson/cJSON.h>
 #include <fnmatch.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,16 +48,6 @@ struct quant {
     char detail[160]; // storage for an UNSUPPORTED description
     pcre2_match_data *md;
 };
-
-__attribute__((format(printf, 3, 4))) static void fail(char *err, size_t len, const char *fmt, ...)
-{
-    if (!err || !len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-}
 
 const char *quant_method_name(enum quant_method m)
 {
@@ -114,7 +106,7 @@ static int matcher_init(struct matcher *m, const char *text, bool allow_re, char
         if (!m->re) {
             PCRE2_UCHAR msg[120];
             pcre2_get_error_message(ec, msg, sizeof(msg));
-            fail(err, errlen, "quantization_config: bad regex '%s' at %zu: %s", text, (size_t)eo,
+            errbuf_set(err, errlen, "quantization_config: bad regex '%s' at %zu: %s", text, (size_t)eo,
                  (const char *)msg);
             return -1;
         }
@@ -129,19 +121,6 @@ static void matcher_deinit(struct matcher *m)
     free(m->text);
 }
 
-/* Name without the model prefix ("layers.3.mlp..." / "lm_head" / "mtp.fc"). */
-static const char *canon(const char *name)
-{
-    static const char *const prefixes[] = {"model.language_model.", "language_model.model.",
-                                           "model.", "language_model."};
-    for (size_t i = 0; i < ARRAY_LEN(prefixes); i++) {
-        size_t l = strlen(prefixes[i]);
-        if (strncmp(name, prefixes[i], l) == 0)
-            return name + l;
-    }
-    return name;
-}
-
 static bool re_match(const struct quant *q, pcre2_code *re, const char *s)
 {
     return pcre2_match(re, (PCRE2_SPTR)s, PCRE2_ZERO_TERMINATED, 0, 0, q->md, NULL) >= 0;
@@ -152,7 +131,8 @@ static int ct_match(const struct quant *q, const struct matcher *m, const char *
 {
     if (m->re)
         return re_match(q, m->re, name) ? 2 : 0;
-    if (strcmp(m->text, name) == 0 || strcmp(canon(m->text), canon(name)) == 0)
+    if (strcmp(m->text, name) == 0 ||
+        strcmp(tensor_name_canon(m->text), tensor_name_canon(name)) == 0)
         return 3;
     if (strcmp(m->text, "Linear") == 0)
         return 1;
@@ -164,7 +144,7 @@ static bool wild_match(const struct matcher *m, const char *name)
     char alt[512];
     if (fnmatch(m->text, name, 0) == 0)
         return true;
-    const char *c = canon(name);
+    const char *c = tensor_name_canon(name);
     const char *const forms[] = {"", "model.", "model.language_model.", "language_model.model."};
     for (size_t i = 0; i < ARRAY_LEN(forms); i++) {
         snprintf(alt, sizeof(alt), "%s%s", forms[i], c);
@@ -214,9 +194,9 @@ struct quant_scheme quant_lookup(const struct quant *q, const char *module)
         return ct_lookup_groups(q, module);
     if (!q->mixed)
         return q->all;
-    const char *c = canon(module);
+    const char *c = tensor_name_canon(module);
     for (int i = 0; i < q->n_layers; i++) {
-        const char *p = canon(q->layers[i].prefix);
+        const char *p = tensor_name_canon(q->layers[i].prefix);
         size_t l = strlen(p);
         if (strncmp(c, p, l) == 0 && (c[l] == 0 || c[l] == '.'))
             return q->layers[i].scheme;
@@ -300,7 +280,7 @@ static int parse_ct(struct quant *q, const cJSON *qc, char *err, size_t errlen)
     q->method = QUANT_METHOD_CT;
     const cJSON *groups = cJSON_GetObjectItemCaseSensitive(qc, "config_groups");
     if (!cJSON_IsObject(groups)) {
-        fail(err, errlen, "quantization_config: config_groups missing");
+        errbuf_set(err, errlen, "quantization_config: config_groups missing");
         return -1;
     }
     int ng = cJSON_GetArraySize(groups);
@@ -311,7 +291,7 @@ static int parse_ct(struct quant *q, const cJSON *qc, char *err, size_t errlen)
         struct group *gr = &q->groups[q->n_groups++];
         const cJSON *targets = cJSON_GetObjectItemCaseSensitive(g, "targets");
         if (!cJSON_IsArray(targets)) {
-            fail(err, errlen, "quantization_config: config_groups.%s.targets missing", g->string);
+            errbuf_set(err, errlen, "quantization_config: config_groups.%s.targets missing", g->string);
             return -1;
         }
         gr->targets = xcalloc((size_t)cJSON_GetArraySize(targets) + 1, sizeof(*gr->targets));
@@ -319,7 +299,7 @@ static int parse_ct(struct quant *q, const cJSON *qc, char *err, size_t errlen)
         cJSON_ArrayForEach(t, targets)
         {
             if (!cJSON_IsString(t)) {
-                fail(err, errlen,
+                errbuf_set(err, errlen,
                      "quantization_config: config_groups.%s.targets holds a "
                      "non-string",
                      g->string);
@@ -360,7 +340,7 @@ static int parse_list(struct matcher **out, int *n, const cJSON *list, bool allo
     if (!list || cJSON_IsNull(list))
         return 0;
     if (!cJSON_IsArray(list)) {
-        fail(err, errlen, "quantization_config: %s must be a list", what);
+        errbuf_set(err, errlen, "quantization_config: %s must be a list", what);
         return -1;
     }
     *out = xcalloc((size_t)cJSON_GetArraySize(list) + 1, sizeof(**out));
@@ -368,7 +348,7 @@ static int parse_list(struct matcher **out, int *n, const cJSON *list, bool allo
     cJSON_ArrayForEach(e, list)
     {
         if (!cJSON_IsString(e)) {
-            fail(err, errlen, "quantization_config: %s holds a non-string", what);
+            errbuf_set(err, errlen, "quantization_config: %s holds a non-string", what);
             return -1;
         }
         if (matcher_init(&(*out)[*n], e->valuestring, allow_re, err, errlen) < 0)
@@ -391,7 +371,7 @@ static int parse_modelopt(struct quant *q, const cJSON *o, char *err, size_t err
     const cJSON *ql = cJSON_GetObjectItemCaseSensitive(o, "quantized_layers");
     if (strcmp(algo, "MIXED_PRECISION") == 0 || cJSON_IsObject(ql)) {
         if (!cJSON_IsObject(ql)) {
-            fail(err, errlen, "quantization_config: MIXED_PRECISION without quantized_layers");
+            errbuf_set(err, errlen, "quantization_config: MIXED_PRECISION without quantized_layers");
             return -1;
         }
         q->mixed = true;
@@ -413,7 +393,7 @@ static int parse_modelopt(struct quant *q, const cJSON *o, char *err, size_t err
         return 0;
     }
     if (!algo[0]) {
-        fail(err, errlen, "quantization_config: modelopt without quant_algo");
+        errbuf_set(err, errlen, "quantization_config: modelopt without quant_algo");
         return -1;
     }
     q->all = algo_scheme(q, algo);
@@ -427,7 +407,7 @@ static int parse_fp8(struct quant *q, const cJSON *qc, char *err, size_t errlen)
     q->method = QUANT_METHOD_FP8;
     const char *fmt = arg_str(qc, "fmt");
     if (fmt[0] && strcmp(fmt, "e4m3") != 0) {
-        fail(err, errlen, "quantization_config: fp8 fmt '%s' unsupported (only e4m3)", fmt);
+        errbuf_set(err, errlen, "quantization_config: fp8 fmt '%s' unsupported (only e4m3)", fmt);
         return -1;
     }
     q->all.kind = QUANT_KIND_FP8;
@@ -436,7 +416,7 @@ static int parse_fp8(struct quant *q, const cJSON *qc, char *err, size_t errlen)
     if (cJSON_IsArray(bs)) {
         if (cJSON_GetArraySize(bs) != 2 || cJSON_GetArrayItem(bs, 0)->valueint <= 0 ||
             cJSON_GetArrayItem(bs, 1)->valueint <= 0) {
-            fail(err, errlen, "quantization_config: weight_block_size must be [rows, cols] > 0");
+            errbuf_set(err, errlen, "quantization_config: weight_block_size must be [rows, cols] > 0");
             return -1;
         }
         q->all.fp8_scale = QUANT_FP8_BLOCK;
@@ -465,7 +445,7 @@ static int parse_sources(struct quant *q, const cJSON *cfg, const cJSON *hf, cha
     if (!qc || cJSON_IsNull(qc))
         return 0;
     if (!cJSON_IsObject(qc)) {
-        fail(err, errlen, "quantization_config must be an object");
+        errbuf_set(err, errlen, "quantization_config must be an object");
         return -1;
     }
     const char *m = arg_str(qc, "quant_method");
@@ -481,7 +461,7 @@ static int parse_sources(struct quant *q, const cJSON *cfg, const cJSON *hf, cha
     }
     if (strcmp(m, "fp8") == 0)
         return parse_fp8(q, qc, err, errlen);
-    fail(err, errlen, "quantization_config: quant_method '%s' is not supported", m);
+    errbuf_set(err, errlen, "quantization_config: quant_method '%s' is not supported", m);
     return -1;
 }
 
@@ -494,10 +474,10 @@ struct quant *quant_create(const char *config_json, const char *hf_quant_json, c
     cJSON *hf = hf_quant_json ? cJSON_Parse(hf_quant_json) : NULL;
     int rc = 0;
     if (config_json && !cJSON_IsObject(cfg)) {
-        fail(err, errlen, "config.json: not a valid JSON object");
+        errbuf_set(err, errlen, "config.json: not a valid JSON object");
         rc = -1;
     } else if (hf_quant_json && !cJSON_IsObject(hf)) {
-        fail(err, errlen, "hf_quant_config.json: not a valid JSON object");
+        errbuf_set(err, errlen, "hf_quant_config.json: not a valid JSON object");
         rc = -1;
     } else {
         rc = parse_sources(q, cfg, hf, err, errlen);
@@ -515,9 +495,9 @@ struct quant *quant_create_dir(const char *dir, char *err, size_t errlen)
 {
     char path[4096];
     snprintf(path, sizeof(path), "%s/config.json", dir);
-    char *cfg = config_read_file(path, NULL);
+    char *cfg = file_read(path, NULL);
     snprintf(path, sizeof(path), "%s/hf_quant_config.json", dir);
-    char *hf = config_read_file(path, NULL);
+    char *hf = file_read(path, NULL);
     struct quant *q = quant_create(cfg, hf, err, errlen);
     free(cfg);
     free(hf);

@@ -3,6 +3,8 @@
  * validation failure is one line: "<file>: tensor '<name>': <what>". */
 #include "model/safetensors.h"
 
+#include "common/errbuf.h"
+#include "common/file.h"
 #include "common/xalloc.h"
 #include "model/config_load.h"
 
@@ -10,7 +12,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,16 +53,6 @@ static const struct dtype_desc DTYPES[] = {
     {"F64", ST_F64, 64},        {"F8_E4M3", ST_F8_E4M3, 8}, {"F8_E5M2", ST_F8_E5M2, 8},
     {"F8_E8M0", ST_F8_E8M0, 8}, {"F4", ST_F4, 4},
 };
-
-__attribute__((format(printf, 3, 4))) static void fail(char *err, size_t len, const char *fmt, ...)
-{
-    if (!err || !len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-}
 
 const char *st_dtype_name(enum st_dtype dt)
 {
@@ -134,7 +125,7 @@ static int build_index(struct st_set *set, char *err, size_t errlen)
         qsort(set->t, (size_t)set->n, sizeof(*set->t), cmp_name);
     for (int64_t i = 1; i < set->n; i++) {
         if (strcmp(set->t[i].name, set->t[i - 1].name) == 0) {
-            fail(err, errlen, "%s: tensor '%s': also stored in %s", set->t[i].file, set->t[i].name,
+            errbuf_set(err, errlen, "%s: tensor '%s': also stored in %s", set->t[i].file, set->t[i].name,
                  set->t[i - 1].file);
             return -1;
         }
@@ -218,23 +209,23 @@ static int parse_entry(const struct st_file *f, const cJSON *e, struct st_tensor
 {
     const char *fn = f->name, *nm = t->name;
     if (!cJSON_IsObject(e)) {
-        fail(err, errlen, "%s: tensor '%s': header entry is not an object", fn, nm);
+        errbuf_set(err, errlen, "%s: tensor '%s': header entry is not an object", fn, nm);
         return -1;
     }
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
     const cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
     const cJSON *off = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
     if (!cJSON_IsString(dt)) {
-        fail(err, errlen, "%s: tensor '%s': missing dtype", fn, nm);
+        errbuf_set(err, errlen, "%s: tensor '%s': missing dtype", fn, nm);
         return -1;
     }
     t->dtype = st_dtype_parse(dt->valuestring);
     if (t->dtype == ST_UNKNOWN) {
-        fail(err, errlen, "%s: tensor '%s': unknown dtype '%s'", fn, nm, dt->valuestring);
+        errbuf_set(err, errlen, "%s: tensor '%s': unknown dtype '%s'", fn, nm, dt->valuestring);
         return -1;
     }
     if (!cJSON_IsArray(sh) || cJSON_GetArraySize(sh) > ST_MAX_DIMS) {
-        fail(err, errlen, "%s: tensor '%s': shape missing or has more than %d dims", fn, nm,
+        errbuf_set(err, errlen, "%s: tensor '%s': shape missing or has more than %d dims", fn, nm,
              ST_MAX_DIMS);
         return -1;
     }
@@ -243,12 +234,13 @@ static int parse_entry(const struct st_file *f, const cJSON *e, struct st_tensor
     for (int i = 0; i < t->ndim; i++) {
         int64_t d;
         if (json_int(cJSON_GetArrayItem(sh, i), &d) < 0 || d > ((int64_t)1 << 40)) {
-            fail(err, errlen, "%s: tensor '%s': shape[%d] is not a valid size", fn, nm, i);
+            errbuf_set(err, errlen, "%s: tensor '%s': shape[%d] is not a valid size", fn, nm, i);
             return -1;
         }
         t->shape[i] = d;
-        if (d && t->nelem > INT64_MAX / 16 / d) {
-            fail(err, errlen, "%s: tensor '%s': shape too large", fn, nm);
+        /* nelem * 64 (the widest dtype, in bits) must fit in int64 below */
+        if (d && t->nelem > INT64_MAX / 64 / d) {
+            errbuf_set(err, errlen, "%s: tensor '%s': shape too large", fn, nm);
             return -1;
         }
         t->nelem *= d;
@@ -256,7 +248,7 @@ static int parse_entry(const struct st_file *f, const cJSON *e, struct st_tensor
     if (!cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2 ||
         json_int(cJSON_GetArrayItem(off, 0), b) < 0 ||
         json_int(cJSON_GetArrayItem(off, 1), en) < 0 || *b > *en) {
-        fail(err, errlen, "%s: tensor '%s': data_offsets must be [begin, end] with begin <= end",
+        errbuf_set(err, errlen, "%s: tensor '%s': data_offsets must be [begin, end] with begin <= end",
              fn, nm);
         return -1;
     }
@@ -265,7 +257,7 @@ static int parse_entry(const struct st_file *f, const cJSON *e, struct st_tensor
     t->nbytes = *en - *b;
     if ((t->nelem * bits) % 8 || want != t->nbytes) {
         char sb[160];
-        fail(err, errlen, "%s: tensor '%s': shape %s x %s = %lld bytes but data_offsets span %lld",
+        errbuf_set(err, errlen, "%s: tensor '%s': shape %s x %s = %lld bytes but data_offsets span %lld",
              fn, nm, st_shape_str(t, sb, sizeof(sb)), dt->valuestring, (long long)want,
              (long long)t->nbytes);
         return -1;
@@ -297,18 +289,18 @@ static int load_file(struct st_set *set, struct st_file *f, int flags, char *err
     struct span *spans = NULL;
     int fd = open(f->path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        fail(err, errlen, "%s: cannot open: %s", f->name, strerror(errno));
+        errbuf_set(err, errlen, "%s: cannot open: %s", f->name, strerror(errno));
         return -1;
     }
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        fail(err, errlen, "%s: not a regular file", f->name);
+        errbuf_set(err, errlen, "%s: not a regular file", f->name);
         goto out;
     }
     f->size = st.st_size;
     uint8_t lenb[8];
     if (f->size < 8 || read_full(fd, lenb, 8, 0) < 0) {
-        fail(err, errlen, "%s: file too short (%lld bytes) for the 8-byte header length", f->name,
+        errbuf_set(err, errlen, "%s: file too short (%lld bytes) for the 8-byte header length", f->name,
              (long long)f->size);
         goto out;
     }
@@ -316,19 +308,19 @@ static int load_file(struct st_set *set, struct st_file *f, int flags, char *err
     for (int i = 7; i >= 0; i--)
         hlen = (hlen << 8) | lenb[i];
     if (hlen > (uint64_t)ST_MAX_HEADER || (int64_t)hlen > f->size - 8) {
-        fail(err, errlen, "%s: header length %llu beyond the file (size %lld)", f->name,
+        errbuf_set(err, errlen, "%s: header length %llu beyond the file (size %lld)", f->name,
              (unsigned long long)hlen, (long long)f->size);
         goto out;
     }
     hdr = xmalloc(hlen + 1);
     if (read_full(fd, hdr, hlen, 8) < 0) {
-        fail(err, errlen, "%s: cannot read the header", f->name);
+        errbuf_set(err, errlen, "%s: cannot read the header", f->name);
         goto out;
     }
     hdr[hlen] = 0;
     root = cJSON_ParseWithLength(hdr, hlen);
     if (!root || !cJSON_IsObject(root)) {
-        fail(err, errlen, "%s: header is not a valid JSON object", f->name);
+        errbuf_set(err, errlen, "%s: header is not a valid JSON object", f->name);
         goto out;
     }
     int64_t data_start = 8 + (int64_t)hlen;
@@ -337,7 +329,7 @@ static int load_file(struct st_set *set, struct st_file *f, int flags, char *err
         f->map = mmap(NULL, (size_t)f->size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (f->map == MAP_FAILED) {
             f->map = NULL;
-            fail(err, errlen, "%s: mmap failed: %s", f->name, strerror(errno));
+            errbuf_set(err, errlen, "%s: mmap failed: %s", f->name, strerror(errno));
             goto out;
         }
     }
@@ -357,7 +349,7 @@ static int load_file(struct st_set *set, struct st_file *f, int flags, char *err
             goto out;
         t->offset = data_start + b;
         if (!hdr_only && en > data_size) {
-            fail(err, errlen,
+            errbuf_set(err, errlen,
                  "%s: tensor '%s': data [%lld, %lld) outside the file (data size %lld)", f->name,
                  t->name, (long long)b, (long long)en, (long long)data_size);
             goto out;
@@ -371,7 +363,7 @@ static int load_file(struct st_set *set, struct st_file *f, int flags, char *err
         if (spans[i].begin == spans[i].end)
             continue;
         if (far >= 0 && spans[i].begin < spans[far].end) {
-            fail(err, errlen,
+            errbuf_set(err, errlen,
                  "%s: tensor '%s': data [%lld, %lld) overlaps tensor '%s' [%lld, %lld)", f->name,
                  spans[i].name, (long long)spans[i].begin, (long long)spans[i].end, spans[far].name,
                  (long long)spans[far].begin, (long long)spans[far].end);
@@ -428,26 +420,26 @@ static int open_index(struct st_set *set, const char *dir, int flags, char *err,
     bool hdr_only = flags & ST_OPEN_HEADER_ONLY;
     char *ipath = path_join(dir, ST_INDEX_NAME);
     size_t len = 0;
-    char *text = config_read_file(ipath, &len);
+    char *text = file_read(ipath, &len);
     free(ipath);
     int rc = -1;
     cJSON *root = NULL;
     bool *present = NULL;
     if (!text) {
-        fail(err, errlen, "%s: cannot read", ST_INDEX_NAME);
+        errbuf_set(err, errlen, "%s: cannot read", ST_INDEX_NAME);
         return -1;
     }
     root = cJSON_ParseWithLength(text, len);
     const cJSON *wm = root ? cJSON_GetObjectItemCaseSensitive(root, "weight_map") : NULL;
     if (!cJSON_IsObject(wm)) {
-        fail(err, errlen, "%s: not valid JSON with a weight_map object", ST_INDEX_NAME);
+        errbuf_set(err, errlen, "%s: not valid JSON with a weight_map object", ST_INDEX_NAME);
         goto out;
     }
     const cJSON *e;
     cJSON_ArrayForEach(e, wm)
     {
         if (!cJSON_IsString(e) || bad_shard_name(e->valuestring)) {
-            fail(err, errlen, "%s: tensor '%s': weight_map value is not a shard file name",
+            errbuf_set(err, errlen, "%s: tensor '%s': weight_map value is not a shard file name",
                  ST_INDEX_NAME, e->string);
             goto out;
         }
@@ -457,7 +449,7 @@ static int open_index(struct st_set *set, const char *dir, int flags, char *err,
     for (int i = 0; i < set->n_files; i++) {
         present[i] = file_exists(set->files[i].path);
         if (!present[i] && !hdr_only) {
-            fail(err, errlen, "%s: missing (named by %s)", set->files[i].name, ST_INDEX_NAME);
+            errbuf_set(err, errlen, "%s: missing (named by %s)", set->files[i].name, ST_INDEX_NAME);
             goto out;
         }
         if (present[i] && load_file(set, &set->files[i], flags, err, errlen) < 0)
@@ -481,7 +473,7 @@ static int open_index(struct st_set *set, const char *dir, int flags, char *err,
     {
         const struct st_tensor *t = st_find(set, e->string);
         if (!t || strcmp(t->file, e->valuestring) != 0) {
-            fail(err, errlen, "%s: tensor '%s': named by %s but not in that file", e->valuestring,
+            errbuf_set(err, errlen, "%s: tensor '%s': named by %s but not in that file", e->valuestring,
                  e->string, ST_INDEX_NAME);
             goto out;
         }
@@ -503,7 +495,7 @@ static int open_dir_glob(struct st_set *set, const char *dir, int flags, char *e
 {
     DIR *d = opendir(dir);
     if (!d) {
-        fail(err, errlen, "%s: cannot open directory: %s", dir, strerror(errno));
+        errbuf_set(err, errlen, "%s: cannot open directory: %s", dir, strerror(errno));
         return -1;
     }
     char **names = NULL;
@@ -519,7 +511,7 @@ static int open_dir_glob(struct st_set *set, const char *dir, int flags, char *e
     closedir(d);
     int rc = 0;
     if (n == 0) {
-        fail(err, errlen, "%s: no %s and no *.safetensors file", dir, ST_INDEX_NAME);
+        errbuf_set(err, errlen, "%s: no %s and no *.safetensors file", dir, ST_INDEX_NAME);
         rc = -1;
     }
     if (n > 1)
@@ -543,7 +535,7 @@ struct st_set *st_open(const char *path, int flags, char *err, size_t errlen)
     struct stat st;
     int rc;
     if (stat(path, &st) < 0) {
-        fail(err, errlen, "%s: %s", path, strerror(errno));
+        errbuf_set(err, errlen, "%s: %s", path, strerror(errno));
         st_close(set);
         return NULL;
     }

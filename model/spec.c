@@ -60,11 +60,13 @@ int spec_configure(const struct model *m, int requested_k, int *k_out, char *msg
         return 0;
     }
     if (declared > 0) {
+        char why[96] = "";
+        if (requested_k > 0)
+            snprintf(why, sizeof(why), ", so %d speculative tokens cannot be used", requested_k);
         snprintf(msg, len,
                  "config declares %d MTP layer%s (mtp_num_hidden_layers) but the checkpoint has "
                  "no mtp.* tensors: speculative decoding is off%s",
-                 declared, declared == 1 ? "" : "s",
-                 requested_k > 0 ? " and speculative tokens > 0 cannot be honoured" : "");
+                 declared, declared == 1 ? "" : "s", why);
         return requested_k > 0 ? ERR_UNSUPPORTED : 0;
     }
     if (requested_k > 0) {
@@ -144,7 +146,7 @@ static int32_t draw(const float *probs, int n, double sum, struct sample_rng *rn
         if (u < cum)
             return i;
     }
-    return last;               // rounding left cum just below sum
+    return last; // rounding left cum just below sum
 }
 
 int spec_accept(struct sample_ctx *sc, const struct sample_params *p, const float *logits,
@@ -196,20 +198,21 @@ int spec_accept(struct sample_ctx *sc, const struct sample_params *p, const floa
 
 struct spec_dec {
     const struct model *m;
-    struct forward_ctx *fc;    // borrowed
-    struct seq_state *st;      // borrowed
+    struct forward_ctx *fc; // borrowed
+    struct seq_state *st;   // borrowed
     struct spec_dec_opts o;
     struct seq_snapshot *sn;
     struct sample_ctx *sc;
     int use_mtp;
+    int started; // the first token has been sampled
     int seq_max;
     int n_seq;
-    int32_t *seq;              // (seq_max + k) committed tokens, then room for the drafts
-    float *lg;                 // (max(k+1, chunk), V) logits
-    float *probs;              // (V)
-    float *hwin;               // (max(k+1, chunk), H) hidden states of a forward call
-    float *mtp_hid;            // (k+1, H) MTP input of the next round
-    float *hbuf;               // (k+1, H) MTP scratch
+    int32_t *seq;   // (seq_max + k) committed tokens, then room for the drafts
+    float *lg;      // (max(k+1, chunk), V) logits
+    float *probs;   // (V)
+    float *hwin;    // (max(k+1, chunk), H) hidden states of a forward call
+    float *mtp_hid; // (k+1, H) MTP input of the next round
+    float *hbuf;    // (k+1, H) MTP scratch
     int32_t mtp_tok[FORWARD_SPEC_MAX + 1];
     int mtp_pos0, mtp_n;
     struct spec_stats stats;
@@ -245,8 +248,7 @@ static int dec_rows(const struct spec_dec *d)
 }
 
 struct spec_dec *spec_dec_create(const struct model *m, struct forward_ctx *fc,
-                                 struct seq_state *st, const struct spec_dec_opts *o,
-                                 int seq_max)
+                                 struct seq_state *st, const struct spec_dec_opts *o, int seq_max)
 {
     const int V = m->cfg.vocab_size, H = m->cfg.hidden_size;
     if (o->k < 1 || o->k > FORWARD_SPEC_MAX || seq_max < 1 || o->prefill_chunk < 0 ||
@@ -273,47 +275,69 @@ struct spec_dec *spec_dec_create(const struct model *m, struct forward_ctx *fc,
     d->hwin = malloc(sizeof(float) * (size_t)(rows * H));
     d->mtp_hid = malloc(sizeof(float) * (size_t)((o->k + 1) * H));
     d->hbuf = malloc(sizeof(float) * (size_t)((o->k + 1) * H));
-    if (!d->sn || !d->sc || !d->seq || !d->lg || !d->probs || !d->hwin || !d->mtp_hid ||
-        !d->hbuf) {
+    if (!d->sn || !d->sc || !d->seq || !d->lg || !d->probs || !d->hwin || !d->mtp_hid || !d->hbuf) {
         spec_dec_destroy(d);
         return NULL;
     }
     return d;
 }
 
-int spec_dec_prefill(struct spec_dec *d, const int32_t *prompt, int n, struct sample_rng *rng,
-                     int32_t *first)
+int spec_dec_feed(struct spec_dec *d, const int32_t *tokens, int n)
 {
     const struct model *m = d->m;
     const int H = m->cfg.hidden_size;
-    const int chunk = d->o.prefill_chunk;
-    if (n < 1 || n + 1 > d->seq_max || d->n_seq != 0)
+    const int p = d->n_seq;
+    if (d->started || n < 1 || n > d->o.prefill_chunk || p + n + 1 > d->seq_max)
         return ERR_INVAL;
-    memcpy(d->seq, prompt, sizeof(int32_t) * (size_t)n);
-    int rc = 0, last = 0;
-    for (int p = 0; rc == 0 && p < n; p += chunk) {
-        const int c = n - p < chunk ? n - p : chunk;
-        rc = forward_run(d->fc, m, d->st, prompt + p, c, d->lg, d->hwin, d->o.prefill_flags);
-        // MTP K/V of the positions whose next token is known (all but the prompt's last)
-        const int nm = p + c == n ? c - 1 : c;
-        if (rc == 0 && d->use_mtp && nm > 0)
-            rc = mtp_run(d->fc, m, d->st, prompt + p + 1, d->hwin, p, nm, NULL, NULL, 0);
-        last = c - 1;
-    }
+    if (d->st->pos != p)
+        return ERR_STATE;
+    int rc = forward_run(d->fc, m, d->st, tokens, n, d->lg, d->hwin, d->o.prefill_flags);
     if (rc < 0)
         return rc;
+    memcpy(d->seq + p, tokens, sizeof(int32_t) * (size_t)n);
+    d->n_seq = p + n;
+    if (d->use_mtp) {
+        // MTP K/V of the positions whose next token is now known: the previous chunk's last
+        // (waiting in mtp_hid) and this chunk's all but its last
+        if (p > 0)
+            rc = mtp_run(d->fc, m, d->st, tokens, d->mtp_hid, p - 1, 1, NULL, NULL, 0);
+        if (rc == 0 && n > 1)
+            rc = mtp_run(d->fc, m, d->st, tokens + 1, d->hwin, p, n - 1, NULL, NULL, 0);
+    }
+    // the last position waits for its next token
+    memcpy(d->mtp_hid, d->hwin + (int64_t)(n - 1) * H, sizeof(float) * (size_t)H);
+    return rc;
+}
+
+int spec_dec_start(struct spec_dec *d, struct sample_rng *rng, int32_t *first)
+{
+    const int n = d->n_seq;
+    if (d->started || n < 1)
+        return ERR_STATE;
     const int32_t t = sample_token(d->sc, &d->o.sp, d->lg, d->seq, n, rng);
     if (t < 0)
         return t;
     d->seq[n] = t;
     d->n_seq = n + 1;
-    // the first round's MTP pass: (x_n, h_final[n-1]) at position n-1
+    d->started = 1;
+    // the first round's MTP pass: (x_n, h_final[n-1]) at position n-1 (hidden in mtp_hid)
     d->mtp_tok[0] = t;
-    memcpy(d->mtp_hid, d->hwin + (int64_t)last * H, sizeof(float) * (size_t)H);
     d->mtp_pos0 = n - 1;
     d->mtp_n = 1;
     *first = t;
     return 0;
+}
+
+int spec_dec_prefill(struct spec_dec *d, const int32_t *prompt, int n, struct sample_rng *rng,
+                     int32_t *first)
+{
+    const int chunk = d->o.prefill_chunk;
+    if (n < 1 || d->n_seq != 0)
+        return ERR_INVAL;
+    int rc = 0;
+    for (int p = 0; rc == 0 && p < n; p += chunk)
+        rc = spec_dec_feed(d, prompt + p, n - p < chunk ? n - p : chunk);
+    return rc < 0 ? rc : spec_dec_start(d, rng, first);
 }
 
 int spec_dec_step(struct spec_dec *d, struct sample_rng *rng, int32_t *out)
@@ -322,7 +346,7 @@ int spec_dec_step(struct spec_dec *d, struct sample_rng *rng, int32_t *out)
     const int V = m->cfg.vocab_size, H = m->cfg.hidden_size, k = d->o.k;
     const int n = d->n_seq, pos = d->st->pos;
     int32_t drafts[FORWARD_SPEC_MAX];
-    if (n < 1 || pos != n - 1)
+    if (!d->started || pos != n - 1)
         return ERR_STATE;
     if (pos + k + 1 > d->st->tokens_max || n + k > d->seq_max)
         return ERR_FULL;
@@ -348,8 +372,7 @@ int spec_dec_step(struct spec_dec *d, struct sample_rng *rng, int32_t *out)
         int rr = seq_state_restore(d->st, d->sn);
         return r < 0 ? r : (rr < 0 ? rr : ERR_STATE);
     }
-    rc = forward_spec_commit(d->fc, m, d->st, d->sn, x, drafts, k, r - 1,
-                             FORWARD_GDN_RECURRENT);
+    rc = forward_spec_commit(d->fc, m, d->st, d->sn, x, drafts, k, r - 1, FORWARD_GDN_RECURRENT);
     if (rc < 0)
         return rc;
     memcpy(d->seq + n, out, sizeof(int32_t) * (size_t)r);

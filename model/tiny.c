@@ -369,7 +369,12 @@ static void put_moe(struct gen *g, const char *P, bool quant)
 static void put_norm(struct gen *g, const char *module, int64_t n, float mean, float std)
 {
     char name[600];
-    snprintf(name, sizeof(name), "%s.weight", module);
+    int len = snprintf(name, sizeof(name), "%s.weight", module);
+    if (len < 0 || (size_t)len >= sizeof(name)) {
+        if (g->rc == 0)
+            g->rc = ERR_INVAL;
+        return;
+    }
     put_vec(g, key_of(module), name, g->plain, 1, &n, mean, std);
 }
 

@@ -2,6 +2,7 @@
  * layer_types and rope_parameters, quantization_config), generation_config.json,
  * hf_quant_config.json for ModelOpt, and tokenizer sizing/copying. */
 #include "common/err.h"
+#include "common/file.h"
 #include "common/xalloc.h"
 #include "tiny_internal.h"
 
@@ -12,37 +13,6 @@
 #include <string.h>
 
 // ---- files ----
-
-static int read_file(const char *path, char **out, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return -errno;
-    int rc = 0;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = xmalloc(cap);
-    for (;;) {
-        if (n + 1 >= cap) {
-            cap *= 2;
-            buf = xrealloc(buf, cap);
-        }
-        size_t got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-        if (got == 0)
-            break;
-    }
-    if (ferror(f))
-        rc = ERR_IO;
-    fclose(f);
-    if (rc < 0) {
-        free(buf);
-        return rc;
-    }
-    buf[n] = '\0';
-    *out = buf;
-    *len = n;
-    return 0;
-}
 
 static int write_text(const char *dir, const char *file, const char *txt)
 {
@@ -76,11 +46,11 @@ static int write_json(const char *dir, const char *file, cJSON *root)
 
 static int copy_file(const char *src, const char *dir, const char *file)
 {
-    char *buf;
     size_t n;
-    int rc = read_file(src, &buf, &n);
-    if (rc < 0)
-        return rc;
+    char *buf = file_read(src, &n);
+    if (!buf)
+        return -errno;
+    int rc;
     char path[4096];
     snprintf(path, sizeof(path), "%s/%s", dir, file);
     FILE *f = fopen(path, "wb");
@@ -129,11 +99,10 @@ int tiny_vocab_read(const struct tiny_opts *o, struct tiny_vocab *tv)
         tv->n_eos = 1;
         return 0;
     }
-    char *buf;
     size_t n;
-    int rc = read_file(o->tokenizer, &buf, &n);
-    if (rc < 0)
-        return rc;
+    char *buf = file_read(o->tokenizer, &n);
+    if (!buf)
+        return -errno;
     cJSON *root = cJSON_ParseWithLength(buf, n);
     free(buf);
     if (!root)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/file.h"
 #include "common/xalloc.h"
 #include "jinja_internal.h"
 #include "text/chat.h"
@@ -39,7 +40,7 @@ struct chat_template *chat_template_create(const char *src, size_t len, struct j
         return NULL;
     struct chat_template *t = xcalloc(1, sizeof(*t));
     t->tpl = tpl;
-    t->content_as_parts = jinja_template_iterates_over(tpl, "content");
+    t->content_as_parts = jinja_template_loops_over_message_content(tpl);
     ja_init(&t->arena);
     t->special = jv_dict_new(&t->arena, 8);
     return t;
@@ -148,32 +149,10 @@ struct chat_template *chat_template_from_config(const char *json, size_t len,
     return from_config(json, len, NULL, 0, err);
 }
 
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    struct jbuf b = {0};
-    char tmp[65536];
-    size_t n;
-    while ((n = fread(tmp, 1, sizeof(tmp), f)) > 0)
-        jbuf_put(&b, tmp, n);
-    bool bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        jbuf_free(&b);
-        return NULL;
-    }
-    if (!b.p)
-        b.p = xstrdup("");
-    *len = b.n;
-    return b.p;
-}
-
 struct chat_template *chat_template_load(const char *path, struct jinja_error *err)
 {
     size_t len;
-    char *src = read_file(path, &len);
+    char *src = file_read(path, &len);
     if (!src) {
         set_err(err, ERR_IO, "cannot read %s", path);
         return NULL;
@@ -191,9 +170,9 @@ struct chat_template *chat_template_load_dir(const char *dir, struct jinja_error
     char path[4096];
     size_t cfg_len = 0, tpl_len = 0;
     snprintf(path, sizeof(path), "%s/tokenizer_config.json", dir);
-    char *cfg = read_file(path, &cfg_len);
+    char *cfg = file_read(path, &cfg_len);
     snprintf(path, sizeof(path), "%s/chat_template.jinja", dir);
-    char *tpl = read_file(path, &tpl_len);
+    char *tpl = file_read(path, &tpl_len);
     struct chat_template *t = NULL;
     if (cfg)
         t = from_config(cfg, cfg_len, tpl, tpl_len, err);
@@ -220,8 +199,9 @@ static void put(struct jarena *a, struct jinja_value obj, const char *key, struc
 }
 
 /* The text parts of a content value: NULL/missing -> none, a string -> one, a list -> each string
- * or {"type": "text"|"input_text"|"output_text", "text": ...} part (parts whose text is null are
- * skipped). Anything else (images, audio...) is refused: the model is text-only. */
+ * or {"type": "text"|"input_text"|"output_text", "text": ...}, {"type": "refusal", "refusal": ...}
+ * or {"type": "thinking", "thinking": ...} part (null ones are skipped), as vLLM reads them.
+ * Anything else (images, audio...) is refused: the model is text-only. */
 static int content_texts(struct jarena *a, struct jinja_value *content, size_t idx,
                          struct jinja_value *texts, struct jinja_error *err)
 {
@@ -243,13 +223,18 @@ static int content_texts(struct jarena *a, struct jinja_value *content, size_t i
         struct jinja_value *type = get(part, "type");
         if (!type || type->kind != JV_STR)
             return set_err(err, ERR_INVAL, "messages[%zu].content[%zu] has no type", idx, i);
-        if (!jv_is_str(*type, "text") && !jv_is_str(*type, "input_text") &&
-            !jv_is_str(*type, "output_text"))
+        const char *field = jv_is_str(*type, "text") || jv_is_str(*type, "input_text") ||
+                                    jv_is_str(*type, "output_text")
+                                ? "text"
+                            : jv_is_str(*type, "refusal")  ? "refusal"
+                            : jv_is_str(*type, "thinking") ? "thinking"
+                                                           : NULL;
+        if (!field)
             return set_err(err, ERR_UNSUPPORTED,
                            "messages[%zu].content[%zu]: content type '%.*s' is not supported "
                            "(text-only model)",
                            idx, i, (int)type->u.s.n, type->u.s.s);
-        struct jinja_value *text = get(part, "text");
+        struct jinja_value *text = get(part, field);
         if (!text || text->kind == JV_NONE)
             continue;
         if (text->kind != JV_STR)
@@ -417,10 +402,14 @@ static bool reserved_kwarg(struct jinja_value k)
            jv_is_str(k, "add_generation_prompt");
 }
 
-static void bind_kwargs(struct jinja_ctx *c, struct jinja_value kw)
+/* Bind the keys of a kwargs object (null: nothing); anything but an object or null is refused. */
+static int bind_kwargs(struct jinja_ctx *c, struct jinja_value kw, const char *what,
+                       struct jinja_error *err)
 {
+    if (kw.kind == JV_NONE)
+        return 0;
     if (kw.kind != JV_DICT)
-        return;
+        return set_err(err, ERR_INVAL, "%s must be a JSON object", what);
     struct jarena *a = jinja_ctx_arena(c);
     for (size_t i = 0; i < kw.u.dict->n; i++) {
         struct jinja_value k = kw.u.dict->k[i];
@@ -428,6 +417,7 @@ static void bind_kwargs(struct jinja_ctx *c, struct jinja_value kw)
             continue;
         jinja_ctx_bind(c, ja_strndup(a, k.u.s.s, k.u.s.n), kw.u.dict->v[i]);
     }
+    return 0;
 }
 
 static int render_value(const struct chat_template *t, struct jinja_ctx *c, struct jinja_value req,
@@ -455,9 +445,10 @@ static int render_value(const struct chat_template *t, struct jinja_ctx *c, stru
     jinja_ctx_bind(c, "add_generation_prompt", agp ? *agp : jv_bool(true));
     for (size_t i = 0; i < t->special.u.dict->n; i++)
         jinja_ctx_bind(c, t->special.u.dict->k[i].u.s.s, t->special.u.dict->v[i]);
-    bind_kwargs(c, defaults);
-    if (kw)
-        bind_kwargs(c, *kw);
+    if ((rc = bind_kwargs(c, defaults, "default chat_template_kwargs", err)) < 0)
+        return rc;
+    if (kw && (rc = bind_kwargs(c, *kw, "chat_template_kwargs", err)) < 0)
+        return rc;
     return jinja_template_render(t->tpl, c, out, out_len, err);
 }
 

@@ -63,6 +63,115 @@ bool jinja_template_iterates_over(const struct jinja_template *t, const char *na
     return iterates(t->root, name);
 }
 
+// ---- vLLM's content-format detection ----
+
+struct names_set {
+    const char *v[64];
+    size_t n;
+    bool bad; /* an assignment shape vLLM would fail on: it then falls back to "string" */
+};
+
+static bool in_set(const struct names_set *s, const char *name)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (!strcmp(s->v[i], name))
+            return true;
+    return false;
+}
+
+static void add_name(struct names_set *s, const char *name)
+{
+    if (!in_set(s, name) && s->n < ARRAY_LEN(s->v))
+        s->v[s->n++] = name;
+}
+
+/* `var`, or `var.key` / `var['key']` when key is given, possibly under filters, tests and
+ * slices: vLLM's _is_var_or_elems_access. */
+static bool var_or_elems(const struct jnode *e, const char *var, const char *key)
+{
+    if (!e)
+        return false;
+    if (e->type == JN_FILTER || e->type == JN_TEST || e->type == JN_SLICE)
+        return var_or_elems(e->a, var, key);
+    if (!key)
+        return e->type == JN_NAME && !strcmp(e->name, var);
+    if (e->type == JN_GETATTR)
+        return !strcmp(e->name, key) && e->a->type == JN_NAME && !strcmp(e->a->name, var);
+    if (e->type == JN_GETITEM)
+        return e->b->type == JN_CONST && jv_is_str(e->b->val, key) && e->a->type == JN_NAME &&
+               !strcmp(e->a->name, var);
+    return false;
+}
+
+typedef void walk_fn(const struct jnode *n, struct names_set *from, struct names_set *to);
+
+static void walk(const struct jnode *n, walk_fn *fn, struct names_set *from, struct names_set *to)
+{
+    if (!n)
+        return;
+    fn(n, from, to);
+    const struct jnode *ch[] = {n->a, n->b, n->c, n->d, n->e};
+    for (size_t i = 0; i < ARRAY_LEN(ch); i++)
+        walk(ch[i], fn, from, to);
+    for (size_t i = 0; i < n->n_kids; i++)
+        walk(n->kids[i], fn, from, to);
+    for (size_t i = 0; i < n->n_kw; i++)
+        walk(n->kw[i], fn, from, to);
+}
+
+/* When n->b accesses a name of `from` (its attribute/key `key` when not NULL), the target n->a
+ * joins `to`; a target that is not a plain name (a tuple) makes `to` bad. */
+static void add_target_of(const struct jnode *n, const struct names_set *from,
+                          struct names_set *to, const char *key)
+{
+    for (size_t i = 0; i < from->n; i++)
+        if (var_or_elems(n->b, from->v[i], key)) {
+            if (n->a->type != JN_NAME)
+                to->bad = true;
+            else
+                add_name(to, n->a->name);
+            return;
+        }
+}
+
+/* {% set x = <access of a name in from> %}: x joins `to` (which is `from` itself here) */
+static void visit_assign(const struct jnode *n, struct names_set *from, struct names_set *to)
+{
+    if (n->type == JN_SET && n->b)
+        add_target_of(n, from, to, NULL);
+}
+
+/* {% for m in <access of a messages name> %}: m is a message */
+static void visit_message_loop(const struct jnode *n, struct names_set *from, struct names_set *to)
+{
+    if (n->type == JN_FOR)
+        add_target_of(n, from, to, NULL);
+}
+
+/* {% for c in m.content %} for a message name m; only the first one (in template order)
+ * counts, as vLLM takes next() of its search */
+static void visit_content_loop(const struct jnode *n, struct names_set *from, struct names_set *to)
+{
+    if (n->type == JN_FOR && to->n == 0 && !to->bad)
+        add_target_of(n, from, to, "content");
+}
+
+bool jinja_template_loops_over_message_content(const struct jinja_template *t)
+{
+    struct names_set msgs = {.n = 0}, items = {.n = 0}, content = {.n = 0};
+    msgs.v[msgs.n++] = "messages";
+    size_t before;
+    do { /* names set from messages, transitively */
+        before = msgs.n;
+        walk(t->root, visit_assign, &msgs, &msgs);
+    } while (msgs.n != before && !msgs.bad);
+    walk(t->root, visit_message_loop, &msgs, &items);
+    walk(t->root, visit_content_loop, &items, &content);
+    if (msgs.bad || items.bad || content.bad) /* vLLM's detection fails: default "string" */
+        return false;
+    return content.n > 0;
+}
+
 struct jinja_ctx *jinja_ctx_create(void)
 {
     struct jinja_ctx *c = xcalloc(1, sizeof(*c));

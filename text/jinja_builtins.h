@@ -12,9 +12,11 @@
     X(F_CAPITALIZE, "capitalize")                                                                  \
     X(F_COUNT, "count")                                                                            \
     X(F_DEFAULT, "default")                                                                        \
+    X(F_DICTSORT, "dictsort")                                                                      \
     X(F_ESCAPE, "escape")                                                                          \
     X(F_FIRST, "first")                                                                            \
     X(F_FLOAT, "float")                                                                            \
+    X(F_FORMAT, "format")                                                                          \
     X(F_INDENT, "indent")                                                                          \
     X(F_INT, "int")                                                                                \
     X(F_ITEMS, "items")                                                                            \

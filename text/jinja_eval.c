@@ -35,8 +35,9 @@ struct jrt {
     struct jscope *root;        // template top level
     struct jbuf *out;           // where output goes (a macro call swaps it)
     struct jinja_error *err;
-    int line;  // line of the node being evaluated
-    int depth; // macro call depth
+    int line;                     // line of the node being evaluated
+    struct jinja_value block_val; // body of the innermost {% filter %} block
+    int depth;                    // macro call depth
 };
 
 struct jarena *jrt_arena(struct jrt *rt)
@@ -445,6 +446,9 @@ static int eval(struct jrt *rt, struct jscope *s, const struct jnode *n, struct 
     case JN_CONST:
         *out = n->val;
         return 0;
+    case JN_BLOCKVAL:
+        *out = rt->block_val;
+        return 0;
     case JN_NAME:
         *out = lookup(rt, s, n->name);
         return 0;
@@ -580,10 +584,31 @@ static int eval(struct jrt *rt, struct jscope *s, const struct jnode *n, struct 
 
 // ---- calls ----
 
-static int call_macro(struct jrt *rt, const struct jnode *m, const struct jargs *args,
-                      struct jinja_value *out)
+/* Run body in scope s with its output captured into *out (an arena string, set only on
+ * success). Returns exec_body's status. */
+static int capture_body(struct jrt *rt, struct jscope *s, const struct jnode *body,
+                        struct jinja_value *out)
 {
-    if (args->n_pos > m->n_kids)
+    struct jbuf buf = {0};
+    struct jbuf *saved = rt->out;
+    rt->out = &buf;
+    int rc = exec_body(rt, s, body);
+    rt->out = saved;
+    if (rc >= 0)
+        *out = jv_strdup(rt->a, buf.p ? buf.p : "", buf.n);
+    jbuf_free(&buf);
+    return rc;
+}
+
+static int call_macro(struct jrt *rt, const struct jnode *m, const struct jargs *args,
+                      struct jcaller *caller, struct jinja_value *out)
+{
+    if (caller && !(m->op & MACRO_CALLER))
+        return jrt_fail(rt,
+                        "macro '%s' was invoked with two values for the special caller "
+                        "argument",
+                        m->name);
+    if (args->n_pos > m->n_kids && !(m->op & MACRO_VARARGS))
         return jrt_fail(rt, "macro '%s' takes not more than %zu argument(s)", m->name, m->n_kids);
     if (rt->depth >= RENDER_DEPTH_MAX)
         return jrt_fail(rt, "macro calls nested too deeply");
@@ -591,7 +616,13 @@ static int call_macro(struct jrt *rt, const struct jnode *m, const struct jargs 
     bool *bound = ja_alloc(rt->a, (m->n_kids + 1) * sizeof(*bound));
     for (size_t i = 0; i < m->n_kids; i++)
         bound[i] = false;
+    struct jinja_value varargs = jv_list_new(rt->a, 0), kwargs = jv_dict_new(rt->a, 0);
+    varargs.flags = JV_F_TUPLE;
     for (size_t i = 0; i < args->n_pos; i++) {
+        if (i >= m->n_kids) {
+            jv_list_push(rt->a, varargs.u.list, args->pos[i]);
+            continue;
+        }
         scope_set(rt, &scope, m->kids[i]->name, args->pos[i]);
         bound[i] = true;
     }
@@ -601,6 +632,11 @@ static int call_macro(struct jrt *rt, const struct jnode *m, const struct jargs 
             if (m->kids[i]->name == args->kw_names[k] ||
                 !strcmp(m->kids[i]->name, args->kw_names[k]))
                 break;
+        if (i == m->n_kids && (m->op & MACRO_KWARGS)) {
+            jv_dict_set(rt->a, kwargs.u.dict, jv_str(args->kw_names[k], strlen(args->kw_names[k])),
+                        args->kw[k]);
+            continue;
+        }
         if (i == m->n_kids)
             return jrt_fail(rt, "macro '%s' has no argument '%s'", m->name, args->kw_names[k]);
         if (bound[i])
@@ -609,6 +645,15 @@ static int call_macro(struct jrt *rt, const struct jnode *m, const struct jargs 
         scope_set(rt, &scope, m->kids[i]->name, args->kw[k]);
         bound[i] = true;
     }
+    if (caller) {
+        struct jinja_value cv = {.kind = JV_CALLER};
+        cv.u.caller = caller;
+        scope_set(rt, &scope, rt->t->name_caller, cv);
+    }
+    if (m->op & MACRO_VARARGS)
+        scope_set(rt, &scope, rt->t->name_varargs, varargs);
+    if (m->op & MACRO_KWARGS)
+        scope_set(rt, &scope, rt->t->name_kwargs, kwargs);
     int rc;
     for (size_t i = 0; i < m->n_kids; i++) {
         if (bound[i])
@@ -618,16 +663,36 @@ static int call_macro(struct jrt *rt, const struct jnode *m, const struct jargs 
             return rc;
         scope_set(rt, &scope, m->kids[i]->name, v);
     }
-    struct jbuf buf = {0};
-    struct jbuf *saved = rt->out;
-    rt->out = &buf;
     rt->depth++;
-    rc = exec_body(rt, &scope, m->c);
+    rc = capture_body(rt, &scope, m->c, out);
     rt->depth--;
-    rt->out = saved;
-    if (rc >= 0)
-        *out = jv_strdup(rt->a, buf.p ? buf.p : "", buf.n);
-    jbuf_free(&buf);
+    return rc < 0 ? rc : 0;
+}
+
+/* caller(...) inside a macro: run the {% call %} body in a child of the call site's scope. */
+static int call_caller(struct jrt *rt, struct jcaller *c, const struct jargs *args,
+                       struct jinja_value *out)
+{
+    const struct jnode *blk = c->block;
+    if (!c->active)
+        return jrt_fail(rt, "caller used after its call block ended");
+    if (args->n_pos > blk->n_kids || args->n_kw)
+        return jrt_fail(rt, "caller takes not more than %zu positional argument(s)", blk->n_kids);
+    if (rt->depth >= RENDER_DEPTH_MAX)
+        return jrt_fail(rt, "macro calls nested too deeply");
+    struct jscope scope = {.parent = c->scope};
+    int rc;
+    for (size_t i = 0; i < blk->n_kids; i++) {
+        struct jinja_value v = jv_undef(blk->kids[i]->name);
+        if (i < args->n_pos)
+            v = args->pos[i];
+        else if (blk->kids[i]->a && (rc = eval(rt, &scope, blk->kids[i]->a, &v)) < 0)
+            return rc;
+        scope_set(rt, &scope, blk->kids[i]->name, v);
+    }
+    rt->depth++;
+    rc = capture_body(rt, &scope, blk->c, out);
+    rt->depth--;
     return rc < 0 ? rc : 0;
 }
 
@@ -636,7 +701,9 @@ int jrt_call(struct jrt *rt, struct jinja_value fn, const struct jargs *args,
 {
     switch (fn.kind) {
     case JV_MACRO:
-        return call_macro(rt, fn.u.macro, args, out);
+        return call_macro(rt, fn.u.macro, args, NULL, out);
+    case JV_CALLER:
+        return call_caller(rt, fn.u.caller, args, out);
     case JV_FUNC:
         return jinja_call_builtin(rt, fn.fn, fn.u.self, args, out);
     case JV_UNDEF:
@@ -758,15 +825,7 @@ static int exec_node(struct jrt *rt, struct jscope *s, const struct jnode *n)
         return exec_for(rt, s, n);
     case JN_SET:
         if (n->c) {
-            struct jbuf buf = {0};
-            struct jbuf *saved = rt->out;
-            rt->out = &buf;
-            rc = exec_body(rt, s, n->c);
-            rt->out = saved;
-            if (rc >= 0)
-                v = jv_strdup(rt->a, buf.p ? buf.p : "", buf.n);
-            jbuf_free(&buf);
-            if (rc < 0)
+            if ((rc = capture_body(rt, s, n->c, &v)) < 0)
                 return rc;
         } else if ((rc = eval(rt, s, n->b, &v)) < 0) {
             return rc;
@@ -785,6 +844,52 @@ static int exec_node(struct jrt *rt, struct jscope *s, const struct jnode *n)
         return EXEC_CONTINUE;
     case JN_BODY:
         return exec_body(rt, s, n);
+    case JN_WITH: { /* values are computed in the outer scope, then bound in a child one */
+        struct jscope inner = {.parent = s};
+        struct jinja_value *vals = ja_alloc(rt->a, (n->n_kw + 1) * sizeof(*vals));
+        for (size_t i = 0; i < n->n_kw; i++)
+            if ((rc = eval(rt, s, n->kw[i], &vals[i])) < 0)
+                return rc;
+        for (size_t i = 0; i < n->n_kids; i++)
+            scope_set(rt, &inner, n->kids[i]->name, vals[i]);
+        return exec_body(rt, &inner, n->c);
+    }
+    case JN_CALLBLOCK: {
+        struct jinja_value fn;
+        struct jargs args;
+        if ((rc = eval(rt, s, n->a->a, &fn)) < 0 || (rc = eval_args(rt, s, n->a, &args)) < 0)
+            return rc;
+        rt->line = n->line;
+        if (fn.kind != JV_MACRO)
+            return fn.kind == JV_UNDEF ? jrt_fail_undefined(rt, fn)
+                                       : jrt_fail(rt, "{%% call %%} needs a macro");
+        struct jcaller *c = ja_alloc(rt->a, sizeof(*c));
+        c->block = n;
+        c->scope = s;
+        c->active = true;
+        rc = call_macro(rt, fn.u.macro, &args, c, &v);
+        c->active = false;
+        if (rc < 0)
+            return rc;
+        jv_to_str(rt->out, v);
+        break;
+    }
+    case JN_FILTERBLOCK: {
+        struct jscope inner = {.parent = s};
+        struct jinja_value body;
+        rc = capture_body(rt, &inner, n->c, &body);
+        if (rc >= 0) {
+            struct jinja_value prev = rt->block_val;
+            rt->block_val = body;
+            rc = eval(rt, s, n->a, &v);
+            rt->block_val = prev;
+            if (rc >= 0 && (rc = check_printable(rt, v)) >= 0)
+                jv_to_str(rt->out, v);
+        }
+        if (rc < 0)
+            return rc;
+        break;
+    }
     case JN_SCOPE: {
         struct jscope inner = {.parent = s};
         return exec_body(rt, &inner, n->a);

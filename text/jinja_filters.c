@@ -693,6 +693,45 @@ int jinja_apply_filter(struct jrt *rt, int id, struct jinja_value v, const struc
         return f_select(rt, id, v, args, out);
     case F_MAP:
         return f_map(rt, v, args, out);
+    case F_FORMAT: { /* soft_str(value) % (kwargs or args) */
+        if (args->n_pos && args->n_kw)
+            return jrt_fail(rt, "can't handle positional and keyword arguments at the same time");
+        struct jinja_value fa;
+        if (args->n_kw) {
+            fa = jv_dict_new(a, args->n_kw);
+            for (size_t i = 0; i < args->n_kw; i++)
+                jv_dict_set(a, fa.u.dict, jv_str(args->kw_names[i], strlen(args->kw_names[i])),
+                            args->kw[i]);
+        } else {
+            fa = jv_list_new(a, args->n_pos);
+            fa.flags = JV_F_TUPLE;
+            for (size_t i = 0; i < args->n_pos; i++)
+                jv_list_push(a, fa.u.list, args->pos[i]);
+        }
+        struct jinja_value s = jv_stringify(a, v);
+        s.flags = 0;
+        return jrt_percent_format(rt, s, fa, out);
+    }
+    case F_DICTSORT: { /* sorted(value.items(), key=key or value, lowercased unless
+                        * case_sensitive) */
+        const struct jinja_value *cs = jargs_get(args, 0, "case_sensitive");
+        const struct jinja_value *by = jargs_get(args, 1, "by");
+        const struct jinja_value *rev = jargs_get(args, 2, "reverse");
+        if (v.kind != JV_DICT)
+            return jrt_fail(rt, "You can only sort by either \"key\" or \"value\"");
+        bool by_value = by && jv_is_str(*by, "value");
+        if (by && !by_value && !jv_is_str(*by, "key"))
+            return jrt_fail(rt, "You can only sort by either \"key\" or \"value\"");
+        struct jargs none = {0};
+        struct jinja_value self = v, pairs;
+        if ((rc = jinja_call_builtin(rt, M_ITEMS, &self, &none, &pairs)) < 0)
+            return rc;
+        pairs.flags = 0;
+        struct jinja_value sargs[3] = {rev ? *rev : jv_bool(false), cs ? *cs : jv_bool(false),
+                                       jv_int(by_value ? 1 : 0)};
+        struct jargs sa = {.pos = sargs, .n_pos = 3};
+        return f_order(rt, F_SORT, pairs, &sa, out);
+    }
     case F_SORT:
     case F_UNIQUE:
     case F_MIN:

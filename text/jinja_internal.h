@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "jbuf.h"
 #include "text/jinja.h"
 
 // ---- arena and buffer ----
@@ -22,17 +23,6 @@ void ja_deinit(struct jarena *a);
 void *ja_alloc(struct jarena *a, size_t n); /* 16-byte aligned; aborts on OOM (xmalloc) */
 char *ja_strndup(struct jarena *a, const char *s, size_t n);
 
-struct jbuf {
-    char *p;    // malloc'd (xrealloc), NUL-terminated when cap > 0
-    size_t n;   // bytes used
-    size_t cap; // bytes allocated
-};
-
-void jbuf_put(struct jbuf *b, const char *s, size_t n);
-void jbuf_puts(struct jbuf *b, const char *s);
-void jbuf_putc(struct jbuf *b, char c);
-void jbuf_printf(struct jbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void jbuf_free(struct jbuf *b);
 
 // ---- values ----
 
@@ -46,15 +36,16 @@ enum jv_kind {
     JV_STR,
     JV_LIST, // list, or tuple when JV_F_TUPLE
     JV_DICT,
-    JV_NS,    // namespace(): a mutable dict
-    JV_MACRO, // a {% macro %}
-    JV_LOOP,  // the `loop` object of a for
-    JV_FUNC,  // builtin global or bound method (fn = id, self = bound object or NULL)
+    JV_NS,     // namespace(): a mutable dict
+    JV_MACRO,  // a {% macro %}
+    JV_LOOP,   // the `loop` object of a for
+    JV_FUNC,   // builtin global or bound method (fn = id, self = bound object or NULL)
+    JV_CALLER, // `caller` inside a macro invoked by {% call %} (u.caller)
 };
 
-#define JV_F_SAFE 1u  /* str is markupsafe.Markup */
-#define JV_F_TUPLE 2u /* list is a tuple */
-#define JV_F_HINT 4u  /* undefined: undef_name is a full message, not a variable name */
+#define JV_F_SAFE 1u    /* str is markupsafe.Markup */
+#define JV_F_TUPLE 2u   /* list is a tuple */
+#define JV_F_HINT 4u    /* undefined: undef_name is a full message, not a variable name */
 #define JV_F_GEN 8u     /* list stands for a Python generator (select, map, items... filters) */
 #define JV_F_KEYS 16u   /* list stands for dict.keys() */
 #define JV_F_VALUES 32u /* list stands for dict.values() */
@@ -83,6 +74,7 @@ struct jinja_value {
         const struct jnode *macro;
         struct jloop *loop;
         const struct jinja_value *self; // JV_FUNC
+        struct jcaller *caller;         // JV_CALLER
         const char *undef_name;         // JV_UNDEF: name for error messages (may be NULL)
     } u;
 };
@@ -96,6 +88,14 @@ struct jv_dict {
     size_t n, cap;
     struct jinja_value *k; // keys (str, int, ...)
     struct jinja_value *v;
+};
+
+struct jscope;
+
+struct jcaller {
+    const struct jnode *block; // the JN_CALLBLOCK
+    struct jscope *scope;      // scope of the {% call %} statement
+    bool active;               // false once the call block has finished
 };
 
 struct jloop {
@@ -128,7 +128,7 @@ bool jv_truthy(struct jinja_value v);
 bool jv_equal(struct jinja_value a, struct jinja_value b);
 bool jv_is_str(struct jinja_value v, const char *s); /* v is a str equal to s */
 const char *jv_type_name(struct jinja_value v);      /* Python type name for errors */
-/* Append str(v) (Python str()) / repr(v). Returns 0 or ERR_UNSUPPORTED for values without text. */
+/* Append str(v) (Python str(); Undefined prints nothing) / repr(v). */
 void jv_to_str(struct jbuf *b, struct jinja_value v);
 void jv_repr(struct jbuf *b, struct jinja_value v);
 void jv_float_repr(struct jbuf *b, double f); /* Python float repr */
@@ -180,35 +180,44 @@ enum jn_type {
     JN_IF,       // a: cond, b: body, c: else (JN_IF for elif, JN_BODY, or NULL)
     JN_FOR,      // a: target (JN_NAME or JN_TUPLE of names), b: iter, c: body, d: else, e: filter
     JN_SET,      // a: target (JN_NAME, JN_TUPLE, JN_NSATTR), b: value expr, c: block body
-    JN_MACRO,    // name; kids: params (JN_NAME with a=default or NULL); c: body
+    JN_MACRO,    // name; kids: params (JN_NAME with a=default or NULL); c: body;
+                 // op: MACRO_VARARGS / MACRO_KWARGS when the body uses them
     JN_BREAK,
     JN_CONTINUE,
-    JN_SCOPE, // a: body run in a child scope ({% generation %})
+    JN_SCOPE,       // a: body run in a child scope ({% generation %})
+    JN_WITH,        // kids: targets (JN_NAME), kw: values, c: body (child scope)
+    JN_FILTERBLOCK, // a: filter chain over JN_BLOCKVAL, c: body
+    JN_CALLBLOCK,   // a: JN_CALL of a macro, kids: caller params (JN_NAME, a=default), c: body
     // expressions
-    JN_CONST,   // val
-    JN_NAME,    // name (interned)
-    JN_NSATTR,  // set target ns.attr: a = JN_NAME, name = attr
-    JN_GETATTR, // a: obj, name
-    JN_GETITEM, // a: obj, b: key
-    JN_SLICE,   // a: obj, b: start, c: stop, d: step (each may be NULL)
-    JN_CALL,    // a: callee; kids: positional args; kw: keyword args (JN_KWARG)
-    JN_KWARG,   // name, a: value
-    JN_FILTER,  // a: operand, op: filter id, kids/kw: args
-    JN_TEST,    // a: operand, op: test id, kids: args, neg
-    JN_NEG,     // a
-    JN_POS,     // a
-    JN_NOT,     // a
-    JN_AND,     // a, b
-    JN_OR,      // a, b
-    JN_BINOP,   // op: '+', '-', '*', '/', 'F' (//), '%', 'P' (**); a, b
-    JN_CONCAT,  // kids
-    JN_COMPARE, // a: first; kids: operands (JN_CMPOP with op and a)
-    JN_CMPOP,   // op: enum jcmp; a: operand
-    JN_COND,    // a: test, b: then, c: else (may be NULL)
-    JN_LIST,    // kids
-    JN_TUPLE,   // kids
-    JN_DICT,    // kids: keys, kw: values (plain exprs)
+    JN_CONST,    // val
+    JN_NAME,     // name (interned)
+    JN_NSATTR,   // set target ns.attr: a = JN_NAME, name = attr
+    JN_GETATTR,  // a: obj, name
+    JN_GETITEM,  // a: obj, b: key
+    JN_SLICE,    // a: obj, b: start, c: stop, d: step (each may be NULL)
+    JN_CALL,     // a: callee; kids: positional args; kw: keyword args (JN_KWARG)
+    JN_KWARG,    // name, a: value
+    JN_FILTER,   // a: operand, op: filter id, kids/kw: args
+    JN_TEST,     // a: operand, op: test id, kids: args, neg
+    JN_NEG,      // a
+    JN_POS,      // a
+    JN_NOT,      // a
+    JN_AND,      // a, b
+    JN_OR,       // a, b
+    JN_BINOP,    // op: '+', '-', '*', '/', 'F' (//), '%', 'P' (**); a, b
+    JN_CONCAT,   // kids
+    JN_COMPARE,  // a: first; kids: operands (JN_CMPOP with op and a)
+    JN_CMPOP,    // op: enum jcmp; a: operand
+    JN_COND,     // a: test, b: then, c: else (may be NULL)
+    JN_LIST,     // kids
+    JN_TUPLE,    // kids
+    JN_DICT,     // kids: keys, kw: values (plain exprs)
+    JN_BLOCKVAL, // the rendered body of the enclosing {% filter %} block
 };
+
+#define MACRO_VARARGS 1 /* the macro body reads `varargs`: extra positional args are kept */
+#define MACRO_KWARGS 2  /* the macro body reads `kwargs`: unknown keyword args are kept */
+#define MACRO_CALLER 4  /* the macro body reads `caller` */
 
 enum jcmp { JCMP_EQ, JCMP_NE, JCMP_LT, JCMP_LE, JCMP_GT, JCMP_GE, JCMP_IN, JCMP_NOTIN };
 
@@ -227,9 +236,12 @@ struct jnode {
 };
 
 struct jinja_template {
-    struct jarena arena;   // AST, interned names, literal strings
-    struct jnode *root;    // JN_BODY
-    const char *name_loop; // interned "loop"
+    struct jarena arena;      // AST, interned names, literal strings
+    struct jnode *root;       // JN_BODY
+    const char *name_loop;    // interned "loop"
+    const char *name_varargs; // interned "varargs"
+    const char *name_kwargs;  // interned "kwargs"
+    const char *name_caller;  // interned "caller"
 };
 
 /* Parse src into t->root (t->arena initialised by the caller). */
@@ -306,6 +318,9 @@ int jrt_binop(struct jrt *rt, int op, struct jinja_value l, struct jinja_value r
 /* a < <= > >= b (op: JCMP_LT..JCMP_GE) with Python's rules. */
 int jrt_compare_order(struct jrt *rt, struct jinja_value a, struct jinja_value b, int op,
                       bool *res);
+/* fmt % args, Python printf-style formatting (jinja_format.c). */
+int jrt_percent_format(struct jrt *rt, struct jinja_value fmt, struct jinja_value args,
+                       struct jinja_value *out);
 /* needle in hay (Python `in`). */
 int jrt_contains(struct jrt *rt, struct jinja_value hay, struct jinja_value needle, bool *res);
 /* Run the template with vars as the render context, appending to out. */

@@ -335,6 +335,108 @@ static size_t find_tag(const struct lx *l, char *kind)
     return l->n;
 }
 
+/* Length of text[0..tn) once the whitespace rules for a following tag are applied: `-` strips
+ * all trailing whitespace; otherwise, for block/comment tags (lstrip), the indentation before the
+ * tag goes when only whitespace precedes it on its line. */
+static size_t strip_before(const struct lx *l, const char *text, size_t tn, char sign, bool lstrip)
+{
+    if (sign == '-')
+        return tn - ws_suffix(text, tn);
+    if (sign == '+' || !lstrip)
+        return tn;
+    size_t lpos = 0;
+    for (size_t k = tn; k > 0; k--)
+        if (text[k - 1] == '\n') {
+            lpos = k;
+            break;
+        }
+    if (lpos == 0 && !l->line_starting)
+        return tn;
+    if (lpos >= tn)
+        return tn;
+    for (size_t k = lpos; k < tn; k++)
+        if (!(text[k] == ' ' || text[k] == '\t' || text[k] == '\f' || text[k] == '\v' ||
+              text[k] == '\r'))
+            return tn;
+    return lpos;
+}
+
+/* After `{%` and its sign: skip spaces, match word, skip spaces; returns the offset or 0. */
+static size_t match_word(const struct lx *l, size_t i, const char *word)
+{
+    size_t wn = strlen(word);
+    while (i < l->n && (l->s[i] == ' ' || l->s[i] == '\t' || l->s[i] == '\n'))
+        i++;
+    if (l->n - i < wn || memcmp(l->s + i, word, wn) != 0)
+        return 0;
+    i += wn;
+    size_t j = i;
+    while (j < l->n && (l->s[j] == ' ' || l->s[j] == '\t' || l->s[j] == '\n'))
+        j++;
+    if (j == i && !(j < l->n && (l->s[j] == '-' || l->s[j] == '+' || l->s[j] == '%')))
+        return 0; /* rawx */
+    return j;
+}
+
+/* End of a block tag at i (`-%}`, `+%}` or `%}`), applying trim rules; returns the offset after
+ * it and sets *end_sign, or 0 when there is none. plus_ok: `+%}` accepted. */
+static size_t tag_close(struct lx *l, size_t i, bool plus_ok)
+{
+    if (l->n - i >= 3 && l->s[i] == '-' && l->s[i + 1] == '%' && l->s[i + 2] == '}') {
+        i += 3;
+        while (i < l->n && py_isspace(utf8_decode(l->s, l->n, i)))
+            i = utf8_next(l->s, l->n, i);
+        return i;
+    }
+    if (plus_ok && l->n - i >= 3 && l->s[i] == '+' && l->s[i + 1] == '%' && l->s[i + 2] == '}')
+        return i + 3;
+    if (l->n - i >= 2 && l->s[i] == '%' && l->s[i + 1] == '}')
+        return i + 2;
+    return 0;
+}
+
+/* {% raw %}...{% endraw %}: the body is data. raw's own `%}` keeps the newline after it (jinja2
+ * applies trim_blocks to endraw only). Returns 1 when handled, 0 when this is not raw. */
+static int lex_raw(struct lx *l)
+{
+    size_t i = match_word(l, l->i, "raw");
+    if (!i)
+        return 0;
+    size_t body = tag_close(l, i, false);
+    if (!body)
+        return 0;
+    if (l->s[i] == '%' && body > 0) /* plain %}: no trim_blocks after raw */
+        body = i + 2;
+    count_lines(l, l->i, body);
+    l->line_starting = body > 0 && l->s[body - 1] == '\n';
+    for (size_t k = body; k + 1 < l->n; k++) {
+        if (l->s[k] != '{' || l->s[k + 1] != '%')
+            continue;
+        size_t j = k + 2;
+        char sign = 0;
+        if (j < l->n && (l->s[j] == '-' || l->s[j] == '+'))
+            sign = l->s[j++];
+        size_t e = match_word(l, j, "endraw");
+        if (!e)
+            continue;
+        size_t after = tag_close(l, e, true);
+        if (!after)
+            continue;
+        size_t tn = strip_before(l, l->s + body, k - body, sign, true);
+        if (tn > 0) {
+            struct jtoken *t = lx_push(l, JT_DATA);
+            t->val = jv_strdup(l->a, l->s + body, tn);
+        }
+        if (l->s[e] == '%' && after < l->n && l->s[after] == '\n') /* trim_blocks */
+            after++;
+        count_lines(l, body, after);
+        l->line_starting = l->s[after - 1] == '\n';
+        l->i = after;
+        return 1;
+    }
+    return lx_fail(l, "missing end of raw directive");
+}
+
 static int lex_all(struct lx *l)
 {
     while (l->i < l->n) {
@@ -346,29 +448,8 @@ static int lex_all(struct lx *l)
             sign = l->s[at + 2];
         const char *text = l->s + l->i;
         size_t tn = text_end - l->i;
-        if (at < l->n) {
-            if (sign == '-') {
-                tn -= ws_suffix(text, tn);
-            } else if (sign != '+' && kind != '{') { /* lstrip_blocks */
-                size_t lpos = 0;
-                for (size_t k = tn; k > 0; k--)
-                    if (text[k - 1] == '\n') {
-                        lpos = k;
-                        break;
-                    }
-                if (lpos > 0 || l->line_starting) {
-                    bool all_ws = lpos < tn;
-                    for (size_t k = lpos; k < tn; k++)
-                        if (!(text[k] == ' ' || text[k] == '\t' || text[k] == '\f' ||
-                              text[k] == '\v' || text[k] == '\r')) {
-                            all_ws = false;
-                            break;
-                        }
-                    if (all_ws)
-                        tn = lpos;
-                }
-            }
-        }
+        if (at < l->n)
+            tn = strip_before(l, text, tn, sign, kind != '{');
         if (tn > 0) {
             struct jtoken *t = lx_push(l, JT_DATA);
             t->val = jv_strdup(l->a, text, tn);
@@ -400,6 +481,13 @@ static int lex_all(struct lx *l)
             count_lines(l, st, l->i);
             l->line_starting = l->i > st && l->s[l->i - 1] == '\n';
             continue;
+        }
+        if (kind == '%') {
+            int raw = lex_raw(l);
+            if (raw < 0)
+                return raw;
+            if (raw)
+                continue;
         }
         lx_push(l, kind == '%' ? JT_BLOCK_BEGIN : JT_VAR_BEGIN);
         int rc = lex_tag(l, kind == '%');

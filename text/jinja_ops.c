@@ -214,7 +214,7 @@ int jrt_binop(struct jrt *rt, int op, struct jinja_value l, struct jinja_value r
         (l.kind == JV_INT || l.kind == JV_BOOL))
         return jrt_binop(rt, op, r, l, out);
     if (op == '%' && l.kind == JV_STR)
-        return jrt_fail(rt, "unsupported construct: string %% formatting");
+        return jrt_percent_format(rt, l, r, out);
     return binop_fail(rt, op, l, r);
 }
 
@@ -275,6 +275,9 @@ int jrt_contains(struct jrt *rt, struct jinja_value hay, struct jinja_value need
             *res = jv_equal(hay.u.list->v[i], needle);
         return 0;
     case JV_DICT:
+        if ((needle.kind == JV_LIST && !(needle.flags & JV_F_TUPLE)) || needle.kind == JV_DICT ||
+            needle.kind == JV_NS)
+            return jrt_fail(rt, "unhashable type: '%s'", jv_type_name(needle));
         *res = jv_dict_find(hay.u.dict, needle) != NULL;
         return 0;
     case JV_UNDEF:

@@ -268,6 +268,42 @@ static struct jnode *parse_set(struct ps *p, int line)
     return n;
 }
 
+/* `(a, b=default, ...)` into n->kids; p->i is at '('. */
+static int parse_params(struct ps *p, struct jnode *n)
+{
+    if (jps_expect_op(p, JOP_LPAREN, "(") < 0)
+        return ERR_INVAL;
+    struct nvec params = {0};
+    bool seen_default = false;
+    while (!is_op(cur(p), JOP_RPAREN)) {
+        if (params.n && jps_expect_op(p, JOP_COMMA, ",") < 0)
+            return ERR_INVAL;
+        if (is_op(cur(p), JOP_RPAREN))
+            break;
+        if (cur(p)->type != JT_NAME) {
+            jps_fail(p, cur(p)->line, "expected a parameter name");
+            return ERR_INVAL;
+        }
+        struct jnode *prm = jps_mk(p, JN_NAME, cur(p)->line);
+        prm->name = jps_intern(p, cur(p)->s, cur(p)->n);
+        p->i++;
+        if (is_op(cur(p), JOP_ASSIGN)) {
+            p->i++;
+            if (!(prm->a = jps_expression(p, true)))
+                return ERR_INVAL;
+            seen_default = true;
+        } else if (seen_default) {
+            jps_fail(p, prm->line, "non-default argument follows default argument");
+            return ERR_INVAL;
+        }
+        jps_nvec_push(p, &params, prm);
+    }
+    p->i++;
+    n->kids = params.v;
+    n->n_kids = params.n;
+    return 0;
+}
+
 static struct jnode *parse_macro(struct ps *p, int line)
 {
     if (p->scope_depth > 0) {
@@ -281,36 +317,8 @@ static struct jnode *parse_macro(struct ps *p, int line)
     }
     n->name = jps_intern(p, cur(p)->s, cur(p)->n);
     p->i++;
-    if (jps_expect_op(p, JOP_LPAREN, "(") < 0)
+    if (parse_params(p, n) < 0)
         return NULL;
-    struct nvec params = {0};
-    bool seen_default = false;
-    while (!is_op(cur(p), JOP_RPAREN)) {
-        if (params.n && jps_expect_op(p, JOP_COMMA, ",") < 0)
-            return NULL;
-        if (is_op(cur(p), JOP_RPAREN))
-            break;
-        if (cur(p)->type != JT_NAME) {
-            jps_fail(p, cur(p)->line, "expected a parameter name");
-            return NULL;
-        }
-        struct jnode *prm = jps_mk(p, JN_NAME, cur(p)->line);
-        prm->name = jps_intern(p, cur(p)->s, cur(p)->n);
-        p->i++;
-        if (is_op(cur(p), JOP_ASSIGN)) {
-            p->i++;
-            if (!(prm->a = jps_expression(p, true)))
-                return NULL;
-            seen_default = true;
-        } else if (seen_default) {
-            jps_fail(p, prm->line, "non-default argument follows default argument");
-            return NULL;
-        }
-        jps_nvec_push(p, &params, prm);
-    }
-    p->i++;
-    n->kids = params.v;
-    n->n_kids = params.n;
     if (expect_body_start(p) < 0)
         return NULL;
     static const char *const ends[] = {"endmacro"};
@@ -330,7 +338,21 @@ static struct jnode *parse_macro(struct ps *p, int line)
     return n;
 }
 
+static struct jnode *parse_statement_(struct ps *p);
+
 static struct jnode *parse_statement(struct ps *p)
+{
+    if (p->depth >= JPS_DEPTH_MAX) {
+        jps_fail(p, cur(p)->line, "blocks nested too deeply");
+        return NULL;
+    }
+    p->depth++;
+    struct jnode *n = parse_statement_(p);
+    p->depth--;
+    return n;
+}
+
+static struct jnode *parse_statement_(struct ps *p)
 {
     struct jtoken *t = cur(p);
     if (t->type != JT_NAME) {
@@ -355,6 +377,77 @@ static struct jnode *parse_statement(struct ps *p)
         if (expect_block_end(p) < 0)
             return NULL;
         return n;
+    }
+    if (!strcmp(t->s, "with")) {
+        static const char *const ends[] = {"endwith"};
+        struct jnode *n = jps_mk(p, JN_WITH, t->line);
+        struct nvec names = {0}, vals = {0};
+        while (cur(p)->type == JT_NAME) {
+            struct jnode *nm = jps_mk(p, JN_NAME, cur(p)->line);
+            nm->name = jps_intern(p, cur(p)->s, cur(p)->n);
+            p->i++;
+            if (jps_expect_op(p, JOP_ASSIGN, "=") < 0)
+                return NULL;
+            struct jnode *v = jps_expression(p, true);
+            if (!v)
+                return NULL;
+            jps_nvec_push(p, &names, nm);
+            jps_nvec_push(p, &vals, v);
+            if (!is_op(cur(p), JOP_COMMA))
+                break;
+            p->i++;
+        }
+        n->kids = names.v;
+        n->n_kids = names.n;
+        n->kw = vals.v;
+        n->n_kw = vals.n;
+        if (expect_body_start(p) < 0)
+            return NULL;
+        p->scope_depth++;
+        n->c = parse_body(p, ends, 1);
+        p->scope_depth--;
+        if (!n->c)
+            return NULL;
+        end_tag(p);
+        return expect_block_end(p) < 0 ? NULL : n;
+    }
+    if (!strcmp(t->s, "call")) {
+        static const char *const ends[] = {"endcall"};
+        struct jnode *n = jps_mk(p, JN_CALLBLOCK, t->line);
+        if (is_op(cur(p), JOP_LPAREN) && parse_params(p, n) < 0)
+            return NULL;
+        if (!(n->a = jps_expression(p, true)))
+            return NULL;
+        if (n->a->type != JN_CALL) {
+            jps_fail(p, t->line, "expected a call in {%% call %%}");
+            return NULL;
+        }
+        if (expect_body_start(p) < 0)
+            return NULL;
+        int saved_loop = p->loop_depth;
+        p->loop_depth = 0;
+        p->scope_depth++;
+        n->c = parse_body(p, ends, 1);
+        p->scope_depth--;
+        p->loop_depth = saved_loop;
+        if (!n->c)
+            return NULL;
+        end_tag(p);
+        return expect_block_end(p) < 0 ? NULL : n;
+    }
+    if (!strcmp(t->s, "filter")) {
+        static const char *const ends[] = {"endfilter"};
+        struct jnode *n = jps_mk(p, JN_FILTERBLOCK, t->line);
+        if (!(n->a = jps_filter_chain(p, jps_mk(p, JN_BLOCKVAL, t->line))) ||
+            expect_body_start(p) < 0)
+            return NULL;
+        p->scope_depth++;
+        n->c = parse_body(p, ends, 1);
+        p->scope_depth--;
+        if (!n->c)
+            return NULL;
+        end_tag(p);
+        return expect_block_end(p) < 0 ? NULL : n;
     }
     if (!strcmp(t->s, "generation")) { /* HF AssistantTracker: renders its body */
         static const char *const ends[] = {"endgeneration"};
@@ -441,6 +534,41 @@ static struct jnode *parse_body(struct ps *p, const char *const *ends, size_t n_
 
 // ---- checks after parsing ----
 
+static bool uses_name(const struct jnode *n, const char *name)
+{
+    if (!n)
+        return false;
+    if (n->type == JN_NAME && n->name == name)
+        return true;
+    const struct jnode *ch[] = {n->a, n->b, n->c, n->d, n->e};
+    for (size_t i = 0; i < ARRAY_LEN(ch); i++)
+        if (uses_name(ch[i], name))
+            return true;
+    for (size_t i = 0; i < n->n_kids; i++)
+        if (uses_name(n->kids[i], name))
+            return true;
+    for (size_t i = 0; i < n->n_kw; i++)
+        if (uses_name(n->kw[i], name))
+            return true;
+    return false;
+}
+
+/* Flag the macros whose bodies read varargs / kwargs (jinja2 then accepts extra arguments). */
+static void mark_macros(struct jinja_template *t, struct jnode *n)
+{
+    if (!n)
+        return;
+    if (n->type == JN_MACRO)
+        n->op = (uses_name(n->c, t->name_varargs) ? MACRO_VARARGS : 0) |
+                (uses_name(n->c, t->name_kwargs) ? MACRO_KWARGS : 0) |
+                (uses_name(n->c, t->name_caller) ? MACRO_CALLER : 0);
+    struct jnode *ch[] = {n->a, n->b, n->c, n->d, n->e};
+    for (size_t i = 0; i < ARRAY_LEN(ch); i++)
+        mark_macros(t, ch[i]);
+    for (size_t i = 0; i < n->n_kids; i++)
+        mark_macros(t, n->kids[i]);
+}
+
 struct names {
     const char **v;
     size_t n;
@@ -469,7 +597,7 @@ static int check_calls(struct ps *p, const struct jnode *n, const struct names *
     if (!n)
         return 0;
     if (n->type == JN_CALL && n->a->type == JN_NAME) {
-        bool ok = jinja_global_id(n->a->name) >= 0;
+        bool ok = jinja_global_id(n->a->name) >= 0 || !strcmp(n->a->name, "caller");
         for (size_t i = 0; !ok && i < m->n; i++)
             ok = m->v[i] == n->a->name;
         if (!ok)
@@ -499,11 +627,15 @@ int jinja_parse(struct jinja_template *t, const char *src, size_t len, struct ji
     if (rc < 0)
         goto out;
     t->name_loop = jps_intern(&p, "loop", 4);
+    t->name_varargs = jps_intern(&p, "varargs", 7);
+    t->name_kwargs = jps_intern(&p, "kwargs", 6);
+    t->name_caller = jps_intern(&p, "caller", 6);
     t->root = parse_body(&p, NULL, 0);
     if (!t->root) {
         rc = ERR_INVAL;
         goto out;
     }
+    mark_macros(t, t->root);
     struct names macros = {0};
     collect_macros(&p, t->root, &macros);
     rc = check_calls(&p, t->root, &macros);

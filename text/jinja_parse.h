@@ -17,7 +17,12 @@ struct ps {
     size_t n_names, cap_names;
     int loop_depth;  // for break/continue
     int scope_depth; // for/macro nesting (macros only at top level)
+    int depth;       // recursion depth of the parser (bounded by JPS_DEPTH_MAX)
 };
+
+#define JPS_DEPTH_MAX                                                                              \
+    200 /* nested expressions / blocks: keeps the recursion off the stack edge                     \
+         */
 
 /* growable node array kept in the arena */
 struct nvec {
@@ -53,6 +58,8 @@ struct jnode *jps_mk(struct ps *p, enum jn_type type, int line);
 void jps_nvec_push(struct ps *p, struct nvec *v, struct jnode *n);
 const char *jps_tok_desc(const struct jtoken *t);
 int jps_expect_op(struct ps *p, enum jop op, const char *what);
+/* `name(args)|name2...` applied to operand ({% filter %} blocks); p->i is at the first name */
+struct jnode *jps_filter_chain(struct ps *p, struct jnode *operand);
 /* expression (with or without the `a if b else c` form) / comma tuple; NULL on error */
 struct jnode *jps_expression(struct ps *p, bool with_condexpr);
 struct jnode *jps_tuple(struct ps *p, bool with_condexpr, const char *extra_end,

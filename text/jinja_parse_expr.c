@@ -261,28 +261,44 @@ static const char *dotted_name(struct ps *p)
     return r;
 }
 
+/* One filter (name and optional arguments) applied to n; p->i is at the name. */
+static struct jnode *parse_one_filter(struct ps *p, struct jnode *n)
+{
+    int line = cur(p)->line;
+    const char *name = dotted_name(p);
+    if (!name)
+        return NULL;
+    int id = jinja_filter_id(name);
+    if (id < 0) {
+        jps_fail(p, line, "unsupported filter '%s'", name);
+        return NULL;
+    }
+    struct jnode *f = jps_mk(p, JN_FILTER, line);
+    f->a = n;
+    f->op = id;
+    f->name = jps_intern(p, name, strlen(name));
+    if (is_op(cur(p), JOP_LPAREN) && parse_call_args(p, f) < 0)
+        return NULL;
+    return f;
+}
+
+struct jnode *jps_filter_chain(struct ps *p, struct jnode *operand)
+{
+    struct jnode *n = parse_one_filter(p, operand);
+    while (n && is_op(cur(p), JOP_PIPE)) {
+        p->i++;
+        n = parse_one_filter(p, n);
+    }
+    return n;
+}
+
 static struct jnode *parse_filter_expr(struct ps *p, struct jnode *n)
 {
     while (n) {
         struct jtoken *t = cur(p);
         if (is_op(t, JOP_PIPE)) {
             p->i++;
-            int line = cur(p)->line;
-            const char *name = dotted_name(p);
-            if (!name)
-                return NULL;
-            int id = jinja_filter_id(name);
-            if (id < 0) {
-                jps_fail(p, line, "unsupported filter '%s'", name);
-                return NULL;
-            }
-            struct jnode *f = jps_mk(p, JN_FILTER, line);
-            f->a = n;
-            f->op = id;
-            f->name = jps_intern(p, name, strlen(name));
-            if (is_op(cur(p), JOP_LPAREN) && parse_call_args(p, f) < 0)
-                return NULL;
-            n = f;
+            n = parse_one_filter(p, n);
         } else if (is_name(t, "is")) {
             p->i++;
             bool neg = false;
@@ -336,7 +352,21 @@ static struct jnode *parse_filter_expr(struct ps *p, struct jnode *n)
     return n;
 }
 
+static struct jnode *parse_unary_(struct ps *p, bool with_filter);
+
 static struct jnode *parse_unary(struct ps *p, bool with_filter)
+{
+    if (p->depth >= JPS_DEPTH_MAX) {
+        jps_fail(p, cur(p)->line, "expression nested too deeply");
+        return NULL;
+    }
+    p->depth++;
+    struct jnode *n = parse_unary_(p, with_filter);
+    p->depth--;
+    return n;
+}
+
+static struct jnode *parse_unary_(struct ps *p, bool with_filter)
 {
     struct jtoken *t = cur(p);
     struct jnode *n;
@@ -495,9 +525,14 @@ static struct jnode *parse_not(struct ps *p)
     if (is_name(cur(p), "not")) {
         struct jnode *n = jps_mk(p, JN_NOT, cur(p)->line);
         p->i++;
-        if (!(n->a = parse_not(p)))
+        if (p->depth >= JPS_DEPTH_MAX) {
+            jps_fail(p, n->line, "expression nested too deeply");
             return NULL;
-        return n;
+        }
+        p->depth++;
+        n->a = parse_not(p);
+        p->depth--;
+        return n->a ? n : NULL;
     }
     return parse_compare(p);
 }

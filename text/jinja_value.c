@@ -1,4 +1,4 @@
-/* jinja values: the arena, the output buffer, Python-like values with their truthiness, equality,
+/* jinja values: the arena, Python-like values with their truthiness, equality,
  * str() and repr(), and the UTF-8 helpers that give Python's code-point semantics. */
 #include <math.h>
 #include <stdarg.h>
@@ -71,60 +71,6 @@ char *ja_strndup(struct jarena *a, const char *s, size_t n)
         memcpy(p, s, n);
     p[n] = 0;
     return p;
-}
-
-// ---- buffer ----
-
-static void jbuf_reserve(struct jbuf *b, size_t extra)
-{
-    if (b->n + extra + 1 <= b->cap)
-        return;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->n + extra + 1)
-        cap *= 2;
-    b->p = xrealloc(b->p, cap);
-    b->cap = cap;
-}
-
-void jbuf_put(struct jbuf *b, const char *s, size_t n)
-{
-    jbuf_reserve(b, n);
-    if (n)
-        memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-
-void jbuf_puts(struct jbuf *b, const char *s)
-{
-    jbuf_put(b, s, strlen(s));
-}
-
-void jbuf_putc(struct jbuf *b, char c)
-{
-    jbuf_put(b, &c, 1);
-}
-
-void jbuf_printf(struct jbuf *b, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (n <= 0)
-        return;
-    jbuf_reserve(b, (size_t)n);
-    va_start(ap, fmt);
-    vsnprintf(b->p + b->n, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->n += (size_t)n;
-}
-
-void jbuf_free(struct jbuf *b)
-{
-    free(b->p);
-    b->p = NULL;
-    b->n = b->cap = 0;
 }
 
 // ---- constructors ----
@@ -340,6 +286,8 @@ bool jv_equal(struct jinja_value a, struct jinja_value b)
         return a.u.loop == b.u.loop;
     case JV_FUNC:
         return a.fn == b.fn && a.u.self == b.u.self;
+    case JV_CALLER:
+        return a.u.caller == b.u.caller;
     default:
         return false;
     }
@@ -382,6 +330,8 @@ const char *jv_type_name(struct jinja_value v)
         return "Macro";
     case JV_LOOP:
         return "LoopContext";
+    case JV_CALLER:
+        return "Macro";
     default:
         return "builtin_function_or_method";
     }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/xalloc.h"
+#include "jbuf.h"
 #include "text/reasoning.h"
 
 #define TAG_OPEN "<think>"
@@ -18,33 +19,30 @@ enum rs_state {
     RS_CONTENT,
 };
 
-struct rbuf {
-    char *p;
-    size_t n, cap;
-};
-
 struct reasoning {
     bool thinking;
     enum rs_state state;
-    struct rbuf pending;
-    struct rbuf out_r, out_c;
+    struct jbuf pending;
+    struct jbuf out_r, out_c;
 };
 
-static void rb_put(struct rbuf *b, const char *s, size_t n)
+bool reasoning_prompt_opens_think(const char *prompt, size_t len)
 {
-    if (b->n + n + 1 > b->cap) {
-        b->cap = (b->n + n + 1) * 2;
-        b->p = xrealloc(b->p, b->cap);
+    size_t ol = strlen(TAG_OPEN);
+    if (!prompt || len < ol)
+        return false;
+    const char *open = NULL;
+    for (const char *p = prompt; p + ol <= prompt + len;) {
+        const char *hit = memmem(p, (size_t)(prompt + len - p), TAG_OPEN, ol);
+        if (!hit)
+            break;
+        open = hit;
+        p = hit + ol;
     }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-}
-
-static void rb_consume(struct rbuf *b, size_t n)
-{
-    memmove(b->p, b->p + n, b->n - n);
-    b->n -= n;
+    if (!open)
+        return false;
+    size_t rest = (size_t)(prompt + len - open);
+    return memmem(open, rest, TAG_CLOSE, strlen(TAG_CLOSE)) == NULL;
 }
 
 struct reasoning *reasoning_create(bool thinking)
@@ -89,7 +87,7 @@ static bool is_ws(char c)
 /* Process pending; at_end: no more input will come. */
 static void run(struct reasoning *r, bool at_end)
 {
-    struct rbuf *p = &r->pending;
+    struct jbuf *p = &r->pending;
     for (;;) {
         switch (r->state) {
         case RS_START: {
@@ -98,7 +96,7 @@ static void run(struct reasoning *r, bool at_end)
             if (memcmp(p->p, TAG_OPEN, k) == 0 && k < ol && !at_end)
                 return; /* still a prefix of "<think>" */
             if (k == ol && memcmp(p->p, TAG_OPEN, ol) == 0) {
-                rb_consume(p, ol);
+                jbuf_consume(p, ol);
                 r->state = RS_REASONING;
             } else {
                 r->state = r->thinking ? RS_REASONING : RS_CONTENT;
@@ -109,36 +107,36 @@ static void run(struct reasoning *r, bool at_end)
             char *c = memmem(p->p, p->n, TAG_CLOSE, strlen(TAG_CLOSE));
             char *t = memmem(p->p, p->n, TAG_TOOL, strlen(TAG_TOOL));
             if (c && (!t || c < t)) {
-                rb_put(&r->out_r, p->p, (size_t)(c - p->p));
-                rb_consume(p, (size_t)(c - p->p) + strlen(TAG_CLOSE));
+                jbuf_put(&r->out_r, p->p, (size_t)(c - p->p));
+                jbuf_consume(p, (size_t)(c - p->p) + strlen(TAG_CLOSE));
                 r->state = RS_CONTENT_LEAD;
                 continue;
             }
             if (t) {
-                rb_put(&r->out_r, p->p, (size_t)(t - p->p));
-                rb_consume(p, (size_t)(t - p->p)); /* the tag starts the content */
+                jbuf_put(&r->out_r, p->p, (size_t)(t - p->p));
+                jbuf_consume(p, (size_t)(t - p->p)); /* the tag starts the content */
                 r->state = RS_CONTENT;
                 continue;
             }
             size_t h1 = partial_suffix(p->p, p->n, TAG_CLOSE);
             size_t h2 = partial_suffix(p->p, p->n, TAG_TOOL);
             size_t h = at_end ? 0 : (h1 > h2 ? h1 : h2);
-            rb_put(&r->out_r, p->p, p->n - h);
-            rb_consume(p, p->n - h);
+            jbuf_put(&r->out_r, p->p, p->n - h);
+            jbuf_consume(p, p->n - h);
             return;
         }
         case RS_CONTENT_LEAD: {
             size_t i = 0;
             while (i < p->n && is_ws(p->p[i]))
                 i++;
-            rb_consume(p, i);
+            jbuf_consume(p, i);
             if (p->n == 0)
                 return;
             r->state = RS_CONTENT;
             continue;
         }
         case RS_CONTENT:
-            rb_put(&r->out_c, p->p, p->n);
+            jbuf_put(&r->out_c, p->p, p->n);
             p->n = 0;
             return;
         }
@@ -157,7 +155,7 @@ void reasoning_feed(struct reasoning *r, const char *text, size_t len, struct re
 {
     r->out_r.n = 0;
     r->out_c.n = 0;
-    rb_put(&r->pending, text, len);
+    jbuf_put(&r->pending, text, len);
     run(r, false);
     emit(r, out);
 }
@@ -166,7 +164,7 @@ void reasoning_flush(struct reasoning *r, struct reasoning_out *out)
 {
     r->out_r.n = 0;
     r->out_c.n = 0;
-    rb_put(&r->pending, "", 0);
+    jbuf_put(&r->pending, "", 0);
     run(r, true);
     emit(r, out);
 }

@@ -3,7 +3,6 @@
  * their byte-level form (as written in the file) and as raw bytes; BPE merges are resolved to id
  * pairs at load time so encoding never touches strings. */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,21 +10,11 @@
 #include <cjson/cJSON.h>
 
 #include "common/err.h"
+#include "common/errbuf.h"
+#include "common/file.h"
 #include "common/xalloc.h"
 #include "text/tokenizer.h"
 #include "tokenizer_internal.h"
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 // ---- string map ----
 
@@ -101,7 +90,7 @@ static int load_vocab(struct tokenizer *tok, const cJSON *vocab, const cJSON *ad
     cJSON_ArrayForEach(e, vocab)
     {
         if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble > INT32_MAX - 1) {
-            seterr(err, errlen, "vocab entry %s: bad id", e->string);
+            errbuf_set(err, errlen, "vocab entry %s: bad id", e->string);
             return ERR_FORMAT;
         }
         if ((int32_t)e->valuedouble > max_id)
@@ -113,14 +102,14 @@ static int load_vocab(struct tokenizer *tok, const cJSON *vocab, const cJSON *ad
         const cJSON *content = cJSON_GetObjectItemCaseSensitive(e, "content");
         if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble > INT32_MAX - 1 ||
             !cJSON_IsString(content) || !content->valuestring[0]) {
-            seterr(err, errlen, "added_tokens: entry without id/content");
+            errbuf_set(err, errlen, "added_tokens: entry without id/content");
             return ERR_FORMAT;
         }
         if ((int32_t)id->valuedouble > max_id)
             max_id = (int32_t)id->valuedouble;
     }
     if (max_id < 0) {
-        seterr(err, errlen, "empty vocabulary");
+        errbuf_set(err, errlen, "empty vocabulary");
         return ERR_FORMAT;
     }
     tok->n_ids = (size_t)max_id + 1;
@@ -132,12 +121,12 @@ static int load_vocab(struct tokenizer *tok, const cJSON *vocab, const cJSON *ad
     {
         int32_t id = (int32_t)e->valuedouble;
         if (tok->piece[id]) {
-            seterr(err, errlen, "vocab: id %d used twice", id);
+            errbuf_set(err, errlen, "vocab: id %d used twice", id);
             return ERR_FORMAT;
         }
         tok->piece[id] = xstrdup(e->string);
         if (piece_to_bytes(e->string, &tok->bytes[id], &tok->bytes_len[id]) < 0) {
-            seterr(err, errlen, "vocab entry %s is not byte-level", e->string);
+            errbuf_set(err, errlen, "vocab entry %s is not byte-level", e->string);
             return ERR_UNSUPPORTED;
         }
     }
@@ -177,7 +166,7 @@ static int load_vocab(struct tokenizer *tok, const cJSON *vocab, const cJSON *ad
         size_t n = tok_utf8_put(piece, tok_byte_to_cp((uint8_t)b));
         tok->byte_id[b] = tok_strmap_get(&tok->vocab, tok->piece, piece, n);
         if (tok->byte_id[b] < 0) {
-            seterr(err, errlen, "vocab lacks the byte token for 0x%02x", b);
+            errbuf_set(err, errlen, "vocab lacks the byte token for 0x%02x", b);
             return ERR_FORMAT;
         }
     }
@@ -210,7 +199,7 @@ static int load_merges(struct tokenizer *tok, const cJSON *merges, char *err, si
             a = buf;
             b = buf + (sp - e->valuestring) + 1;
         } else {
-            seterr(err, errlen, "merges[%d]: not a pair", rank);
+            errbuf_set(err, errlen, "merges[%d]: not a pair", rank);
             return ERR_FORMAT;
         }
         size_t la = strlen(a), lb = strlen(b);
@@ -257,13 +246,13 @@ static int load_pretok(struct tokenizer *tok, const cJSON *pt, char *err, size_t
         const cJSON *ur = cJSON_GetObjectItemCaseSensitive(pt, "use_regex");
         const cJSON *aps = cJSON_GetObjectItemCaseSensitive(pt, "add_prefix_space");
         if (cJSON_IsTrue(ur) || cJSON_IsTrue(aps)) {
-            seterr(err, errlen, "ByteLevel pre-tokenizer with use_regex/add_prefix_space");
+            errbuf_set(err, errlen, "ByteLevel pre-tokenizer with use_regex/add_prefix_space");
             return ERR_UNSUPPORTED;
         }
         return 0;
     }
     if (strcmp(type->valuestring, "Split") != 0) {
-        seterr(err, errlen, "pre-tokenizer %s not supported", type->valuestring);
+        errbuf_set(err, errlen, "pre-tokenizer %s not supported", type->valuestring);
         return ERR_UNSUPPORTED;
     }
     const cJSON *re =
@@ -272,12 +261,12 @@ static int load_pretok(struct tokenizer *tok, const cJSON *pt, char *err, size_t
     if (!cJSON_IsString(re) || tok->split_re ||
         cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pt, "invert")) || !cJSON_IsString(beh) ||
         strcmp(beh->valuestring, "Isolated") != 0) {
-        seterr(err, errlen, "only one Split{Regex, Isolated, invert=false} is supported");
+        errbuf_set(err, errlen, "only one Split{Regex, Isolated, invert=false} is supported");
         return ERR_UNSUPPORTED;
     }
     char *pat = tok_regex_translate(re->valuestring);
     if (!pat) {
-        seterr(err, errlen, "cannot translate split regex");
+        errbuf_set(err, errlen, "cannot translate split regex");
         return ERR_FORMAT;
     }
     int ec;
@@ -287,7 +276,7 @@ static int load_pretok(struct tokenizer *tok, const cJSON *pt, char *err, size_t
     if (!tok->split_re) {
         PCRE2_UCHAR msg[160];
         pcre2_get_error_message(ec, msg, sizeof(msg));
-        seterr(err, errlen, "split regex: %s at %zu", (const char *)msg, (size_t)off);
+        errbuf_set(err, errlen, "split regex: %s at %zu", (const char *)msg, (size_t)off);
         free(pat);
         return ERR_FORMAT;
     }
@@ -306,7 +295,7 @@ static int load_normalizer(struct tokenizer *tok, const cJSON *norm, char *err, 
         tok->nfc = true;
         return 0;
     }
-    seterr(err, errlen, "normalizer %s not supported",
+    errbuf_set(err, errlen, "normalizer %s not supported",
            cJSON_IsString(type) ? type->valuestring : "?");
     return ERR_UNSUPPORTED;
 }
@@ -315,7 +304,7 @@ struct tokenizer *tokenizer_create_from_json(const char *json, size_t len, char 
 {
     cJSON *root = cJSON_ParseWithLength(json, len);
     if (!root) {
-        seterr(err, errlen, "not valid JSON");
+        errbuf_set(err, errlen, "not valid JSON");
         return NULL;
     }
     struct tokenizer *tok = xcalloc(1, sizeof(*tok));
@@ -328,11 +317,11 @@ struct tokenizer *tokenizer_create_from_json(const char *json, size_t len, char 
     const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
     if (!cJSON_IsString(mtype) || strcmp(mtype->valuestring, "BPE") != 0 ||
         !cJSON_IsObject(vocab) || !cJSON_IsArray(merges)) {
-        seterr(err, errlen, "model is not a BPE with vocab and merges");
+        errbuf_set(err, errlen, "model is not a BPE with vocab and merges");
         goto fail;
     }
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "byte_fallback"))) {
-        seterr(err, errlen, "byte_fallback BPE not supported");
+        errbuf_set(err, errlen, "byte_fallback BPE not supported");
         goto fail;
     }
     rc = load_vocab(tok, vocab, added, err, errlen);
@@ -360,32 +349,18 @@ fail:
 
 struct tokenizer *tokenizer_create_from_file(const char *path, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        seterr(err, errlen, "open %s: %s", path, strerror(errno));
+    size_t n;
+    char *buf = file_read(path, &n);
+    if (!buf) {
+        errbuf_set(err, errlen, "read %s: %s", path, strerror(errno));
         return NULL;
     }
     struct tokenizer *tok = NULL;
-    char *buf = NULL;
-    if (fseek(f, 0, SEEK_END) != 0)
-        goto read_fail;
-    long sz = ftell(f);
-    if (sz <= 0 || fseek(f, 0, SEEK_SET) != 0)
-        goto read_fail;
-    buf = malloc((size_t)sz);
-    if (!buf) {
-        seterr(err, errlen, "no memory for %ld bytes", sz);
-        goto out;
-    }
-    if (fread(buf, 1, (size_t)sz, f) != (size_t)sz)
-        goto read_fail;
-    tok = tokenizer_create_from_json(buf, (size_t)sz, err, errlen);
-    goto out;
-read_fail:
-    seterr(err, errlen, "read %s failed", path);
-out:
+    if (n == 0)
+        errbuf_set(err, errlen, "read %s failed: empty file", path);
+    else
+        tok = tokenizer_create_from_json(buf, n, err, errlen);
     free(buf);
-    fclose(f);
     return tok;
 }
 

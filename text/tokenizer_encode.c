@@ -349,6 +349,8 @@ struct nfc_out {
 
 static int nfc_put(struct nfc_out *o, const char *s, size_t n)
 {
+    if (n == 0)
+        return 0;
     if (o->n + n > o->cap) {
         size_t cap = (o->n + n) * 2;
         char *p = realloc(o->p, cap);

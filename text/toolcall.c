@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "common/xalloc.h"
+#include "jbuf.h"
 #include "text/toolcall.h"
 
 #define T_CALL "<tool_call>"
@@ -32,15 +33,10 @@ enum tc_state {
     TC_AFTER,  /* after </function>: expecting </tool_call> */
 };
 
-struct tbuf {
-    char *p;
-    size_t n, cap;
-};
-
 struct tc_call {
     char id[32];
     char *name;
-    struct tbuf args;
+    struct jbuf args;
 };
 
 struct tc_ev {
@@ -53,8 +49,8 @@ struct toolcall {
     cJSON *tools;
     uint64_t seed;
     enum tc_state state;
-    struct tbuf pending;
-    struct tbuf ws_held; /* trailing whitespace of content, not yet emitted */
+    struct jbuf pending;
+    struct jbuf ws_held; /* trailing whitespace of content, not yet emitted */
     bool strip_lead;     /* drop whitespace at the start of content (after a call) */
     struct tc_call **calls;
     int n_calls, cap_calls;
@@ -65,45 +61,26 @@ struct toolcall {
     size_t scanned;    /* pending bytes already searched for a terminator (HERMES/VALUE) */
     struct tc_ev *evs;
     size_t n_evs, cap_evs;
-    struct tbuf evtext;
+    struct jbuf evtext;
     struct toolcall_event *out;
     size_t cap_out;
 };
 
 // ---- buffers ----
 
-static void tb_put(struct tbuf *b, const char *s, size_t n)
-{
-    if (b->n + n + 1 > b->cap) {
-        b->cap = (b->n + n + 1) * 2;
-        b->p = xrealloc(b->p, b->cap);
-    }
-    if (n)
-        memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-}
-
-static void tb_consume(struct tbuf *b, size_t n)
-{
-    memmove(b->p, b->p + n, b->n - n);
-    b->n -= n;
-    b->p[b->n] = '\0';
-}
-
 static bool is_ws(char c)
 {
     return c == ' ' || c == '\n' || c == '\r' || c == '\t';
 }
 
-static bool starts_with(const struct tbuf *b, const char *tag)
+static bool starts_with(const struct jbuf *b, const char *tag)
 {
     size_t l = strlen(tag);
     return b->n >= l && memcmp(b->p, tag, l) == 0;
 }
 
 /* b is shorter than tag and a prefix of it (more input may complete the tag). */
-static bool is_proper_prefix(const struct tbuf *b, const char *tag)
+static bool is_proper_prefix(const struct jbuf *b, const char *tag)
 {
     size_t l = strlen(tag);
     return b->n < l && memcmp(b->p, tag, b->n) == 0;
@@ -119,12 +96,12 @@ static size_t partial_suffix(const char *s, size_t n, const char *tag)
     return 0;
 }
 
-static void skip_ws(struct tbuf *b)
+static void skip_ws(struct jbuf *b)
 {
     size_t i = 0;
     while (i < b->n && is_ws(b->p[i]))
         i++;
-    tb_consume(b, i);
+    jbuf_consume(b, i);
 }
 
 // ---- events ----
@@ -137,7 +114,7 @@ static void ev_push(struct toolcall *tc, enum toolcall_event_type type, int inde
     struct tc_ev *last = tc->n_evs ? &tc->evs[tc->n_evs - 1] : NULL;
     if (last && last->type == type && type != TOOLCALL_EVENT_START && type != TOOLCALL_EVENT_END &&
         last->index == index && last->off + last->len == tc->evtext.n) {
-        tb_put(&tc->evtext, s, n);
+        jbuf_put(&tc->evtext, s, n);
         last->len += n;
         return;
     }
@@ -146,13 +123,13 @@ static void ev_push(struct toolcall *tc, enum toolcall_event_type type, int inde
         tc->evs = xrealloc(tc->evs, tc->cap_evs * sizeof(*tc->evs));
     }
     tc->evs[tc->n_evs++] = (struct tc_ev){type, index, tc->evtext.n, n};
-    tb_put(&tc->evtext, s, n);
+    jbuf_put(&tc->evtext, s, n);
 }
 
 static void args_emit(struct toolcall *tc, const char *s, size_t n)
 {
     struct tc_call *c = tc->calls[tc->n_calls - 1];
-    tb_put(&c->args, s, n);
+    jbuf_put(&c->args, s, n);
     ev_push(tc, TOOLCALL_EVENT_ARGS, tc->n_calls - 1, s, n);
 }
 
@@ -173,13 +150,13 @@ static void content_text(struct toolcall *tc, const char *s, size_t n)
     while (body && is_ws(s[body - 1]))
         body--;
     if (body == 0) {
-        tb_put(&tc->ws_held, s, n);
+        jbuf_put(&tc->ws_held, s, n);
         return;
     }
     ev_push(tc, TOOLCALL_EVENT_CONTENT, 0, tc->ws_held.p, tc->ws_held.n);
     ev_push(tc, TOOLCALL_EVENT_CONTENT, 0, s, body);
     tc->ws_held.n = 0;
-    tb_put(&tc->ws_held, s + body, n - body);
+    jbuf_put(&tc->ws_held, s + body, n - body);
 }
 
 // ---- calls ----
@@ -204,7 +181,7 @@ static void call_start(struct toolcall *tc, const char *name, size_t n)
     snprintf(c->id, sizeof(c->id), "call_%016llx%08llx", (unsigned long long)a,
              (unsigned long long)(b >> 32));
     c->name = xstrndup(name, n);
-    tb_put(&c->args, "", 0);
+    jbuf_put(&c->args, "", 0);
     tc->calls[tc->n_calls++] = c;
     tc->n_params = 0;
     ev_push(tc, TOOLCALL_EVENT_START, tc->n_calls - 1, "", 0);
@@ -238,39 +215,39 @@ static const cJSON *find_param_schema(const struct toolcall *tc, const char *fn,
 }
 
 /* JSON string body of s[0..n): escapes '"', '\\' and control characters; other bytes as is. */
-static void json_escape(struct tbuf *b, const char *s, size_t n)
+static void json_escape(struct jbuf *b, const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         char e[8];
         switch (c) {
         case '"':
-            tb_put(b, "\\\"", 2);
+            jbuf_put(b, "\\\"", 2);
             break;
         case '\\':
-            tb_put(b, "\\\\", 2);
+            jbuf_put(b, "\\\\", 2);
             break;
         case '\b':
-            tb_put(b, "\\b", 2);
+            jbuf_put(b, "\\b", 2);
             break;
         case '\f':
-            tb_put(b, "\\f", 2);
+            jbuf_put(b, "\\f", 2);
             break;
         case '\n':
-            tb_put(b, "\\n", 2);
+            jbuf_put(b, "\\n", 2);
             break;
         case '\r':
-            tb_put(b, "\\r", 2);
+            jbuf_put(b, "\\r", 2);
             break;
         case '\t':
-            tb_put(b, "\\t", 2);
+            jbuf_put(b, "\\t", 2);
             break;
         default:
             if (c < 0x20) {
                 snprintf(e, sizeof(e), "\\u%04x", c);
-                tb_put(b, e, 6);
+                jbuf_put(b, e, 6);
             } else {
-                tb_put(b, (const char *)&s[i], 1);
+                jbuf_put(b, (const char *)&s[i], 1);
             }
         }
     }
@@ -278,10 +255,10 @@ static void json_escape(struct tbuf *b, const char *s, size_t n)
 
 static char *json_string(const char *s, size_t n)
 {
-    struct tbuf b = {0};
-    tb_put(&b, "\"", 1);
+    struct jbuf b = {0};
+    jbuf_put(&b, "\"", 1);
     json_escape(&b, s, n);
-    tb_put(&b, "\"", 1);
+    jbuf_put(&b, "\"", 1);
     return b.p;
 }
 
@@ -438,8 +415,8 @@ static size_t strip_trailing_newline(const char *v, size_t n)
 
 static void emit_escaped(struct toolcall *tc, const char *v, size_t n)
 {
-    struct tbuf b = {0};
-    tb_put(&b, "", 0);
+    struct jbuf b = {0};
+    jbuf_put(&b, "", 0);
     json_escape(&b, v, n);
     args_emit(tc, b.p, b.n);
     free(b.p);
@@ -498,20 +475,20 @@ static void leave_block(struct toolcall *tc)
 /* Returns false when it needs more input. */
 static bool step(struct toolcall *tc, bool at_end)
 {
-    struct tbuf *p = &tc->pending;
+    struct jbuf *p = &tc->pending;
     switch (tc->state) {
     case TC_TEXT: {
         char *t = memmem(p->p, p->n, T_CALL, strlen(T_CALL));
         if (t) {
             content_text(tc, p->p, (size_t)(t - p->p));
             tc->ws_held.n = 0; /* whitespace before a call is dropped */
-            tb_consume(p, (size_t)(t - p->p) + strlen(T_CALL));
+            jbuf_consume(p, (size_t)(t - p->p) + strlen(T_CALL));
             tc->state = TC_FMT;
             return true;
         }
         size_t h = at_end ? 0 : partial_suffix(p->p, p->n, T_CALL);
         content_text(tc, p->p, p->n - h);
-        tb_consume(p, p->n - h);
+        jbuf_consume(p, p->n - h);
         return false;
     }
     case TC_FMT:
@@ -524,7 +501,7 @@ static bool step(struct toolcall *tc, bool at_end)
             return true;
         }
         if (starts_with(p, T_FUNC)) {
-            tb_consume(p, strlen(T_FUNC));
+            jbuf_consume(p, strlen(T_FUNC));
             tc->state = TC_NAME;
             return true;
         }
@@ -539,7 +516,7 @@ static bool step(struct toolcall *tc, bool at_end)
         if (!e) {
             size_t h = partial_suffix(p->p, p->n, T_CALL_END);
             if (tc->state == TC_BAD) {
-                tb_consume(p, p->n - h); /* skipped text is not kept */
+                jbuf_consume(p, p->n - h); /* skipped text is not kept */
                 tc->scanned = 0;
             } else {
                 tc->scanned = p->n - h;
@@ -548,7 +525,7 @@ static bool step(struct toolcall *tc, bool at_end)
         }
         if (tc->state == TC_HERMES)
             (void)emit_hermes(tc, p->p, (size_t)(e - p->p)); /* false: block dropped */
-        tb_consume(p, (size_t)(e - p->p) + strlen(T_CALL_END));
+        jbuf_consume(p, (size_t)(e - p->p) + strlen(T_CALL_END));
         leave_block(tc);
         return true;
     }
@@ -572,7 +549,7 @@ static bool step(struct toolcall *tc, bool at_end)
             return true;
         }
         call_start(tc, p->p + a, b - a);
-        tb_consume(p, (size_t)(gt - p->p) + 1);
+        jbuf_consume(p, (size_t)(gt - p->p) + 1);
         tc->state = TC_BODY;
         return true;
     }
@@ -587,7 +564,7 @@ static bool step(struct toolcall *tc, bool at_end)
             size_t kl = (size_t)(gt - p->p) - strlen(T_PARAM);
             free(tc->param_key);
             tc->param_key = xstrndup(p->p + strlen(T_PARAM), kl);
-            tb_consume(p, (size_t)(gt - p->p) + 1);
+            jbuf_consume(p, (size_t)(gt - p->p) + 1);
             tc->state = TC_VALUE;
             tc->scanned = 0;
             tc->value_stream = param_is_string(tc, tc->calls[tc->n_calls - 1]->name, tc->param_key);
@@ -599,13 +576,13 @@ static bool step(struct toolcall *tc, bool at_end)
             return true;
         }
         if (starts_with(p, T_FUNC_END)) {
-            tb_consume(p, strlen(T_FUNC_END));
+            jbuf_consume(p, strlen(T_FUNC_END));
             call_end(tc);
             tc->state = TC_AFTER;
             return true;
         }
         if (starts_with(p, T_CALL_END)) {
-            tb_consume(p, strlen(T_CALL_END));
+            jbuf_consume(p, strlen(T_CALL_END));
             call_end(tc);
             leave_block(tc);
             return true;
@@ -616,7 +593,7 @@ static bool step(struct toolcall *tc, bool at_end)
         {
             /* stray text inside <function>: skip it up to the next '<' */
             char *lt = memchr(p->p + 1, '<', p->n - 1);
-            tb_consume(p, lt ? (size_t)(lt - p->p) : p->n);
+            jbuf_consume(p, lt ? (size_t)(lt - p->p) : p->n);
         }
         return true;
     case TC_VALUE: {
@@ -625,7 +602,7 @@ static bool step(struct toolcall *tc, bool at_end)
             if (p->n == 0)
                 return false;
             if (p->p[0] == '\n')
-                tb_consume(p, 1);
+                jbuf_consume(p, 1);
             tc->value_lead = false;
         }
         char *best = NULL;
@@ -654,7 +631,7 @@ static bool step(struct toolcall *tc, bool at_end)
             if (safe && p->p[safe - 1] == '\r')
                 safe--;
             emit_escaped(tc, p->p, safe);
-            tb_consume(p, safe);
+            jbuf_consume(p, safe);
             tc->scanned = 0;
             return false;
         }
@@ -665,7 +642,7 @@ static bool step(struct toolcall *tc, bool at_end)
         } else {
             emit_param(tc, p->p, vl);
         }
-        tb_consume(p, vl + (which == 0 ? strlen(T_PARAM_END) : 0));
+        jbuf_consume(p, vl + (which == 0 ? strlen(T_PARAM_END) : 0));
         tc->state = TC_BODY;
         return true;
     }
@@ -674,12 +651,12 @@ static bool step(struct toolcall *tc, bool at_end)
         if (p->n == 0)
             return false;
         if (starts_with(p, T_CALL_END)) {
-            tb_consume(p, strlen(T_CALL_END));
+            jbuf_consume(p, strlen(T_CALL_END));
             leave_block(tc);
             return true;
         }
         if (starts_with(p, T_FUNC)) {
-            tb_consume(p, strlen(T_FUNC));
+            jbuf_consume(p, strlen(T_FUNC));
             tc->state = TC_NAME;
             return true;
         }
@@ -693,7 +670,7 @@ static bool step(struct toolcall *tc, bool at_end)
 
 static void finish(struct toolcall *tc)
 {
-    struct tbuf *p = &tc->pending;
+    struct jbuf *p = &tc->pending;
     switch (tc->state) {
     case TC_TEXT:
         break;
@@ -745,7 +722,7 @@ void toolcall_feed(struct toolcall *tc, const char *text, size_t len,
 {
     tc->n_evs = 0;
     tc->evtext.n = 0;
-    tb_put(&tc->pending, text, len);
+    jbuf_put(&tc->pending, text, len);
     while (step(tc, false))
         ;
     hand_out(tc, ev, n_ev);
@@ -755,7 +732,7 @@ void toolcall_flush(struct toolcall *tc, const struct toolcall_event **ev, size_
 {
     tc->n_evs = 0;
     tc->evtext.n = 0;
-    tb_put(&tc->pending, "", 0);
+    jbuf_put(&tc->pending, "", 0);
     while (step(tc, true))
         ;
     finish(tc);
@@ -776,9 +753,9 @@ struct toolcall *toolcall_create(const char *tools_json, uint64_t seed)
     tc->tools = tools;
     tc->seed = seed;
     tc->state = TC_TEXT;
-    tb_put(&tc->pending, "", 0);
-    tb_put(&tc->evtext, "", 0);
-    tb_put(&tc->ws_held, "", 0);
+    jbuf_put(&tc->pending, "", 0);
+    jbuf_put(&tc->evtext, "", 0);
+    jbuf_put(&tc->ws_held, "", 0);
     return tc;
 }
 

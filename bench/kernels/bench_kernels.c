@@ -61,7 +61,7 @@ static void bench_gemv(const char *name, int fmt, int rows, int cols)
         kw_pair_make(&a.w[i], fmt, KW_SCALE_CHANNEL, 1, rows, cols);
     a.x = ktest_dev_alloc((size_t)32 * cols * 4);
     a.y = ktest_dev_alloc((size_t)32 * rows * 4);
-    cudaMemset(a.x, 0x3c, (size_t)32 * cols * 4);   /* ~0.0117f, non-zero */
+    cudaMemset(a.x, 0x3c, (size_t)32 * cols * 4); /* ~0.0117f, non-zero */
     a.next = 0;
     for (int path = GEMV_PATH_CORES; path <= GEMV_PATH_TENSOR; path++) {
         if (path == GEMV_PATH_TENSOR && fmt != KW_FMT_NVFP4)
@@ -71,8 +71,11 @@ static void bench_gemv(const char *name, int fmt, int rows, int cols)
             a.n_tok = toks[i];
             double us = ktest_time_us(run_gemv, &a, 5, 41);
             double gbs = bytes / us * 1e-3;
-            printf("gemv %-5s %-6s %-16s rows=%6d cols=%5d tok=%2d %9.1f us %6.0f GB/s %5.1f%% of copy\n",
-                   fmt == KW_FMT_BF16 ? "bf16" : fmt == KW_FMT_FP8 ? "fp8" : "nvfp4",
+            printf("gemv %-5s %-6s %-16s rows=%6d cols=%5d tok=%2d %9.1f us %6.0f GB/s %5.1f%% of "
+                   "copy\n",
+                   fmt == KW_FMT_BF16  ? "bf16"
+                   : fmt == KW_FMT_FP8 ? "fp8"
+                                       : "nvfp4",
                    path == GEMV_PATH_CORES ? "cores" : "tensor", name, rows, cols, a.n_tok, us, gbs,
                    100.0 * gbs / copy_bw);
         }
@@ -138,7 +141,8 @@ static void bench_moe(int fmt, int n_tok, int path)
     experts /= 16;
     double per = kw_pair_bytes(&a.gu) + kw_pair_bytes(&a.dn);
     double gbs = experts * per / us * 1e-3;
-    printf("moe_expert %-5s %-6s tok=%2d top8/256 H=2048 I=512 %8.1f us %5.1f experts %6.0f GB/s %5.1f%% of copy\n",
+    printf("moe_expert %-5s %-6s tok=%2d top8/256 H=2048 I=512 %8.1f us %5.1f experts %6.0f GB/s "
+           "%5.1f%% of copy\n",
            fmt == KW_FMT_BF16 ? "bf16" : "nvfp4", path == GEMV_PATH_TENSOR ? "tensor" : "cores",
            n_tok, us, experts, gbs, 100.0 * gbs / copy_bw);
     kw_pair_free(&a.gu);
@@ -184,8 +188,9 @@ static void bench_gdn(int n_seq)
     g.out = ktest_dev_alloc((size_t)n_seq * 4096 * 4);
     double us = ktest_time_us(run_gdn, &g, 5, 41);
     double gbs = 2.0 * nst * 4 / us * 1e-3;
-    printf("gdn_step seq=%2d (32 heads, state r+w %.1f MB)  %8.1f us  %7.0f GB/s  %5.1f%% of copy\n",
-           n_seq, 2.0 * nst * 4 / 1e6, us, gbs, 100.0 * gbs / copy_bw);
+    printf(
+        "gdn_step seq=%2d (32 heads, state r+w %.1f MB)  %8.1f us  %7.0f GB/s  %5.1f%% of copy\n",
+        n_seq, 2.0 * nst * 4 / 1e6, us, gbs, 100.0 * gbs / copy_bw);
     ktest_free(g.st), ktest_free(g.qkv), ktest_free(g.z), ktest_free(g.a), ktest_free(g.b);
     ktest_free(g.alog), ktest_free(g.dtb), ktest_free(g.nw), ktest_free(g.out);
 }
@@ -230,7 +235,8 @@ static void bench_attn(int n_seq, int len)
     a.ws = ktest_dev_alloc(attn_decode_ws_floats(n_seq, 16, 256, len) * 4);
     double us = ktest_time_us(run_attn, &a, 5, 41);
     double bytes = (double)n_seq * len * w * 2 * 2;
-    printf("attn_decode seq=%2d ctx=%6d (16q/2kv x 256, KV %.1f MB)  %8.1f us  %7.0f GB/s  %5.1f%% of copy\n",
+    printf("attn_decode seq=%2d ctx=%6d (16q/2kv x 256, KV %.1f MB)  %8.1f us  %7.0f GB/s  %5.1f%% "
+           "of copy\n",
            n_seq, len, bytes / 1e6, us, bytes / us * 1e-3, 100.0 * bytes / us * 1e-3 / copy_bw);
     ktest_free(a.kc), ktest_free(a.vc), ktest_free(a.bt), ktest_free(a.lens), ktest_free(a.q);
     ktest_free(a.g), ktest_free(a.out), ktest_free(a.ws);

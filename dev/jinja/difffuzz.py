@@ -10,7 +10,7 @@ tern, tpl_path, case_path, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.ar
 src = open(tpl_path).read()
 req = json.load(open(case_path))
 env = ref_render.make_env()
-parts = ref_render.iterates_over_content(env, src)
+parts = ref_render.loops_over_message_content(env, src)
 vars_ = {"messages": [ref_render.norm_message(m, parts) for m in req["messages"]],
          "tools": ref_render.norm_tools(req.get("tools")), "documents": None,
          "add_generation_prompt": True}

@@ -1,8 +1,7 @@
 #!/usr/bin/python3
 """Differential fuzz (scratch) of expressions: random jinja expressions over fixed variables,
-rendered by jinja2 (HF setup) and by `tern chat-template --vars` in one batch (one template with
-one {{ }} per expression, each wrapped so that an error only hides its own line is not possible,
-so we render expressions one per process in chunks). usage: exprfuzz.py TERN N SEED"""
+rendered by jinja2 (HF setup) and by `tern chat-template --vars`, one process per expression.
+usage: exprfuzz.py TERN N SEED"""
 import json, random, subprocess, sys, os
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../../tests/unit/jinja"))
 import ref_render

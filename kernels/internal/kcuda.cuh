@@ -2,10 +2,10 @@
  * Warp/block reductions, bf16/e4m3/nvfp4 decoding and the launch status check. */
 #pragma once
 
-#include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
+#include <cuda_runtime.h>
 #include <stdint.h>
 
 extern "C" {

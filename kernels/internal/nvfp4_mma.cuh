@@ -18,15 +18,15 @@
 #define NVFP4_MMA_WARPS 8
 
 struct nvfp4_mma_args {
-    float *y;              // output rows
-    int64_t ldy;           // floats between output rows (tokens or slots)
-    const float *x;        // activation rows
-    int64_t ldx;           // floats between activation rows
-    const int32_t *ids;    // slot mode: (n_slots,) expert ids; NULL = plain mode
-    int x_div;             // slot mode: activation row = slot / x_div
-    int n_tok;             // plain mode: tokens
-    int n_experts;         // slot mode: valid id range
-    int expert;            // plain mode: expert index
+    float *y;           // output rows
+    int64_t ldy;        // floats between output rows (tokens or slots)
+    const float *x;     // activation rows
+    int64_t ldx;        // floats between activation rows
+    const int32_t *ids; // slot mode: (n_slots,) expert ids; NULL = plain mode
+    int x_div;          // slot mode: activation row = slot / x_div
+    int n_tok;          // plain mode: tokens
+    int n_experts;      // slot mode: valid id range
+    int expert;         // plain mode: expert index
 };
 
 static inline bool nvfp4_mma_ok(const kweight *w)
@@ -85,7 +85,7 @@ static __global__ void __launch_bounds__(NVFP4_MMA_WARPS * 32)
     if (a.ids) {
         e = a.ids[blockIdx.y];
         if (e < 0 || e >= a.n_experts)
-            return;   /* whole block */
+            return; /* whole block */
         xbase = a.x + (int64_t)(blockIdx.y / a.x_div) * a.ldx;
         ybase = a.y + (int64_t)blockIdx.y * a.ldy;
         tok0 = 0;
@@ -95,10 +95,14 @@ static __global__ void __launch_bounds__(NVFP4_MMA_WARPS * 32)
     const bool va = ra < w.rows, vb = rb < w.rows;
     const uint8_t *base = (const uint8_t *)w.data + (int64_t)e * w.expert_stride / 2;
     const uint8_t *sbase = w.bscale + (int64_t)e * w.bscale_expert_stride;
-    const uint4 *pa = reinterpret_cast<const uint4 *>(base + (int64_t)(va ? ra : 0) * (w.row_stride / 2));
-    const uint4 *pb = reinterpret_cast<const uint4 *>(base + (int64_t)(vb ? rb : 0) * (w.row_stride / 2));
-    const uint16_t *sa = reinterpret_cast<const uint16_t *>(sbase + (int64_t)(va ? ra : 0) * w.bscale_stride);
-    const uint16_t *sb = reinterpret_cast<const uint16_t *>(sbase + (int64_t)(vb ? rb : 0) * w.bscale_stride);
+    const uint4 *pa =
+        reinterpret_cast<const uint4 *>(base + (int64_t)(va ? ra : 0) * (w.row_stride / 2));
+    const uint4 *pb =
+        reinterpret_cast<const uint4 *>(base + (int64_t)(vb ? rb : 0) * (w.row_stride / 2));
+    const uint16_t *sa =
+        reinterpret_cast<const uint16_t *>(sbase + (int64_t)(va ? ra : 0) * w.bscale_stride);
+    const uint16_t *sb =
+        reinterpret_cast<const uint16_t *>(sbase + (int64_t)(vb ? rb : 0) * w.bscale_stride);
     const int nchunk = w.cols / 128;
     float acc[NTILE][4];
 #pragma unroll
@@ -119,29 +123,33 @@ static __global__ void __launch_bounds__(NVFP4_MMA_WARPS * 32)
         const uint4 qa = nqa, qb = nqb;
         const uint16_t s2a = ns2a, s2b = ns2b;
         const int nx = ch + NVFP4_MMA_WARPS;
-        if (nx < nchunk) {   /* prefetch the next chunk while this one is computed */
+        if (nx < nchunk) { /* prefetch the next chunk while this one is computed */
             nqa = va ? __ldg(pa + nx * 4 + t) : zero;
             nqb = vb ? __ldg(pb + nx * 4 + t) : zero;
             ns2a = va ? __ldg(sa + nx * 4 + t) : 0;
             ns2b = vb ? __ldg(sb + nx * 4 + t) : 0;
         }
-        const __half2 sca[2] = {nvfp4_e4m3_h2((uint8_t)(s2a & 0xff)), nvfp4_e4m3_h2((uint8_t)(s2a >> 8))};
-        const __half2 scb[2] = {nvfp4_e4m3_h2((uint8_t)(s2b & 0xff)), nvfp4_e4m3_h2((uint8_t)(s2b >> 8))};
-        uint32_t A[2][16];   /* [row g / g+8][word*4 + j]: pair (8w+j, 8w+j+4), scaled */
+        const __half2 sca[2] = {nvfp4_e4m3_h2((uint8_t)(s2a & 0xff)),
+                                nvfp4_e4m3_h2((uint8_t)(s2a >> 8))};
+        const __half2 scb[2] = {nvfp4_e4m3_h2((uint8_t)(s2b & 0xff)),
+                                nvfp4_e4m3_h2((uint8_t)(s2b >> 8))};
+        uint32_t A[2][16]; /* [row g / g+8][word*4 + j]: pair (8w+j, 8w+j+4), scaled */
 #pragma unroll
         for (int wd = 0; wd < 4; wd++) {
             const uint32_t ua = wd == 0 ? qa.x : wd == 1 ? qa.y : wd == 2 ? qa.z : qa.w;
             const uint32_t ub = wd == 0 ? qb.x : wd == 1 ? qb.y : wd == 2 ? qb.z : qb.w;
 #pragma unroll
             for (int j = 0; j < 4; j++) {
-                A[0][wd * 4 + j] = nvfp4_h2u(__hmul2(nvfp4_u2h(nvfp4_h2_from_hi(ua << (12 - 4 * j))), sca[wd >> 1]));
-                A[1][wd * 4 + j] = nvfp4_h2u(__hmul2(nvfp4_u2h(nvfp4_h2_from_hi(ub << (12 - 4 * j))), scb[wd >> 1]));
+                A[0][wd * 4 + j] = nvfp4_h2u(
+                    __hmul2(nvfp4_u2h(nvfp4_h2_from_hi(ua << (12 - 4 * j))), sca[wd >> 1]));
+                A[1][wd * 4 + j] = nvfp4_h2u(
+                    __hmul2(nvfp4_u2h(nvfp4_h2_from_hi(ub << (12 - 4 * j))), scb[wd >> 1]));
             }
         }
 #pragma unroll
         for (int tile = 0; tile < NTILE; tile++) {
             const int tok = tok0 + tile * 8 + g;
-            uint32_t B[16];   /* [word*4 + j]: (x[8w+j], x[8w+j+4]) */
+            uint32_t B[16]; /* [word*4 + j]: (x[8w+j], x[8w+j+4]) */
             if (tok < n_tok) {
                 const float *xr = xbase + (int64_t)tok * a.ldx;
                 const int c0 = ch * 128 + 32 * t;

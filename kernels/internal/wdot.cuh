@@ -49,8 +49,9 @@ static __device__ __forceinline__ void wdot(const kweight &w, int e, int r0, int
 #pragma unroll
             for (int i = 0; i < R; i++)
                 if (i < nr)
-                    q[i] = __ldg(reinterpret_cast<const uint4 *>(
-                                     base + (int64_t)(r0 + i * rstep) * w.row_stride) + c);
+                    q[i] = __ldg(reinterpret_cast<const uint4 *>(base + (int64_t)(r0 + i * rstep) *
+                                                                            w.row_stride) +
+                                 c);
 #pragma unroll
             for (int t = 0; t < NT; t++) {
                 if (t < nt) {
@@ -60,11 +61,14 @@ static __device__ __forceinline__ void wdot(const kweight &w, int e, int r0, int
                     for (int i = 0; i < R; i++) {
                         if (i < nr) {
                             const uint32_t u[4] = {q[i].x, q[i].y, q[i].z, q[i].w};
-                            acc[i * NT + t] +=
-                                __uint_as_float(u[0] << 16) * a.x + __uint_as_float(u[0] & 0xffff0000u) * a.y +
-                                __uint_as_float(u[1] << 16) * a.z + __uint_as_float(u[1] & 0xffff0000u) * a.w +
-                                __uint_as_float(u[2] << 16) * b.x + __uint_as_float(u[2] & 0xffff0000u) * b.y +
-                                __uint_as_float(u[3] << 16) * b.z + __uint_as_float(u[3] & 0xffff0000u) * b.w;
+                            acc[i * NT + t] += __uint_as_float(u[0] << 16) * a.x +
+                                               __uint_as_float(u[0] & 0xffff0000u) * a.y +
+                                               __uint_as_float(u[1] << 16) * a.z +
+                                               __uint_as_float(u[1] & 0xffff0000u) * a.w +
+                                               __uint_as_float(u[2] << 16) * b.x +
+                                               __uint_as_float(u[2] & 0xffff0000u) * b.y +
+                                               __uint_as_float(u[3] << 16) * b.z +
+                                               __uint_as_float(u[3] & 0xffff0000u) * b.w;
                         }
                     }
                 }
@@ -84,8 +88,10 @@ static __device__ __forceinline__ void wdot(const kweight &w, int e, int r0, int
             for (int i = 0; i < R; i++)
                 if (i < nr) {
                     const int r = r0 + i * rstep;
-                    q[i] = __ldg(reinterpret_cast<const uint4 *>(base + (int64_t)r * w.row_stride) + c);
-                    s[i] = blk ? __ldg(bsc + (int64_t)(r / w.block_rows) * nbc + (c * 16) / bcols) : 1.0f;
+                    q[i] = __ldg(reinterpret_cast<const uint4 *>(base + (int64_t)r * w.row_stride) +
+                                 c);
+                    s[i] = blk ? __ldg(bsc + (int64_t)(r / w.block_rows) * nbc + (c * 16) / bcols)
+                               : 1.0f;
                 }
 #pragma unroll
             for (int t = 0; t < NT; t++) {
@@ -102,10 +108,14 @@ static __device__ __forceinline__ void wdot(const kweight &w, int e, int r0, int
                             float p = 0.0f;
 #pragma unroll
                             for (int k = 0; k < 4; k++) {
-                                __half2_raw h0 = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(u[k] & 0xffff), __NV_E4M3);
-                                __half2_raw h1 = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(u[k] >> 16), __NV_E4M3);
-                                const float2 f0 = __half22float2(__half2(h0)), f1 = __half22float2(__half2(h1));
-                                p += f0.x * xa[k].x + f0.y * xa[k].y + f1.x * xa[k].z + f1.y * xa[k].w;
+                                __half2_raw h0 = __nv_cvt_fp8x2_to_halfraw2(
+                                    (__nv_fp8x2_storage_t)(u[k] & 0xffff), __NV_E4M3);
+                                __half2_raw h1 = __nv_cvt_fp8x2_to_halfraw2(
+                                    (__nv_fp8x2_storage_t)(u[k] >> 16), __NV_E4M3);
+                                const float2 f0 = __half22float2(__half2(h0)),
+                                             f1 = __half22float2(__half2(h1));
+                                p += f0.x * xa[k].x + f0.y * xa[k].y + f1.x * xa[k].z +
+                                     f1.y * xa[k].w;
                             }
                             acc[i * NT + t] += p * s[i];
                         }
@@ -125,8 +135,12 @@ static __device__ __forceinline__ void wdot(const kweight &w, int e, int r0, int
             for (int i = 0; i < R; i++)
                 if (i < nr) {
                     const int r = r0 + i * rstep;
-                    q[i] = __ldg(reinterpret_cast<const uint4 *>(base + (int64_t)r * (w.row_stride / 2)) + c);
-                    sb[i] = __ldg(reinterpret_cast<const uint16_t *>(sbase + (int64_t)r * w.bscale_stride) + c);
+                    q[i] = __ldg(
+                        reinterpret_cast<const uint4 *>(base + (int64_t)r * (w.row_stride / 2)) +
+                        c);
+                    sb[i] = __ldg(
+                        reinterpret_cast<const uint16_t *>(sbase + (int64_t)r * w.bscale_stride) +
+                        c);
                 }
 #pragma unroll
             for (int t = 0; t < NT; t++) {
@@ -143,7 +157,10 @@ static __device__ __forceinline__ void wdot(const kweight &w, int e, int r0, int
 #pragma unroll
                         for (int i = 0; i < R; i++) {
                             if (i < nr) {
-                                const uint32_t u = k == 0 ? q[i].x : k == 1 ? q[i].y : k == 2 ? q[i].z : q[i].w;
+                                const uint32_t u = k == 0   ? q[i].x
+                                                   : k == 1 ? q[i].y
+                                                   : k == 2 ? q[i].z
+                                                            : q[i].w;
                                 float2 f;
                                 float pp;
                                 f = e2m1x2_hi_to_f32_scaled(u);
@@ -162,8 +179,9 @@ static __device__ __forceinline__ void wdot(const kweight &w, int e, int r0, int
                     for (int i = 0; i < R; i++) {
                         if (i < nr) {
                             /* decoded values carry 2^-14: fold 2^14 into the block scales */
-                            acc[i * NT + t] += p[i][0] * (e4m3_to_f32((uint8_t)(sb[i] & 0xff)) * 16384.0f) +
-                                               p[i][1] * (e4m3_to_f32((uint8_t)(sb[i] >> 8)) * 16384.0f);
+                            acc[i * NT + t] +=
+                                p[i][0] * (e4m3_to_f32((uint8_t)(sb[i] & 0xff)) * 16384.0f) +
+                                p[i][1] * (e4m3_to_f32((uint8_t)(sb[i] >> 8)) * 16384.0f);
                         }
                     }
                 }

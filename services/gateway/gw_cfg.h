@@ -7,9 +7,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/curve.h"
+
 #define GW_CFG_KEYS_MAX 16
 
 struct gw_cfg {
+    struct curve_link_cfg curve; /* --curve-secret, --curve-server-pub, --insecure-tcp */
     char host[64];            /* listen address, default 127.0.0.1 */
     int port;                 /* listen port, default 8000 (0 = any free port) */
     char sched_endpoint[256]; /* scheduler's gateway ROUTER endpoint */
@@ -20,7 +23,12 @@ struct gw_cfg {
     char api_key_file[512];   /* --api-key-file: one key per line */
     char *api_keys[GW_CFG_KEYS_MAX]; /* accepted bearer keys, from the two above (owned) */
     int n_api_keys;
-    bool auth_metrics;         /* also guard /metrics with the key, default false */
+    bool auth_metrics;                  /* also guard /metrics with the key, default false */
+    char allowed_origins[1024];         /* CORS: comma-separated origins or "*"; "" = CORS off */
+    char default_template_kwargs[2048]; /* JSON object merged under chat_template_kwargs */
+    bool exclude_tools_none;            /* tool_choice "none": leave tools out of the prompt (vLLM's
+                                           --exclude-tools-when-tool-choice-none), default false */
+    int sse_ping_ms;           /* ": ping" comment on a quiet stream, ms; 0 = off, default 10000 */
     int max_conns;             /* open connections cap, default 1024 */
     int64_t body_max;          /* request body limit, bytes, default 4 MiB */
     int64_t url_max;           /* request line (URL) limit, bytes, default 8 KiB */

@@ -50,6 +50,11 @@ static void head(struct gw_exch *x, struct gw_buf *b, int status, const char *ct
         gw_buf_printf(b, "Content-Type: %s\r\n", ctype);
     gw_buf_printf(b, "X-Request-Id: %s\r\nConnection: %s\r\n", x->req_id,
                   keep ? "keep-alive" : "close");
+    if (x->cors_origin)
+        gw_buf_printf(b,
+                      "Access-Control-Allow-Origin: %s\r\nVary: Origin\r\n"
+                      "Access-Control-Expose-Headers: X-Request-Id\r\n",
+                      x->cors_origin);
     if (extra)
         gw_buf_puts(b, extra);
 }

@@ -37,6 +37,7 @@ struct gw_exch {
     size_t body_len;
     bool keep_alive;
     char req_id[72];           /* X-Request-Id in and out */
+    const char *cors_origin;   /* Access-Control-Allow-Origin value when the origin is allowed */
     uint64_t t_start_ns;       /* request complete, monotonic */
     const char *route;         /* handler name for metrics */
     int status;                /* response status once sent */

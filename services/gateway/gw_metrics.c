@@ -1,9 +1,15 @@
 /* gw_metrics: counters and fixed-bucket histograms rendered as Prometheus text. */
 #include "gw_metrics.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/err.h"
 
 #include "common/xalloc.h"
 #include "gw_buf.h"
@@ -204,10 +210,121 @@ void gw_metrics_render(const struct gw_metrics *m, const struct gw_metrics_sched
     hist_render(&m->queue, mn, out);
     hist_render(&m->req_prompt, mn, out);
     hist_render(&m->req_gen, mn, out);
+    gw_buf_printf(out,
+                  "# HELP vllm:num_preemptions_total Preempted requests (reported by workers).\n"
+                  "# TYPE vllm:num_preemptions_total counter\n"
+                  "vllm:num_preemptions_total{model_name=\"%s\"} %llu\n"
+                  "# HELP vllm:spec_decode_num_drafts_total Speculative draft rounds.\n"
+                  "# TYPE vllm:spec_decode_num_drafts_total counter\n"
+                  "vllm:spec_decode_num_drafts_total{model_name=\"%s\"} %llu\n"
+                  "# HELP vllm:spec_decode_num_draft_tokens_total Draft tokens proposed.\n"
+                  "# TYPE vllm:spec_decode_num_draft_tokens_total counter\n"
+                  "vllm:spec_decode_num_draft_tokens_total{model_name=\"%s\"} %llu\n"
+                  "# HELP vllm:spec_decode_num_accepted_tokens_total Draft tokens accepted.\n"
+                  "# TYPE vllm:spec_decode_num_accepted_tokens_total counter\n"
+                  "vllm:spec_decode_num_accepted_tokens_total{model_name=\"%s\"} %llu\n"
+                  "# HELP vllm:spec_decode_num_accepted_tokens_per_pos_total Accepted draft "
+                  "tokens by draft position.\n"
+                  "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter\n",
+                  mn, (unsigned long long)st->num_preemptions, mn,
+                  (unsigned long long)st->spec_drafts, mn,
+                  (unsigned long long)st->spec_draft_tokens, mn,
+                  (unsigned long long)st->spec_accepted_tokens);
+    for (int i = 0; st->spec_accepted_per_pos && i < st->n_spec_pos; i++)
+        gw_buf_printf(out,
+                      "vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"%s\","
+                      "position=\"%d\"} %llu\n",
+                      mn, i, (unsigned long long)st->spec_accepted_per_pos[i]);
     gw_buf_puts(out, "# HELP http_requests_total HTTP responses by handler, method, status.\n"
                      "# TYPE http_requests_total counter\n");
     for (int i = 0; i < m->n_http; i++)
         gw_buf_printf(out, "http_requests_total{handler=\"%s\",method=\"%s\",status=\"%d\"} %llu\n",
                       m->http[i].handler, m->http[i].method, m->http[i].status,
                       (unsigned long long)m->http[i].n);
+}
+
+int gw_metrics_process_read(struct gw_metrics_proc *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->open_fds = -1;
+    int rc = 0;
+    long page = sysconf(_SC_PAGESIZE);
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long long vsz = 0, rss = 0;
+    if (f && fscanf(f, "%llu %llu", &vsz, &rss) == 2) {
+        p->vsize_bytes = (double)vsz * (double)page;
+        p->rss_bytes = (double)rss * (double)page;
+    } else {
+        rc = ERR_IO;
+    }
+    if (f)
+        fclose(f);
+    DIR *d = opendir("/proc/self/fd");
+    if (d) {
+        int n = 0;
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL)
+            if (e->d_name[0] != '.')
+                n++;
+        closedir(d);
+        p->open_fds = n - 1; /* minus the directory's own fd */
+    } else {
+        rc = ERR_IO;
+    }
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0)
+        p->cpu_seconds = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+                         (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+    /* start time: field 22 of /proc/self/stat (clock ticks after boot) + boot time */
+    f = fopen("/proc/self/stat", "r");
+    char buf[1024];
+    size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = '\0';
+    const char *q = strrchr(buf, ')');
+    unsigned long long start_ticks = 0;
+    if (q && sscanf(q + 2,
+                    "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d "
+                    "%*d %llu",
+                    &start_ticks) == 1) {
+        FILE *s = fopen("/proc/stat", "r");
+        char line[256];
+        unsigned long long btime = 0;
+        while (s && fgets(line, sizeof(line), s))
+            if (sscanf(line, "btime %llu", &btime) == 1)
+                break;
+        if (s)
+            fclose(s);
+        long hz = sysconf(_SC_CLK_TCK);
+        if (btime && hz > 0)
+            p->start_time_s = (double)btime + (double)start_ticks / (double)hz;
+    }
+    return rc;
+}
+
+void gw_metrics_render_process(const struct gw_metrics_proc *p, struct gw_buf *out)
+{
+    gw_buf_printf(out,
+                  "# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
+                  "# TYPE process_resident_memory_bytes gauge\n"
+                  "process_resident_memory_bytes %.0f\n"
+                  "# HELP process_virtual_memory_bytes Virtual memory size in bytes.\n"
+                  "# TYPE process_virtual_memory_bytes gauge\n"
+                  "process_virtual_memory_bytes %.0f\n"
+                  "# HELP process_cpu_seconds_total User and system CPU time, seconds.\n"
+                  "# TYPE process_cpu_seconds_total counter\n"
+                  "process_cpu_seconds_total %.6f\n",
+                  p->rss_bytes, p->vsize_bytes, p->cpu_seconds);
+    if (p->open_fds >= 0)
+        gw_buf_printf(out,
+                      "# HELP process_open_fds Number of open file descriptors.\n"
+                      "# TYPE process_open_fds gauge\nprocess_open_fds %d\n",
+                      p->open_fds);
+    if (p->start_time_s > 0)
+        gw_buf_printf(out,
+                      "# HELP process_start_time_seconds Start time since the epoch, seconds.\n"
+                      "# TYPE process_start_time_seconds gauge\n"
+                      "process_start_time_seconds %.2f\n",
+                      p->start_time_s);
 }

@@ -25,10 +25,20 @@
 #include "gw_sse.h"
 #include "gw_text.h"
 #include "proto/tern.pb-c.h"
+#include "text/tokenizer.h"
 
 enum gen_op {
     GEN_OP_GENERATE = 0,
     GEN_OP_TOKENIZE,
+};
+
+/* one completion token's log probability and its best alternatives */
+struct lp_entry {
+    int32_t id;
+    float logprob;
+    int n_top;
+    int32_t top_ids[GW_REQ_TOP_LOGPROBS_MAX];
+    float top_lps[GW_REQ_TOP_LOGPROBS_MAX];
 };
 
 struct gen {
@@ -58,13 +68,22 @@ struct gen {
     uint32_t prompt_tokens;
     uint64_t t_first_ns, t_last_ns;
     bool prompt_thinking; /* the rendered prompt ends inside <think> */
-    char *tools_json;     /* request tools as JSON text (arena) or NULL */
+    struct lp_entry *lps; /* logprobs of the completion tokens (malloc'd), when asked */
+    size_t n_lps, cap_lps;
+    size_t lps_sent;  /* streamed: entries already attached to a chunk */
+    size_t lp_offset; /* completions: text_offset of the next entry */
+    char *tools_json; /* request tools as JSON text (arena) or NULL */
+    /* SSE keep-alive: ": ping" when a stream was quiet for cfg->sse_ping_ms (long prefill) */
+    uv_timer_t ping;
+    bool ping_on;
+    uint64_t t_sent_ns; /* last bytes of this stream, or submit time */
 };
 
 static void gen_cleanup(void *p)
 {
     struct gen *g = p;
     free(g->ids);
+    free(g->lps);
     if (g->out_init) {
         gw_out_deinit(&g->out);
         gw_out_delta_deinit(&g->delta);
@@ -165,6 +184,119 @@ static cJSON *tool_calls_json(const struct gw_out *o)
     return arr;
 }
 
+// ---- logprobs ----
+
+static void lps_add(struct gen *g, const struct gw_sched_ev *ev)
+{
+    if (!g->req.logprobs)
+        return;
+    for (size_t i = 0; i < ev->n_ids; i++) {
+        if (g->n_lps == g->cap_lps) {
+            g->cap_lps = g->cap_lps ? 2 * g->cap_lps : 64;
+            g->lps = xrealloc(g->lps, g->cap_lps * sizeof(*g->lps));
+        }
+        struct lp_entry *e = &g->lps[g->n_lps++];
+        memset(e, 0, sizeof(*e));
+        e->id = (int32_t)ev->ids[i];
+        const Tern__TokenLogprob *lp = i < ev->n_logprobs ? ev->logprobs[i] : NULL;
+        if (!lp)
+            continue; /* the worker sent none: logprob 0, no alternatives */
+        e->logprob = lp->logprob;
+        size_t n = lp->n_top_ids < lp->n_top_logprobs ? lp->n_top_ids : lp->n_top_logprobs;
+        if (n > (size_t)g->req.top_logprobs)
+            n = (size_t)g->req.top_logprobs;
+        for (size_t k = 0; k < n; k++) {
+            e->top_ids[k] = (int32_t)lp->top_ids[k];
+            e->top_lps[k] = lp->top_logprobs[k];
+        }
+        e->n_top = (int)n;
+    }
+}
+
+/* the token's text (invalid UTF-8 of a partial byte token becomes U+FFFD) and its raw bytes */
+static void token_text(const struct gen *g, int32_t id, char *out, size_t cap, cJSON **bytes)
+{
+    size_t n = 0;
+    const char *b = tokenizer_id_to_bytes(gw_text_tokenizer(g->gw->text), id, &n);
+    if (!b)
+        n = 0;
+    if (n * 3 + 1 > cap)
+        n = (cap - 1) / 3;
+    size_t w = tokenizer_utf8_repair(b ? b : "", n, true, out, NULL);
+    out[w] = '\0';
+    if (bytes) {
+        *bytes = cJSON_CreateArray();
+        for (size_t i = 0; i < n; i++)
+            cJSON_AddItemToArray(*bytes, cJSON_CreateNumber((unsigned char)b[i]));
+    }
+}
+
+/* OpenAI chat shape: {"content":[{"token","logprob","bytes","top_logprobs":[...]}]} */
+static cJSON *lps_chat_json(const struct gen *g, size_t from, size_t to)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON *arr = cJSON_AddArrayToObject(root, "content");
+    char tok[256];
+    for (size_t i = from; i < to; i++) {
+        const struct lp_entry *e = &g->lps[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON *bytes;
+        token_text(g, e->id, tok, sizeof(tok), &bytes);
+        cJSON_AddStringToObject(o, "token", tok);
+        cJSON_AddNumberToObject(o, "logprob", e->logprob);
+        cJSON_AddItemToObject(o, "bytes", bytes);
+        cJSON *tops = cJSON_AddArrayToObject(o, "top_logprobs");
+        for (int k = 0; k < e->n_top; k++) {
+            cJSON *t = cJSON_CreateObject();
+            token_text(g, e->top_ids[k], tok, sizeof(tok), &bytes);
+            cJSON_AddStringToObject(t, "token", tok);
+            cJSON_AddNumberToObject(t, "logprob", e->top_lps[k]);
+            cJSON_AddItemToObject(t, "bytes", bytes);
+            cJSON_AddItemToArray(tops, t);
+        }
+        cJSON_AddItemToArray(arr, o);
+    }
+    return root;
+}
+
+/* legacy completions shape: tokens, token_logprobs, top_logprobs [{tok: lp}], text_offset */
+static cJSON *lps_completion_json(const struct gen *g, size_t from, size_t to, size_t *offset)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON *toks = cJSON_AddArrayToObject(root, "tokens");
+    cJSON *lps = cJSON_AddArrayToObject(root, "token_logprobs");
+    cJSON *tops = cJSON_AddArrayToObject(root, "top_logprobs");
+    cJSON *offs = cJSON_AddArrayToObject(root, "text_offset");
+    char tok[256];
+    for (size_t i = from; i < to; i++) {
+        const struct lp_entry *e = &g->lps[i];
+        token_text(g, e->id, tok, sizeof(tok), NULL);
+        cJSON_AddItemToArray(toks, cJSON_CreateString(tok));
+        cJSON_AddItemToArray(lps, cJSON_CreateNumber(e->logprob));
+        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)*offset));
+        *offset += strlen(tok);
+        cJSON *t = cJSON_CreateObject();
+        for (int k = 0; k < e->n_top; k++) {
+            char alt[256];
+            token_text(g, e->top_ids[k], alt, sizeof(alt), NULL);
+            if (!cJSON_GetObjectItemCaseSensitive(t, alt))
+                cJSON_AddNumberToObject(t, alt, e->top_lps[k]);
+        }
+        cJSON_AddItemToArray(tops, t);
+    }
+    return root;
+}
+
+/* logprobs for entries [from, to) in the request's shape, or a JSON null when not asked */
+static cJSON *lps_json(struct gen *g, size_t from, size_t to)
+{
+    if (!g->req.logprobs)
+        return cJSON_CreateNull();
+    if (g->req.kind == GW_REQ_KIND_CHAT)
+        return lps_chat_json(g, from, to);
+    return lps_completion_json(g, from, to, &g->lp_offset);
+}
+
 static void send_json_event(struct gen *g, cJSON *j)
 {
     char *s = cJSON_PrintUnformatted(j);
@@ -203,7 +335,12 @@ static void send_chunk(struct gen *g, const struct gw_out_delta *d, const char *
     } else {
         cJSON_AddStringToObject(c, "text", d && d->content.len ? d->content.data : "");
     }
-    cJSON_AddNullToObject(c, "logprobs");
+    if (g->req.logprobs && g->lps_sent < g->n_lps && (d || finish)) {
+        cJSON_AddItemToObject(c, "logprobs", lps_json(g, g->lps_sent, g->n_lps));
+        g->lps_sent = g->n_lps;
+    } else {
+        cJSON_AddNullToObject(c, "logprobs");
+    }
     if (finish)
         cJSON_AddStringToObject(c, "finish_reason", finish);
     else
@@ -217,7 +354,8 @@ static void stream_start(struct gen *g)
     if (!g->req.stream || g->x->started)
         return;
     gw_exch_stream_begin(g->x);
-    send_chunk(g, NULL, NULL, g->req.kind == GW_REQ_KIND_CHAT);
+    if (g->req.kind == GW_REQ_KIND_CHAT)
+        send_chunk(g, NULL, NULL, true); /* the first delta carries the role */
 }
 
 /* deliver what the pipeline produced: stream it or keep it */
@@ -264,7 +402,7 @@ static void respond_full(struct gen *g, const char *finish, uint32_t completion)
     } else {
         cJSON_AddStringToObject(c, "text", g->all_content.data ? g->all_content.data : "");
     }
-    cJSON_AddNullToObject(c, "logprobs");
+    cJSON_AddItemToObject(c, "logprobs", lps_json(g, 0, g->n_lps));
     cJSON_AddStringToObject(c, "finish_reason", finish);
     cJSON_AddItemToObject(j, "usage", usage_json(g->prompt_tokens, completion));
     char *s = cJSON_PrintUnformatted(j);
@@ -280,11 +418,62 @@ static double secs(uint64_t a, uint64_t b)
     return a && b >= a ? (double)(b - a) / 1e9 : -1.0;
 }
 
-static void gen_finish(struct gen *g, const char *finish, uint32_t completion, uint32_t queue_ms)
+static void ping_closed(uv_handle_t *h)
+{
+    struct gen *g = h->data;
+    gw_exch_unref(g->x); /* the timer's ref */
+}
+
+static void ping_stop(struct gen *g)
+{
+    if (!g->ping_on)
+        return;
+    g->ping_on = false;
+    uv_timer_stop(&g->ping);
+    uv_close((uv_handle_t *)&g->ping, ping_closed);
+}
+
+static void on_ping(uv_timer_t *t)
+{
+    struct gen *g = t->data;
+    struct gw_exch *x = g->x;
+    if (g->finished || x->done || !x->conn) {
+        ping_stop(g);
+        return;
+    }
+    uint64_t now = clock_now_ns();
+    uint64_t last = g->t_last_ns > g->t_sent_ns ? g->t_last_ns : g->t_sent_ns;
+    if (now - last + 1000000ull < (uint64_t)x->gw->cfg->sse_ping_ms * 1000000ull)
+        return;
+    /* quiet that long: admission is long past, so the 200 head can go now */
+    stream_start(g);
+    struct gw_buf b;
+    gw_buf_init(&b);
+    gw_sse_comment(&b, "ping");
+    gw_exch_stream_send(x, b.data, b.len);
+    gw_buf_deinit(&b);
+    g->t_sent_ns = now;
+}
+
+static void ping_start(struct gen *g)
+{
+    int ms = g->gw->cfg->sse_ping_ms;
+    if (!g->req.stream || ms <= 0)
+        return;
+    g->t_sent_ns = clock_now_ns();
+    uv_timer_init(&g->gw->loop, &g->ping);
+    g->ping.data = g;
+    gw_exch_ref(g->x);
+    g->ping_on = true;
+    uv_timer_start(&g->ping, on_ping, (uint64_t)ms, (uint64_t)(ms < 100 ? 100 : ms / 2));
+}
+
+static void gen_finish(struct gen *g, const char *finish, uint32_t completion, double queue_s)
 {
     if (g->finished)
         return;
     g->finished = true;
+    ping_stop(g);
     gw_out_flush(&g->out, &g->delta);
     if (gw_out_tool_count(&g->out) > 0 && strcmp(finish, "stop") == 0)
         finish = "tool_calls";
@@ -292,7 +481,7 @@ static void gen_finish(struct gen *g, const char *finish, uint32_t completion, u
     uint64_t now = clock_now_ns();
     gw_metrics_request(g->gw->metrics, strcmp(finish, "tool_calls") == 0 ? "stop" : finish,
                        g->prompt_tokens, completion, secs(g->x->t_start_ns, g->t_first_ns),
-                       secs(g->x->t_start_ns, now), queue_ms ? queue_ms / 1000.0 : -1.0);
+                       secs(g->x->t_start_ns, now), queue_s);
     LOG_INFO("request_done", "req=%s id=%llx finish=%s prompt_tokens=%u completion_tokens=%u",
              g->x->req_id, (unsigned long long)g->req_id, finish, g->prompt_tokens, completion);
     if (!g->req.stream) {
@@ -320,6 +509,7 @@ static void gen_fail(struct gen *g, const struct gw_sched_ev *ev)
     if (g->finished)
         return;
     g->finished = true;
+    ping_stop(g);
     gw_metrics_request(g->gw->metrics, "error", g->prompt_tokens, g->out.n_tokens, -1,
                        secs(g->x->t_start_ns, clock_now_ns()), -1);
     LOG_WARN("request_failed", "req=%s id=%llx code=%d link_lost=%d msg=\"%s\"", g->x->req_id,
@@ -391,12 +581,13 @@ static void on_sched_event(void *ctx, const struct gw_sched_ev *ev)
             gw_metrics_itl(g->gw->metrics, (double)(now - g->t_last_ns) / 1e9 / (double)ev->n_ids);
         g->t_last_ns = now;
         stream_start(g);
+        lps_add(g, ev);
         bool stop = gw_out_feed(&g->out, (const int32_t *)ev->ids, ev->n_ids, &g->delta);
         deliver(g);
         if (stop) {
             gw_sched_abort(g->gw->sched, g->req_id, "stop_string");
             g->submitted = false;
-            gen_finish(g, "stop", (uint32_t)g->out.n_tokens, 0);
+            gen_finish(g, "stop", (uint32_t)g->out.n_tokens, -1.0);
         }
         break;
     }
@@ -407,7 +598,7 @@ static void on_sched_event(void *ctx, const struct gw_sched_ev *ev)
             g->prompt_tokens = ev->prompt_tokens;
         gen_finish(g, finish_name(ev->finish_reason),
                    ev->completion_tokens ? ev->completion_tokens : (uint32_t)g->out.n_tokens,
-                   ev->queue_ms);
+                   ev->queue_ms / 1000.0);
         break;
     case GW_SCHED_EV_ERROR:
         g->submitted = false;
@@ -421,6 +612,7 @@ static void on_sched_event(void *ctx, const struct gw_sched_ev *ev)
 static void on_client_gone(struct gw_exch *x)
 {
     struct gen *g = x->ctx;
+    ping_stop(g);
     if (g->submitted) {
         gw_sched_abort(g->gw->sched, g->req_id, "client_gone");
         g->submitted = false;
@@ -512,6 +704,8 @@ static void start_generation(struct gen *g)
     sub.stop_ids = g->req.ignore_eos ? NULL : stop_ids;
     sub.n_stop_ids = g->req.ignore_eos ? 0 : n_stop_ids;
     sub.ignore_eos = g->req.ignore_eos;
+    sub.logprobs = g->req.logprobs;
+    sub.top_logprobs = (uint32_t)g->req.top_logprobs;
     sub.model = NULL;
     int rc = gw_sched_submit(gw->sched, &sub, on_sched_event, g);
     if (rc == ERR_CLOSED) {
@@ -527,6 +721,9 @@ static void start_generation(struct gen *g)
     LOG_INFO("request_submitted", "req=%s id=%llx prompt_tokens=%zu max_tokens=%lld stream=%d",
              x->req_id, (unsigned long long)g->req_id, g->n_ids, (long long)g->req.max_tokens,
              g->req.stream);
+    /* tool_choice "none": as vLLM (without --exclude-tools-when-tool-choice-none), the tools
+     * are still rendered into the prompt (gw_text_render passes the whole body), but the output
+     * is not parsed for tool calls: <tool_call> text stays in content */
     bool chat = g->req.kind == GW_REQ_KIND_CHAT;
     if (chat && g->req.tools && g->req.tool_choice != GW_TOOL_CHOICE_NONE) {
         char *tj = cJSON_PrintUnformatted(g->req.tools);
@@ -545,7 +742,9 @@ static void start_generation(struct gen *g)
         return;
     }
     /* the stream head waits for the first event, so that admission errors (queue full, no
-     * worker) still get their HTTP status and Retry-After */
+     * worker) still get their HTTP status and Retry-After; a long prefill gets ": ping"
+     * comments (and with the first one the head) every sse_ping_ms */
+    ping_start(g);
 }
 
 static void respond_tokens(struct gen *g)

@@ -377,18 +377,26 @@ int gw_req_parse(struct gw_req *r, enum gw_req_kind kind, const char *body, size
                         "'include_usage' must be a boolean");
         r->include_usage = iu && cJSON_IsTrue(iu);
     }
-    /* logprobs: not yet supported end to end */
-    cJSON *lp = field(root, "logprobs");
-    if (lp) {
-        bool want = cJSON_IsTrue(lp) || (cJSON_IsNumber(lp) && lp->valuedouble > 0);
-        if (!cJSON_IsBool(lp) && !cJSON_IsNumber(lp))
-            return fail(err, 400, "logprobs", NULL, "'logprobs' has the wrong type");
-        if (want)
-            return fail(err, 400, "logprobs", NULL, "logprobs are not supported yet");
+    /* logprobs: chat takes a boolean plus top_logprobs 0..20; completions an integer 0..5
+     * (the number of alternatives) */
+    if (kind == GW_REQ_KIND_CHAT) {
+        if ((rc = get_bool(root, "logprobs", &r->logprobs, err)))
+            return rc;
+        int64_t top = 0;
+        bool has_top = false;
+        if ((rc = get_int(root, "top_logprobs", 0, GW_REQ_TOP_LOGPROBS_MAX, &has_top, &top, err)))
+            return rc;
+        if (has_top && top > 0 && !r->logprobs)
+            return fail(err, 400, "top_logprobs", NULL, "'top_logprobs' needs 'logprobs': true");
+        r->top_logprobs = (int)top;
+    } else {
+        int64_t lpn = 0;
+        bool has_lp = false;
+        if ((rc = get_int(root, "logprobs", 0, 5, &has_lp, &lpn, err)))
+            return rc;
+        r->logprobs = has_lp;
+        r->top_logprobs = (int)lpn;
     }
-    cJSON *tlp = field(root, "top_logprobs");
-    if (tlp && cJSON_IsNumber(tlp) && tlp->valuedouble > 0)
-        return fail(err, 400, "top_logprobs", NULL, "top_logprobs are not supported yet");
     cJSON *rf = field(root, "response_format");
     if (rf) {
         cJSON *t = cJSON_IsObject(rf) ? field(rf, "type") : NULL;

@@ -11,8 +11,9 @@
 struct gw_arena;
 struct cJSON;
 
-#define GW_REQ_STOP_MAX 16      /* stop strings accepted */
-#define GW_REQ_STOP_LEN_MAX 512 /* bytes per stop string */
+#define GW_REQ_STOP_MAX 16         /* stop strings accepted */
+#define GW_REQ_STOP_LEN_MAX 512    /* bytes per stop string */
+#define GW_REQ_TOP_LOGPROBS_MAX 20 /* alternatives per token (MSG_MAX_TOP_LOGPROBS) */
 
 enum gw_req_kind {
     GW_REQ_KIND_CHAT = 0,   /* POST /v1/chat/completions */
@@ -53,6 +54,8 @@ struct gw_req {
     const char *stop[GW_REQ_STOP_MAX]; /* stop strings (arena) */
     int n_stop;
     bool ignore_eos;
+    bool logprobs;                 /* report the sampled tokens' log probabilities */
+    int top_logprobs;              /* and this many alternatives per token */
     int enable_thinking;           /* -1 = template default, 0 = off, 1 = on */
     struct cJSON *root;            /* the parsed body (freed with the arena) */
     struct cJSON *messages;        /* chat: the messages array (borrowed from root) */

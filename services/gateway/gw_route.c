@@ -88,6 +88,54 @@ static bool authorized(const struct gw *gw, const struct gw_exch *x)
     return ok;
 }
 
+/* CORS (off unless --allowed-origins): the value for Access-Control-Allow-Origin, or NULL */
+static const char *cors_allow(const struct gw *gw, const char *origin)
+{
+    const char *list = gw->cfg->allowed_origins;
+    if (!origin || !list[0])
+        return NULL;
+    size_t no = strlen(origin);
+    for (const char *p = list; *p;) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        size_t n = strcspn(p, ",");
+        size_t m = n;
+        while (m && p[m - 1] == ' ')
+            m--;
+        if (m == 1 && p[0] == '*')
+            return "*";
+        if (m && m == no && strncasecmp(p, origin, m) == 0)
+            return origin;
+        p += n;
+    }
+    return NULL;
+}
+
+/* answer a CORS preflight (OPTIONS + Origin + Access-Control-Request-Method); false when the
+ * request is not one (CORS off, or a plain OPTIONS) */
+static bool cors_preflight(struct gw *gw, struct gw_exch *x)
+{
+    const char *origin = gw_exch_header(x, "origin");
+    if (x->method != HTTP_OPTIONS || !gw->cfg->allowed_origins[0] || !origin ||
+        !gw_exch_header(x, "access-control-request-method"))
+        return false;
+    x->route = "preflight";
+    if (!x->cors_origin) {
+        gw_exch_error(x, 403, "invalid_request_error", NULL, "origin_not_allowed", NULL,
+                      "CORS origin '%.200s' is not allowed", origin);
+        return true;
+    }
+    const char *req_hdrs = gw_exch_header(x, "access-control-request-headers");
+    char hdr[1024];
+    snprintf(hdr, sizeof(hdr),
+             "Access-Control-Allow-Methods: GET, POST, OPTIONS\r\n"
+             "Access-Control-Allow-Headers: %.600s\r\nAccess-Control-Max-Age: 600\r\n",
+             req_hdrs && !strpbrk(req_hdrs, "\r\n") ? req_hdrs
+                                                    : "Authorization, Content-Type, X-Request-Id");
+    gw_exch_respond(x, 200, "text/plain", hdr, "", 0);
+    return true;
+}
+
 static void respond_json(struct gw_exch *x, int status, cJSON *j, const char *extra)
 {
     char *s = cJSON_PrintUnformatted(j);
@@ -168,10 +216,19 @@ static void handle_metrics(struct gw *gw, struct gw_exch *x)
                                   .workers_ready = st.workers_ready,
                                   .running = st.running,
                                   .waiting = st.waiting,
-                                  .kv_usage = st.kv_usage};
+                                  .kv_usage = st.kv_usage,
+                                  .num_preemptions = st.preemptions,
+                                  .spec_drafts = st.spec_drafts,
+                                  .spec_draft_tokens = st.spec_draft_tokens,
+                                  .spec_accepted_tokens = st.spec_accepted_tokens,
+                                  .spec_accepted_per_pos = st.spec_accepted_per_pos,
+                                  .n_spec_pos = st.n_spec_pos};
     struct gw_buf b;
     gw_buf_init(&b);
     gw_metrics_render(gw->metrics, &ms, &b);
+    struct gw_metrics_proc proc;
+    (void)gw_metrics_process_read(&proc); /* what could not be read is left out */
+    gw_metrics_render_process(&proc, &b);
     gw_exch_respond(x, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, b.data, b.len);
     gw_buf_deinit(&b);
 }
@@ -180,6 +237,9 @@ void gw_route_dispatch(struct gw *gw, struct gw_exch *x)
 {
     const struct route *hit = NULL;
     bool path_known = false;
+    x->cors_origin = cors_allow(gw, gw_exch_header(x, "origin"));
+    if (cors_preflight(gw, x))
+        return;
     char allow[64] = "";
     for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
         const struct route *r = &routes[i];

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/curve.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "common/msg.h"
@@ -31,6 +32,7 @@ struct call {
 struct gw_sched {
     uv_loop_t *loop;
     void *zctx;
+    struct curve_link curve; /* CURVE keys of the scheduler link */
     struct msg_sock sock;
     bool sock_open;
     uv_poll_t *poll; /* heap: freed in its close callback (fd changes on reopen) */
@@ -163,7 +165,7 @@ static void sock_close(struct gw_sched *s)
 
 static int sock_open(struct gw_sched *s)
 {
-    struct msg_sock_opts o = {.max_bytes = 0, .hwm = 10000, .linger_ms = 0};
+    struct msg_sock_opts o = {.max_bytes = 0, .hwm = 10000, .linger_ms = 0, .curve = &s->curve};
     int rc = msg_sock_connect(&s->sock, s->zctx, MSG_KIND_DEALER, s->endpoint,
                               &tern__envelope__descriptor, &o);
     if (rc < 0)
@@ -274,6 +276,13 @@ static void handle(struct gw_sched *s, Tern__Envelope *env, uint64_t now)
         s->st.running = st->running;
         s->st.waiting = st->waiting;
         s->st.kv_usage = st->kv_usage;
+        s->st.preemptions = st->has_requests_preempted ? st->requests_preempted : 0;
+        s->st.spec_drafts = st->has_spec_drafts ? st->spec_drafts : 0;
+        s->st.spec_draft_tokens = st->has_spec_draft_tokens ? st->spec_draft_tokens : 0;
+        s->st.spec_accepted_tokens = st->has_spec_accepted_tokens ? st->spec_accepted_tokens : 0;
+        s->st.n_spec_pos = 0;
+        for (size_t i = 0; i < st->n_spec_accepted_per_pos && i < GW_SCHED_SPEC_POS_MAX; i++)
+            s->st.spec_accepted_per_pos[s->st.n_spec_pos++] = st->spec_accepted_per_pos[i];
         if (st->has_max_model_len && st->max_model_len)
             s->st.max_model_len = st->max_model_len;
         if (st->model_id && st->model_id[0])
@@ -293,6 +302,8 @@ static void handle(struct gw_sched *s, Tern__Envelope *env, uint64_t now)
         ev.kind = GW_SCHED_EV_TOKENS;
         ev.ids = te->token_ids;
         ev.n_ids = te->n_token_ids;
+        ev.logprobs = te->logprobs;
+        ev.n_logprobs = te->n_logprobs;
         ev.prompt_tokens = te->has_prompt_tokens ? te->prompt_tokens : 0;
         (*pp)->cb((*pp)->ctx, &ev);
         break;
@@ -364,8 +375,10 @@ static void on_prepare(uv_prepare_t *p)
 static void on_tick(uv_timer_t *t)
 {
     struct gw_sched *s = t->data;
-    uint64_t now = clock_now_ms();
     drain(s);
+    /* read the clock after the drain: handle() stamps last_seen_ms with a later clock, and an
+     * earlier `now` made now - last_seen_ms wrap (a busy loop declared a live link dead) */
+    uint64_t now = clock_now_ms();
     if (!s->sock_open) {
         int rc = sock_open(s);
         if (rc < 0)
@@ -378,7 +391,7 @@ static void on_tick(uv_timer_t *t)
         }
         return;
     }
-    if (now - s->last_seen_ms > (uint64_t)s->dead_ms) {
+    if (now > s->last_seen_ms && now - s->last_seen_ms > (uint64_t)s->dead_ms) {
         link_lost(s, "heartbeat_timeout");
         return;
     }
@@ -394,7 +407,8 @@ static void on_tick(uv_timer_t *t)
 
 // ---- public ----
 
-struct gw_sched *gw_sched_create(uv_loop_t *loop, const char *endpoint, int dead_ms)
+struct gw_sched *gw_sched_create(uv_loop_t *loop, const char *endpoint, int dead_ms,
+                                 const struct curve_link_cfg *curve)
 {
     struct gw_sched *s = xcalloc(1, sizeof(*s));
     s->loop = loop;
@@ -412,9 +426,17 @@ struct gw_sched *gw_sched_create(uv_loop_t *loop, const char *endpoint, int dead
         free(s);
         return NULL;
     }
+    static const struct curve_link_cfg no_curve;
+    const char *eps[] = {endpoint};
+    if (curve_link_init(&s->curve, curve ? curve : &no_curve, s->zctx, false, eps, 1) < 0) {
+        msg_context_destroy(s->zctx); /* logged there: ev=curve_refused */
+        free(s);
+        return NULL;
+    }
     int rc = sock_open(s);
     if (rc < 0) {
         LOG_ERR("sched_connect_failed", "endpoint=%s err=%s", endpoint, err_str(rc));
+        curve_link_deinit(&s->curve);
         msg_context_destroy(s->zctx);
         free(s);
         return NULL;
@@ -458,6 +480,7 @@ void gw_sched_destroy(struct gw_sched *s)
         }
     if (s->sock_open)
         msg_sock_close(&s->sock);
+    curve_link_deinit(&s->curve);
     msg_context_destroy(s->zctx);
     free(s);
 }
@@ -500,6 +523,10 @@ int gw_sched_submit(struct gw_sched *s, const struct gw_sched_submit *sub, gw_sc
     sp.repetition_penalty = sub->repetition_penalty;
     sp.has_seed = sub->has_seed;
     sp.seed = sub->seed;
+    sp.has_logprobs = sub->logprobs;
+    sp.logprobs = sub->logprobs;
+    sp.has_top_logprobs = sub->logprobs;
+    sp.top_logprobs = sub->top_logprobs;
     m.sampling = &sp;
     env.req_id = sub->req_id;
     env.body_case = TERN__ENVELOPE__BODY_SUBMIT;

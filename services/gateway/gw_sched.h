@@ -12,6 +12,7 @@
 #include <uv.h>
 
 struct gw_sched;
+struct Tern__TokenLogprob;
 
 enum gw_sched_ev_kind {
     GW_SCHED_EV_TOKENS = 0, /* new tokens */
@@ -24,6 +25,8 @@ struct gw_sched_ev {
     enum gw_sched_ev_kind kind;
     const uint32_t *ids; /* TOKENS: token ids */
     size_t n_ids;
+    struct Tern__TokenLogprob *const *logprobs; /* TOKENS: one per id when asked, else NULL */
+    size_t n_logprobs;
     uint32_t prompt_tokens;     /* TOKENS (first event) and FINISH; 0 = unknown */
     uint32_t completion_tokens; /* FINISH */
     int finish_reason;          /* FINISH: TERN__FINISH_REASON__* */
@@ -38,6 +41,8 @@ struct gw_sched_ev {
 typedef void (*gw_sched_ev_cb)(void *ctx, const struct gw_sched_ev *ev);
 
 /* Latest status of the scheduler (zeros until known). */
+#define GW_SCHED_SPEC_POS_MAX 16 /* draft positions kept for /metrics */
+
 struct gw_sched_status {
     bool up; /* hello answered and heartbeats fresh */
     bool draining;
@@ -45,13 +50,21 @@ struct gw_sched_status {
     uint32_t running;
     uint32_t waiting;
     double kv_usage;        /* 0..1 */
+    uint64_t preemptions;   /* requests preempted since scheduler start */
     uint32_t max_model_len; /* 0 = unknown */
     char model_id[128];     /* "" = unknown */
     uint64_t snapshot_ms;   /* clock_now_ms() of the last StatusSnapshot, 0 = never */
+    /* MTP speculative decoding totals (StatusSnapshot fields 40-43; 0 from older schedulers) */
+    uint64_t spec_drafts, spec_draft_tokens, spec_accepted_tokens;
+    uint64_t spec_accepted_per_pos[GW_SCHED_SPEC_POS_MAX];
+    int n_spec_pos;
 };
 
-/* Connect (asynchronously) to endpoint; dead_ms: silence before the link counts as down. */
-struct gw_sched *gw_sched_create(uv_loop_t *loop, const char *endpoint, int dead_ms);
+struct curve_link_cfg;
+/* Connect (asynchronously) to endpoint; dead_ms: silence before the link counts as down.
+ * curve: the CURVE flags (common/curve.h), may be NULL. */
+struct gw_sched *gw_sched_create(uv_loop_t *loop, const char *endpoint, int dead_ms,
+                                 const struct curve_link_cfg *curve);
 /* Closes its handles; call before closing the loop (runs the loop's close callbacks). */
 void gw_sched_destroy(struct gw_sched *s);
 
@@ -69,6 +82,8 @@ struct gw_sched_submit {
     const uint32_t *stop_ids;
     size_t n_stop_ids;
     bool ignore_eos;
+    bool logprobs;
+    uint32_t top_logprobs;
     const char *model;
 };
 int gw_sched_submit(struct gw_sched *s, const struct gw_sched_submit *sub, gw_sched_ev_cb cb,

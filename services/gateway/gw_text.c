@@ -18,6 +18,8 @@ struct gw_text {
     struct tokenizer *tok;
     struct chat_template *tmpl;
     int32_t im_end, endoftext;
+    cJSON *default_kwargs;   /* server-wide template kwargs or NULL (read-only after startup) */
+    bool exclude_tools_none; /* tool_choice "none" renders without tools */
 };
 
 struct gw_text *gw_text_create(const char *dir, char *err, size_t errlen)
@@ -28,11 +30,11 @@ struct gw_text *gw_text_create(const char *dir, char *err, size_t errlen)
     t->tok = tokenizer_create_from_file(path, err, errlen);
     if (!t->tok)
         goto out_free;
-    snprintf(path, sizeof(path), "%s/tokenizer_config.json", dir);
+    /* chat_template.jinja wins over tokenizer_config.json's chat_template, as in transformers */
     struct jinja_error je = {0};
-    t->tmpl = chat_template_load(path, &je);
+    t->tmpl = chat_template_load_dir(dir, &je);
     if (!t->tmpl) {
-        snprintf(err, errlen, "chat template %s: %s", path, je.msg);
+        snprintf(err, errlen, "chat template in %s: %s", dir, je.msg);
         goto out_tok;
     }
     t->im_end = tokenizer_eos_id(t->tok);
@@ -51,7 +53,28 @@ void gw_text_destroy(struct gw_text *t)
         return;
     chat_template_destroy(t->tmpl);
     tokenizer_destroy(t->tok);
+    cJSON_Delete(t->default_kwargs);
     free(t);
+}
+
+void gw_text_set_exclude_tools_when_none(struct gw_text *t, bool exclude)
+{
+    t->exclude_tools_none = exclude;
+}
+
+int gw_text_set_default_kwargs(struct gw_text *t, const char *json)
+{
+    cJSON_Delete(t->default_kwargs);
+    t->default_kwargs = NULL;
+    if (!json || !json[0])
+        return 0;
+    t->default_kwargs = cJSON_Parse(json);
+    if (!t->default_kwargs || !cJSON_IsObject(t->default_kwargs)) {
+        cJSON_Delete(t->default_kwargs);
+        t->default_kwargs = NULL;
+        return ERR_INVAL;
+    }
+    return 0;
 }
 
 struct tokenizer *gw_text_tokenizer(const struct gw_text *t)
@@ -62,15 +85,23 @@ struct tokenizer *gw_text_tokenizer(const struct gw_text *t)
 int gw_text_render(const struct gw_text *t, const struct gw_req *r, char **out, size_t *n,
                    char *err, size_t errlen)
 {
-    /* enable_thinking from reasoning_effort rides in the default kwargs (the request's own
-     * chat_template_kwargs still win, as in vLLM) */
-    cJSON *defaults = NULL;
+    /* defaults = the server's --default-chat-template-kwargs, then enable_thinking from
+     * reasoning_effort; the request's own chat_template_kwargs still win (as in vLLM) */
+    cJSON *defaults = t->default_kwargs ? cJSON_Duplicate(t->default_kwargs, true) : NULL;
     if (r->enable_thinking >= 0) {
-        defaults = cJSON_CreateObject();
+        if (!defaults)
+            defaults = cJSON_CreateObject();
+        cJSON_DeleteItemFromObjectCaseSensitive(defaults, "enable_thinking");
         cJSON_AddBoolToObject(defaults, "enable_thinking", r->enable_thinking != 0);
     }
     struct jinja_error je = {0};
-    int rc = chat_template_render_cjson(t->tmpl, r->root, defaults, out, n, &je);
+    cJSON *body = NULL; /* the request without "tools", when they are left out */
+    if (t->exclude_tools_none && r->tools && r->tool_choice == GW_TOOL_CHOICE_NONE) {
+        body = cJSON_Duplicate(r->root, true);
+        cJSON_DeleteItemFromObjectCaseSensitive(body, "tools");
+    }
+    int rc = chat_template_render_cjson(t->tmpl, body ? body : r->root, defaults, out, n, &je);
+    cJSON_Delete(body);
     cJSON_Delete(defaults);
     if (rc < 0)
         snprintf(err, errlen, "%s", je.msg[0] ? je.msg : "cannot render the chat template");

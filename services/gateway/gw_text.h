@@ -16,6 +16,12 @@ struct tokenizer;
  * reason in err. */
 struct gw_text *gw_text_create(const char *dir, char *err, size_t errlen);
 void gw_text_destroy(struct gw_text *t);
+/* Server-wide template kwargs (a JSON object, e.g. {"enable_thinking":false}); a request's own
+ * chat_template_kwargs win over them. NULL/"" clears. 0 or ERR_INVAL (not a JSON object). */
+int gw_text_set_default_kwargs(struct gw_text *t, const char *json);
+/* tool_choice "none": true = render without the tools; false (default) = render them anyway and
+ * only skip tool-call parsing, as vLLM does by default. */
+void gw_text_set_exclude_tools_when_none(struct gw_text *t, bool exclude);
 struct tokenizer *gw_text_tokenizer(const struct gw_text *t);
 
 /* Render a chat request (messages, tools, template kwargs, enable_thinking) to prompt text with

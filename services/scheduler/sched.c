@@ -18,8 +18,8 @@
 #include "common/sdnotify.h"
 #include "common/xalloc.h"
 
-#define SCHED_POLL_MAX_MS 20     /* timers run at least this often */
-#define SCHED_RECV_BATCH 512     /* frames per socket per loop turn */
+#define SCHED_POLL_MAX_MS 20 /* timers run at least this often */
+#define SCHED_RECV_BATCH 512 /* frames per socket per loop turn */
 
 static uint64_t random_u64(void)
 {
@@ -48,13 +48,21 @@ static bool warn_ok(struct sched *s)
     return true;
 }
 
+int sched_send_raw(struct sched *s, bool to_worker, const struct msg_peer *to,
+                   const Tern__Envelope *env)
+{
+    if (s->transport.send)
+        return s->transport.send(s->transport.ctx, to_worker, to, &env->base);
+    return msg_send(to_worker ? &s->wk_sock : &s->gw_sock, to, &env->base);
+}
+
 int sched_send_gw(struct sched *s, int gw, const Tern__Envelope *env)
 {
     if (gw < 0 || gw >= SCHED_MAX_GATEWAYS || !s->gws[gw].used)
         return ERR_CLOSED;
-    int rc = msg_send(&s->gw_sock, &s->gws[gw].peer, &env->base);
+    int rc = sched_send_raw(s, false, &s->gws[gw].peer, env);
     if (rc == ERR_CLOSED) {
-        s->gws[gw].hb.last_seen_ms = 0;   /* its connection is gone for good: lost next tick */
+        s->gws[gw].hb.last_seen_ms = 0; /* its connection is gone for good: lost next tick */
         s->gws[gw].disconnected = true;
     }
     if (rc < 0 && warn_ok(s))
@@ -65,9 +73,9 @@ int sched_send_gw(struct sched *s, int gw, const Tern__Envelope *env)
 
 int sched_send_wk(struct sched *s, struct sched_worker *w, const Tern__Envelope *env)
 {
-    int rc = msg_send(&s->wk_sock, &w->peer, &env->base);
+    int rc = sched_send_raw(s, true, &w->peer, env);
     if (rc == ERR_CLOSED) {
-        w->hb.last_seen_ms = 0;   /* a reconnect comes with a new routing id: lost next tick */
+        w->hb.last_seen_ms = 0; /* a reconnect comes with a new routing id: lost next tick */
         w->disconnected = true;
     }
     if (rc < 0 && warn_ok(s))
@@ -85,14 +93,15 @@ void sched_reply_error(struct sched *s, struct msg_sock *sock, const struct msg_
     e.has_code = true;
     e.code = code;
     e.message = (char *)msg;
-    if (code == TERN__ERROR_CODE__ERROR_CODE_QUEUE_FULL || code == TERN__ERROR_CODE__ERROR_CODE_NO_WORKER ||
+    if (code == TERN__ERROR_CODE__ERROR_CODE_QUEUE_FULL ||
+        code == TERN__ERROR_CODE__ERROR_CODE_NO_WORKER ||
         code == TERN__ERROR_CODE__ERROR_CODE_DRAINING) {
         e.has_retry_after_ms = true;
         e.retry_after_ms = (uint32_t)s->cfg->retry_after_ms;
     }
     env.body_case = TERN__ENVELOPE__BODY_ERROR;
     env.error = &e;
-    int rc = msg_send(sock, to, &env.base);
+    int rc = sched_send_raw(s, sock == &s->wk_sock, to, &env);
     if (rc < 0 && warn_ok(s))
         LOG_WARN("send_failed", "req=%016" PRIx64 " err=%s suppressed=%u", req_id, err_str(rc),
                  s->warn_suppressed);
@@ -121,7 +130,7 @@ static void release_placement(struct sched *s, struct sched_req *r)
     if (w->pool)
         sched_pool_seq_free(w->pool, &r->seq);
     else
-        sched_pool_seq_init(&r->seq);   /* the pool died with the worker */
+        sched_pool_seq_init(&r->seq); /* the pool died with the worker */
     if (w->state == SCHED_WORKER_STATE_READY && r->n_prefilled > 0) {
         if (w->n_frees == w->cap_frees) {
             w->cap_frees = w->cap_frees ? 2 * w->cap_frees : 16;
@@ -152,7 +161,33 @@ void sched_req_requeue(struct sched *s, struct sched_req *r)
     r->n_blocks_sent = 0;
     r->n_generated = 0;
     r->n_granted = 0;
+    r->n_resume = 0;
     r->n_stop = r->n_stop_user;
+    sched_queue_push_front(s, r);
+}
+
+void sched_req_preempt(struct sched *s, struct sched_req *r)
+{
+    struct sched_worker *w = &s->workers[r->worker];
+    LOG_INFO("req_preempt", "req=%016" PRIx64 " worker=%s generated=%u blocks=%u", r->id, w->id,
+             r->n_generated, r->seq.n_blocks);
+    r->fence_worker = r->worker;
+    r->fence_step = w->step_id; /* its plans so far may still report: not back there before */
+    release_placement(s, r);
+    /* resume later by prefilling the prompt and every token already sent */
+    r->n_resume = r->n_generated;
+    free(r->resume_ids);
+    r->resume_ids = NULL;
+    if (r->n_resume) {
+        r->resume_ids = xmalloc(sizeof(uint32_t) * (r->n_prompt + r->n_resume));
+        memcpy(r->resume_ids, r->prompt, sizeof(uint32_t) * r->n_prompt);
+        memcpy(r->resume_ids + r->n_prompt, r->gen, sizeof(uint32_t) * r->n_resume);
+    }
+    r->n_prefilled = 0;
+    r->n_blocks_sent = 0;
+    r->n_granted = 0;
+    r->n_stop = r->n_stop_user;
+    s->n_preempted++;
     sched_queue_push_front(s, r);
 }
 
@@ -207,7 +242,7 @@ void sched_req_finish(struct sched *s, struct sched_req *r, Tern__FinishReason r
     env.body_case = TERN__ENVELOPE__BODY_FINISH;
     env.finish = &f;
     if (r->gw >= 0)
-        (void)sched_send_gw(s, r->gw, &env);   /* failure logged there; the request ends anyway */
+        (void)sched_send_gw(s, r->gw, &env); /* failure logged there; the request ends anyway */
     s->n_finished++;
     if (reason == TERN__FINISH_REASON__FINISH_REASON_ABORT)
         s->n_aborted++;
@@ -228,7 +263,8 @@ void sched_req_fail(struct sched *s, struct sched_req *r, Tern__ErrorCode code, 
     e.code = code;
     e.message = (char *)msg;
     e.usage = &u;
-    if (code == TERN__ERROR_CODE__ERROR_CODE_NO_WORKER || code == TERN__ERROR_CODE__ERROR_CODE_DRAINING ||
+    if (code == TERN__ERROR_CODE__ERROR_CODE_NO_WORKER ||
+        code == TERN__ERROR_CODE__ERROR_CODE_DRAINING ||
         code == TERN__ERROR_CODE__ERROR_CODE_QUEUE_FULL) {
         e.has_retry_after_ms = true;
         e.retry_after_ms = (uint32_t)s->cfg->retry_after_ms;
@@ -236,7 +272,7 @@ void sched_req_fail(struct sched *s, struct sched_req *r, Tern__ErrorCode code, 
     env.body_case = TERN__ENVELOPE__BODY_ERROR;
     env.error = &e;
     if (r->gw >= 0)
-        (void)sched_send_gw(s, r->gw, &env);   /* failure logged there; the request ends anyway */
+        (void)sched_send_gw(s, r->gw, &env); /* failure logged there; the request ends anyway */
     s->n_failed++;
     LOG_WARN("req_error", "req=%016" PRIx64 " code=%d completion=%u msg=\"%s\"", r->id, (int)code,
              r->n_generated, msg);
@@ -255,11 +291,16 @@ int sched_init(struct sched *s, const struct sched_cfg *cfg)
     s->zctx = msg_context_create();
     if (!s->zctx)
         return -errno;
-    int rc = msg_sock_bind(&s->gw_sock, s->zctx, MSG_KIND_ROUTER, cfg->gateway_endpoint,
+    const char *eps[] = {cfg->gateway_endpoint, cfg->worker_endpoint};
+    int rc = curve_link_init(&s->curve, &cfg->curve, s->zctx, true, eps, 2); /* ZAP first */
+    if (rc < 0)
+        goto out_ctx; /* logged there: ev=curve_refused */
+    o.curve = &s->curve;
+    rc = msg_sock_bind(&s->gw_sock, s->zctx, MSG_KIND_ROUTER, cfg->gateway_endpoint,
                            &tern__envelope__descriptor, &o);
     if (rc < 0) {
         LOG_ERR("bind_failed", "endpoint=%s err=%s", cfg->gateway_endpoint, err_str(rc));
-        goto out_ctx;
+        goto out_curve;
     }
     rc = msg_sock_bind(&s->wk_sock, s->zctx, MSG_KIND_ROUTER, cfg->worker_endpoint,
                        &tern__envelope__descriptor, &o);
@@ -273,10 +314,32 @@ int sched_init(struct sched *s, const struct sched_cfg *cfg)
     return 0;
 out_gw:
     msg_sock_close(&s->gw_sock);
+out_curve:
+    curve_link_deinit(&s->curve);
 out_ctx:
     msg_context_destroy(s->zctx);
     s->zctx = NULL;
     return rc;
+}
+
+int sched_init_local(struct sched *s, const struct sched_cfg *cfg, const struct sched_transport *t)
+{
+    memset(s, 0, sizeof *s);
+    s->cfg = cfg;
+    s->transport = *t;
+    s->instance = random_u64();
+    s->t_start_ms = clock_now_ms();
+    s->reqs = sched_reqs_create();
+    return 0;
+}
+
+void sched_turn(struct sched *s, uint64_t now_ms)
+{
+    sched_gw_tick(s, now_ms);
+    sched_wk_tick(s, now_ms);
+    sched_gw_expire_queue(s, now_ms);
+    sched_batch_place(s, now_ms);
+    sched_batch_plan_all(s);
 }
 
 void sched_deinit(struct sched *s)
@@ -295,6 +358,7 @@ void sched_deinit(struct sched *s)
     }
     msg_sock_close(&s->wk_sock);
     msg_sock_close(&s->gw_sock);
+    curve_link_deinit(&s->curve);
     msg_context_destroy(s->zctx);
     s->zctx = NULL;
 }
@@ -338,7 +402,7 @@ static void drain_start(struct sched *s, uint64_t now)
 {
     s->draining = true;
     s->drain_deadline_ms = now + (uint64_t)s->cfg->drain_timeout_ms;
-    (void)sdnotify_stopping();   /* no-op outside systemd */
+    (void)sdnotify_stopping(); /* no-op outside systemd */
     LOG_INFO("drain_start", "requests=%u queued=%u deadline_ms=%d", sched_reqs_count(s->reqs),
              s->n_queued, s->cfg->drain_timeout_ms);
 }
@@ -362,14 +426,15 @@ int sched_run(struct sched *s, volatile sig_atomic_t *stop)
             if (now >= s->drain_deadline_ms) {
                 uint32_t n = sched_reqs_count(s->reqs);
                 while (sched_reqs_count(s->reqs))
-                    sched_req_fail(s, sched_reqs_at(s->reqs, 0), TERN__ERROR_CODE__ERROR_CODE_DRAINING,
+                    sched_req_fail(s, sched_reqs_at(s->reqs, 0),
+                                   TERN__ERROR_CODE__ERROR_CODE_DRAINING,
                                    "scheduler shutting down");
                 LOG_WARN("drain_done", "result=deadline failed=%u", n);
                 return 0;
             }
         }
         if (wd_ms && now - wd_at >= wd_ms) {
-            (void)sdnotify_watchdog();   /* no-op outside systemd */
+            (void)sdnotify_watchdog(); /* no-op outside systemd */
             wd_at = now;
         }
         int rc = zmq_poll(items, 2, SCHED_POLL_MAX_MS);
@@ -384,11 +449,6 @@ int sched_run(struct sched *s, volatile sig_atomic_t *stop)
             if (items[1].revents & ZMQ_POLLIN)
                 pump(s, &s->wk_sock, false);
         }
-        now = clock_now_ms();
-        sched_gw_tick(s, now);
-        sched_wk_tick(s, now);
-        sched_gw_expire_queue(s, now);
-        sched_batch_place(s, now);
-        sched_batch_plan_all(s);
+        sched_turn(s, clock_now_ms());
     }
 }

@@ -1,8 +1,10 @@
 /* sched_batch: placement (queue -> worker) and step plans (continuous batching).
  * Placement is FIFO: the head request goes to the ready worker with the most free KV blocks
- * that can hold it now; if none can, everyone behind it waits. A placed request reserves its
- * slot and the blocks for prompt + max_new tokens up front (no preemption needed; the exact
- * accounting replaces this, see sched_pool.h).
+ * that can hold it now; if none can, everyone behind it waits. A placed request takes a slot and
+ * the blocks of its prefill; each decode grant grows its blocks, and when the pool is short the
+ * youngest request on the worker is preempted (its tokens so far are kept and prefilled again on
+ * its next placement). --reserve-full takes prompt + max_new up front instead (no preemption).
+ * The exact hybrid accounting replaces sched_pool behind the same interface.
  * Plans per worker, up to SCHED_PLANS_INFLIGHT in flight so that the next one waits at the worker
  * while the current one runs: decodes first (each granted up to decode_steps steps, run back to
  * back by the worker, positions counting the steps already granted), then prefill chunks under
@@ -39,18 +41,36 @@ static bool vocab_ok(const struct sched_req *r, const struct sched_worker *w)
     return true;
 }
 
+/* KV tokens a placement takes now: everything up front, or just the prefill (lazy). */
+static uint32_t place_tokens(const struct sched *s, const struct sched_req *r, uint32_t max_new)
+{
+    return s->cfg->reserve_full ? r->n_prompt + max_new : r->n_prompt + r->n_resume;
+}
+
+/* Lazy mode keeps one block of growth room per running sequence free at admission, so that a
+ * new request does not immediately force a preemption. */
+static bool room_now(const struct sched *s, const struct sched_worker *w, uint32_t tokens)
+{
+    uint32_t need = sched_pool_blocks_for(w->pool, tokens);
+    if (!s->cfg->reserve_full)
+        need += w->n_running;
+    return sched_pool_slots_used(w->pool) < sched_pool_slots_total(w->pool) &&
+           need <= sched_pool_blocks_free(w->pool);
+}
+
 static void place(struct sched *s, struct sched_req *r, struct sched_worker *w, uint32_t max_new,
                   uint64_t now_ms)
 {
-    int rc = sched_pool_seq_alloc(w->pool, r->n_prompt + max_new, &r->seq);
+    int rc = sched_pool_seq_alloc(w->pool, place_tokens(s, r, max_new), &r->seq);
     if (rc < 0)
-        return;   /* checked by the caller with sched_pool_can_fit */
+        return; /* checked by the caller with room_now */
     sched_queue_remove(s, r);
     r->worker = sched_wk_index(s, w);
     r->state = SCHED_REQ_STATE_PREFILL;
     r->max_new = max_new;
     r->n_prefilled = 0;
     r->n_blocks_sent = 0;
+    r->fence_worker = -1;
     r->t_placed_ms = now_ms;
     if (!r->ignore_eos && w->n_eos) {
         r->stop_ids = xrealloc(r->stop_ids, sizeof(uint32_t) * (r->n_stop_user + w->n_eos));
@@ -58,11 +78,13 @@ static void place(struct sched *s, struct sched_req *r, struct sched_worker *w, 
         r->n_stop = r->n_stop_user + w->n_eos;
     }
     w->n_running++;
-    s->prompt_tokens_total += r->n_prompt;
+    if (r->n_resume == 0)
+        s->prompt_tokens_total += r->n_prompt;
     sched_check_pools(s);
-    LOG_INFO("req_placed", "req=%016" PRIx64 " worker=%s prompt=%u max_new=%u blocks=%u slot=%d "
-             "wait_ms=%" PRIu64,
-             r->id, w->id, r->n_prompt, max_new, r->seq.n_blocks, (int)r->seq.slot,
+    LOG_INFO("req_placed",
+             "req=%016" PRIx64 " worker=%s prompt=%u resumed=%u max_new=%u "
+             "blocks=%u slot=%d wait_ms=%" PRIu64,
+             r->id, w->id, r->n_prompt, r->n_resume, max_new, r->seq.n_blocks, (int)r->seq.slot,
              now_ms - r->t_submit_ms);
 }
 
@@ -84,8 +106,10 @@ void sched_batch_place(struct sched *s, uint64_t now_ms)
                 !sched_pool_can_ever_fit(w->pool, r->n_prompt + max_new))
                 continue;
             could_ever = true;
-            if (w->n_running >= w->max_seqs || w->n_running >= sched_pool_slots_total(w->pool) ||
-                !sched_pool_can_fit(w->pool, r->n_prompt + max_new))
+            if (r->fence_worker == i && w->step_done < r->fence_step)
+                continue; /* its old plans there may still report */
+            if (max_new <= r->n_resume || w->n_running >= w->max_seqs ||
+                !room_now(s, w, place_tokens(s, r, max_new)))
                 continue;
             if (!best || sched_pool_blocks_free(w->pool) > sched_pool_blocks_free(best->pool)) {
                 best = w;
@@ -95,7 +119,7 @@ void sched_batch_place(struct sched *s, uint64_t now_ms)
         if (best) {
             place(s, r, best, best_new, now_ms);
             if (r->worker < 0)
-                return;   /* allocation refused: keep FIFO order, try next turn */
+                return; /* allocation refused: keep FIFO order, try next turn */
             continue;
         }
         bool any_ready = false;
@@ -106,7 +130,7 @@ void sched_batch_place(struct sched *s, uint64_t now_ms)
                            "prompt does not fit any worker (max_model_len, vocabulary or pool)");
             continue;
         }
-        return;   /* head waits for room; FIFO */
+        return; /* head waits for room; FIFO */
     }
 }
 
@@ -139,6 +163,29 @@ static void fill_sampling(Tern__SamplingParams *p, const struct sched_sampling *
     p->top_logprobs = x->top_logprobs;
 }
 
+/* Make room in r's block table for `steps` decode steps; returns the steps granted (maybe
+ * fewer, 0 when r itself had to be preempted). mine: w's requests, oldest first. */
+static uint32_t grow_for_decode(struct sched *s, struct sched_worker *w, struct sched_req *r,
+                                uint32_t steps, struct sched_req **mine, uint32_t n_mine)
+{
+    int idx = sched_wk_index(s, w);
+    uint32_t base = r->n_prompt + r->n_generated + r->n_granted - 1; /* KV filled before */
+    for (;;) {
+        if (sched_pool_seq_grow(w->pool, &r->seq, base + steps) == 0)
+            return steps;
+        uint32_t cap = r->seq.n_blocks * w->block_tokens;
+        if (cap > base)
+            return cap - base; /* what the blocks it has still hold */
+        struct sched_req *victim = NULL;
+        for (uint32_t k = n_mine; k-- > 0 && !victim;)
+            if (mine[k]->worker == idx)
+                victim = mine[k];
+        sched_req_preempt(s, victim); /* the youngest; r itself at worst */
+        if (victim == r)
+            return 0;
+    }
+}
+
 static void plan_worker(struct sched *s, struct sched_worker *w)
 {
     if (w->n_running == 0 && w->n_frees == 0)
@@ -157,24 +204,28 @@ static void plan_worker(struct sched *s, struct sched_worker *w)
     Tern__SeqWork *work = xmalloc(sizeof *work * (n_mine ? n_mine : 1));
     Tern__SeqWork **wp = xmalloc(sizeof *wp * (n_mine ? n_mine : 1));
     Tern__SamplingParams *sp = xmalloc(sizeof *sp * (n_mine ? n_mine : 1));
-    uint32_t *chunk = xcalloc(n_mine ? n_mine : 1, sizeof *chunk);   /* prefill advance */
-    uint32_t *grant = xcalloc(n_mine ? n_mine : 1, sizeof *grant);   /* decode steps granted */
+    uint32_t *chunk = xcalloc(n_mine ? n_mine : 1, sizeof *chunk); /* prefill advance */
+    uint32_t *grant = xcalloc(n_mine ? n_mine : 1, sizeof *grant); /* decode steps granted */
     struct sched_req **who = xmalloc(sizeof *who * (n_mine ? n_mine : 1));
     uint32_t n_work = 0;
     uint64_t budget = s->cfg->max_step_tokens;
     if (w->max_step_tokens < budget)
         budget = w->max_step_tokens;
 
-    /* decodes first */
+    /* decodes first, oldest first; KV grows per grant, the youngest is preempted when short */
     for (uint32_t i = 0; i < n_mine && budget > 0; i++) {
         struct sched_req *r = mine[i];
-        if (r->state != SCHED_REQ_STATE_DECODE || r->n_generated + r->n_granted >= r->max_new)
+        if (r->worker != idx || r->state != SCHED_REQ_STATE_DECODE ||
+            r->n_generated + r->n_granted >= r->max_new)
             continue;
-        Tern__SeqWork *x = &work[n_work];
-        tern__seq_work__init(x);
         uint32_t steps = r->max_new - r->n_generated - r->n_granted;
         if (steps > (uint32_t)s->cfg->decode_steps)
             steps = (uint32_t)s->cfg->decode_steps;
+        steps = grow_for_decode(s, w, r, steps, mine, n_mine);
+        if (steps == 0)
+            continue;
+        Tern__SeqWork *x = &work[n_work];
+        tern__seq_work__init(x);
         x->req_id = r->id;
         x->has_req_id = x->has_slot = x->has_pos = x->has_decode_steps = true;
         x->slot = (uint32_t)r->seq.slot;
@@ -193,9 +244,11 @@ static void plan_worker(struct sched *s, struct sched_worker *w)
     /* then prefill chunks, oldest placement first */
     for (uint32_t i = 0; i < n_mine && budget > 0; i++) {
         struct sched_req *r = mine[i];
-        if (r->state != SCHED_REQ_STATE_PREFILL || r->n_prefilled >= r->n_prompt)
+        uint32_t len = r->n_prompt + r->n_resume; /* this placement's prefill */
+        if (r->worker != idx || r->state != SCHED_REQ_STATE_PREFILL || r->n_prefilled >= len)
             continue;
-        uint32_t n = r->n_prompt - r->n_prefilled;
+        const uint32_t *ids = r->n_resume ? r->resume_ids : r->prompt;
+        uint32_t n = len - r->n_prefilled;
         if (n > budget)
             n = (uint32_t)budget;
         Tern__SeqWork *x = &work[n_work];
@@ -205,9 +258,9 @@ static void plan_worker(struct sched *s, struct sched_worker *w)
         x->slot = (uint32_t)r->seq.slot;
         x->pos = r->n_prefilled;
         x->n_chunk_ids = n;
-        x->chunk_ids = r->prompt + r->n_prefilled;
+        x->chunk_ids = (uint32_t *)ids + r->n_prefilled;
         x->new_seq = r->n_prefilled == 0;
-        x->sample = r->n_prefilled + n == r->n_prompt;
+        x->sample = r->n_prefilled + n == len;
         if (r->n_blocks_sent != r->seq.n_blocks) {
             x->n_block_table = r->seq.n_blocks;
             x->block_table = r->seq.blocks;
@@ -218,7 +271,7 @@ static void plan_worker(struct sched *s, struct sched_worker *w)
             x->n_stop_ids = r->n_stop;
             x->stop_ids = r->stop_ids;
             x->has_max_new = true;
-            x->max_new = r->max_new;
+            x->max_new = r->max_new - r->n_resume; /* counted from this placement's start */
         }
         chunk[n_work] = n;
         who[n_work] = r;
@@ -239,7 +292,7 @@ static void plan_worker(struct sched *s, struct sched_worker *w)
         plan.seqs = wp;
         env.body_case = TERN__ENVELOPE__BODY_STEP_PLAN;
         env.step_plan = &plan;
-        if (sched_send_wk(s, w, &env) == 0) {   /* on failure nothing moves; next turn retries */
+        if (sched_send_wk(s, w, &env) == 0) { /* on failure nothing moves; next turn retries */
             w->step_id++;
             w->n_inflight++;
             w->plan_first_seen[w->step_id % SCHED_PLANS_INFLIGHT] = false;

@@ -7,6 +7,7 @@
 
 #include "common/cfg.h"
 #include "common/err.h"
+#include "common/kv_plan.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 
@@ -14,6 +15,7 @@
 #define S(field) sizeof(((struct sched_cfg *)0)->field)
 
 static const struct cfg_opt OPTS[] = {
+    CURVE_CFG_OPTS(struct sched_cfg, curve),
     {"gateway-endpoint", "TERN_SCHED_GATEWAY_ENDPOINT", CFG_TYPE_STR, F(gateway_endpoint),
      S(gateway_endpoint), 0, 0, "ROUTER for gateways (ipc://PATH or tcp://HOST:PORT)"},
     {"worker-endpoint", "TERN_SCHED_WORKER_ENDPOINT", CFG_TYPE_STR, F(worker_endpoint),
@@ -34,10 +36,36 @@ static const struct cfg_opt OPTS[] = {
      3600000, "SIGTERM drain deadline, ms (30000)"},
     {"max-msg-bytes", "TERN_MAX_MSG_BYTES", CFG_TYPE_INT, F(max_msg_bytes), 0, 4096, 1 << 30,
      "frame cap, bytes (8388608)"},
-    {"retry-after-ms", "TERN_SCHED_RETRY_AFTER_MS", CFG_TYPE_INT, F(retry_after_ms), 0, 0,
-     3600000, "Retry-After hint, ms (1000)"},
+    {"retry-after-ms", "TERN_SCHED_RETRY_AFTER_MS", CFG_TYPE_INT, F(retry_after_ms), 0, 0, 3600000,
+     "Retry-After hint, ms (1000)"},
     {"check-pool", "TERN_SCHED_CHECK_POOL", CFG_TYPE_BOOL, F(check_pool), 0, 0, 0,
      "check pool invariants after every change (false)"},
+    {"reserve-full", "TERN_SCHED_RESERVE_FULL", CFG_TYPE_BOOL, F(reserve_full), 0, 0, 0,
+     "reserve KV for prompt + max_tokens at placement (false: grow, preempt)"},
+    {"model", "TERN_MODEL", CFG_TYPE_STR, F(model), S(model), 0, 0,
+     "model directory: check the KV-pool plan at startup (none)"},
+    {"model-config", "TERN_MODEL_CONFIG", CFG_TYPE_STR, F(model_config), S(model_config), 0, 0,
+     "model config.json file instead of --model (--check: also --config FILE) (none)"},
+    {"kv-cache-dtype", "TERN_KV_CACHE_DTYPE", CFG_TYPE_STR, F(kv_cache_dtype), S(kv_cache_dtype), 0,
+     0, "auto|bf16|fp8 (auto = bf16)"},
+    {"kv-cache-memory-bytes", "TERN_KV_CACHE_MEMORY_BYTES", CFG_TYPE_I64, F(kv_cache_memory_bytes),
+     0, 0, INT64_MAX,
+     "KV cache + GDN state budget, bytes (0 = from "
+     "device memory)"},
+    {"gpu-memory-utilization", "TERN_GPU_MEMORY_UTILIZATION", CFG_TYPE_DOUBLE,
+     F(gpu_memory_utilization), 0, 0, 0, "fraction of device memory to use (0.9)"},
+    {"device-memory-bytes", "TERN_DEVICE_MEMORY_BYTES", CFG_TYPE_I64, F(device_memory_bytes), 0, 0,
+     INT64_MAX, "device memory for the budget, bytes (0 = unknown)"},
+    {"weights-bytes", "TERN_WEIGHTS_BYTES", CFG_TYPE_I64, F(weights_bytes), 0, 0, INT64_MAX,
+     "resident weights, bytes (0 = *.safetensors sizes under --model)"},
+    {"reserve-bytes", "TERN_RESERVE_BYTES", CFG_TYPE_I64, F(reserve_bytes), 0, 0, INT64_MAX,
+     "activations and workspaces, bytes (0)"},
+    {"max-model-len", "TERN_MAX_MODEL_LEN", CFG_TYPE_I64, F(max_model_len), 0, 0, 1 << 30,
+     "tokens per sequence (0 = max_position_embeddings)"},
+    {"max-num-seqs", "TERN_MAX_NUM_SEQS", CFG_TYPE_INT, F(max_num_seqs), 0, 1, 65536,
+     "sequences at once = GDN state slots (256)"},
+    {"speculative-tokens", "TERN_SPECULATIVE_TOKENS", CFG_TYPE_INT, F(speculative_tokens), 0, 0, 16,
+     "MTP draft tokens; > 0 adds the MTP layer's KV (0)"},
     {"log-level", "TERN_LOG_LEVEL", CFG_TYPE_STR, F(log_level), S(log_level), 0, 0,
      "debug|info|warn|error (info)"},
 };
@@ -61,6 +89,9 @@ static void set_defaults(struct sched_cfg *c)
     c->retry_after_ms = 1000;
     c->check_pool = false;
     snprintf(c->log_level, sizeof c->log_level, "info");
+    snprintf(c->kv_cache_dtype, sizeof c->kv_cache_dtype, "auto");
+    c->gpu_memory_utilization = 0.9;
+    c->max_num_seqs = 256;
 }
 
 int sched_cfg_validate(const struct sched_cfg *c, char *err, size_t errlen)
@@ -82,6 +113,19 @@ int sched_cfg_validate(const struct sched_cfg *c, char *err, size_t errlen)
     if (c->dead_after_ms < 2 * c->heartbeat_ms) {
         snprintf(err, errlen, "dead-after-ms (%d) must be at least 2 x heartbeat-ms (%d)",
                  c->dead_after_ms, c->heartbeat_ms);
+        return ERR_INVAL;
+    }
+    if (kv_dtype_parse(c->kv_cache_dtype) < 0) {
+        snprintf(err, errlen, "kv-cache-dtype \"%s\" is not auto|bf16|fp8", c->kv_cache_dtype);
+        return ERR_INVAL;
+    }
+    if (!(c->gpu_memory_utilization > 0.0 && c->gpu_memory_utilization <= 1.0)) {
+        snprintf(err, errlen, "gpu-memory-utilization (%g) must be in (0, 1]",
+                 c->gpu_memory_utilization);
+        return ERR_INVAL;
+    }
+    if (c->model[0] && c->model_config[0]) {
+        snprintf(err, errlen, "give model or model-config, not both");
         return ERR_INVAL;
     }
     if (log_level_parse(c->log_level) < 0) {

@@ -82,7 +82,7 @@ static void send_hello_ack(struct sched *s, int gw)
     a.model_id = (char *)model;
     env.body_case = TERN__ENVELOPE__BODY_HELLO_ACK;
     env.hello_ack = &a;
-    (void)sched_send_gw(s, gw, &env);   /* failure logged there; the gateway says hello again */
+    (void)sched_send_gw(s, gw, &env); /* failure logged there; the gateway says hello again */
 }
 
 static void send_status(struct sched *s, int gw, const Tern__StatusRequest *q, uint64_t now_ms)
@@ -114,7 +114,7 @@ static void send_status(struct sched *s, int gw, const Tern__StatusRequest *q, u
         x->model_id = w->model_id;
         x->has_state = x->has_running = x->has_load_fraction = x->has_tokens_generated = true;
         x->state = w->state == SCHED_WORKER_STATE_READY ? TERN__WORKER_STATE__WORKER_STATE_READY
-                                                         : TERN__WORKER_STATE__WORKER_STATE_LOADING;
+                                                        : TERN__WORKER_STATE__WORKER_STATE_LOADING;
         x->running = w->n_running;
         x->load_fraction = w->state == SCHED_WORKER_STATE_READY ? 1.0f : w->load_fraction;
         x->tokens_generated = w->tokens_generated;
@@ -163,11 +163,18 @@ static void send_status(struct sched *s, int gw, const Tern__StatusRequest *q, u
     st.model_id = (char *)model;
     st.n_workers = n_ws;
     st.workers = wp;
-    st.has_gateways = true;
+    st.has_gateways = st.has_requests_preempted = true;
     st.gateways = n_gw;
+    st.requests_preempted = s->n_preempted;
+    st.has_spec_drafts = st.has_spec_draft_tokens = st.has_spec_accepted_tokens = true;
+    st.spec_drafts = s->spec_drafts;
+    st.spec_draft_tokens = s->spec_draft_tokens;
+    st.spec_accepted_tokens = s->spec_accepted_tokens;
+    st.n_spec_accepted_per_pos = s->n_spec_pos;
+    st.spec_accepted_per_pos = s->spec_accepted_per_pos;
     env.body_case = TERN__ENVELOPE__BODY_STATUS;
     env.status = &st;
-    (void)sched_send_gw(s, gw, &env);   /* failure logged there; the gateway asks again */
+    (void)sched_send_gw(s, gw, &env); /* failure logged there; the gateway asks again */
 }
 
 // ---- submit / abort ----
@@ -201,8 +208,7 @@ static uint64_t splitmix64(uint64_t x)
     return x ^ (x >> 31);
 }
 
-static void reject(struct sched *s, int gw, uint64_t req_id, Tern__ErrorCode code,
-                   const char *msg)
+static void reject(struct sched *s, int gw, uint64_t req_id, Tern__ErrorCode code, const char *msg)
 {
     s->n_rejected++;
     LOG_INFO("req_rejected", "req=%016" PRIx64 " code=%d msg=\"%s\"", req_id, (int)code, msg);
@@ -212,66 +218,59 @@ static void reject(struct sched *s, int gw, uint64_t req_id, Tern__ErrorCode cod
 static void on_submit(struct sched *s, int gw, uint64_t req_id, const Tern__Submit *sub,
                       uint64_t now_ms)
 {
-    if (req_id == 0)
-        {
-            reject(s, gw, req_id, TERN__ERROR_CODE__ERROR_CODE_INVALID, "req_id 0");
-            return;
-        }
-    if (sched_reqs_find(s->reqs, req_id))
-        {
-            reject(s, gw, req_id, TERN__ERROR_CODE__ERROR_CODE_DUPLICATE, "req_id in use");
-            return;
-        }
-    if (sub->n_prompt_ids == 0)
-        {
-            reject(s, gw, req_id, TERN__ERROR_CODE__ERROR_CODE_INVALID, "empty prompt");
-            return;
-        }
-    if (sub->n_stop_ids > SCHED_MAX_STOP_IDS)
-        {
-            reject(s, gw, req_id, TERN__ERROR_CODE__ERROR_CODE_INVALID, "too many stop ids");
-            return;
-        }
+    if (req_id == 0) {
+        reject(s, gw, req_id, TERN__ERROR_CODE__ERROR_CODE_INVALID, "req_id 0");
+        return;
+    }
+    if (sched_reqs_find(s->reqs, req_id)) {
+        reject(s, gw, req_id, TERN__ERROR_CODE__ERROR_CODE_DUPLICATE, "req_id in use");
+        return;
+    }
+    if (sub->n_prompt_ids == 0) {
+        reject(s, gw, req_id, TERN__ERROR_CODE__ERROR_CODE_INVALID, "empty prompt");
+        return;
+    }
+    if (sub->n_stop_ids > SCHED_MAX_STOP_IDS) {
+        reject(s, gw, req_id, TERN__ERROR_CODE__ERROR_CODE_INVALID, "too many stop ids");
+        return;
+    }
     const char *bad = check_sampling(sub->sampling);
-    if (bad)
-        {
-            reject(s, gw, req_id, TERN__ERROR_CODE__ERROR_CODE_INVALID, bad);
-            return;
-        }
-    if (s->draining)
-        {
-            reject(s, gw, req_id, TERN__ERROR_CODE__ERROR_CODE_DRAINING, "scheduler shutting down");
-            return;
-        }
+    if (bad) {
+        reject(s, gw, req_id, TERN__ERROR_CODE__ERROR_CODE_INVALID, bad);
+        return;
+    }
+    if (s->draining) {
+        reject(s, gw, req_id, TERN__ERROR_CODE__ERROR_CODE_DRAINING, "scheduler shutting down");
+        return;
+    }
     uint32_t max_len, vocab, n_known;
     const char *model;
     ready_limits(s, &max_len, &vocab, &model, &n_known);
-    if (n_known == 0)
-        {
-            reject(s, gw, req_id, TERN__ERROR_CODE__ERROR_CODE_NO_WORKER, "no worker connected");
-            return;
-        }
-    if (max_len && sub->n_prompt_ids >= max_len)
-        {
-            reject(s, gw, req_id, TERN__ERROR_CODE__ERROR_CODE_TOO_LONG, "prompt does not fit max_model_len");
-            return;
-        }
+    if (n_known == 0) {
+        reject(s, gw, req_id, TERN__ERROR_CODE__ERROR_CODE_NO_WORKER, "no worker connected");
+        return;
+    }
+    if (max_len && sub->n_prompt_ids >= max_len) {
+        reject(s, gw, req_id, TERN__ERROR_CODE__ERROR_CODE_TOO_LONG,
+               "prompt does not fit max_model_len");
+        return;
+    }
     for (size_t i = 0; vocab && i < sub->n_prompt_ids; i++)
-        if (sub->prompt_ids[i] >= vocab)
-            {
-            reject(s, gw, req_id, TERN__ERROR_CODE__ERROR_CODE_INVALID, "token id out of vocabulary");
+        if (sub->prompt_ids[i] >= vocab) {
+            reject(s, gw, req_id, TERN__ERROR_CODE__ERROR_CODE_INVALID,
+                   "token id out of vocabulary");
             return;
         }
-    if (s->n_queued >= (uint32_t)s->cfg->queue_cap)
-        {
-            reject(s, gw, req_id, TERN__ERROR_CODE__ERROR_CODE_QUEUE_FULL, "queue full");
-            return;
-        }
+    if (s->n_queued >= (uint32_t)s->cfg->queue_cap) {
+        reject(s, gw, req_id, TERN__ERROR_CODE__ERROR_CODE_QUEUE_FULL, "queue full");
+        return;
+    }
 
     struct sched_req *r = xcalloc(1, sizeof *r);
     r->id = req_id;
     r->gw = gw;
     r->worker = -1;
+    r->fence_worker = -1;
     sched_pool_seq_init(&r->seq);
     r->n_prompt = (uint32_t)sub->n_prompt_ids;
     r->prompt = xmalloc(sizeof(uint32_t) * r->n_prompt);
@@ -296,7 +295,7 @@ static void on_submit(struct sched *s, int gw, uint64_t req_id, const Tern__Subm
     r->samp.logprobs = p->has_logprobs && p->logprobs;
     r->samp.top_logprobs = p->top_logprobs;
     r->t_submit_ms = now_ms;
-    if (sched_reqs_add(s->reqs, r) < 0) {   /* checked above; cannot happen */
+    if (sched_reqs_add(s->reqs, r) < 0) { /* checked above; cannot happen */
         sched_req_destroy(r);
         return;
     }
@@ -313,11 +312,10 @@ static void on_abort(struct sched *s, int gw, uint64_t req_id, const Tern__Abort
 {
     struct sched_req *r = sched_reqs_find(s->reqs, req_id);
     if (!r || r->gw != gw) {
-        LOG_DEBUG("abort_unknown", "req=%016" PRIx64, req_id);   /* raced with its end: normal */
+        LOG_DEBUG("abort_unknown", "req=%016" PRIx64, req_id); /* raced with its end: normal */
         return;
     }
-    LOG_INFO("req_abort", "req=%016" PRIx64 " reason=%s", req_id,
-             a && a->reason ? a->reason : "-");
+    LOG_INFO("req_abort", "req=%016" PRIx64 " reason=%s", req_id, a && a->reason ? a->reason : "-");
     sched_req_finish(s, r, TERN__FINISH_REASON__FINISH_REASON_ABORT, -1);
 }
 
@@ -328,8 +326,8 @@ void sched_gw_handle(struct sched *s, const struct msg_peer *from, Tern__Envelop
     if (gw < 0) {
         gw = gw_add(s, from, now_ms);
         if (gw < 0) {
-            sched_reply_error(s, &s->gw_sock, from, env->req_id, TERN__ERROR_CODE__ERROR_CODE_INTERNAL,
-                              "too many gateways");
+            sched_reply_error(s, &s->gw_sock, from, env->req_id,
+                              TERN__ERROR_CODE__ERROR_CODE_INTERNAL, "too many gateways");
             return;
         }
     }
@@ -374,7 +372,7 @@ static void gw_lost(struct sched *s, int gw)
         if (r->gw != gw)
             continue;
         LOG_INFO("req_abort", "req=%016" PRIx64 " reason=gateway_lost", r->id);
-        r->gw = -1;   /* nobody to tell */
+        r->gw = -1; /* nobody to tell */
         s->n_finished++;
         s->n_aborted++;
         sched_req_drop(s, r);
@@ -407,7 +405,7 @@ void sched_gw_tick(struct sched *s, uint64_t now_ms)
         hb.draining = s->draining;
         env.body_case = TERN__ENVELOPE__BODY_HEARTBEAT;
         env.heartbeat = &hb;
-        (void)sched_send_gw(s, i, &env);   /* failure logged there; the peer may be gone */
+        (void)sched_send_gw(s, i, &env); /* failure logged there; the peer may be gone */
         msg_hb_sent(&g->hb, now_ms);
     }
 }
@@ -418,7 +416,8 @@ void sched_gw_expire_queue(struct sched *s, uint64_t now_ms)
     while (r) {
         struct sched_req *next = r->q_next;
         if (now_ms - r->t_submit_ms >= (uint64_t)s->cfg->queue_timeout_ms)
-            sched_req_fail(s, r, TERN__ERROR_CODE__ERROR_CODE_NO_WORKER, "no worker available in time");
+            sched_req_fail(s, r, TERN__ERROR_CODE__ERROR_CODE_NO_WORKER,
+                           "no worker available in time");
         r = next;
     }
 }
@@ -443,5 +442,5 @@ void sched_gw_send_tokens(struct sched *s, struct sched_req *r, const uint32_t *
     }
     env.body_case = TERN__ENVELOPE__BODY_TOKEN_EVENT;
     env.token_event = &ev;
-    (void)sched_send_gw(s, r->gw, &env);   /* failure logged there; the gateway may be gone */
+    (void)sched_send_gw(s, r->gw, &env); /* failure logged there; the gateway may be gone */
 }

@@ -3,7 +3,7 @@
 #define SCHED_INTERNAL_H
 
 #include "proto/tern.pb-c.h"
-#include "sched.h"
+#include "sched_core.h"
 
 // ---- sched_reqs.c: request table (req_id -> request) and the waiting queue ----
 
@@ -28,6 +28,9 @@ void sched_queue_remove(struct sched *s, struct sched_req *r);
 // ---- sched.c: sending and request endings ----
 
 void sched_env_init(Tern__Envelope *env, uint64_t req_id);
+/* One frame to a peer on either link, through the transport (sockets or a test's function). */
+int sched_send_raw(struct sched *s, bool to_worker, const struct msg_peer *to,
+                   const Tern__Envelope *env);
 /* Send env to gateway gw / worker w; failures are logged here (rate-limited) and dropped. */
 int sched_send_gw(struct sched *s, int gw, const Tern__Envelope *env);
 int sched_send_wk(struct sched *s, struct sched_worker *w, const Tern__Envelope *env);
@@ -37,8 +40,12 @@ void sched_req_finish(struct sched *s, struct sched_req *r, Tern__FinishReason r
 void sched_req_fail(struct sched *s, struct sched_req *r, Tern__ErrorCode code, const char *msg);
 /* Release r's pool holdings (queueing a free for its worker), unlink and free it. */
 void sched_req_drop(struct sched *s, struct sched_req *r);
-/* Undo a placement: pool freed, worker told to drop it, back to the head of the queue. */
+/* Undo a placement: pool freed, worker told to drop it, back to the head of the queue as new. */
 void sched_req_requeue(struct sched *s, struct sched_req *r);
+/* Preempt a running request to free its KV: like requeue, but the tokens already sent are kept
+ * and prefilled again on the next placement (recompute), and it is not placed back on the same
+ * worker until that worker's plans sent so far are done. */
+void sched_req_preempt(struct sched *s, struct sched_req *r);
 /* Error to a peer that sent something we cannot take (req_id may be 0). */
 void sched_reply_error(struct sched *s, struct msg_sock *sock, const struct msg_peer *to,
                        uint64_t req_id, Tern__ErrorCode code, const char *msg);

@@ -10,15 +10,15 @@
 #include "common/xalloc.h"
 
 struct sched_pool {
-    uint32_t block_tokens;   // tokens per block
-    uint32_t n_blocks;       // blocks in the pool
-    uint32_t n_slots;        // state slots in the pool
-    uint32_t *free_blocks;   // stack of free block ids, n_free_blocks deep
+    uint32_t block_tokens; // tokens per block
+    uint32_t n_blocks;     // blocks in the pool
+    uint32_t n_slots;      // state slots in the pool
+    uint32_t *free_blocks; // stack of free block ids, n_free_blocks deep
     uint32_t n_free_blocks;
-    uint32_t *free_slots;    // stack of free slot ids
+    uint32_t *free_slots; // stack of free slot ids
     uint32_t n_free_slots;
-    uint8_t *block_owned;    // (n_blocks) 1 = held by a sequence
-    uint8_t *slot_owned;     // (n_slots)
+    uint8_t *block_owned; // (n_blocks) 1 = held by a sequence
+    uint8_t *slot_owned;  // (n_slots)
 };
 
 static void die_invariant(const char *what, uint32_t id)
@@ -143,12 +143,30 @@ void sched_pool_seq_free(struct sched_pool *p, struct sched_pool_seq *seq)
     sched_pool_seq_init(seq);
 }
 
-uint32_t sched_pool_blocks_total(const struct sched_pool *p) { return p->n_blocks; }
-uint32_t sched_pool_blocks_used(const struct sched_pool *p) { return p->n_blocks - p->n_free_blocks; }
-uint32_t sched_pool_blocks_free(const struct sched_pool *p) { return p->n_free_blocks; }
-uint32_t sched_pool_slots_total(const struct sched_pool *p) { return p->n_slots; }
-uint32_t sched_pool_slots_used(const struct sched_pool *p) { return p->n_slots - p->n_free_slots; }
-uint32_t sched_pool_block_tokens(const struct sched_pool *p) { return p->block_tokens; }
+uint32_t sched_pool_blocks_total(const struct sched_pool *p)
+{
+    return p->n_blocks;
+}
+uint32_t sched_pool_blocks_used(const struct sched_pool *p)
+{
+    return p->n_blocks - p->n_free_blocks;
+}
+uint32_t sched_pool_blocks_free(const struct sched_pool *p)
+{
+    return p->n_free_blocks;
+}
+uint32_t sched_pool_slots_total(const struct sched_pool *p)
+{
+    return p->n_slots;
+}
+uint32_t sched_pool_slots_used(const struct sched_pool *p)
+{
+    return p->n_slots - p->n_free_slots;
+}
+uint32_t sched_pool_block_tokens(const struct sched_pool *p)
+{
+    return p->block_tokens;
+}
 
 static int check_side(const uint32_t *stack, uint32_t depth, const uint8_t *owned, uint32_t n)
 {

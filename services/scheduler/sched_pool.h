@@ -1,8 +1,11 @@
-/* sched_pool: one worker's cache accounting, owned by the scheduler (the only writer).
- * Simple model for now: attention KV in blocks of block_tokens tokens plus one GDN state slot
- * per sequence. Block ids and slot ids index the worker's memory; the worker trusts them after a
- * bounds check. TODO(kv-accounting): the exact hybrid model (common/kv_plan) replaces this
- * behind the same interface. */
+/* sched_pool: one worker's cache accounting, owned by the scheduler (the only writer). This is
+ * the exact hybrid model of docs/KV.md (common/kv_plan): a KV block holds block_tokens tokens of
+ * EVERY attention layer (and the MTP layer when speculating), so one block table serves all
+ * layers; a state slot holds one sequence's whole GDN state (conv window + recurrent S of every
+ * GDN layer), which does not grow. A sequence holds one slot and ceil(tokens / block_tokens)
+ * blocks. The counts come from the worker's Register (sized there by kv_plan_compute from the
+ * same config and budget). Block ids and slot ids index the worker's memory; the worker trusts
+ * them after a bounds check. */
 #ifndef SCHED_POOL_H
 #define SCHED_POOL_H
 
@@ -13,10 +16,10 @@ struct sched_pool;
 
 /* One sequence's holdings. Filled by sched_pool_seq_alloc, emptied by sched_pool_seq_free. */
 struct sched_pool_seq {
-    int32_t slot;          // GDN state slot, -1 = none
-    uint32_t *blocks;      // block table, n_blocks entries (owned by the pool functions)
+    int32_t slot;     // GDN state slot, -1 = none
+    uint32_t *blocks; // block table, n_blocks entries (owned by the pool functions)
     uint32_t n_blocks;
-    uint32_t n_tokens;     // tokens the blocks were sized for
+    uint32_t n_tokens; // tokens the blocks were sized for
 };
 
 /* n_blocks KV blocks of block_tokens tokens and n_slots state slots. NULL on bad sizes. */

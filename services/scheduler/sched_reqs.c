@@ -8,10 +8,10 @@
 #include "sched_internal.h"
 
 struct sched_reqs {
-    struct sched_req **items;   // (n) dense
+    struct sched_req **items; // (n) dense
     uint32_t n, cap;
-    uint32_t *index;            // (n_index) slot -> items position + 1; 0 = empty
-    uint32_t n_index;           // power of two, >= 2 * cap
+    uint32_t *index;  // (n_index) slot -> items position + 1; 0 = empty
+    uint32_t n_index; // power of two, >= 2 * cap
 };
 
 static uint32_t hash_id(uint64_t id, uint32_t mask)
@@ -49,6 +49,8 @@ void sched_req_destroy(struct sched_req *r)
     if (!r)
         return;
     free(r->prompt);
+    free(r->gen);
+    free(r->resume_ids);
     free(r->stop_ids);
     free(r->seq.blocks);
     free(r);

@@ -76,7 +76,7 @@ static void send_reset(struct sched *s, const struct msg_peer *p, const char *wh
     env.reset = &rs;
     char hex[2 * MSG_PEER_ID_MAX + 1];
     LOG_INFO("worker_reset", "peer=%s reason=%s", msg_peer_str(p, hex, sizeof hex), why);
-    int rc = msg_send(&s->wk_sock, p, &env.base);
+    int rc = sched_send_raw(s, true, p, &env);
     if (rc < 0)
         LOG_WARN("send_failed", "link=worker op=reset err=%s", err_str(rc));
 }
@@ -84,7 +84,7 @@ static void send_reset(struct sched *s, const struct msg_peer *p, const char *wh
 void sched_wk_lost(struct sched *s, struct sched_worker *w, const char *why)
 {
     int idx = sched_wk_index(s, w);
-    w->state = SCHED_WORKER_STATE_FREE;   /* first: no frees are queued for a gone worker */
+    w->state = SCHED_WORKER_STATE_FREE; /* first: no frees are queued for a gone worker */
     uint32_t requeued = 0, failed = 0;
     for (uint32_t i = sched_reqs_count(s->reqs); i-- > 0;) {
         struct sched_req *r = sched_reqs_at(s->reqs, i);
@@ -100,8 +100,12 @@ void sched_wk_lost(struct sched *s, struct sched_worker *w, const char *why)
         }
         /* the array changed under i: positions > i were visited, the moved one is among them */
     }
-    LOG_WARN("worker_lost", "worker=%s why=%s requeued=%u failed=%u", w->id, why, requeued,
-             failed);
+    for (uint32_t i = 0; i < sched_reqs_count(s->reqs); i++) {
+        struct sched_req *r = sched_reqs_at(s->reqs, i);
+        if (r->fence_worker == idx)
+            r->fence_worker = -1; /* nothing more will come from it */
+    }
+    LOG_WARN("worker_lost", "worker=%s why=%s requeued=%u failed=%u", w->id, why, requeued, failed);
     sched_pool_destroy(w->pool);
     w->pool = NULL;
     free(w->eos_ids);
@@ -148,7 +152,8 @@ static void on_register(struct sched *s, struct sched_worker *w, const struct ms
     if (!w || w->state == SCHED_WORKER_STATE_FREE)
         w = wk_add(s, from, now_ms);
     if (!w) {
-        sched_reply_error(s, &s->wk_sock, from, 0, TERN__ERROR_CODE__ERROR_CODE_INTERNAL, "too many workers");
+        sched_reply_error(s, &s->wk_sock, from, 0, TERN__ERROR_CODE__ERROR_CODE_INTERNAL,
+                          "too many workers");
         return;
     }
     uint32_t slots = reg->state_slots ? reg->state_slots : reg->max_seqs;
@@ -187,11 +192,19 @@ static void on_register(struct sched *s, struct sched_worker *w, const struct ms
     ack.dead_after_ms = (uint32_t)s->cfg->dead_after_ms;
     env.body_case = TERN__ENVELOPE__BODY_REGISTER_ACK;
     env.register_ack = &ack;
-    (void)sched_send_wk(s, w, &env);   /* failure logged there; the worker registers again */
-    LOG_INFO("worker_ready", "worker=%s model=%s engine=%s max_model_len=%u max_seqs=%u "
-             "block_tokens=%u kv_blocks=%u slots=%u vocab=%u eos=%u",
+    (void)sched_send_wk(s, w, &env); /* failure logged there; the worker registers again */
+    /* the worker's pool in the terms of docs/KV.md */
+    double per_seq = (double)CEIL_DIV((uint64_t)w->max_model_len, w->block_tokens);
+    double conc = (double)w->kv_blocks / per_seq;
+    if (conc > slots)
+        conc = slots;
+    LOG_INFO("worker_ready",
+             "worker=%s model=%s engine=%s max_model_len=%u max_seqs=%u "
+             "block_tokens=%u kv_blocks=%u slots=%u vocab=%u eos=%u kv_pool_tokens=%" PRIu64
+             " max_concurrency=%.2fx",
              w->id, w->model_id, reg->engine ? reg->engine : "-", w->max_model_len, w->max_seqs,
-             w->block_tokens, w->kv_blocks, slots, w->vocab_size, w->n_eos);
+             w->block_tokens, w->kv_blocks, slots, w->vocab_size, w->n_eos,
+             (uint64_t)w->kv_blocks * w->block_tokens, conc);
 }
 
 static bool is_stop(const struct sched_req *r, uint32_t tok)
@@ -207,7 +220,7 @@ static void on_seq_result(struct sched *s, struct sched_worker *w, const Tern__S
 {
     struct sched_req *r = sched_reqs_find(s->reqs, sr->req_id);
     if (!r || r->worker != sched_wk_index(s, w))
-        return;   /* ended (aborted) while the plan ran: its tokens are dropped */
+        return; /* ended (aborted) while the plan ran: its tokens are dropped */
     if (sr->has_error && sr->error != TERN__ERROR_CODE__ERROR_CODE_UNSPECIFIED) {
         sched_req_fail(s, r, TERN__ERROR_CODE__ERROR_CODE_INTERNAL,
                        sr->error_message ? sr->error_message : "worker error");
@@ -219,13 +232,18 @@ static void on_seq_result(struct sched *s, struct sched_worker *w, const Tern__S
     Tern__FinishReason reason = TERN__FINISH_REASON__FINISH_REASON_UNSPECIFIED;
     for (size_t i = 0; i < sr->n_token_ids; i++) {
         uint32_t tok = sr->token_ids[i];
-        if (r->n_generated == 0) {
-            r->t_first_ms = now_ms;
-            r->state = SCHED_REQ_STATE_DECODE;
+        if (r->state == SCHED_REQ_STATE_PREFILL) {
+            r->state = SCHED_REQ_STATE_DECODE; /* sampled after the last prefill chunk */
+            if (!r->t_first_ms)
+                r->t_first_ms = now_ms;
         } else if (r->n_granted) {
-            r->n_granted--;   /* every token after the first comes from a decode grant */
+            r->n_granted--; /* every later token comes from a decode grant */
         }
-        r->n_generated++;
+        if (r->n_generated == r->cap_gen) {
+            r->cap_gen = r->cap_gen ? 2 * r->cap_gen : 64;
+            r->gen = xrealloc(r->gen, sizeof(uint32_t) * r->cap_gen);
+        }
+        r->gen[r->n_generated++] = tok;
         count++;
         if (is_stop(r, tok)) {
             reason = TERN__FINISH_REASON__FINISH_REASON_STOP;
@@ -244,7 +262,8 @@ static void on_seq_result(struct sched *s, struct sched_worker *w, const Tern__S
     if (reason != TERN__FINISH_REASON__FINISH_REASON_UNSPECIFIED)
         sched_req_finish(s, r, reason, stop_tok);
     else if (sr->has_stopped && sr->stopped)
-        sched_req_fail(s, r, TERN__ERROR_CODE__ERROR_CODE_INTERNAL, "worker stopped the sequence early");
+        sched_req_fail(s, r, TERN__ERROR_CODE__ERROR_CODE_INTERNAL,
+                       "worker stopped the sequence early");
 }
 
 static void on_step_result(struct sched *s, struct sched_worker *w, const Tern__StepResult *res,
@@ -264,6 +283,14 @@ static void on_step_result(struct sched *s, struct sched_worker *w, const Tern__
     }
     if (res->has_idle_us)
         w->stat_idle_us += res->idle_us;
+    s->spec_drafts += res->has_spec_drafts ? res->spec_drafts : 0;
+    s->spec_draft_tokens += res->has_spec_draft_tokens ? res->spec_draft_tokens : 0;
+    s->spec_accepted_tokens += res->has_spec_accepted_tokens ? res->spec_accepted_tokens : 0;
+    for (size_t i = 0; i < res->n_spec_accepted_per_pos && i < SCHED_SPEC_POS_MAX; i++) {
+        s->spec_accepted_per_pos[i] += res->spec_accepted_per_pos[i];
+        if (s->n_spec_pos < i + 1)
+            s->n_spec_pos = (uint32_t)i + 1;
+    }
     for (size_t i = 0; i < res->n_seqs; i++)
         on_seq_result(s, w, res->seqs[i], now_ms);
     if (res->has_done && res->done) {
@@ -329,8 +356,9 @@ void sched_wk_tick(struct sched *s, uint64_t now_ms)
             continue;
         }
         if (stats && w->stat_plans) {
-            LOG_INFO("step_stats", "worker=%s plans=%" PRIu64 " rtt_us_avg=%" PRIu64
-                     " idle_us_avg=%" PRIu64 " running=%u",
+            LOG_INFO("step_stats",
+                     "worker=%s plans=%" PRIu64 " rtt_us_avg=%" PRIu64 " idle_us_avg=%" PRIu64
+                     " running=%u",
                      w->id, w->stat_plans, w->stat_rtt_us / w->stat_plans,
                      w->stat_idle_us / w->stat_plans, w->n_running);
             w->stat_plans = w->stat_rtt_us = w->stat_idle_us = 0;
@@ -347,7 +375,7 @@ void sched_wk_tick(struct sched *s, uint64_t now_ms)
         hb.draining = s->draining;
         env.body_case = TERN__ENVELOPE__BODY_HEARTBEAT;
         env.heartbeat = &hb;
-        (void)sched_send_wk(s, w, &env);   /* failure logged there; death is by silence */
+        (void)sched_send_wk(s, w, &env); /* failure logged there; death is by silence */
         msg_hb_sent(&w->hb, now_ms);
     }
 }

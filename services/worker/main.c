@@ -4,9 +4,10 @@
 
 #include "common/err.h"
 #include "common/log.h"
+#include "common/sdnotify.h"
 #include "wk.h"
 
-static volatile sig_atomic_t g_stop;   /* the signal flag (STYLE.md §6) */
+static volatile sig_atomic_t g_stop; /* the signal flag (STYLE.md §6) */
 
 static void on_signal(int sig)
 {
@@ -29,7 +30,7 @@ int main(int argc, char **argv)
 {
     struct wk_cfg cfg;
     struct wk w;
-    int rc = wk_cfg_parse(&cfg, argc, argv);   /* defaults, file, env, flags; --check-config */
+    int rc = wk_cfg_parse(&cfg, argc, argv); /* defaults, file, env, flags; --check-config */
     if (rc < 0)
         return 2;
     if (rc > 0)
@@ -37,12 +38,13 @@ int main(int argc, char **argv)
     log_init("worker", (enum log_level)log_level_parse(cfg.log_level));
     wk_cfg_log(&cfg);
     signals_install();
-    rc = wk_init(&w, &cfg);                    /* sockets, exec thread (loads the engine) */
+    rc = wk_init(&w, &cfg); /* sockets, exec thread (loads the engine) */
     if (rc < 0) {
         LOG_ERR("init_failed", "err=%s", err_str(rc));
         return 1;
     }
-    rc = wk_run(&w, &g_stop);                  /* until SIGTERM or a fatal engine error */
+    rc = wk_run(&w, &g_stop); /* until SIGTERM or a fatal engine error */
+    (void)sdnotify_stopping(); /* no-op outside systemd */
     wk_deinit(&w);
     LOG_INFO("exit", "rc=%d", rc);
     return rc < 0 ? 1 : 0;

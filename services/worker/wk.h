@@ -17,10 +17,10 @@
 #include "wk_engine.h"
 
 enum wk_link_state {
-    WK_LINK_STATE_LOADING = 0,   // engine loading; LoadProgress forwarded
-    WK_LINK_STATE_RESETTING,     // exec is dropping every sequence
-    WK_LINK_STATE_REGISTERING,   // Register sent, waiting for RegisterAck
-    WK_LINK_STATE_READY,         // registered; plans flow
+    WK_LINK_STATE_LOADING = 0, // engine loading; LoadProgress forwarded
+    WK_LINK_STATE_RESETTING,   // exec is dropping every sequence
+    WK_LINK_STATE_REGISTERING, // Register sent, waiting for RegisterAck
+    WK_LINK_STATE_READY,       // registered; plans flow
 };
 
 struct wk_exec;
@@ -28,21 +28,22 @@ struct wk_exec;
 struct wk {
     const struct wk_cfg *cfg;
     void *zctx;
-    struct msg_sock link;        // DEALER to the scheduler
-    struct msg_sock pipe;        // PAIR to the exec thread (bound)
+    struct curve_link curve; // CURVE keys of the scheduler link
+    struct msg_sock link; // DEALER to the scheduler
+    struct msg_sock pipe; // PAIR to the exec thread (bound)
     char pipe_endpoint[64];
     pthread_t exec_thread;
     bool exec_started;
-    struct wk_exec *exec;        // owned; used only by the exec thread once started
-    atomic_bool exec_stop;       // set by the link thread to end the exec thread
-    uint64_t instance;           // nonce of this process
+    struct wk_exec *exec;  // owned; used only by the exec thread once started
+    atomic_bool exec_stop; // set by the link thread to end the exec thread
+    uint64_t instance;     // nonce of this process
     enum wk_link_state state;
-    struct wk_engine_info info;  // capacity, from the exec thread once loaded
+    struct wk_engine_info info; // capacity, from the exec thread once loaded
     char engine_name[16];
-    uint64_t sched_instance;     // from RegisterAck; a heartbeat with another = restart
-    struct msg_hb hb;            // with the scheduler
-    uint64_t register_at_ms;     // last Register sent
-    bool register_failed;        // and it could not be queued (not connected)
+    uint64_t sched_instance; // from RegisterAck; a heartbeat with another = restart
+    struct msg_hb hb;        // with the scheduler
+    uint64_t register_at_ms; // last Register sent
+    bool register_failed;    // and it could not be queued (not connected)
     uint64_t n_plans, n_results;
 };
 

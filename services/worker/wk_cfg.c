@@ -8,6 +8,7 @@
 
 #include "common/cfg.h"
 #include "common/err.h"
+#include "common/kv_plan.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 
@@ -15,12 +16,17 @@
 #define S(field) sizeof(((struct wk_cfg *)0)->field)
 
 static const struct cfg_opt OPTS[] = {
+    CURVE_CFG_OPTS(struct wk_cfg, curve),
     {"scheduler-endpoint", "TERN_SCHED_WORKER_ENDPOINT", CFG_TYPE_STR, F(scheduler_endpoint),
      S(scheduler_endpoint), 0, 0, "scheduler's worker endpoint"},
     {"worker-id", "TERN_WORKER_ID", CFG_TYPE_STR, F(worker_id), S(worker_id), 0, 0,
      "name in logs and status (wk-<pid>)"},
-    {"engine", "TERN_WORKER_ENGINE", CFG_TYPE_STR, F(engine), S(engine), 0, 0, "fake|cpu (cpu)"},
-    {"model", "TERN_MODEL", CFG_TYPE_STR, F(model), S(model), 0, 0, "model directory (models/tiny)"},
+    {"engine", "TERN_WORKER_ENGINE", CFG_TYPE_STR, F(engine), S(engine), 0, 0,
+     "fake|cpu|cuda (cpu)"},
+    {"model", "TERN_MODEL", CFG_TYPE_STR, F(model), S(model), 0, 0,
+     "model directory (models/tiny)"},
+    {"device", "TERN_WORKER_DEVICE", CFG_TYPE_INT, F(device), 0, 0, 1024,
+     "CUDA device ordinal, engine cuda (0)"},
     {"heartbeat-ms", "TERN_HEARTBEAT_MS", CFG_TYPE_INT, F(heartbeat_ms), 0, 10, 60000,
      "heartbeat interval, ms (500)"},
     {"dead-after-ms", "TERN_DEAD_AFTER_MS", CFG_TYPE_INT, F(dead_after_ms), 0, 30, 600000,
@@ -33,6 +39,11 @@ static const struct cfg_opt OPTS[] = {
      "KV blocks, 0 = max-seqs x max-model-len (0)"},
     {"max-model-len", "TERN_MAX_MODEL_LEN", CFG_TYPE_INT, F(max_model_len), 0, 0, 1 << 24,
      "positions per sequence, 0 = model's, cpu capped at 4096 (0)"},
+    {"kv-cache-memory-bytes", "TERN_KV_CACHE_MEMORY_BYTES", CFG_TYPE_I64, F(kv_cache_memory_bytes),
+     0, 0, INT64_MAX,
+     "KV + GDN state budget, bytes: slots and blocks from the model's KV plan (0 = kv-blocks)"},
+    {"kv-cache-dtype", "TERN_KV_CACHE_DTYPE", CFG_TYPE_STR, F(kv_cache_dtype), S(kv_cache_dtype), 0,
+     0, "auto|bf16|fp8 for the KV plan (auto)"},
     {"max-step-tokens", "TERN_WORKER_MAX_STEP_TOKENS", CFG_TYPE_INT, F(max_step_tokens), 0, 1,
      1 << 20, "tokens per step (512)"},
     {"threads", "TERN_THREADS", CFG_TYPE_INT, F(threads), 0, 0, 1024,
@@ -45,6 +56,8 @@ static const struct cfg_opt OPTS[] = {
      "fake engine sleep per step, us (0)"},
     {"max-msg-bytes", "TERN_MAX_MSG_BYTES", CFG_TYPE_INT, F(max_msg_bytes), 0, 4096, 1 << 30,
      "frame cap, bytes (8388608)"},
+    {"speculative-tokens", "TERN_SPECULATIVE_TOKENS", CFG_TYPE_INT, F(speculative_tokens), 0, -1,
+     16, "MTP draft tokens per round, -1 = 3 when the head exists else 0 (-1)"},
     {"log-level", "TERN_LOG_LEVEL", CFG_TYPE_STR, F(log_level), S(log_level), 0, 0,
      "debug|info|warn|error (info)"},
 };
@@ -52,9 +65,9 @@ static const struct cfg_opt OPTS[] = {
 static void set_defaults(struct wk_cfg *c)
 {
     memset(c, 0, sizeof *c);
-    if (msg_endpoint_default(c->scheduler_endpoint, sizeof c->scheduler_endpoint,
-                             "scheduler-wk") < 0)
-        c->scheduler_endpoint[0] = '\0';   /* validation reports it */
+    if (msg_endpoint_default(c->scheduler_endpoint, sizeof c->scheduler_endpoint, "scheduler-wk") <
+        0)
+        c->scheduler_endpoint[0] = '\0'; /* validation reports it */
     snprintf(c->worker_id, sizeof c->worker_id, "wk-%d", (int)getpid());
     snprintf(c->engine, sizeof c->engine, "cpu");
     snprintf(c->model, sizeof c->model, "models/tiny");
@@ -65,10 +78,12 @@ static void set_defaults(struct wk_cfg *c)
     c->kv_blocks = 0;
     c->max_model_len = 0;
     c->max_step_tokens = 512;
+    snprintf(c->kv_cache_dtype, sizeof c->kv_cache_dtype, "auto");
     c->threads = 0;
     c->fake_vocab = 1024;
     c->fake_eos = -1;
     c->fake_step_us = 0;
+    c->speculative_tokens = -1;
     c->max_msg_bytes = (int)MSG_MAX_BYTES_DEFAULT;
     snprintf(c->log_level, sizeof c->log_level, "info");
 }
@@ -80,12 +95,26 @@ int wk_cfg_validate(const struct wk_cfg *c, char *err, size_t errlen)
                  c->scheduler_endpoint);
         return ERR_INVAL;
     }
-    if (strcmp(c->engine, "fake") != 0 && strcmp(c->engine, "cpu") != 0) {
-        snprintf(err, errlen, "engine \"%s\" is not fake|cpu", c->engine);
+    if (strcmp(c->engine, "fake") != 0 && strcmp(c->engine, "cpu") != 0 &&
+        strcmp(c->engine, "cuda") != 0) {
+        snprintf(err, errlen, "engine \"%s\" is not fake|cpu|cuda", c->engine);
         return ERR_INVAL;
     }
-    if (strcmp(c->engine, "cpu") == 0 && c->model[0] == '\0') {
-        snprintf(err, errlen, "engine cpu needs --model DIR");
+    if (strcmp(c->engine, "fake") != 0) {
+        char path[600];
+        snprintf(path, sizeof path, "%s/config.json", c->model);
+        if (c->model[0] == '\0' || access(path, R_OK) != 0) {
+            snprintf(err, errlen, "engine %s needs --model DIR with a config.json (\"%s\")",
+                     c->engine, c->model);
+            return ERR_INVAL;
+        }
+    }
+    if (kv_dtype_parse(c->kv_cache_dtype) < 0) {
+        snprintf(err, errlen, "kv-cache-dtype \"%s\" is not auto|bf16|fp8", c->kv_cache_dtype);
+        return ERR_INVAL;
+    }
+    if (c->kv_cache_memory_bytes > 0 && c->kv_blocks > 0) {
+        snprintf(err, errlen, "give kv-cache-memory-bytes or kv-blocks, not both");
         return ERR_INVAL;
     }
     if (c->worker_id[0] == '\0') {

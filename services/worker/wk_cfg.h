@@ -5,27 +5,39 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
+#include "common/curve.h"
 #include "common/msg.h"
 
 struct wk_cfg {
-    char scheduler_endpoint[MSG_ENDPOINT_MAX]; // scheduler's worker ROUTER; default ipc://<rundir>/scheduler-wk.sock
-    char worker_id[64];      // stable name in logs and status; default "wk-<pid>"
-    char engine[16];         // fake | cpu; default cpu
-    char model[512];         // model directory (engine cpu); default models/tiny
-    int heartbeat_ms;        // heartbeat interval until the scheduler says otherwise, ms; 500
-    int dead_after_ms;       // scheduler silent this long = gone (reset, register again), ms; 3000
-    int max_seqs;            // concurrent sequences (state slots); 16
-    int block_tokens;        // tokens per KV block; 16
-    int kv_blocks;           // KV blocks; 0 = enough for max_seqs sequences of max_model_len
-    int max_model_len;       // positions per sequence; 0 = the model's (fake: 4096), capped at 4096 on cpu
-    int max_step_tokens;     // tokens one step may carry; 512
-    int threads;             // compute threads (cpu engine); 0 = online CPUs
-    int fake_vocab;          // fake engine vocabulary; 1024
-    int fake_eos;            // fake engine EOS id; -1 = none
-    int fake_step_us;        // fake engine: sleep per step, us (simulated compute); 0
-    int max_msg_bytes;       // frame cap, bytes; 8 MiB
-    char log_level[16];      // debug|info|warn|error; info
+    struct curve_link_cfg curve; // --curve-secret, --curve-server-pub, --insecure-tcp
+    char scheduler_endpoint[MSG_ENDPOINT_MAX]; // scheduler's worker ROUTER; default
+                                               // ipc://<rundir>/scheduler-wk.sock
+    char worker_id[64];                        // stable name in logs and status; default "wk-<pid>"
+    char engine[16];                           // fake | cpu | cuda; default cpu
+    char model[512];     // model directory (engines cpu, cuda); default models/tiny
+    int device;          // CUDA device ordinal (engine cuda); 0
+    int heartbeat_ms;    // heartbeat interval until the scheduler says otherwise, ms; 500
+    int dead_after_ms;   // scheduler silent this long = gone (reset, register again), ms; 3000
+    int max_seqs;        // concurrent sequences (state slots); 16
+    int block_tokens;    // tokens per KV block; 16
+    int kv_blocks;       // KV blocks; 0 = enough for max_seqs sequences of max_model_len
+    int max_model_len;   // positions per sequence; 0 = the model's (fake: 4096), capped at 4096 on
+                         // cpu
+    int max_step_tokens; // tokens one step may carry; 512
+    int threads;         // compute threads (cpu engine); 0 = online CPUs
+    int fake_vocab;      // fake engine vocabulary; 1024
+    int fake_eos;        // fake engine EOS id; -1 = none
+    int fake_step_us;    // fake engine: sleep per step, us (simulated compute); 0
+    int max_msg_bytes;   // frame cap, bytes; 8 MiB
+    char log_level[16];  // debug|info|warn|error; info
+
+    /* > 0: size slots and blocks from this budget with the model's kv_plan (docs/KV.md;
+     * engines fake, cpu); 0 = kv_blocks */
+    int64_t kv_cache_memory_bytes;
+    char kv_cache_dtype[16]; // auto|bf16|fp8 for that plan; auto
+    int speculative_tokens;  // MTP drafts per round (engine cpu); -1 = 3 with a head, else 0
 };
 
 /* Returns 0 to run, 1 to exit 0 (--help, --check-config), ERR_INVAL (printed) to exit 2. */

@@ -14,6 +14,8 @@ int wk_engine_create(const struct wk_cfg *cfg, wk_engine_progress_cb progress, v
         return wk_engine_fake_create(cfg, out);
     if (strcmp(cfg->engine, "cpu") == 0)
         return wk_engine_cpu_create(cfg, progress, ctx, out);
+    if (strcmp(cfg->engine, "cuda") == 0)
+        return wk_engine_cuda_create(cfg, progress, ctx, out);
     return ERR_INVAL;
 }
 

@@ -2,7 +2,8 @@
  * (the scheduler's GDN state slots); the engine keeps whatever per-slot state it needs (KV,
  * recurrent state, position). One call runs one forward step over several slots, each with
  * its own token chunk, and returns the last position's logits of each item that asks.
- * Engines: "fake" (deterministic, no model: tests), "cpu" (model/forward.h reference). */
+ * Engines: "fake" (deterministic, no model: tests), "cpu" (model/forward.h reference),
+ * "cuda" (services/worker/gpu, when built with CUDA). */
 #ifndef WK_ENGINE_H
 #define WK_ENGINE_H
 
@@ -12,28 +13,29 @@
 #define WK_ENGINE_MAX_EOS 16
 
 struct wk_engine_info {
-    char model_id[128];          // served model name
-    uint32_t vocab_size;         // logits per row
-    uint32_t max_model_len;      // positions per sequence
-    uint32_t n_slots;            // sequences the engine holds at once
-    uint32_t block_tokens;       // attention KV block size, tokens
-    uint32_t kv_blocks;          // attention KV blocks
-    uint64_t kv_bytes;           // bytes behind them (info)
-    uint32_t max_step_tokens;    // most tokens one step may carry
+    char model_id[128];       // served model name
+    uint32_t vocab_size;      // logits per row
+    uint32_t max_model_len;   // positions per sequence
+    uint32_t n_slots;         // sequences the engine holds at once
+    uint32_t block_tokens;    // attention KV block size, tokens
+    uint32_t kv_blocks;       // attention KV blocks
+    uint64_t kv_bytes;        // bytes behind them (info)
+    uint32_t max_step_tokens; // most tokens one step may carry
     uint32_t eos_ids[WK_ENGINE_MAX_EOS];
     uint32_t n_eos;
+    uint32_t spec_k; // MTP drafts per speculative round; 0 = no speculation (ops below NULL)
 };
 
 /* One item of a step: n tokens of the sequence in slot, at positions pos .. pos+n-1. */
 struct wk_engine_item {
     uint32_t slot;
-    const uint32_t *tokens;      // (n)
+    const uint32_t *tokens; // (n)
     uint32_t n;
     uint32_t pos;
-    const uint32_t *blocks;      // (n_blocks) block table, validated by the caller
+    const uint32_t *blocks; // (n_blocks) block table, validated by the caller
     uint32_t n_blocks;
-    float *logits;               // (vocab_size) out: last position's logits; NULL = not needed
-    int rc;                      // out: 0 or ERR_* for this item alone
+    float *logits; // (vocab_size) out: last position's logits; NULL = not needed
+    int rc;        // out: 0 or ERR_* for this item alone
 };
 
 struct wk_engine;
@@ -48,13 +50,22 @@ struct wk_engine_ops {
     /* Run the items. Per-item failures go to item.rc; the return is for whole-step failures. */
     int (*step)(struct wk_engine *e, struct wk_engine_item *items, uint32_t n_items);
     void (*destroy)(struct wk_engine *e);
+    /* Speculative decoding (services/worker/wk_spec.h), NULL when the engine has none.
+     * spec_window: the sequence in slot has run positions < pos and x is its next token (not
+     * yet run); propose k (1..info.spec_k) drafts after x, run the window [x, drafts] at pos ..
+     * pos+k and write logits (k+1, vocab): row i = the target distribution after window token
+     * i. spec_commit must follow: keep x and the first a drafts (the position becomes
+     * pos+a+1; the token after them is fed by the next item or window). 0 or ERR_*. */
+    int (*spec_window)(struct wk_engine *e, uint32_t slot, uint32_t pos, uint32_t x, int k,
+                       int32_t *drafts, float *logits);
+    int (*spec_commit)(struct wk_engine *e, uint32_t slot, int a);
 };
 
 struct wk_engine {
     const struct wk_engine_ops *ops;
-    const char *name;            // "fake", "cpu"
+    const char *name; // "fake", "cpu"
     struct wk_engine_info info;
-    void *impl;                  // the backend's own state
+    void *impl; // the backend's own state
 };
 
 struct wk_cfg;
@@ -69,5 +80,9 @@ void wk_engine_destroy(struct wk_engine *e);
 int wk_engine_fake_create(const struct wk_cfg *cfg, struct wk_engine **out);
 int wk_engine_cpu_create(const struct wk_cfg *cfg, wk_engine_progress_cb progress, void *ctx,
                          struct wk_engine **out);
+/* Defined by wk_engine_cuda.c when the build has CUDA (tern_kernels) and that file exists;
+ * otherwise by wk_engine_cuda_stub.c, which returns ERR_UNSUPPORTED. */
+int wk_engine_cuda_create(const struct wk_cfg *cfg, wk_engine_progress_cb progress, void *ctx,
+                          struct wk_engine **out);
 
 #endif

@@ -7,14 +7,17 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/kv_plan.h"
 #include "common/log.h"
 #include "common/tpool.h"
 #include "common/xalloc.h"
 #include "model/forward.h"
+#include "model/kv_geom.h"
 #include "model/model_load.h"
 #include "model/state.h"
 #include "wk_cfg.h"
 #include "wk_engine.h"
+#include "wk_spec_cpu.h"
 
 #define CPU_MAX_MODEL_LEN_CAP 4096
 
@@ -22,9 +25,10 @@ struct cpu {
     struct model *m;
     struct tpool *tp;
     struct forward_ctx *fc;
-    struct seq_state **st;       // (n_slots), NULL until first use
-    bool *open;                  // (n_slots)
-    int32_t *tok;                // (max_step_tokens) token ids as int32
+    struct seq_state **st; // (n_slots), NULL until first use
+    bool *open;            // (n_slots)
+    int32_t *tok;          // (max_step_tokens) token ids as int32
+    struct wk_spec_cpu *spec; // MTP speculative decoding (wk_spec_cpu.h); NULL when off
 };
 
 static int cpu_seq_open(struct wk_engine *e, uint32_t slot)
@@ -39,6 +43,8 @@ static int cpu_seq_open(struct wk_engine *e, uint32_t slot)
     } else {
         seq_state_reset(c->st[slot]);
     }
+    if (c->spec)
+        wk_spec_cpu_reset(c->spec, slot);
     c->open[slot] = true;
     return 0;
 }
@@ -47,7 +53,7 @@ static void cpu_seq_close(struct wk_engine *e, uint32_t slot)
 {
     struct cpu *c = e->impl;
     if (slot < e->info.n_slots)
-        c->open[slot] = false;   /* the state buffer is kept for the next sequence */
+        c->open[slot] = false; /* the state buffer is kept for the next sequence */
 }
 
 static int cpu_step(struct wk_engine *e, struct wk_engine_item *items, uint32_t n_items)
@@ -68,7 +74,9 @@ static int cpu_step(struct wk_engine *e, struct wk_engine_item *items, uint32_t 
         }
         for (uint32_t t = 0; t < it->n; t++)
             c->tok[t] = (int32_t)it->tokens[t];
-        int rc = forward_run(c->fc, c->m, st, c->tok, (int)it->n, it->logits, NULL, 0);
+        int rc = c->spec ? wk_spec_cpu_forward(c->spec, it->slot, st, c->tok, (int)it->n,
+                                               it->logits)
+                         : forward_run(c->fc, c->m, st, c->tok, (int)it->n, it->logits, NULL, 0);
         if (rc < 0)
             it->rc = rc;
     }
@@ -84,6 +92,7 @@ static void cpu_destroy(struct wk_engine *e)
         free(c->st);
         free(c->open);
         free(c->tok);
+        wk_spec_cpu_destroy(c->spec);
         forward_ctx_destroy(c->fc);
         tpool_destroy(c->tp);
         model_destroy(c->m);
@@ -92,11 +101,71 @@ static void cpu_destroy(struct wk_engine *e)
     free(e);
 }
 
+#define ENGINE_NAME "cpu"
+
+/* --kv-cache-memory-bytes: slots and blocks from the model's KV plan (docs/KV.md), or refuse
+ * in one line when one max_model_len sequence does not fit. */
+static int size_from_plan(const struct wk_cfg *cfg, const struct model_config *mc,
+                          struct wk_engine_info *in)
+{
+    struct kv_geom g;
+    struct kv_opts o;
+    struct kv_plan p;
+    char err[1024];
+    model_kv_geom(mc, false, &g);
+    memset(&o, 0, sizeof o);
+    o.dtype = (enum kv_dtype)kv_dtype_parse(cfg->kv_cache_dtype);
+    o.max_model_len = in->max_model_len;
+    o.max_num_seqs = cfg->max_seqs;
+    o.kv_cache_memory_bytes = cfg->kv_cache_memory_bytes;
+    o.block_tokens = cfg->block_tokens;
+    int rc = kv_plan_compute(&g, &o, &p, err, sizeof err);
+    if (rc < 0) {
+        LOG_ERR("kv_plan_refused", "engine=%s msg=\"%s\"", ENGINE_NAME, err);
+        fprintf(stderr, "tern-worker: %s\n", err);
+        return rc;
+    }
+    if (p.n_blocks > UINT32_MAX / 2)
+        p.n_blocks = UINT32_MAX / 2;
+    in->n_slots = (uint32_t)p.n_state_slots;
+    in->kv_blocks = (uint32_t)p.n_blocks;
+    in->kv_bytes = (uint64_t)p.budget_bytes;
+    LOG_INFO("kv_pool",
+             "engine=%s tokens=%lld blocks=%lld state_slots=%lld kv_dtype=%s "
+             "max_concurrency=%.2fx at max_model_len=%lld",
+             ENGINE_NAME, (long long)p.pool_tokens, (long long)p.n_blocks,
+             (long long)p.n_state_slots, kv_dtype_name(p.dtype), p.max_concurrency,
+             (long long)p.max_model_len);
+    return 0;
+}
+
+static int cpu_spec_window(struct wk_engine *e, uint32_t slot, uint32_t pos, uint32_t x, int k,
+                           int32_t *drafts, float *logits)
+{
+    struct cpu *c = e->impl;
+    if (!c->spec)
+        return ERR_UNSUPPORTED;
+    if (slot >= e->info.n_slots || !c->open[slot] || (uint32_t)c->st[slot]->pos != pos ||
+        x >= e->info.vocab_size)
+        return ERR_STATE;
+    return wk_spec_cpu_window(c->spec, slot, c->st[slot], (int32_t)x, k, drafts, logits);
+}
+
+static int cpu_spec_commit(struct wk_engine *e, uint32_t slot, int a)
+{
+    struct cpu *c = e->impl;
+    if (!c->spec || slot >= e->info.n_slots || !c->open[slot])
+        return ERR_STATE;
+    return wk_spec_cpu_commit(c->spec, slot, c->st[slot], a);
+}
+
 static const struct wk_engine_ops CPU_OPS = {
     .seq_open = cpu_seq_open,
     .seq_close = cpu_seq_close,
     .step = cpu_step,
     .destroy = cpu_destroy,
+    .spec_window = cpu_spec_window,
+    .spec_commit = cpu_spec_commit,
 };
 
 int wk_engine_cpu_create(const struct wk_cfg *cfg, wk_engine_progress_cb progress, void *ctx,
@@ -129,9 +198,14 @@ int wk_engine_cpu_create(const struct wk_cfg *cfg, wk_engine_progress_cb progres
     in->max_model_len = (uint32_t)len;
     in->n_slots = (uint32_t)cfg->max_seqs;
     in->block_tokens = (uint32_t)cfg->block_tokens;
-    in->kv_blocks = cfg->kv_blocks ? (uint32_t)cfg->kv_blocks
-                                   : in->n_slots * (uint32_t)CEIL_DIV(in->max_model_len,
-                                                                      in->block_tokens);
+    in->kv_blocks = cfg->kv_blocks
+                        ? (uint32_t)cfg->kv_blocks
+                        : in->n_slots * (uint32_t)CEIL_DIV(in->max_model_len, in->block_tokens);
+    if (cfg->kv_cache_memory_bytes > 0) {
+        rc = size_from_plan(cfg, mc, in);
+        if (rc < 0)
+            goto fail;
+    }
     in->max_step_tokens = (uint32_t)cfg->max_step_tokens;
     for (int i = 0; i < mc->n_eos && in->n_eos < WK_ENGINE_MAX_EOS; i++)
         if (mc->eos_ids[i] >= 0)
@@ -142,6 +216,20 @@ int wk_engine_cpu_create(const struct wk_cfg *cfg, wk_engine_progress_cb progres
         rc = ERR_NOMEM;
         LOG_ERR("engine_init_failed", "engine=cpu err=%s", err_str(rc));
         goto fail;
+    }
+    int spec_k = 0;
+    rc = wk_spec_cpu_configure(c->m, cfg->speculative_tokens, &spec_k);
+    if (rc < 0)
+        goto fail;
+    if (spec_k > 0) {
+        c->spec = wk_spec_cpu_create(c->m, c->fc, in->n_slots, spec_k, (int)in->max_step_tokens);
+        if (!c->spec) {
+            rc = ERR_INVAL;
+            LOG_ERR("engine_init_failed", "engine=cpu err=%s msg=\"speculative decoding needs "
+                    "max-step-tokens > speculative tokens\"", err_str(rc));
+            goto fail;
+        }
+        in->spec_k = (uint32_t)spec_k;
     }
     c->st = xcalloc(in->n_slots, sizeof *c->st);
     c->open = xcalloc(in->n_slots, sizeof *c->open);

@@ -15,27 +15,29 @@
 #include "model/sample.h"
 #include "proto/tern.pb-c.h"
 #include "wk.h"
+#include "wk_spec.h"
 
-#define WK_EXEC_ITEMS_MAX 64     /* items per engine call (bounds the logits buffer) */
-#define WK_EXEC_STOP_MAX 2048    /* stop ids per sequence */
+#define WK_EXEC_ITEMS_MAX 64  /* items per engine call (bounds the logits buffer) */
+#define WK_EXEC_STOP_MAX 2048 /* stop ids per sequence */
+#define WK_EXEC_SPEC_LOG_MS 10000 /* spec_stats log line at most this often while decoding */
 
 struct wk_seq {
     bool used;
     uint64_t req_id;
-    uint32_t *blocks;            // (n_blocks) block table as last sent
+    uint32_t *blocks; // (n_blocks) block table as last sent
     uint32_t n_blocks;
-    uint32_t pos;                // tokens in the engine's state
-    uint32_t last;               // last sampled token, fed by the next decode
+    uint32_t pos;  // tokens in the engine's state
+    uint32_t last; // last sampled token, fed by the next decode
     bool has_last;
-    bool stopped;                // hit a stop id or max_new
+    bool stopped; // hit a stop id or max_new
     uint32_t n_generated, max_new;
-    uint32_t *stop_ids;          // (n_stop)
+    uint32_t *stop_ids; // (n_stop)
     uint32_t n_stop;
     struct sample_params sp;
     struct sample_rng rng;
     bool logprobs;
     uint32_t top_logprobs;
-    int32_t *hist;               // (n_hist) generated tokens, for the penalties
+    int32_t *hist; // (n_hist) prompt + generated tokens, for the penalties
     uint32_t n_hist, cap_hist;
 };
 
@@ -43,26 +45,28 @@ struct wk_exec {
     const struct wk_cfg *cfg;
     void *zctx;
     char endpoint[64];
-    struct msg_sock pipe;        // PAIR, connected to the link thread
-    atomic_bool *stop;           // set by the link thread: leave the loop
+    struct msg_sock pipe; // PAIR, connected to the link thread
+    atomic_bool *stop;    // set by the link thread: leave the loop
     struct wk_engine *eng;
-    struct wk_seq *seqs;         // (n_slots) indexed by slot
+    struct wk_seq *seqs; // (n_slots) indexed by slot
     struct sample_ctx *sc;
-    float *logits;               // (WK_EXEC_ITEMS_MAX, vocab)
+    struct wk_spec *spec; // speculative rounds and their counters (K = 0: plain decoding)
+    float *logits; // (WK_EXEC_ITEMS_MAX, vocab)
     uint64_t idle_since_ns;
-    uint64_t n_plans, n_steps;   // totals, logged at exit
-    uint64_t idle_us, busy_us;   // waiting for a plan / executing plans
+    uint64_t n_plans, n_steps; // totals, logged at exit
+    uint64_t idle_us, busy_us; // waiting for a plan / executing plans
 };
 
 /* One plan item while the plan runs. */
 struct job {
     const Tern__SeqWork *w;
-    struct wk_seq *sq;           // NULL when err
-    int err;                     // 0 or ERR_*
+    struct wk_seq *sq; // NULL when err
+    int err;           // 0 or ERR_*
     const char *msg;
     bool err_sent;
-    bool prefill;                // step 0 runs w->chunk_ids
-    uint32_t steps_left;         // decode steps still granted
+    bool prefill;        // step 0 runs w->chunk_ids
+    uint32_t steps_left; // decode steps still granted
+    int spec_k;          // drafts of this step's speculative round; 0 = plain decode
 };
 
 static void env_init(Tern__Envelope *env, uint64_t req_id)
@@ -121,8 +125,8 @@ static void sampling_from(struct wk_seq *sq, const Tern__SamplingParams *p, uint
         if (p->has_seed)
             seed = p->seed;
         sq->logprobs = p->has_logprobs && p->logprobs;
-        sq->top_logprobs = p->top_logprobs > MSG_MAX_TOP_LOGPROBS ? MSG_MAX_TOP_LOGPROBS
-                                                                  : p->top_logprobs;
+        sq->top_logprobs =
+            p->top_logprobs > MSG_MAX_TOP_LOGPROBS ? MSG_MAX_TOP_LOGPROBS : p->top_logprobs;
     }
     sample_rng_seed(&sq->rng, seed);
 }
@@ -185,7 +189,7 @@ static void job_prepare(struct wk_exec *x, struct job *j, const Tern__SeqWork *w
         sq->n_blocks = (uint32_t)w->n_block_table;
     }
     if (!w->n_chunk_ids && sq->stopped)
-        return;   /* a decode granted ahead (pipelined plan) after the sequence stopped: skip */
+        return; /* a decode granted ahead (pipelined plan) after the sequence stopped: skip */
     uint64_t cap = (uint64_t)sq->n_blocks * in->block_tokens;
     if (cap > in->max_model_len)
         cap = in->max_model_len;
@@ -218,7 +222,8 @@ static void job_prepare(struct wk_exec *x, struct job *j, const Tern__SeqWork *w
 
 // ---- sampling ----
 
-/* log p of every candidate under the raw logits: fills lp (and top alternatives). */
+/* log p of the sampled token under the raw logits, and the n_top most likely alternatives
+ * (one pass keeping a small sorted list). */
 static void fill_logprobs(const float *logits, uint32_t V, uint32_t tok, uint32_t n_top,
                           Tern__TokenLogprob *lp, uint32_t *top_ids, float *top_lps)
 {
@@ -232,22 +237,48 @@ static void fill_logprobs(const float *logits, uint32_t V, uint32_t tok, uint32_
     lp->has_logprob = true;
     lp->logprob = logits[tok] - lse;
     uint32_t n = 0;
-    for (uint32_t k = 0; k < n_top && k < V; k++) {
-        int best = -1;
-        for (uint32_t i = 0; i < V; i++) {
-            bool taken = false;
-            for (uint32_t q = 0; q < n && !taken; q++)
-                taken = top_ids[q] == i;
-            if (!taken && (best < 0 || logits[i] > logits[best]))
-                best = (int)i;
+    for (uint32_t i = 0; i < V && n_top; i++) {
+        float v = logits[i];
+        if (n == n_top && v <= logits[top_ids[n - 1]])
+            continue;
+        uint32_t at = n < n_top ? n++ : n - 1; /* drop the smallest when full */
+        while (at > 0 && logits[top_ids[at - 1]] < v) {
+            top_ids[at] = top_ids[at - 1];
+            at--;
         }
-        top_ids[n] = (uint32_t)best;
-        top_lps[n] = logits[best] - lse;
-        n++;
+        top_ids[at] = i;
     }
+    for (uint32_t k = 0; k < n; k++)
+        top_lps[k] = logits[top_ids[k]] - lse;
     lp->n_top_ids = lp->n_top_logprobs = n;
     lp->top_ids = top_ids;
     lp->top_logprobs = top_lps;
+}
+
+/* The penalties look at prompt + generated tokens (as `tern generate` does). */
+static void hist_append(struct wk_seq *sq, const uint32_t *toks, uint32_t n)
+{
+    if (sq->n_hist + n > sq->cap_hist) {
+        while (sq->n_hist + n > sq->cap_hist)
+            sq->cap_hist = sq->cap_hist ? 2 * sq->cap_hist : 64;
+        sq->hist = xrealloc(sq->hist, sizeof(int32_t) * sq->cap_hist);
+    }
+    for (uint32_t i = 0; i < n; i++)
+        sq->hist[sq->n_hist++] = (int32_t)toks[i];
+}
+
+/* A generated token joins the sequence: history, the next decode's input, stop checks. */
+static void seq_push(struct wk_seq *sq, uint32_t tok)
+{
+    hist_append(sq, &tok, 1);
+    sq->last = tok;
+    sq->has_last = true;
+    sq->n_generated++;
+    for (uint32_t i = 0; i < sq->n_stop; i++)
+        if (sq->stop_ids[i] == tok)
+            sq->stopped = true;
+    if (sq->n_generated >= sq->max_new)
+        sq->stopped = true;
 }
 
 /* Sample sq's next token from logits; updates the sequence. Returns the token or < 0. */
@@ -257,43 +288,91 @@ static int64_t sample_next(struct wk_exec *x, struct wk_seq *sq, const float *lo
     int32_t t = sample_token(x->sc, &sq->sp, logits, sq->hist, (int)sq->n_hist, &sq->rng);
     if (t < 0 || (uint32_t)t >= V)
         return ERR_INVAL;
-    if (sq->n_hist == sq->cap_hist) {
-        sq->cap_hist = sq->cap_hist ? 2 * sq->cap_hist : 64;
-        sq->hist = xrealloc(sq->hist, sizeof(int32_t) * sq->cap_hist);
-    }
-    sq->hist[sq->n_hist++] = t;
-    sq->last = (uint32_t)t;
-    sq->has_last = true;
-    sq->n_generated++;
-    for (uint32_t i = 0; i < sq->n_stop; i++)
-        if (sq->stop_ids[i] == (uint32_t)t)
-            sq->stopped = true;
-    if (sq->n_generated >= sq->max_new)
-        sq->stopped = true;
+    seq_push(sq, (uint32_t)t);
     return t;
 }
 
 // ---- plans ----
 
 struct step_out {
-    Tern__SeqResult *res;        // (n) one per job that reports this step
+    Tern__SeqResult *res; // (n) one per job that reports this step
     Tern__SeqResult **resp;
-    uint32_t *tok;               // (n) the one token of each result
-    Tern__TokenLogprob *lp;      // (n)
-    Tern__TokenLogprob **lpp;    // (n)
-    uint32_t *top_ids;           // (n, MSG_MAX_TOP_LOGPROBS)
+    uint32_t *tok;            // (n, k1) the tokens of each result
+    Tern__TokenLogprob *lp;   // (n, k1)
+    Tern__TokenLogprob **lpp; // (n, k1)
+    uint32_t *top_ids;        // (n, k1, MSG_MAX_TOP_LOGPROBS)
     float *top_lps;
     uint32_t n;
+    uint32_t k1; // most tokens per result: speculative K + 1
 };
+
+/* The result of a speculative round of job j: toks (n) emitted, rows (n, V) their logits. */
+static void result_tokens(struct wk_exec *x, struct step_out *so, const struct job *j,
+                          const uint32_t *toks, uint32_t n, const float *rows)
+{
+    const uint32_t V = x->eng->info.vocab_size;
+    const size_t at = (size_t)so->n * so->k1;
+    Tern__SeqResult *r = &so->res[so->n];
+    tern__seq_result__init(r);
+    r->has_req_id = r->has_stopped = r->has_n_computed = true;
+    r->req_id = j->w->req_id;
+    memcpy(&so->tok[at], toks, sizeof(uint32_t) * n);
+    r->n_token_ids = n;
+    r->token_ids = &so->tok[at];
+    r->stopped = j->sq->stopped;
+    r->n_computed = j->sq->pos;
+    if (j->sq->logprobs) {
+        for (uint32_t t = 0; t < n; t++) {
+            Tern__TokenLogprob *lp = &so->lp[at + t];
+            tern__token_logprob__init(lp);
+            fill_logprobs(rows + (size_t)t * V, V, toks[t], j->sq->top_logprobs, lp,
+                          so->top_ids + (at + t) * MSG_MAX_TOP_LOGPROBS,
+                          so->top_lps + (at + t) * MSG_MAX_TOP_LOGPROBS);
+            so->lpp[at + t] = lp;
+        }
+        r->n_logprobs = n;
+        r->logprobs = &so->lpp[at];
+    }
+    so->resp[so->n++] = r;
+}
+
+/* This step's speculative rounds (jobs with spec_k set), one sequence after the other. */
+static void run_spec_rounds(struct wk_exec *x, struct job *jobs, uint32_t nj, struct step_out *so)
+{
+    uint32_t toks[WK_SPEC_MAX + 1];
+    for (uint32_t i = 0; i < nj; i++) {
+        struct job *j = &jobs[i];
+        if (j->err || !j->spec_k)
+            continue;
+        struct wk_seq *sq = j->sq;
+        const float *rows = NULL;
+        int r = wk_spec_round(x->spec, x->eng, (uint32_t)(sq - x->seqs), sq->pos, sq->last,
+                              j->spec_k, x->sc, &sq->sp, sq->hist, sq->n_hist, &sq->rng, toks,
+                              &rows);
+        j->spec_k = 0;
+        if (r < 0) {
+            j->err = r;
+            j->msg = "speculative round failed";
+            j->err_sent = false;
+            continue;
+        }
+        sq->pos += (uint32_t)r; /* the engine committed x and the accepted drafts */
+        j->steps_left -= (uint32_t)r < j->steps_left ? (uint32_t)r : j->steps_left;
+        uint32_t n = 0;
+        while (n < (uint32_t)r && !sq->stopped)
+            seq_push(sq, toks[n++]); /* tokens after a stop are dropped */
+        result_tokens(x, so, j, toks, n, rows);
+    }
+}
 
 static void run_plan(struct wk_exec *x, const Tern__StepPlan *p)
 {
     uint64_t t0 = clock_now_ns();
     uint32_t idle_us = (uint32_t)((t0 - x->idle_since_ns) / 1000);
     if (x->n_plans++)
-        x->idle_us += idle_us;   /* not the wait for the very first plan */
-    LOG_DEBUG("plan_start", "step=%" PRIu64 " seqs=%zu frees=%zu idle_us=%u", p->step_id,
-              p->n_seqs, p->n_free_req_ids, idle_us);
+        x->idle_us += idle_us; /* not the wait for the very first plan */
+    LOG_DEBUG("plan_start", "step=%" PRIu64 " seqs=%zu frees=%zu idle_us=%u", p->step_id, p->n_seqs,
+              p->n_free_req_ids, idle_us);
     const struct wk_engine_info *in = &x->eng->info;
     for (size_t i = 0; i < p->n_free_req_ids; i++) {
         struct wk_seq *sq = seq_find(x, p->free_req_ids[i]);
@@ -302,19 +381,29 @@ static void run_plan(struct wk_exec *x, const Tern__StepPlan *p)
     }
     uint32_t nj = (uint32_t)p->n_seqs;
     struct job *jobs = xcalloc(nj ? nj : 1, sizeof *jobs);
-    for (uint32_t i = 0; i < nj; i++)
+    for (uint32_t i = 0; i < nj; i++) {
         job_prepare(x, &jobs[i], p->seqs[i]);
+        if (jobs[i].err && p->seqs[i]->new_seq) {
+            /* a refused first chunk leaves no half-made sequence behind */
+            struct wk_seq *sq = seq_find(x, p->seqs[i]->req_id);
+            if (sq)
+                seq_close(x, sq);
+            jobs[i].sq = NULL;
+        }
+    }
 
     struct wk_engine_item *items = xcalloc(nj ? nj : 1, sizeof *items);
     uint32_t *item_job = xcalloc(nj ? nj : 1, sizeof *item_job);
     struct step_out so;
     so.res = xcalloc(nj ? nj : 1, sizeof *so.res);
     so.resp = xcalloc(nj ? nj : 1, sizeof *so.resp);
-    so.tok = xcalloc(nj ? nj : 1, sizeof *so.tok);
-    so.lp = xcalloc(nj ? nj : 1, sizeof *so.lp);
-    so.lpp = xcalloc(nj ? nj : 1, sizeof *so.lpp);
-    so.top_ids = xcalloc((size_t)(nj ? nj : 1) * MSG_MAX_TOP_LOGPROBS, sizeof *so.top_ids);
-    so.top_lps = xcalloc((size_t)(nj ? nj : 1) * MSG_MAX_TOP_LOGPROBS, sizeof *so.top_lps);
+    so.k1 = (uint32_t)wk_spec_k(x->spec) + 1;
+    const size_t n_tok = (size_t)(nj ? nj : 1) * so.k1;
+    so.tok = xcalloc(n_tok, sizeof *so.tok);
+    so.lp = xcalloc(n_tok, sizeof *so.lp);
+    so.lpp = xcalloc(n_tok, sizeof *so.lpp);
+    so.top_ids = xcalloc(n_tok * MSG_MAX_TOP_LOGPROBS, sizeof *so.top_ids);
+    so.top_lps = xcalloc(n_tok * MSG_MAX_TOP_LOGPROBS, sizeof *so.top_lps);
 
     for (uint32_t step = 0;; step++) {
         uint64_t ts = clock_now_ns();
@@ -345,8 +434,14 @@ static void run_plan(struct wk_exec *x, const Tern__StepPlan *p)
             if (step == 0 && j->prefill) {
                 it->tokens = j->w->chunk_ids;
                 it->n = (uint32_t)j->w->n_chunk_ids;
-                it->logits = j->w->sample ? x->logits : NULL;   /* placed per sub-batch */
+                it->logits = j->w->sample ? x->logits : NULL; /* placed per sub-batch */
             } else if (j->steps_left && !j->sq->stopped) {
+                uint64_t cap = (uint64_t)j->sq->n_blocks * in->block_tokens;
+                if (cap > in->max_model_len)
+                    cap = in->max_model_len;
+                j->spec_k = wk_spec_round_k(x->spec, &j->sq->sp, j->sq->pos, j->steps_left, cap);
+                if (j->spec_k)
+                    continue; /* a speculative round after the batched items */
                 it->tokens = &j->sq->last;
                 it->n = 1;
                 it->logits = x->logits;
@@ -360,7 +455,10 @@ static void run_plan(struct wk_exec *x, const Tern__StepPlan *p)
             it->n_blocks = j->sq->n_blocks;
             item_job[ni++] = i;
         }
-        if (ni == 0 && so.n == 0 && step > 0)
+        bool spec_round = false;
+        for (uint32_t i = 0; i < nj; i++)
+            spec_round |= !jobs[i].err && jobs[i].spec_k;
+        if (ni == 0 && so.n == 0 && step > 0 && !spec_round)
             break;
         /* engine calls in sub-batches; sample each sub-batch before the next overwrites logits */
         for (uint32_t o = 0; o < ni; o += WK_EXEC_ITEMS_MAX) {
@@ -379,6 +477,8 @@ static void run_plan(struct wk_exec *x, const Tern__StepPlan *p)
                     continue;
                 }
                 j->sq->pos += it->n;
+                if (step == 0 && j->prefill)
+                    hist_append(j->sq, it->tokens, it->n);
                 if (!it->logits)
                     continue;
                 int64_t t = sample_next(x, j->sq, it->logits);
@@ -391,24 +491,26 @@ static void run_plan(struct wk_exec *x, const Tern__StepPlan *p)
                 tern__seq_result__init(r);
                 r->has_req_id = r->has_stopped = r->has_n_computed = true;
                 r->req_id = j->w->req_id;
-                so.tok[so.n] = (uint32_t)t;
+                const size_t at = (size_t)so.n * so.k1;
+                so.tok[at] = (uint32_t)t;
                 r->n_token_ids = 1;
-                r->token_ids = &so.tok[so.n];
+                r->token_ids = &so.tok[at];
                 r->stopped = j->sq->stopped;
                 r->n_computed = j->sq->pos;
                 if (j->sq->logprobs) {
-                    Tern__TokenLogprob *lp = &so.lp[so.n];
+                    Tern__TokenLogprob *lp = &so.lp[at];
                     tern__token_logprob__init(lp);
-                    fill_logprobs(it->logits, in->vocab_size, (uint32_t)t, j->sq->top_logprobs,
-                                  lp, so.top_ids + (size_t)so.n * MSG_MAX_TOP_LOGPROBS,
-                                  so.top_lps + (size_t)so.n * MSG_MAX_TOP_LOGPROBS);
-                    so.lpp[so.n] = lp;
+                    fill_logprobs(it->logits, in->vocab_size, (uint32_t)t, j->sq->top_logprobs, lp,
+                                  so.top_ids + at * MSG_MAX_TOP_LOGPROBS,
+                                  so.top_lps + at * MSG_MAX_TOP_LOGPROBS);
+                    so.lpp[at] = lp;
                     r->n_logprobs = 1;
-                    r->logprobs = &so.lpp[so.n];
+                    r->logprobs = &so.lpp[at];
                 }
                 so.resp[so.n++] = r;
             }
         }
+        run_spec_rounds(x, jobs, nj, &so);
         /* errors raised by the engine this step are reported next turn; is there more work? */
         bool more = false;
         for (uint32_t i = 0; i < nj; i++) {
@@ -427,6 +529,16 @@ static void run_plan(struct wk_exec *x, const Tern__StepPlan *p)
         if (step == 0) {
             res.has_idle_us = true;
             res.idle_us = idle_us;
+        }
+        struct wk_spec_counts sd;
+        wk_spec_take(x->spec, &sd);
+        if (sd.drafts) {
+            res.has_spec_drafts = res.has_spec_draft_tokens = res.has_spec_accepted_tokens = true;
+            res.spec_drafts = sd.drafts;
+            res.spec_draft_tokens = sd.draft_tokens;
+            res.spec_accepted_tokens = sd.accepted;
+            res.n_spec_accepted_per_pos = sd.n_pos;
+            res.spec_accepted_per_pos = sd.per_pos;
         }
         env.body_case = TERN__ENVELOPE__BODY_STEP_RESULT;
         env.step_result = &res;
@@ -447,6 +559,7 @@ static void run_plan(struct wk_exec *x, const Tern__StepPlan *p)
     free(jobs);
     x->idle_since_ns = clock_now_ns();
     x->busy_us += (x->idle_since_ns - t0) / 1000;
+    wk_spec_log(x->spec, x->idle_since_ns / 1000000, WK_EXEC_SPEC_LOG_MS, false);
 }
 
 // ---- thread ----
@@ -460,8 +573,8 @@ struct wk_exec *wk_exec_create(const struct wk_cfg *cfg, void *zctx, const char 
     x->stop = stop;
     snprintf(x->endpoint, sizeof x->endpoint, "%s", pipe_endpoint);
     struct msg_sock_opts o = {.max_bytes = (size_t)cfg->max_msg_bytes};
-    if (msg_sock_connect(&x->pipe, zctx, MSG_KIND_PAIR, pipe_endpoint,
-                         &tern__envelope__descriptor, &o) < 0) {
+    if (msg_sock_connect(&x->pipe, zctx, MSG_KIND_PAIR, pipe_endpoint, &tern__envelope__descriptor,
+                         &o) < 0) {
         free(x);
         return NULL;
     }
@@ -477,6 +590,7 @@ void wk_exec_destroy(struct wk_exec *x)
     free(x->seqs);
     free(x->logits);
     sample_ctx_destroy(x->sc);
+    wk_spec_destroy(x->spec);
     wk_engine_destroy(x->eng);
     msg_sock_close(&x->pipe);
     free(x);
@@ -547,6 +661,7 @@ void *wk_exec_main(void *arg)
         x->seqs = xcalloc(x->eng->info.n_slots, sizeof *x->seqs);
         x->logits = malloc(sizeof(float) * WK_EXEC_ITEMS_MAX * x->eng->info.vocab_size);
         x->sc = sample_ctx_create((int)x->eng->info.vocab_size);
+        x->spec = wk_spec_create(x->eng, x->cfg->speculative_tokens > 0);
         if (!x->logits || !x->sc)
             rc = ERR_NOMEM;
     }
@@ -568,13 +683,16 @@ void *wk_exec_main(void *arg)
                 run_plan(x, env->step_plan);
             } else if (env->body_case == TERN__ENVELOPE__BODY_RESET) {
                 close_all(x);
-                pipe_send(x, env);   /* echo = done */
+                pipe_send(x, env); /* echo = done */
             }
             msg_free(m);
         }
     }
-    LOG_INFO("exec_stats", "plans=%" PRIu64 " steps=%" PRIu64 " busy_us=%" PRIu64
-             " idle_us=%" PRIu64 " idle_us_per_plan=%" PRIu64,
+    if (x->spec)
+        wk_spec_log(x->spec, clock_now_ms(), 0, true);
+    LOG_INFO("exec_stats",
+             "plans=%" PRIu64 " steps=%" PRIu64 " busy_us=%" PRIu64 " idle_us=%" PRIu64
+             " idle_us_per_plan=%" PRIu64,
              x->n_plans, x->n_steps, x->busy_us, x->idle_us,
              x->n_plans > 1 ? x->idle_us / (x->n_plans - 1) : 0);
     return NULL;

@@ -31,9 +31,8 @@ static void env_init(Tern__Envelope *env, uint64_t req_id)
 static int link_send(struct wk *w, Tern__Envelope *env)
 {
     int rc = msg_send(&w->link, NULL, &env->base);
-    if (rc < 0 && rc != ERR_FULL)   /* ERR_FULL: not connected (ZMQ_IMMEDIATE); retried */
-        LOG_WARN("send_failed", "link=scheduler body=%d err=%s", (int)env->body_case,
-                 err_str(rc));
+    if (rc < 0 && rc != ERR_FULL) /* ERR_FULL: not connected (ZMQ_IMMEDIATE); retried */
+        LOG_WARN("send_failed", "link=scheduler body=%d err=%s", (int)env->body_case, err_str(rc));
     return rc;
 }
 
@@ -62,7 +61,8 @@ static void send_register(struct wk *w, uint64_t now_ms)
     r.eos_ids = (uint32_t *)in->eos_ids;
     env.body_case = TERN__ENVELOPE__BODY_REGISTER_WORKER;
     env.register_worker = &r;
-    /* not connected yet (ZMQ_IMMEDIATE): retry at the next loop turn instead of a heartbeat later */
+    /* not connected yet (ZMQ_IMMEDIATE): retry at the next loop turn instead of a heartbeat later
+     */
     w->register_failed = link_send(w, &env) < 0;
     w->register_at_ms = now_ms;
     w->state = WK_LINK_STATE_REGISTERING;
@@ -95,7 +95,7 @@ static void send_heartbeat(struct wk *w, uint64_t now_ms)
     hb.sent_ns = clock_now_ns();
     env.body_case = TERN__ENVELOPE__BODY_HEARTBEAT;
     env.heartbeat = &hb;
-    (void)link_send(w, &env);   /* logged there; death is by silence */
+    (void)link_send(w, &env); /* logged there; death is by silence */
     msg_hb_sent(&w->hb, now_ms);
 }
 
@@ -130,7 +130,7 @@ static void on_link(struct wk *w, Tern__Envelope *env, uint64_t now_ms)
         break;
     case TERN__ENVELOPE__BODY_STEP_PLAN:
         if (w->state != WK_LINK_STATE_READY)
-            break;   /* a plan from before a reset: the scheduler forgets it too */
+            break; /* a plan from before a reset: the scheduler forgets it too */
         if (msg_send(&w->pipe, NULL, &env->base) < 0)
             LOG_ERR("pipe_send_failed", "op=plan");
         w->n_plans++;
@@ -151,7 +151,7 @@ static int on_pipe(struct wk *w, Tern__Envelope *env, uint64_t now_ms)
     switch (env->body_case) {
     case TERN__ENVELOPE__BODY_LOAD_PROGRESS:
         if (w->state == WK_LINK_STATE_LOADING)
-            (void)link_send(w, env);   /* logged there; progress is informational */
+            (void)link_send(w, env); /* logged there; progress is informational */
         break;
     case TERN__ENVELOPE__BODY_REGISTER_WORKER: {
         const Tern__Register *r = env->register_worker;
@@ -168,16 +168,18 @@ static int on_pipe(struct wk *w, Tern__Envelope *env, uint64_t now_ms)
         in->max_step_tokens = r->max_step_tokens;
         for (size_t i = 0; i < r->n_eos_ids && i < WK_ENGINE_MAX_EOS; i++)
             in->eos_ids[in->n_eos++] = r->eos_ids[i];
-        LOG_INFO("engine_loaded", "engine=%s model=%s vocab=%u max_model_len=%u slots=%u "
-                 "kv_blocks=%u", w->engine_name, in->model_id, in->vocab_size,
-                 in->max_model_len, in->n_slots, in->kv_blocks);
-        (void)sdnotify_ready();   /* no-op outside systemd */
+        LOG_INFO("engine_loaded",
+                 "engine=%s model=%s vocab=%u max_model_len=%u slots=%u "
+                 "kv_blocks=%u",
+                 w->engine_name, in->model_id, in->vocab_size, in->max_model_len, in->n_slots,
+                 in->kv_blocks);
+        (void)sdnotify_ready(); /* no-op outside systemd */
         send_register(w, now_ms);
         break;
     }
     case TERN__ENVELOPE__BODY_STEP_RESULT:
         if (w->state == WK_LINK_STATE_READY)
-            (void)link_send(w, env);   /* logged there; a lost result = the scheduler times out */
+            (void)link_send(w, env); /* logged there; a lost result = the scheduler times out */
         w->n_results++;
         break;
     case TERN__ENVELOPE__BODY_RESET:
@@ -205,12 +207,17 @@ int wk_init(struct wk *w, const struct wk_cfg *cfg)
     w->zctx = msg_context_create();
     if (!w->zctx)
         return -errno;
-    struct msg_sock_opts o = {.max_bytes = (size_t)cfg->max_msg_bytes, .immediate = true};
-    int rc = msg_sock_connect(&w->link, w->zctx, MSG_KIND_DEALER, cfg->scheduler_endpoint,
+    const char *eps[] = {cfg->scheduler_endpoint};
+    int rc = curve_link_init(&w->curve, &cfg->curve, w->zctx, false, eps, 1);
+    if (rc < 0)
+        goto out_ctx; /* logged there: ev=curve_refused */
+    struct msg_sock_opts o = {.max_bytes = (size_t)cfg->max_msg_bytes, .immediate = true,
+                              .curve = &w->curve};
+    rc = msg_sock_connect(&w->link, w->zctx, MSG_KIND_DEALER, cfg->scheduler_endpoint,
                               &tern__envelope__descriptor, &o);
     if (rc < 0) {
         LOG_ERR("connect_failed", "endpoint=%s err=%s", cfg->scheduler_endpoint, err_str(rc));
-        goto out_ctx;
+        goto out_curve;
     }
     snprintf(w->pipe_endpoint, sizeof w->pipe_endpoint, "inproc://wk-exec-%016" PRIx64,
              w->instance);
@@ -228,8 +235,7 @@ int wk_init(struct wk *w, const struct wk_cfg *cfg)
     if (rc < 0)
         goto out_exec;
     w->exec_started = true;
-    msg_hb_init(&w->hb, (uint32_t)cfg->heartbeat_ms, (uint32_t)cfg->dead_after_ms,
-                clock_now_ms());
+    msg_hb_init(&w->hb, (uint32_t)cfg->heartbeat_ms, (uint32_t)cfg->dead_after_ms, clock_now_ms());
     w->state = WK_LINK_STATE_LOADING;
     LOG_INFO("connecting", "endpoint=%s worker=%s engine=%s instance=%016" PRIx64,
              cfg->scheduler_endpoint, cfg->worker_id, cfg->engine, w->instance);
@@ -241,6 +247,8 @@ out_pipe:
     msg_sock_close(&w->pipe);
 out_link:
     msg_sock_close(&w->link);
+out_curve:
+    curve_link_deinit(&w->curve);
 out_ctx:
     msg_context_destroy(w->zctx);
     w->zctx = NULL;
@@ -258,6 +266,7 @@ void wk_deinit(struct wk *w)
     w->exec = NULL;
     msg_sock_close(&w->pipe);
     msg_sock_close(&w->link);
+    curve_link_deinit(&w->curve);
     msg_context_destroy(w->zctx);
     w->zctx = NULL;
 }
@@ -272,7 +281,7 @@ int wk_run(struct wk *w, volatile sig_atomic_t *stop)
     while (!*stop) {
         uint64_t now = clock_now_ms();
         if (wd_ms && now - wd_at >= wd_ms) {
-            (void)sdnotify_watchdog();   /* no-op outside systemd */
+            (void)sdnotify_watchdog(); /* no-op outside systemd */
             wd_at = now;
         }
         int rc = zmq_poll(items, 2, WK_POLL_MAX_MS);

@@ -2,20 +2,29 @@
 # tests/gpu/run.sh: on the GPU machine, build the CUDA kernels + their tests + the benchmark with
 # the standalone project in tests/gpu (the top-level configure needs libzmq/libuv, absent there),
 # run every kernel test, run them again under compute-sanitizer (memcheck), run the benchmark, and
-# print a summary. Logs go to $OUT (or ./gpu-logs).
-#   tests/gpu/run.sh [--arch 90] [--no-sanitizer] [--no-bench]
+# print a summary. Then the whole model on the GPU: ktest_gpu_model (the runner vs the CPU pass
+# and the transformers fixtures; also under memcheck on two fixtures) and gpu_smoke (full-size
+# 35B-A3B with dummy weights, bf16 and NVFP4: resident bytes, KV pool, tokens/s). Logs go to
+# $OUT (or ./gpu-logs). The model library needs cJSON + PCRE2, which the GPU machine lacks:
+# run tests/gpu/sysroot.sh here first and carry .gpu (git-ignored) with the call.
+#   tests/gpu/run.sh [--arch 90] [--no-sanitizer] [--no-bench] [--no-smoke]
+# Env: SAN_TESTS="ktest_a ktest_b" (memcheck only those), RACECHECK="" (no racecheck),
+# SMOKE_CONFIGS (tests/configs names), SMOKE_TOKENS (256), SMOKE_TIMEOUT (240 s),
+# TERN_WERROR=OFF, BUILD_DIR.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${OUT:-$root/gpu-logs}
 arch=90
 sanitize=1
 bench=1
+smoke=1
 while [ $# -gt 0 ]; do
   case $1 in
     --arch) arch=$2; shift ;;
     --no-sanitizer) sanitize=0 ;;
     --no-bench) bench=0 ;;
-    *) echo "usage: $0 [--arch N] [--no-sanitizer] [--no-bench]" >&2; exit 2 ;;
+    --no-smoke) smoke=0 ;;
+    *) echo "usage: $0 [--arch N] [--no-sanitizer] [--no-bench] [--no-smoke]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -30,7 +39,7 @@ say "gpu: $(sed -n 2p "$out/nvidia-smi.txt")"
 say "nvcc: $(nvcc --version | tail -1)"
 
 t0=$(date +%s)
-if ! { cmake -S "$root/tests/gpu" -B "$build" -DCMAKE_CUDA_ARCHITECTURES="$arch" -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
+if ! { cmake -S "$root/tests/gpu" -B "$build" -DCMAKE_CUDA_ARCHITECTURES="$arch" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_WERROR="${TERN_WERROR:-ON}" &&
        cmake --build "$build" -j "$(nproc)"; } > "$out/build.log" 2>&1; then
   say "BUILD FAILED (see build.log)"; tail -30 "$out/build.log"; exit 1
 fi
@@ -40,7 +49,7 @@ fail=0
 for t in "$build"/bin/test_* "$build"/bin/ktest_*; do
   n=$(basename "$t")
   t1=$(date +%s%N)
-  (cd "$root" && "$t") > "$out/$n.log" 2>&1
+  (cd "$root" && TERN_SOURCE_DIR="$root" "$t") > "$out/$n.log" 2>&1
   rc=$?
   dt=$(( ($(date +%s%N) - t1) / 1000000 ))
   case $rc in
@@ -49,20 +58,38 @@ for t in "$build"/bin/test_* "$build"/bin/ktest_*; do
   say "test $n: $st (${dt} ms)"
   [ $rc -ne 0 ] && [ $rc -ne 77 ] && grep -E 'mismatch|FAIL|CHECK' "$out/$n.log" | head -20
 done
+if [ -f "$out/ktest_gpu_model.log" ]; then
+  grep -E '^fixture=' "$out/ktest_gpu_model.log" > "$out/gpu_model_results.txt"
+  say "gpu model checks: $(grep -c ' ok' "$out/gpu_model_results.txt") ok, $(grep -c 'FAIL' "$out/gpu_model_results.txt") FAIL, $(grep -c 'SKIPPED' "$out/gpu_model_results.txt") fixtures skipped"
+  grep -E 'FAIL|SKIPPED|greedy|storage_cost' "$out/gpu_model_results.txt" | tee -a "$summary"
+fi
+
+if [ $smoke = 1 ] && [ -x "$build/bin/gpu_smoke" ]; then
+  for v in ${SMOKE_CONFIGS:-qwen3.6-35b-a3b-nvfp4 qwen3.6-35b-a3b}; do
+    t1=$(date +%s)
+    (cd "$root" && timeout "${SMOKE_TIMEOUT:-240}" "$build/bin/gpu_smoke" "tests/configs/$v.json" "${SMOKE_TOKENS:-256}") > "$out/smoke_$v.txt" 2>&1
+    rc=$?
+    [ $rc -eq 0 ] || fail=1
+    say "smoke $v: rc=$rc ($(( $(date +%s) - t1 )) s)"
+    grep -vE '^ts=.*ev=(gpu_nvfp4|gpu_w4a4)' "$out/smoke_$v.txt" | grep -E 'gpu_backend|gpu_memory|config=|resident|weights=|batch|smoke|error|failed' | tee -a "$summary"
+  done
+fi
 
 if [ $sanitize = 1 ] && command -v compute-sanitizer > /dev/null; then
-  for t in "$build"/bin/ktest_*; do
+  for t in ${SAN_TESTS:-"$build"/bin/ktest_*}; do
+    [ -x "$t" ] || t="$build/bin/$t"
     n=$(basename "$t")
-    (cd "$root" && compute-sanitizer --tool memcheck --error-exitcode 99 "$t") > "$out/san_$n.log" 2>&1
+    (cd "$root" && TERN_SOURCE_DIR="$root" KTEST_GPU_MODEL_ONLY=hf_b,small_nvfp4 \
+       compute-sanitizer --tool memcheck --error-exitcode 99 "$t") > "$out/san_$n.log" 2>&1
     rc=$?
     errs=$(grep -m1 'ERROR SUMMARY' "$out/san_$n.log" || echo 'no summary')
     [ $rc -eq 0 ] && st=PASS || { st="FAIL(rc=$rc)"; fail=1; }
     say "memcheck $n: $st ($errs)"
   done
-  for n in ${RACECHECK:-ktest_gemv ktest_moe}; do
+  for n in ${RACECHECK-ktest_gemv ktest_moe}; do
     (cd "$root" && compute-sanitizer --tool racecheck --error-exitcode 99 "$build/bin/$n") > "$out/san_race_$n.log" 2>&1
     rc=$?
-    errs=$(grep -m1 'ERROR SUMMARY' "$out/san_race_$n.log" || echo 'no summary')
+    errs=$(grep -m1 'RACECHECK SUMMARY' "$out/san_race_$n.log" || echo 'no summary')
     [ $rc -eq 0 ] && st=PASS || { st="FAIL(rc=$rc)"; fail=1; }
     say "racecheck $n: $st ($errs)"
   done

@@ -1,10 +1,10 @@
 /* ktest: shared helpers of the kernel tests (see ktest.h). */
 #include "ktest.h"
 
+#include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <cuda_runtime.h>
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
@@ -66,7 +66,7 @@ void *ktest_dev_from(const void *host, size_t n)
 float *ktest_dev_poison(size_t n)
 {
     float *p = ktest_dev_alloc(n * sizeof(float));
-    check(cudaMemset(p, 0xff, n * sizeof(float)), "cudaMemset");   /* 0xffffffff = NaN */
+    check(cudaMemset(p, 0xff, n * sizeof(float)), "cudaMemset"); /* 0xffffffff = NaN */
     return p;
 }
 
@@ -124,7 +124,7 @@ double ktest_time_us(void (*fn)(void *), void *arg, int warmup, int reps)
         check(cudaEventSynchronize(b), "cudaEventSynchronize");
         check(cudaEventElapsedTime(&ts[i], a, b), "cudaEventElapsedTime");
     }
-    for (int i = 1; i < reps; i++)   /* insertion sort: reps is small */
+    for (int i = 1; i < reps; i++) /* insertion sort: reps is small */
         for (int j = i; j > 0 && ts[j] < ts[j - 1]; j--) {
             float t = ts[j];
             ts[j] = ts[j - 1];

@@ -61,7 +61,7 @@ void kw_pair_make(struct kw_pair *p, int fmt, int scale_kind, int n_experts, int
         for (size_t i = 0; i < n / 2; i++)
             d[i] = (uint8_t)ktest_u32();
         for (size_t i = 0; i < nb; i++)
-            bs[i] = rand_e4m3(0x08, 0x7e);   /* 2^-6 .. 448 */
+            bs[i] = rand_e4m3(0x08, 0x7e); /* 2^-6 .. 448 */
         for (int e = 0; e < n_experts; e++)
             g[e] = ktest_uniform(1e-4f, 1e-3f);
         h->data = d;

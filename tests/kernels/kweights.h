@@ -6,8 +6,8 @@
 #include "kweight.h"
 
 struct kw_pair {
-    struct kweight host;   // host pointers (for the reference)
-    struct kweight dev;    // same weight, device pointers
+    struct kweight host; // host pointers (for the reference)
+    struct kweight dev;  // same weight, device pointers
 };
 
 /* fmt: KW_FMT_*, scale_kind for fp8. Values are random and of moderate size. */

@@ -63,7 +63,8 @@ static void test_attn(int n_seq, int hq, int hkv, int hd, int bs, const int *len
         ktest_fill(v, (size_t)n * w, -1, 1);
         for (int j = 0; j < n; j++)
             sm[j] = bt[s * mb + j / bs] * bs + j % bs;
-        float *dk = ktest_dev_from(k, (size_t)n * w * 4), *dv = ktest_dev_from(v, (size_t)n * w * 4);
+        float *dk = ktest_dev_from(k, (size_t)n * w * 4),
+              *dv = ktest_dev_from(v, (size_t)n * w * 4);
         int32_t *dsm = ktest_dev_from(sm, (size_t)n * 4);
         CHECK_EQ_INT(kv_write_ref(kc, vc, k, v, sm, n, hkv, hd), 0);
         CHECK_EQ_INT(kv_write_cuda(dkc, dvc, dk, dv, dsm, n, hkv, hd, 0), 0);
@@ -88,23 +89,28 @@ static void test_attn(int n_seq, int hq, int hkv, int hd, int bs, const int *len
     ktest_fill(q, nq, -1, 1);
     ktest_fill(gate, nq, -3, 3);
     float *dq = ktest_dev_from(q, nq * 4), *dg = ktest_dev_from(gate, nq * 4);
-    int32_t *dbt = ktest_dev_from(bt, (size_t)n_seq * mb * 4), *dl = ktest_dev_from(lens, (size_t)n_seq * 4);
+    int32_t *dbt = ktest_dev_from(bt, (size_t)n_seq * mb * 4),
+            *dl = ktest_dev_from(lens, (size_t)n_seq * 4);
     float *ws = ktest_dev_alloc(attn_decode_ws_floats(n_seq, hq, hd, max_len) * 4);
     float *dy = ktest_dev_poison(nq);
     const float scale = 1.0f / sqrtf((float)hd);
     CHECK_EQ_INT(attn_decode_ref(ref, NULL, q, gate, kc, vc, bt, lens, n_seq, hq, hkv, hd, bs, mb,
-                                 max_len, scale), 0);
+                                 max_len, scale),
+                 0);
     CHECK_EQ_INT(attn_decode_cuda(dy, ws, dq, dg, dkc, dvc, dbt, dl, n_seq, hq, hkv, hd, bs, mb,
-                                  max_len, scale, 0), 0);
+                                  max_len, scale, 0),
+                 0);
     ktest_to_host(got, dy, nq * 4);
     snprintf(what, sizeof(what), "attn_decode seq=%d hq=%d hkv=%d hd=%d bs=%d max_len=%d", n_seq,
              hq, hkv, hd, bs, max_len);
     CHECK(ktest_compare(what, got, ref, nq, 2e-5, 1e-4) == 0);
     /* no gate */
     CHECK_EQ_INT(attn_decode_ref(ref, NULL, q, NULL, kc, vc, bt, lens, n_seq, hq, hkv, hd, bs, mb,
-                                 max_len, scale), 0);
+                                 max_len, scale),
+                 0);
     CHECK_EQ_INT(attn_decode_cuda(dy, ws, dq, NULL, dkc, dvc, dbt, dl, n_seq, hq, hkv, hd, bs, mb,
-                                  max_len, scale, 0), 0);
+                                  max_len, scale, 0),
+                 0);
     ktest_to_host(got, dy, nq * 4);
     CHECK(ktest_compare("attn_decode (no gate)", got, ref, nq, 2e-5, 1e-4) == 0);
     ktest_free(dkc), ktest_free(dvc), ktest_free(dq), ktest_free(dg), ktest_free(dbt);

@@ -17,7 +17,8 @@
 static void test_rmsnorm(int rows, int dim, float off)
 {
     size_t n = (size_t)rows * dim;
-    float *x = malloc(n * 4), *w = malloc((size_t)dim * 4), *ref = malloc(n * 4), *got = malloc(n * 4);
+    float *x = malloc(n * 4), *w = malloc((size_t)dim * 4), *ref = malloc(n * 4),
+          *got = malloc(n * 4);
     float *r2 = malloc(n * 4), *dx2 = malloc(n * 4);
     char what[96];
     ktest_fill(x, n, -3, 3);
@@ -65,8 +66,9 @@ static void test_embed_cast(int vocab, int dim, int n_tok)
         ids[t] = (int32_t)(ktest_u32() % (uint32_t)vocab);
     ids[0] = vocab - 1;
     if (n_tok > 2)
-        ids[1] = vocab + 5;   /* out of range -> zeros */
-    void *dt = ktest_dev_from(tab, (size_t)vocab * dim * 2), *di = ktest_dev_from(ids, (size_t)n_tok * 4);
+        ids[1] = vocab + 5; /* out of range -> zeros */
+    void *dt = ktest_dev_from(tab, (size_t)vocab * dim * 2),
+         *di = ktest_dev_from(ids, (size_t)n_tok * 4);
     float *dy = ktest_dev_poison((size_t)n_tok * dim);
     CHECK_EQ_INT(embed_ref(ref, tab, ids, n_tok, dim, vocab), 0);
     CHECK_EQ_INT(embed_cuda(dy, dt, di, n_tok, dim, vocab, 0), 0);
@@ -78,7 +80,7 @@ static void test_embed_cast(int vocab, int dim, int n_tok)
     uint16_t *cr = malloc(n * 2), *cg = malloc(n * 2);
     for (size_t i = 0; i < n; i++)
         ref[i] = ktest_uniform(-100, 100);
-    ref[0] = 1.0f + 1.0f / 256.0f;   /* exact tie */
+    ref[0] = 1.0f + 1.0f / 256.0f; /* exact tie */
     float *dx = ktest_dev_from(ref, n * 4);
     uint16_t *dc = ktest_dev_alloc(n * 2);
     CHECK_EQ_INT(cast_bf16_ref(cr, ref, (int64_t)n), 0);

@@ -62,7 +62,8 @@ static void test_step(int n_seq, int hk, int hv, int steps)
     ktest_fill(dtb, (size_t)hv, -1, 1);
     ktest_fill(nw, D, 0.5f, 1.5f);
     float *dst = ktest_dev_from(st, nst * 4);
-    float *dalog = ktest_dev_from(alog, (size_t)hv * 4), *ddtb = ktest_dev_from(dtb, (size_t)hv * 4);
+    float *dalog = ktest_dev_from(alog, (size_t)hv * 4),
+          *ddtb = ktest_dev_from(dtb, (size_t)hv * 4);
     float *dnw = ktest_dev_from(nw, D * 4);
     int32_t *dsl = ktest_dev_from(slots, (size_t)n_seq * 4);
     float *dy = ktest_dev_poison(nz);
@@ -72,11 +73,14 @@ static void test_step(int n_seq, int hk, int hv, int steps)
         ktest_fill(a, na, -3, 3);
         ktest_fill(b, na, -3, 3);
         if (it == 1)
-            a[0] = 25.0f;   /* softplus threshold branch */
+            a[0] = 25.0f; /* softplus threshold branch */
         float *dq = ktest_dev_from(qkv, nq * 4), *dz = ktest_dev_from(z, nz * 4);
         float *da = ktest_dev_from(a, na * 4), *db = ktest_dev_from(b, na * 4);
-        CHECK_EQ_INT(gdn_step_ref(ref, st, qkv, z, a, b, alog, dtb, nw, slots, n_seq, hk, hv, 1e-6f), 0);
-        CHECK_EQ_INT(gdn_step_cuda(dy, dst, dq, dz, da, db, dalog, ddtb, dnw, dsl, n_seq, hk, hv, 1e-6f, 0), 0);
+        CHECK_EQ_INT(
+            gdn_step_ref(ref, st, qkv, z, a, b, alog, dtb, nw, slots, n_seq, hk, hv, 1e-6f), 0);
+        CHECK_EQ_INT(
+            gdn_step_cuda(dy, dst, dq, dz, da, db, dalog, ddtb, dnw, dsl, n_seq, hk, hv, 1e-6f, 0),
+            0);
         ktest_to_host(got, dy, nz * 4);
         snprintf(what, sizeof(what), "gdn_step seq=%d hk=%d hv=%d step=%d", n_seq, hk, hv, it);
         CHECK(ktest_compare(what, got, ref, nz, 1e-4, 1e-3) == 0);
@@ -84,7 +88,8 @@ static void test_step(int n_seq, int hk, int hv, int steps)
     }
     ktest_to_host(gst, dst, nst * 4);
     CHECK(ktest_compare("gdn_step state", gst, st, nst, 1e-5, 1e-4) == 0);
-    ktest_free(dst), ktest_free(dalog), ktest_free(ddtb), ktest_free(dnw), ktest_free(dsl), ktest_free(dy);
+    ktest_free(dst), ktest_free(dalog), ktest_free(ddtb), ktest_free(dnw), ktest_free(dsl),
+        ktest_free(dy);
     free(st), free(gst), free(qkv), free(z), free(a), free(b), free(alog), free(dtb), free(nw);
     free(ref), free(got);
 }
@@ -99,8 +104,9 @@ int main(void)
     test_step(1, 16, 32, 4);
     test_step(3, 2, 4, 6);
     test_step(2, 3, 3, 2);
-    CHECK_EQ_INT(gdn_step_cuda((float *)8, (float *)8, (float *)8, (float *)8, (float *)8, (float *)8,
-                               (float *)8, (float *)8, (float *)8, NULL, 1, 3, 4, 1e-6f, 0),
+    CHECK_EQ_INT(gdn_step_cuda((float *)8, (float *)8, (float *)8, (float *)8, (float *)8,
+                               (float *)8, (float *)8, (float *)8, (float *)8, NULL, 1, 3, 4, 1e-6f,
+                               0),
                  ERR_INVAL);
     ktest_sync();
     return test_result();

@@ -43,8 +43,10 @@ static void test_w4a4(int m, int n, int k)
     ktest_fill(xb, (size_t)n * k, -1, 1);
     mma_w4a4_quant_ref(a, asf, xa, m, k, 100.0f);
     mma_w4a4_quant_ref(b, bsf, xb, n, k, 300.0f);
-    void *da = ktest_dev_from(a, (size_t)m * k / 2), *dasf = ktest_dev_from(asf, (size_t)m * k / 16);
-    void *db = ktest_dev_from(b, (size_t)n * k / 2), *dbsf = ktest_dev_from(bsf, (size_t)n * k / 16);
+    void *da = ktest_dev_from(a, (size_t)m * k / 2),
+         *dasf = ktest_dev_from(asf, (size_t)m * k / 16);
+    void *db = ktest_dev_from(b, (size_t)n * k / 2),
+         *dbsf = ktest_dev_from(bsf, (size_t)n * k / 16);
     float *dc = ktest_dev_poison((size_t)m * n);
     int rc = mma_w4a4_cuda(dc, da, dasf, db, dbsf, 1.0f / (100.0f * 300.0f), m, n, k, 0);
     if (rc == ERR_UNSUPPORTED) {

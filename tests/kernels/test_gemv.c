@@ -31,7 +31,8 @@ static void run_path(int fmt, int scale_kind, int n_experts, int expert, int row
     snprintf(what, sizeof(what), "gemv fmt=%d scale=%d e=%d/%d rows=%d cols=%d tok=%d path=%d", fmt,
              scale_kind, expert, n_experts, rows, cols, n_tok, path);
     /* the tensor-core path rounds activations to fp16 (2^-11 relative) */
-    if (path == GEMV_PATH_TENSOR || (path == GEMV_PATH_AUTO && fmt == KW_FMT_NVFP4 && cols % 128 == 0))
+    if (path == GEMV_PATH_TENSOR ||
+        (path == GEMV_PATH_AUTO && fmt == KW_FMT_NVFP4 && cols % 128 == 0))
         CHECK(ktest_compare(what, got, ref, (size_t)n_tok * rows, 1e-3 * amax, 1e-3) == 0);
     else
         CHECK(ktest_compare(what, got, ref, (size_t)n_tok * rows, 1e-5 * amax, 1e-4) == 0);
@@ -43,7 +44,8 @@ static void run_path(int fmt, int scale_kind, int n_experts, int expert, int row
     free(got);
 }
 
-static void run_case(int fmt, int scale_kind, int n_experts, int expert, int rows, int cols, int n_tok)
+static void run_case(int fmt, int scale_kind, int n_experts, int expert, int rows, int cols,
+                     int n_tok)
 {
     run_path(fmt, scale_kind, n_experts, expert, rows, cols, n_tok, GEMV_PATH_CORES);
     if (fmt == KW_FMT_NVFP4 && cols % 128 == 0)
@@ -71,7 +73,7 @@ int main(void)
     run_case(KW_FMT_FP8, KW_SCALE_BLOCK, 2, 1, 200, 384, 5);
     run_case(KW_FMT_NVFP4, 0, 1, 0, 1000, 4096, 64);
     run_case(KW_FMT_NVFP4, 0, 1, 0, 77, 640, 13);
-    run_case(KW_FMT_NVFP4, 0, 2, 1, 40, 2048, 71);   /* two token groups of 64 */
+    run_case(KW_FMT_NVFP4, 0, 2, 1, 40, 2048, 71); /* two token groups of 64 */
     run_path(KW_FMT_NVFP4, 0, 1, 0, 33, 256, 5, GEMV_PATH_AUTO);
     run_path(KW_FMT_NVFP4, 0, 1, 0, 33, 256, 1, GEMV_PATH_AUTO);
     run_path(KW_FMT_BF16, 0, 1, 0, 33, 256, 2, GEMV_PATH_AUTO);
@@ -81,10 +83,10 @@ int main(void)
         struct kw_pair w;
         float *d = ktest_dev_alloc(4096);
         kw_pair_make(&w, KW_FMT_NVFP4, 0, 1, 8, 64);
-        w.dev.cols = 48;   /* not a multiple of 32 */
+        w.dev.cols = 48; /* not a multiple of 32 */
         CHECK_EQ_INT(gemv_cuda(d, &w.dev, 0, d, 1, 0), ERR_INVAL);
         w.dev.cols = 64;
-        CHECK_EQ_INT(gemv_cuda(d, &w.dev, 0, d + 1, 1, 0), ERR_INVAL);   /* misaligned x */
+        CHECK_EQ_INT(gemv_cuda(d, &w.dev, 0, d + 1, 1, 0), ERR_INVAL); /* misaligned x */
         CHECK_EQ_INT(gemv_cuda(d, &w.dev, 0, d, 0, 0), ERR_INVAL);
         CHECK_EQ_INT(gemv_cuda_path(d, &w.dev, 0, d, 1, GEMV_PATH_TENSOR, 0), ERR_UNSUPPORTED);
         ktest_free(d);

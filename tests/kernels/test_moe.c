@@ -15,10 +15,11 @@
 static void test_route(int n_tok, int n_exp, int k, int quantize)
 {
     size_t n = (size_t)n_tok * n_exp;
-    float *l = malloc(n * 4), *rw = malloc((size_t)n_tok * k * 4), *gw = malloc((size_t)n_tok * k * 4);
+    float *l = malloc(n * 4), *rw = malloc((size_t)n_tok * k * 4),
+          *gw = malloc((size_t)n_tok * k * 4);
     int32_t *ri = malloc((size_t)n_tok * k * 4), *gi = malloc((size_t)n_tok * k * 4);
     ktest_fill(l, n, -4, 4);
-    if (quantize)   /* few distinct values: many exact ties, which must go to the lower id */
+    if (quantize) /* few distinct values: many exact ties, which must go to the lower id */
         for (size_t i = 0; i < n; i++)
             l[i] = floorf(l[i]);
     float *dl = ktest_dev_from(l, n * 4), *dw = ktest_dev_poison((size_t)n_tok * k);
@@ -48,8 +49,8 @@ static void test_route(int n_tok, int n_exp, int k, int quantize)
     free(l), free(rw), free(gw), free(ri), free(gi);
 }
 
-static void test_expert_path(int fmt, int n_tok, int n_exp, int k, int hidden, int inter, int accumulate,
-                             int path)
+static void test_expert_path(int fmt, int n_tok, int n_exp, int k, int hidden, int inter,
+                             int accumulate, int path)
 {
     struct kw_pair gu, dn;
     char what[96];
@@ -65,14 +66,16 @@ static void test_expert_path(int fmt, int n_tok, int n_exp, int k, int hidden, i
     for (size_t i = 0; i < ns; i++)
         ids[i] = (int32_t)(ktest_u32() % (uint32_t)n_exp);
     if (ns > 3)
-        ids[3] = -1;   /* an empty slot */
+        ids[3] = -1; /* an empty slot */
     float *dx = ktest_dev_from(x, nx * 4), *dw = ktest_dev_from(w, ns * 4);
-    float *dout = ktest_dev_from(ref, nx * 4);   /* initial contents for accumulate */
+    float *dout = ktest_dev_from(ref, nx * 4); /* initial contents for accumulate */
     float *dh = ktest_dev_alloc(moe_expert_ws_floats(n_tok, k, inter, hidden) * 4);
     int32_t *di = ktest_dev_from(ids, ns * 4);
-    CHECK_EQ_INT(moe_expert_ref(ref, hb, x, ids, w, n_tok, k, n_exp, &gu.host, &dn.host, accumulate), 0);
+    CHECK_EQ_INT(
+        moe_expert_ref(ref, hb, x, ids, w, n_tok, k, n_exp, &gu.host, &dn.host, accumulate), 0);
     CHECK_EQ_INT(moe_expert_cuda_path(dout, dh, dx, di, dw, n_tok, k, n_exp, &gu.dev, &dn.dev,
-                                      accumulate, path, 0), 0);
+                                      accumulate, path, 0),
+                 0);
     ktest_to_host(got, dout, nx * 4);
     double amax = 0;
     for (size_t i = 0; i < nx; i++)

@@ -13,18 +13,20 @@
 int tern_cmd_chat_template(int argc, char **argv);
 const char tern_cmd_chat_template_help[] =
     "render a chat request (stdin JSON) with a chat template: --template FILE | "
-    "--tokenizer-config FILE [--kwargs JSON] [--vars]";
+    "--tokenizer-config FILE | --dir CHECKPOINT [--kwargs JSON] [--vars]";
 
 static void usage(void)
 {
-    fprintf(stderr,
-            "usage: tern chat-template (--template FILE | --tokenizer-config FILE) [--kwargs JSON]"
-            " [--vars] < request.json\n"
-            "  --template FILE          a chat_template.jinja file\n"
-            "  --tokenizer-config FILE  a tokenizer_config.json with chat_template\n"
-            "  --kwargs JSON            server default chat_template_kwargs (JSON object)\n"
-            "  --vars                   stdin is a JSON object of template variables, bound as is\n"
-            "                           (no chat request normalisation)\n");
+    fprintf(
+        stderr,
+        "usage: tern chat-template (--template FILE | --tokenizer-config FILE | --dir DIR)"
+        " [--kwargs JSON] [--vars] < request.json\n"
+        "  --template FILE          a chat_template.jinja file\n"
+        "  --tokenizer-config FILE  a tokenizer_config.json with chat_template\n"
+        "  --dir DIR                a checkpoint: chat_template.jinja, else tokenizer_config.json\n"
+        "  --kwargs JSON            server default chat_template_kwargs (JSON object)\n"
+        "  --vars                   stdin is a JSON object of template variables, bound as is\n"
+        "                           (no chat request normalisation)\n");
 }
 
 static char *read_stdin(size_t *len)
@@ -97,13 +99,15 @@ static int render_vars(const char *tpl_path, const char *in, size_t in_len)
 
 int tern_cmd_chat_template(int argc, char **argv)
 {
-    const char *tpl = NULL, *cfg = NULL, *kwargs = NULL;
+    const char *tpl = NULL, *cfg = NULL, *dir = NULL, *kwargs = NULL;
     int vars = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--template") && i + 1 < argc) {
             tpl = argv[++i];
         } else if (!strcmp(argv[i], "--tokenizer-config") && i + 1 < argc) {
             cfg = argv[++i];
+        } else if (!strcmp(argv[i], "--dir") && i + 1 < argc) {
+            dir = argv[++i];
         } else if (!strcmp(argv[i], "--kwargs") && i + 1 < argc) {
             kwargs = argv[++i];
         } else if (!strcmp(argv[i], "--vars")) {
@@ -113,13 +117,14 @@ int tern_cmd_chat_template(int argc, char **argv)
             return 2;
         }
     }
-    if (!!tpl == !!cfg || (vars && !tpl)) {
+    if (!!tpl + !!cfg + !!dir != 1 || (vars && !tpl)) {
         usage();
         return 2;
     }
     size_t in_len;
-    char *in = read_stdin(&in_len);
+    char *in;
     if (vars) {
+        in = read_stdin(&in_len);
         int r = render_vars(tpl, in, in_len);
         free(in);
         return r;
@@ -136,14 +141,16 @@ int tern_cmd_chat_template(int argc, char **argv)
         } else {
             snprintf(err.msg, sizeof(err.msg), "cannot read %s", tpl);
         }
-    } else {
+    } else if (cfg) {
         t = chat_template_load(cfg, &err);
+    } else {
+        t = chat_template_load_dir(dir, &err);
     }
     if (!t) {
         fprintf(stderr, "tern chat-template: %s\n", err.msg);
-        free(in);
         return 2;
     }
+    in = read_stdin(&in_len);
     char *out = NULL;
     size_t out_len = 0;
     int rc = chat_template_render(t, in, in_len, kwargs, &out, &out_len, &err);

@@ -1,6 +1,9 @@
 /* tern generate: load a checkpoint and generate tokens with the CPU reference forward pass
  * (model/forward.h) and the sampler (model/sample.h). Prints the generated ids on stdout and
- * timing on stderr; --dump-logits writes the logits of every position as raw fp32. */
+ * timing on stderr; --dump-logits writes the logits of every position as raw fp32. With an MTP
+ * head, speculative decoding (model/spec.h) drafts K tokens per round and verifies them in one
+ * forward pass; the output is the same as without it (identical at temperature 0, the same
+ * distribution when sampling). */
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/tpool.h"
@@ -10,6 +13,7 @@
 #include "model/model_load.h"
 #include "model/mtp.h"
 #include "model/sample.h"
+#include "model/spec.h"
 #include "model/state.h"
 #include "text/tokenizer.h"
 
@@ -38,8 +42,11 @@ static void usage(FILE *f)
             "  --dump-logits FILE  raw little-endian fp32 logits, one row of V per position of\n"
             "                      the final sequence except the last: prompt rows first\n"
             "                      (n_prompt + n_generated - 1 rows)\n"
-            "  --spec K            greedy speculative decoding with K MTP drafts per round\n"
-            "                      (needs mtp.* tensors and --temperature 0; same output)\n"
+            "  --speculative-tokens K   MTP speculative decoding with K drafts per round\n"
+            "                      (alias --spec K; 0 = off). Default: 3 at temperature 0 when\n"
+            "                      the checkpoint has mtp.* tensors, else off; sampling\n"
+            "                      (--temperature > 0) speculates only when K is given, so\n"
+            "                      seeded runs print what plain sampling prints unless asked\n"
             "  --dump-mtp FILE     raw fp32 MTP logits of the prompt pass (MODEL.md 6.4): row p\n"
             "                      from (token p+1, hidden p), the last with the first sampled\n"
             "                      token (n_prompt rows; needs mtp.* tensors)\n");
@@ -58,7 +65,7 @@ struct gen_opts {
     int ignore_eos;
     int recurrent;
     int print_text;
-    int spec;
+    int spec;                  // -1: default (spec_configure)
     struct sample_params sp;
 };
 
@@ -66,6 +73,7 @@ static int parse_args(struct gen_opts *o, int argc, char **argv)
 {
     memset(o, 0, sizeof(*o));
     o->max_tokens = 16;
+    o->spec = -1;
     o->backend = "cpu";
     sample_params_default(&o->sp);
     o->sp.temperature = 0.0f;
@@ -95,7 +103,7 @@ static int parse_args(struct gen_opts *o, int argc, char **argv)
             o->backend = v;
         else if (strcmp(a, "--max-tokens") == 0)
             o->max_tokens = atoi(v);
-        else if (strcmp(a, "--spec") == 0)
+        else if (strcmp(a, "--spec") == 0 || strcmp(a, "--speculative-tokens") == 0)
             o->spec = atoi(v);
         else if (strcmp(a, "--threads") == 0)
             o->threads = atoi(v);
@@ -115,8 +123,7 @@ static int parse_args(struct gen_opts *o, int argc, char **argv)
     }
     if (!o->model || (!o->ids == !o->prompt) || o->max_tokens < 0 || o->threads < 0)
         return ERR_INVAL;
-    if (o->spec < 0 || o->spec > FORWARD_SPEC_MAX ||
-        (o->spec > 0 && (o->sp.temperature > 0.0f || o->dump)))
+    if (o->spec < -1 || o->spec > FORWARD_SPEC_MAX || (o->spec > 0 && (o->dump || o->dump_mtp)))
         return ERR_INVAL;
     return 0;
 }
@@ -179,65 +186,63 @@ static int write_mtp(struct forward_ctx *fc, const struct model *m, struct seq_s
     return rc;
 }
 
-static bool is_eos(const struct model *m, int32_t t);
-
-/* Greedy speculative decoding after the prompt's prefill: seq[n_prompt] holds the first token
- * (already printed), hid the prompt's final-normed hidden states. Prints the further tokens
- * and returns how many tokens were generated in all, or a negative status. */
-static int generate_spec(struct forward_ctx *fc, const struct model *m, struct seq_state *st,
-                         const struct gen_opts *o, int32_t *seq, int n_prompt, const float *hid,
-                         int chunk)
-{
-    const int V = m->cfg.vocab_size, H = m->cfg.hidden_size, K = o->spec;
-    float *lg = xmalloc(sizeof(float) * (size_t)(K + 1) * (size_t)V);
-    float *hw = xmalloc(sizeof(float) * (size_t)(K + 1) * (size_t)H);
-    float *hb = xmalloc(sizeof(float) * (size_t)(K + 1) * (size_t)H);
-    struct seq_snapshot *sn = seq_snapshot_create(st);
-    int32_t d[FORWARD_SPEC_MAX], out[FORWARD_SPEC_MAX + 1];
-    int n_gen = 1, rounds = 0, accepted = 0, rc = sn ? 0 : ERR_NOMEM;
-    // MTP K/V of the prompt positions but the last, then the first drafts from the last
-    for (int p = 0; rc == 0 && p < n_prompt - 1; p += chunk) {
-        const int n = n_prompt - 1 - p < chunk ? n_prompt - 1 - p : chunk;
-        rc = mtp_run(fc, m, st, seq + p + 1, hid + (size_t)p * (size_t)H, p, n, NULL, NULL, 0);
-    }
-    if (rc == 0)
-        rc = mtp_draft_greedy(fc, m, st, seq + n_prompt, hid + (size_t)(n_prompt - 1) * H,
-                              n_prompt - 1, 1, K, lg, hb, d);
-    bool stop = !o->ignore_eos && is_eos(m, seq[n_prompt]);
-    while (rc == 0 && !stop && n_gen < o->max_tokens) {
-        const int pos = st->pos;
-        int r = forward_spec_verify(fc, m, st, sn, seq[n_prompt + n_gen - 1], d, K, lg, hw, out,
-                                    o->recurrent ? FORWARD_GDN_RECURRENT : 0);
-        if (r < 0) {
-            rc = r;
-            break;
-        }
-        rounds++;
-        accepted += r - 1;
-        for (int j = 0; j < r && !stop && n_gen < o->max_tokens; j++) {
-            seq[n_prompt + n_gen++] = out[j];
-            printf(" %d", out[j]);
-            stop = !o->ignore_eos && is_eos(m, out[j]);
-        }
-        fflush(stdout);
-        if (!stop && n_gen < o->max_tokens)
-            rc = mtp_draft_greedy(fc, m, st, out, hw, pos, r, K, lg, hb, d);
-    }
-    fprintf(stderr, "spec_k=%d spec_rounds=%d spec_accepted=%d accept_per_round=%.3f\n", K,
-            rounds, accepted, rounds ? (double)accepted / rounds : 0.0);
-    seq_snapshot_destroy(sn);
-    free(lg);
-    free(hw);
-    free(hb);
-    return rc < 0 ? rc : n_gen;
-}
-
 static bool is_eos(const struct model *m, int32_t t)
 {
     for (int i = 0; i < m->cfg.n_eos; i++)
         if (m->cfg.eos_ids[i] == t)
             return true;
     return false;
+}
+
+/* Speculative generation with K drafts per round (model/spec.h): the prompt in chunks of chunk
+ * tokens, then rounds. Prints the tokens as they come, copies them after the prompt in seq and
+ * the counters to stderr; *t_pre: the clock after the prefill. Returns the number of tokens
+ * generated or a negative status. */
+static int generate_spec(struct forward_ctx *fc, const struct model *m, struct seq_state *st,
+                         const struct gen_opts *o, int K, const int32_t *prompt, int n_prompt,
+                         int chunk, int32_t *seq, int ctx, uint64_t *t_pre)
+{
+    struct spec_dec_opts so;
+    spec_dec_opts_default(&so);
+    so.k = K;
+    so.sp = o->sp;
+    so.prefill_chunk = chunk;
+    so.prefill_flags = o->recurrent ? FORWARD_GDN_RECURRENT : 0;
+    struct spec_dec *d = spec_dec_create(m, fc, st, &so, ctx);
+    if (!d)
+        return ERR_NOMEM;
+    struct sample_rng rng;
+    sample_rng_seed(&rng, o->seed);
+    int32_t out[FORWARD_SPEC_MAX + 1];
+    int n_gen = 0, rc = 0;
+    bool stop = o->max_tokens == 0;
+    if (!stop) {
+        rc = spec_dec_prefill(d, prompt, n_prompt, &rng, &out[0]);
+        *t_pre = clock_now_ns();
+        if (rc == 0) {
+            seq[n_prompt + n_gen++] = out[0];
+            printf("%d", out[0]);
+            stop = !o->ignore_eos && is_eos(m, out[0]);
+        }
+    }
+    while (rc == 0 && !stop && n_gen < o->max_tokens) {
+        int r = spec_dec_step(d, &rng, out);
+        if (r < 0) {
+            rc = r;
+            break;
+        }
+        for (int j = 0; j < r && !stop && n_gen < o->max_tokens; j++) {
+            seq[n_prompt + n_gen++] = out[j];
+            printf(" %d", out[j]);
+            stop = !o->ignore_eos && is_eos(m, out[j]);
+        }
+        fflush(stdout);
+    }
+    char line[512];
+    spec_stats_format(spec_dec_stats(d), line, sizeof(line));
+    fprintf(stderr, "%s\n", line);
+    spec_dec_destroy(d);
+    return rc < 0 ? rc : n_gen;
 }
 
 int tern_cmd_generate(int argc, char **argv)
@@ -298,12 +303,24 @@ int tern_cmd_generate(int argc, char **argv)
         goto out;
     }
     const int V = m->cfg.vocab_size;
-    const int ctx = n_prompt + o.max_tokens + o.spec;  // a verify window may run past the end
-    int chunk = n_prompt < GEN_PREFILL_MAX ? n_prompt : GEN_PREFILL_MAX;
-    if (chunk < o.spec + 1)
-        chunk = o.spec + 1;
+    /* speculative tokens: the one line about the head, then K (sampling and the dumps keep
+     * the plain path unless K was given explicitly) */
+    int K = 0;
+    char smsg[512];
+    int sr = spec_configure(m, o.spec, &K, smsg, sizeof(smsg));
+    fprintf(stderr, "tern generate: %s\n", smsg);
+    if (sr < 0)
+        goto out;
+    if (o.spec < 0 && K > 0 && (o.sp.temperature > 0.0f || o.dump || o.dump_mtp)) {
+        fprintf(stderr, "tern generate: speculative decoding off by default with %s "
+                        "(--speculative-tokens K turns it on)\n",
+                o.sp.temperature > 0.0f ? "sampling" : "--dump-logits/--dump-mtp");
+        K = 0;
+    }
+    const int ctx = n_prompt + o.max_tokens + K + 1;  // a verify window may run past the end
+    const int chunk = n_prompt < GEN_PREFILL_MAX ? n_prompt : GEN_PREFILL_MAX;
     tp = tpool_create(o.threads);
-    fc = forward_ctx_create(m, chunk, ctx, tp);
+    fc = forward_ctx_create(m, chunk > K + 1 ? chunk : K + 1, ctx, tp);
     st = seq_state_create(m, ctx);
     sc = sample_ctx_create(V);
     logits = malloc(sizeof(float) * (size_t)chunk * (size_t)V);
@@ -312,11 +329,11 @@ int tern_cmd_generate(int argc, char **argv)
         fprintf(stderr, "tern generate: out of memory (ctx=%d)\n", ctx);
         goto out;
     }
-    if ((o.dump_mtp || o.spec) && !m->has_mtp) {
+    if (o.dump_mtp && !m->has_mtp) {
         fprintf(stderr, "tern generate: the checkpoint has no mtp.* tensors\n");
         goto out;
     }
-    if (o.dump_mtp || o.spec)
+    if (o.dump_mtp)
         hid = xmalloc(sizeof(float) * (size_t)n_prompt * (size_t)m->cfg.hidden_size);
     if (o.dump && !(dump = fopen(o.dump, "wb"))) {
         fprintf(stderr, "tern generate: cannot write %s\n", o.dump);
@@ -327,7 +344,16 @@ int tern_cmd_generate(int argc, char **argv)
     struct sample_rng rng;
     sample_rng_seed(&rng, o.seed);
 
-    uint64_t t0 = clock_now_ns();
+    uint64_t t0 = clock_now_ns(), t1 = t0;
+    int n_gen = 0;
+    if (K > 0) {
+        n_gen = generate_spec(fc, m, st, &o, K, prompt, n_prompt, chunk, seq, ctx, &t1);
+        if (n_gen < 0) {
+            fprintf(stderr, "tern generate: speculative: %s\n", err_str(n_gen));
+            goto out;
+        }
+        goto done;
+    }
     for (int p = 0; p < n_prompt; p += chunk) {
         const int n = n_prompt - p < chunk ? n_prompt - p : chunk;
         const int all = dump ? FORWARD_LOGITS_ALL : 0;
@@ -342,8 +368,7 @@ int tern_cmd_generate(int argc, char **argv)
         if (dump && p + n == n_prompt)  // keep the last row first for sampling
             memmove(logits, logits + (size_t)(n - 1) * V, sizeof(float) * (size_t)V);
     }
-    uint64_t t1 = clock_now_ns();
-    int n_gen = 0;
+    t1 = clock_now_ns();
     for (; n_gen < o.max_tokens; n_gen++) {
         int32_t t = sample_token(sc, &o.sp, logits, seq, n_prompt + n_gen, &rng);
         if (t < 0) {
@@ -356,15 +381,6 @@ int tern_cmd_generate(int argc, char **argv)
             goto out;
         printf("%s%d", n_gen ? " " : "", t);
         fflush(stdout);
-        if (n_gen == 0 && o.spec > 0) {
-            int g = generate_spec(fc, m, st, &o, seq, n_prompt, hid, chunk);
-            if (g < 0) {
-                fprintf(stderr, "tern generate: speculative: %s\n", err_str(g));
-                goto out;
-            }
-            n_gen = g;
-            break;
-        }
         if ((!o.ignore_eos && is_eos(m, t)) || n_gen + 1 == o.max_tokens) {
             n_gen++;
             break;
@@ -377,6 +393,7 @@ int tern_cmd_generate(int argc, char **argv)
         if (dump && fwrite(logits, sizeof(float), (size_t)V, dump) != (size_t)V)
             goto out_io;
     }
+done:;
     uint64_t t2 = clock_now_ns();
     printf("\n");
     double pre_s = (double)(t1 - t0) * 1e-9, dec_s = (double)(t2 - t1) * 1e-9;

@@ -11,29 +11,29 @@
 #include <stdio.h>
 
 enum cfg_type {
-    CFG_TYPE_STR = 0,   /* char[size] */
-    CFG_TYPE_INT,       /* int, within [min, max] */
-    CFG_TYPE_I64,       /* int64_t, within [min, max] */
-    CFG_TYPE_DOUBLE,    /* double (no range check) */
-    CFG_TYPE_BOOL,      /* bool: flag alone = true; values 1/0 true/false yes/no on/off */
+    CFG_TYPE_STR = 0, /* char[size] */
+    CFG_TYPE_INT,     /* int, within [min, max] */
+    CFG_TYPE_I64,     /* int64_t, within [min, max] */
+    CFG_TYPE_DOUBLE,  /* double (no range check) */
+    CFG_TYPE_BOOL,    /* bool: flag alone = true; values 1/0 true/false yes/no on/off */
 };
 
 struct cfg_opt {
-    const char *name;   /* flag without "--" and key in the file, e.g. "heartbeat-ms" */
-    const char *env;    /* environment variable, e.g. "TERN_HEARTBEAT_MS"; NULL = none */
+    const char *name; /* flag without "--" and key in the file, e.g. "heartbeat-ms" */
+    const char *env;  /* environment variable, e.g. "TERN_HEARTBEAT_MS"; NULL = none */
     enum cfg_type type;
-    size_t offset;      /* offsetof(struct x_cfg, field) */
-    size_t size;        /* CFG_TYPE_STR: buffer size in bytes */
-    int64_t min, max;   /* INT / I64 bounds (inclusive); min == max == 0: no bounds */
-    const char *help;   /* one line, includes the unit and the default */
+    size_t offset;    /* offsetof(struct x_cfg, field) */
+    size_t size;      /* CFG_TYPE_STR: buffer size in bytes */
+    int64_t min, max; /* INT / I64 bounds (inclusive); min == max == 0: no bounds */
+    const char *help; /* one line, includes the unit and the default */
 };
 
 /* What cfg_parse saw besides options. */
 struct cfg_result {
-    bool check_config;  /* --check-config: validate, log, exit 0/2 */
-    bool help;          /* --help / -h */
-    int n_rest;         /* arguments after "--", or unknown positional ones (in rest) */
-    char **rest;        /* points into argv; NULL when n_rest == 0 */
+    bool check_config; /* --check-config: validate, log, exit 0/2 */
+    bool help;         /* --help / -h */
+    int n_rest;        /* arguments after "--", or unknown positional ones (in rest) */
+    char **rest;       /* points into argv; NULL when n_rest == 0 */
 };
 
 /* Fill cfg (already holding the defaults) from the file named by --config FILE or by the env

@@ -6,8 +6,9 @@
  * Layout (docs/KV.md): attention KV lives in blocks of `block_tokens` tokens that hold every
  * attention layer's K and V for those tokens (the MTP layer too when speculation is on); GDN state
  * lives in per-sequence slots (conv window + recurrent S for every GDN layer). Slots are reserved
- * up front for max_num_seqs sequences (capped so that one max-length sequence still fits); all
- * remaining bytes become KV blocks. Waste per sequence is < one block of tokens. */
+ * up front for up to max_num_seqs sequences, from at most half of the bytes left after one
+ * max-length sequence (KV + slot); all remaining bytes become KV blocks. Waste per sequence is
+ * < one block of tokens. */
 #ifndef COMMON_KV_PLAN_H
 #define COMMON_KV_PLAN_H
 

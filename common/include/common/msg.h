@@ -3,7 +3,8 @@
  * (scheduler side) prefixes each frame with the peer's routing id; a DEALER (gateway, worker)
  * does not. Every receive is size-capped (ZMQ_MAXMSGSIZE + a bounded unpack allocator), and
  * checks the envelope's protocol_version. This module knows nothing of the generated types: the
- * caller passes the envelope descriptor (&tern__envelope__descriptor) and casts. It does not log. */
+ * caller passes the envelope descriptor (&tern__envelope__descriptor) and casts. It does not log.
+ */
 #ifndef COMMON_MSG_H
 #define COMMON_MSG_H
 
@@ -13,40 +14,43 @@
 
 #include <protobuf-c/protobuf-c.h>
 
-#define MSG_PROTOCOL_VERSION 1u              /* Envelope.protocol_version of this build */
-#define MSG_MAX_BYTES_DEFAULT (8u << 20)     /* default frame cap, bytes */
-#define MSG_PEER_ID_MAX 255                  /* zmq routing ids are 1..255 bytes */
-#define MSG_ENDPOINT_MAX 256                 /* endpoint string incl. NUL */
-#define MSG_MAX_TOP_LOGPROBS 20              /* bound for SamplingParams.top_logprobs */
+#define MSG_PROTOCOL_VERSION 1u          /* Envelope.protocol_version of this build */
+#define MSG_MAX_BYTES_DEFAULT (8u << 20) /* default frame cap, bytes */
+#define MSG_PEER_ID_MAX 255              /* zmq routing ids are 1..255 bytes */
+#define MSG_ENDPOINT_MAX 256             /* endpoint string incl. NUL */
+#define MSG_MAX_TOP_LOGPROBS 20          /* bound for SamplingParams.top_logprobs */
+
+struct curve_link;
 
 enum msg_kind {
-    MSG_KIND_ROUTER = 0,                     /* scheduler side: many peers, routing ids */
-    MSG_KIND_DEALER,                         /* gateway / worker side: one scheduler */
-    MSG_KIND_PAIR,                           /* inproc:// link between two threads of one process */
+    MSG_KIND_ROUTER = 0, /* scheduler side: many peers, routing ids */
+    MSG_KIND_DEALER,     /* gateway / worker side: one scheduler */
+    MSG_KIND_PAIR,       /* inproc:// link between two threads of one process */
 };
 
 struct msg_sock_opts {
-    size_t max_bytes;                        /* frame cap, bytes; 0 = MSG_MAX_BYTES_DEFAULT */
-    int hwm;                                 /* send and receive high-water mark, frames; 0 = 10000 */
-    int linger_ms;                           /* ZMQ_LINGER on close, ms; <0 = 0 */
-    bool immediate;                          /* ZMQ_IMMEDIATE: no queueing to a peer not connected
-                                                (send fails ERR_FULL instead) */
+    size_t max_bytes; /* frame cap, bytes; 0 = MSG_MAX_BYTES_DEFAULT */
+    int hwm;          /* send and receive high-water mark, frames; 0 = 10000 */
+    int linger_ms;    /* ZMQ_LINGER on close, ms; <0 = 0 */
+    bool immediate;   /* ZMQ_IMMEDIATE: no queueing to a peer not connected
+                         (send fails ERR_FULL instead) */
+    const struct curve_link *curve; /* CURVE on tcp:// endpoints (common/curve.h); NULL = none */
 };
 
 struct msg_sock {
-    void *zsock;                             /* the zmq socket, NULL when closed */
+    void *zsock; /* the zmq socket, NULL when closed */
     enum msg_kind kind;
-    const ProtobufCMessageDescriptor *desc;  /* envelope type; needs a uint32 protocol_version */
+    const ProtobufCMessageDescriptor *desc; /* envelope type; needs a uint32 protocol_version */
     const ProtobufCFieldDescriptor *version_field; /* desc's "protocol_version" */
-    size_t max_bytes;                        /* frame cap, bytes */
-    char endpoint[MSG_ENDPOINT_MAX];         /* as bound / connected */
-    bool bound;                              /* bind (true) or connect (false) */
-    uint64_t n_sent, n_recv, n_dropped;      /* frames: sent, received ok, received and dropped */
+    size_t max_bytes;                              /* frame cap, bytes */
+    char endpoint[MSG_ENDPOINT_MAX];               /* as bound / connected */
+    bool bound;                                    /* bind (true) or connect (false) */
+    uint64_t n_sent, n_recv, n_dropped; /* frames: sent, received ok, received and dropped */
 };
 
 /* A ROUTER peer's routing id, as received. */
 struct msg_peer {
-    uint8_t len;                             /* 1..MSG_PEER_ID_MAX; 0 = none */
+    uint8_t len; /* 1..MSG_PEER_ID_MAX; 0 = none */
     uint8_t id[MSG_PEER_ID_MAX];
 };
 
@@ -58,7 +62,9 @@ void msg_context_destroy(void *zctx);
  * desc is the envelope descriptor; it must have a uint32 field "protocol_version".
  * A ROUTER also sets ZMQ_ROUTER_MANDATORY so that sends to a gone peer fail.
  * A PAIR socket (threads of one process) is bound / connected to "inproc://name".
- * Returns 0, ERR_INVAL (bad endpoint or descriptor), or -errno from zmq. */
+ * With opts->curve, a tcp:// socket becomes a CURVE server (bind) or client (connect).
+ * Returns 0, ERR_INVAL (bad endpoint or descriptor), ERR_STATE (CURVE server without a
+ * running ZAP handler), or -errno from zmq. */
 int msg_sock_bind(struct msg_sock *s, void *zctx, enum msg_kind kind, const char *endpoint,
                   const ProtobufCMessageDescriptor *desc, const struct msg_sock_opts *opts);
 int msg_sock_connect(struct msg_sock *s, void *zctx, enum msg_kind kind, const char *endpoint,
@@ -97,7 +103,8 @@ const char *msg_peer_str(const struct msg_peer *p, char *buf, size_t n);
 /* The runtime dir for ipc:// sockets: $XDG_RUNTIME_DIR/tern, else /tmp/tern-<uid>; created
  * with mode 0700 when missing. Returns 0, ERR_TOOBIG, or -errno. */
 int msg_runtime_dir(char *buf, size_t n);
-/* "ipc://<runtime dir>/<name>.sock". Returns 0, ERR_TOOBIG (longer than a unix socket path), -errno. */
+/* "ipc://<runtime dir>/<name>.sock". Returns 0, ERR_TOOBIG (longer than a unix socket path),
+ * -errno. */
 int msg_endpoint_default(char *buf, size_t n, const char *name);
 /* true for "ipc://<non-empty path>", "tcp://<host>:<port>" and "inproc://<name>". */
 bool msg_endpoint_is_valid(const char *endpoint);
@@ -106,14 +113,14 @@ bool msg_endpoint_is_valid(const char *endpoint);
 
 /* Timing of one heartbeat relation with one peer. The caller builds and sends the message. */
 struct msg_hb {
-    uint32_t interval_ms;                    /* send every interval_ms */
-    uint32_t dead_after_ms;                  /* peer silent this long = dead */
-    uint64_t last_sent_ms;                   /* clock_now_ms() of our last send */
-    uint64_t last_seen_ms;                   /* clock_now_ms() of the last frame from the peer */
+    uint32_t interval_ms;   /* send every interval_ms */
+    uint32_t dead_after_ms; /* peer silent this long = dead */
+    uint64_t last_sent_ms;  /* clock_now_ms() of our last send */
+    uint64_t last_seen_ms;  /* clock_now_ms() of the last frame from the peer */
 };
 
 void msg_hb_init(struct msg_hb *hb, uint32_t interval_ms, uint32_t dead_after_ms, uint64_t now_ms);
-void msg_hb_seen(struct msg_hb *hb, uint64_t now_ms);   /* any frame from the peer counts */
+void msg_hb_seen(struct msg_hb *hb, uint64_t now_ms); /* any frame from the peer counts */
 void msg_hb_sent(struct msg_hb *hb, uint64_t now_ms);
 bool msg_hb_is_due(const struct msg_hb *hb, uint64_t now_ms);
 bool msg_hb_is_dead(const struct msg_hb *hb, uint64_t now_ms);

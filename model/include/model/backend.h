@@ -77,6 +77,11 @@ int backend_plan_compute(const struct backend_scheme sch[BACKEND_CLASS_COUNT], i
                          const char *gpu_name, enum backend_id force_moe,
                          enum backend_id force_linear, struct backend_plan *plan, char *err,
                          size_t errlen);
+/* The startup log form of one class's choice, e.g.
+ * `moe_backend=nvfp4_w4a16 reason="checkpoint has no activation quantization; ..."`.
+ * Writes into buf and returns it. */
+const char *backend_choice_str(enum backend_class c, const struct backend_choice *ch, char *buf,
+                               size_t len);
 /* "NVFP4 W4A16", "NVFP4 W4A4", "FP8", "BF16", "absent" ... of one scheme. Static storage. */
 const char *backend_scheme_str(const struct backend_scheme *s);
 

@@ -21,7 +21,5 @@ int config_validate(const struct model_config *c, char *err, size_t errlen);
 /* dir/config.json + dir/generation_config.json (optional) + validate. 0, -errno when config.json
  * cannot be read, ERR_FORMAT or ERR_RANGE. */
 int config_load(struct model_config *c, const char *dir, char *err, size_t errlen);
-/* Read a whole file into a NUL-terminated buffer (caller frees); NULL if it cannot be read. */
-char *config_read_file(const char *path, size_t *len);
 
 #endif

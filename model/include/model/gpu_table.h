@@ -47,8 +47,8 @@ int gpu_table_parse_smi(const char *text, const struct gpu_info **out, char *nam
  * 0, or ERR_FORMAT / ERR_NOTFOUND with one line in err. */
 int gpu_table_parse_proc(const char *text, const struct gpu_info **out, char *name_out,
                          size_t name_len, char *err, size_t errlen);
-/* Find the local GPU (--gpu auto): device 0 of nvidia-smi, else the first
- * /proc/driver/nvidia/gpus entry. 0, or ERR_NOTFOUND (no NVIDIA driver or an unknown model)
+/* Find the local GPU (--gpu auto): nvidia-smi's first device of CUDA_VISIBLE_DEVICES (index
+ * or UUID; device 0 when unset), else the first /proc/driver/nvidia/gpus entry. 0, or ERR_NOTFOUND (no NVIDIA driver or an unknown model)
  * with one line in err that says what was found and how to pass --gpu NAME. */
 int gpu_table_detect(const struct gpu_info **out, char *err, size_t errlen);
 

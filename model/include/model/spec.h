@@ -18,7 +18,7 @@ struct forward_ctx;
 struct model;
 struct seq_state;
 
-#define SPEC_DEFAULT_K 3       // drafts per round when a head exists and none was asked for
+#define SPEC_DEFAULT_K 3 // drafts per round when a head exists and none was asked for
 
 /* ---- startup decision ---- */
 
@@ -40,11 +40,11 @@ int64_t spec_head_bytes(const struct model *m);
 /* ---- counters ---- */
 
 struct spec_stats {
-    int k;                     // drafts per round
-    int64_t rounds;            // verify rounds
-    int64_t drafted;           // draft tokens proposed (k per round)
-    int64_t accepted;          // draft tokens accepted
-    int64_t emitted;           // tokens produced by the rounds (accepted + correction/bonus)
+    int k;            // drafts per round
+    int64_t rounds;   // verify rounds
+    int64_t drafted;  // draft tokens proposed (k per round)
+    int64_t accepted; // draft tokens accepted
+    int64_t emitted;  // tokens produced by the rounds (accepted + correction/bonus)
     int64_t accepted_at[FORWARD_SPEC_MAX]; // rounds in which draft i (0-based) was accepted
 };
 
@@ -85,17 +85,17 @@ typedef int (*spec_draft_fn)(void *user, const int32_t *seq, int n_seq, int k, i
 /* Acceptance hook with spec_accept's contract (tests plug a wrong rule to show they can fail). */
 typedef int (*spec_accept_fn)(struct sample_ctx *sc, const struct sample_params *p,
                               const float *logits, int n_vocab, const int32_t *drafts, int k,
-                              const int32_t *hist, int n_hist, struct sample_rng *rng,
-                              float *probs, int32_t *out);
+                              const int32_t *hist, int n_hist, struct sample_rng *rng, float *probs,
+                              int32_t *out);
 
 struct spec_dec_opts {
-    int k;                     // drafts per round, 1..FORWARD_SPEC_MAX (fc takes >= k+1 tokens)
-    struct sample_params sp;   // the target sampling parameters
-    int prefill_chunk;         // prompt tokens per forward call; 0 = fc's maximum
-    int prefill_flags;         // FORWARD_GDN_* for the prompt (decode/verify always recurrent)
-    spec_draft_fn draft;       // NULL: the model's MTP head (greedy drafts)
+    int k;                   // drafts per round, 1..FORWARD_SPEC_MAX (fc takes >= k+1 tokens)
+    struct sample_params sp; // the target sampling parameters
+    int prefill_chunk;       // prompt tokens per forward call; 0 = fc's maximum
+    int prefill_flags;       // FORWARD_GDN_* for the prompt (decode/verify always recurrent)
+    spec_draft_fn draft;     // NULL: the model's MTP head (greedy drafts)
     void *draft_user;
-    spec_accept_fn accept;     // NULL: spec_accept
+    spec_accept_fn accept; // NULL: spec_accept
 };
 
 /* k 3, default sampling params (temperature 1), everything else 0/NULL. */
@@ -107,14 +107,20 @@ struct spec_dec;
  * NULL on bad options (k out of range, fc too small, MTP drafts asked of a model without a
  * head) or out of memory. */
 struct spec_dec *spec_dec_create(const struct model *m, struct forward_ctx *fc,
-                                 struct seq_state *st, const struct spec_dec_opts *o,
-                                 int seq_max);
+                                 struct seq_state *st, const struct spec_dec_opts *o, int seq_max);
 void spec_dec_destroy(struct spec_dec *d);
-/* Run the prompt (n tokens) through the main model (and, with MTP drafts, the MTP head over
- * positions 0..n-2 with the tokens shifted by one), then sample the first token exactly as
- * plain decoding does (sample_token on the last row). 0 or a negative status. */
+/* Run the prompt (n tokens) through the main model in chunks of prefill_chunk (and, with MTP
+ * drafts, the MTP head over positions 0..n-2 with the tokens shifted by one), then sample the
+ * first token exactly as plain decoding does (sample_token on the last row). 0 or a negative
+ * status. Equivalent to spec_dec_feed per chunk followed by spec_dec_start. */
 int spec_dec_prefill(struct spec_dec *d, const int32_t *prompt, int n, struct sample_rng *rng,
                      int32_t *first);
+/* Chunked prefill for a caller that schedules chunks itself: run the next n prompt tokens
+ * (1..prefill_chunk) and write the MTP K/V of every position whose next token is now known.
+ * 0, ERR_INVAL (after start, bad n, no room) or a forward-pass status. */
+int spec_dec_feed(struct spec_dec *d, const int32_t *tokens, int n);
+/* After the last chunk: sample the first token from the prompt's last logits. 0 or negative. */
+int spec_dec_start(struct spec_dec *d, struct sample_rng *rng, int32_t *first);
 /* One round: k drafts, the verify forward, acceptance, rollback. Writes the emitted tokens into
  * out (k+1) and returns how many (1..k+1); ERR_FULL when the window does not fit in st or
  * seq_max; other negative statuses from the forward pass. */

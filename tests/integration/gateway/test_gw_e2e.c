@@ -3,6 +3,7 @@
  *   check at the boundary, client disconnect frees the KV (via /metrics), /health across a
  *   worker kill -9 and restart, scheduler kill -9 -> 503 + Retry-After and open streams end with
  *   an error event, then recovery without restarting the gateway, SIGTERM drain. */
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +86,8 @@ static pid_t start_gateway(void)
         "--drain-ms", "10000",  NULL};
     return itest_spawn(argv, NULL, log);
 }
+
+static int send_raw(const char *body);
 
 // ---- SSE helpers ----
 
@@ -294,6 +297,90 @@ static void test_stop_string(void)
     itest_resp_free(&r);
 }
 
+/* The fake engine's logits are a spike of 30 on the next token over zeros (wk_engine_fake.c),
+ * so the sampled token is the best one, log p(sampled) = -log(1 + (V-1)e^-30) ~ -1.4e-8 (0 in
+ * float) and every other token has log p ~ -30. */
+static void check_chat_lp_entry(cJSON *e, int want_top)
+{
+    cJSON *tok = cJSON_GetObjectItemCaseSensitive(e, "token");
+    cJSON *lp = cJSON_GetObjectItemCaseSensitive(e, "logprob");
+    cJSON *bytes = cJSON_GetObjectItemCaseSensitive(e, "bytes");
+    cJSON *tops = cJSON_GetObjectItemCaseSensitive(e, "top_logprobs");
+    CHECK(tok && cJSON_IsString(tok) && lp && cJSON_IsNumber(lp) && bytes && cJSON_IsArray(bytes));
+    CHECK(lp && fabs(lp->valuedouble) < 1e-6);
+    CHECK(tops && cJSON_GetArraySize(tops) == want_top);
+    if (!tops || cJSON_GetArraySize(tops) != want_top || want_top < 2)
+        return;
+    cJSON *t0 = cJSON_GetArrayItem(tops, 0), *t1 = cJSON_GetArrayItem(tops, 1);
+    CHECK(strcmp(cJSON_GetObjectItemCaseSensitive(t0, "token")->valuestring, tok->valuestring) ==
+          0);
+    CHECK(fabs(cJSON_GetObjectItemCaseSensitive(t0, "logprob")->valuedouble - lp->valuedouble) <
+          1e-6);
+    CHECK(fabs(cJSON_GetObjectItemCaseSensitive(t1, "logprob")->valuedouble + 30.0) < 1e-3);
+}
+
+static void test_logprobs(void)
+{
+#define LP_BODY                                                                                    \
+    "{\"messages\":[{\"role\":\"user\",\"content\":\"lp\"}],\"max_tokens\":6,\"logprobs\":true,"   \
+    "\"top_logprobs\":2%s}"
+    char b[512];
+    struct itest_resp r;
+    snprintf(b, sizeof(b), LP_BODY, "");
+    CHECK_EQ_INT(post("/v1/chat/completions", b, &r), 200);
+    cJSON *j = cJSON_Parse(r.body);
+    cJSON *c0 = j ? cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0) : NULL;
+    cJSON *content = c0 ? cJSON_GetObjectItemCaseSensitive(
+                              cJSON_GetObjectItemCaseSensitive(c0, "logprobs"), "content")
+                        : NULL;
+    CHECK(content && cJSON_GetArraySize(content) == 6); /* one per completion token */
+    cJSON *e;
+    if (content)
+        cJSON_ArrayForEach(e, content) check_chat_lp_entry(e, 2);
+    cJSON_Delete(j);
+    itest_resp_free(&r);
+    /* streamed: the entries over all chunks are the same count */
+    snprintf(b, sizeof(b), LP_BODY, ",\"stream\":true");
+    CHECK_EQ_INT(post("/v1/chat/completions", b, &r), 200);
+    struct gw_buf d;
+    gw_buf_init(&d);
+    size_t off = 0, used;
+    int n_entries = 0;
+    while ((used = gw_sse_next(r.body + off, r.body_len - off, &d)) > 0) {
+        off += used;
+        cJSON *ch = cJSON_Parse(d.data ? d.data : "");
+        cJSON *cc =
+            ch ? cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(ch, "choices"), 0) : NULL;
+        cJSON *lp = cc ? cJSON_GetObjectItemCaseSensitive(cc, "logprobs") : NULL;
+        cJSON *ct = lp ? cJSON_GetObjectItemCaseSensitive(lp, "content") : NULL;
+        if (ct)
+            cJSON_ArrayForEach(e, ct)
+            {
+                check_chat_lp_entry(e, 2);
+                n_entries++;
+            }
+        cJSON_Delete(ch);
+    }
+    CHECK_EQ_INT(n_entries, 6);
+    gw_buf_deinit(&d);
+    itest_resp_free(&r);
+    /* completions shape */
+    CHECK_EQ_INT(post("/v1/completions", "{\"prompt\":\"lp\",\"max_tokens\":5,\"logprobs\":1}", &r),
+                 200);
+    j = cJSON_Parse(r.body);
+    c0 = j ? cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0) : NULL;
+    cJSON *lpo = c0 ? cJSON_GetObjectItemCaseSensitive(c0, "logprobs") : NULL;
+    cJSON *tl = lpo ? cJSON_GetObjectItemCaseSensitive(lpo, "token_logprobs") : NULL;
+    CHECK(tl && cJSON_GetArraySize(tl) == 5);
+    CHECK(lpo && cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(lpo, "tokens")) == 5);
+    CHECK(lpo && cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(lpo, "top_logprobs")) == 5);
+    CHECK(lpo && cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(lpo, "text_offset")) == 5);
+    if (tl)
+        cJSON_ArrayForEach(e, tl) CHECK(fabs(e->valuedouble) < 1e-6);
+    cJSON_Delete(j);
+    itest_resp_free(&r);
+}
+
 static void test_context_boundary(void)
 {
     /* prompt of 250 ids: 250 + 6 == MML is fine, 250 + 7 is not */
@@ -380,8 +467,25 @@ static void test_disconnect(void)
 
 static void test_worker_kill(void)
 {
+    /* a stream open when its worker dies ends, well-formed, within a few seconds */
+    int fd = send_raw("{\"prompt\":\"victim\",\"max_tokens\":240,\"stream\":true}");
+    itest_sleep_ms(100);
     itest_kill(g_worker, SIGKILL);
     itest_wait(g_worker, 2000);
+    struct itest_conn *c = calloc(1, sizeof(*c));
+    c->fd = fd;
+    long long ts = itest_now_ms();
+    struct itest_resp sr;
+    CHECK(itest_read_resp(c, &sr, 8000));
+    fprintf(stderr, "worker kill -9 -> open stream ended after %lld ms\n", itest_now_ms() - ts);
+    struct stream s;
+    stream_parse(sr.body, sr.body_len, &s);
+    CHECK(s.done_last);
+    CHECK_EQ_INT(s.n_finish + s.n_error, 1); /* finished (re-queued) or an error event */
+    stream_free(&s);
+    itest_resp_free(&sr);
+    close(fd);
+    free(c);
     long long t0 = itest_now_ms();
     CHECK(itest_wait_status(g_port, "/health", 503, 5000));
     fprintf(stderr, "worker kill -9 -> /health 503 after %lld ms\n", itest_now_ms() - t0);
@@ -553,6 +657,7 @@ int main(void)
         test_stream_equals_full();
         test_stop_string();
         test_context_boundary();
+        test_logprobs();
         test_disconnect();
         test_worker_kill();
         test_sched_kill();
@@ -577,6 +682,12 @@ int main(void)
     if (itest_wait(g_sched, 3000) < 0) {
         itest_kill(g_sched, SIGKILL);
         itest_wait(g_sched, 1000);
+    }
+    if (test_result() == 0) {
+        char cmd[256];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_dir); /* mkdtemp name: no quotes inside */
+        if (system(cmd) != 0)
+            fprintf(stderr, "could not remove %s\n", g_dir);
     }
     if (test_result() != 0)
         fprintf(stderr, "logs in %s\n", g_dir);

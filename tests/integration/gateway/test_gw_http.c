@@ -451,6 +451,12 @@ int main(void)
     /* SIGTERM: exits 0 promptly when idle */
     itest_kill(gw, SIGTERM);
     CHECK_EQ_INT(itest_wait(gw, 5000), 0);
+    if (test_result() == 0) {
+        char cmd[256];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir); /* mkdtemp name: no quotes inside */
+        if (system(cmd) != 0)
+            fprintf(stderr, "could not remove %s\n", dir);
+    }
     if (test_result() != 0)
         fprintf(stderr, "gateway log: %s\n", log);
     return test_result();

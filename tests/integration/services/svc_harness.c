@@ -27,6 +27,27 @@ int svc_tmpdir(char *buf, size_t n)
 int svc_spawn(struct svc_proc *p, const char *dir, const char *name, const char *bin,
               const char *const *args)
 {
+    return svc_spawn_env(p, dir, name, bin, args, NULL);
+}
+
+/* In the child: "K=V" sets K, a bare "K" unsets it. */
+static void apply_env(const char *const *env)
+{
+    for (size_t i = 0; env && env[i]; i++) {
+        const char *eq = strchr(env[i], '=');
+        if (!eq) {
+            unsetenv(env[i]);
+            continue;
+        }
+        char key[128];
+        snprintf(key, sizeof key, "%.*s", (int)(eq - env[i]), env[i]);
+        setenv(key, eq + 1, 1);
+    }
+}
+
+int svc_spawn_env(struct svc_proc *p, const char *dir, const char *name, const char *bin,
+                  const char *const *args, const char *const *env)
+{
     const char *bdir = getenv("TERN_BUILD_DIR");
     char path[512];
     snprintf(path, sizeof path, "%s/bin/%s", bdir ? bdir : "build", bin);
@@ -47,6 +68,7 @@ int svc_spawn(struct svc_proc *p, const char *dir, const char *name, const char 
             dup2(fd, 2);
             close(fd);
         }
+        apply_env(env);
         execv(path, (char *const *)argv);
         _exit(127);
     }
@@ -170,7 +192,7 @@ static void heartbeat(struct svc_client *c)
     hb.role = TERN__ROLE__ROLE_GATEWAY;
     env.body_case = TERN__ENVELOPE__BODY_HEARTBEAT;
     env.heartbeat = &hb;
-    (void)msg_send(&c->sock, NULL, &env.base);   /* a lost heartbeat is retried in 50 ms */
+    (void)msg_send(&c->sock, NULL, &env.base); /* a lost heartbeat is retried in 50 ms */
     c->hb_at_ms = now;
 }
 
@@ -192,7 +214,7 @@ static void on_msg(struct svc_client *c, Tern__Envelope *env, bool *keep)
         if (c->status)
             msg_free(&c->status->base);
         c->status = env->status;
-        env->status = NULL;   /* detached: the caller keeps it in c->status */
+        env->status = NULL; /* detached: the caller keeps it in c->status */
         *keep = true;
         break;
     case TERN__ENVELOPE__BODY_TOKEN_EVENT:
@@ -206,8 +228,15 @@ static void on_msg(struct svc_client *c, Tern__Envelope *env, bool *keep)
         for (size_t i = 0; i < env->token_event->n_token_ids && r->n_tokens < SVC_MAX_TOKENS; i++)
             r->tokens[r->n_tokens++] = env->token_event->token_ids[i];
         for (size_t i = 0; i < env->token_event->n_logprobs; i++) {
-            if (r->n_logprobs == 0)
-                r->first_logprob = env->token_event->logprobs[i]->logprob;
+            const Tern__TokenLogprob *lp = env->token_event->logprobs[i];
+            if (r->n_logprobs == 0) {
+                r->first_logprob = lp->logprob;
+                for (size_t k = 0; k < lp->n_top_ids && k < 8 && k < lp->n_top_logprobs; k++) {
+                    r->first_top_ids[k] = lp->top_ids[k];
+                    r->first_top_lps[k] = lp->top_logprobs[k];
+                    r->n_first_top++;
+                }
+            }
             r->n_logprobs++;
         }
         break;
@@ -307,6 +336,8 @@ int svc_client_submit(struct svc_client *c, uint64_t id, const struct svc_submit
     sp.seed = s->seed;
     sp.has_logprobs = s->logprobs;
     sp.logprobs = s->logprobs;
+    sp.has_top_logprobs = s->top_logprobs > 0;
+    sp.top_logprobs = s->top_logprobs;
     sub.sampling = &sp;
     sub.has_ignore_eos = s->ignore_eos;
     sub.ignore_eos = s->ignore_eos;

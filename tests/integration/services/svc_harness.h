@@ -15,9 +15,9 @@
 #define SVC_MAX_TOKENS 4096
 
 struct svc_proc {
-    pid_t pid;                   // 0 = not running
+    pid_t pid; // 0 = not running
     char name[32];
-    char log[512];               // stderr file
+    char log[512]; // stderr file
 };
 
 /* Temp dir for sockets and logs (mkdtemp under /tmp). */
@@ -26,6 +26,10 @@ int svc_tmpdir(char *buf, size_t n);
  * <dir>/<name>.log. Returns 0 or -errno. */
 int svc_spawn(struct svc_proc *p, const char *dir, const char *name, const char *bin,
               const char *const *args);
+/* svc_spawn with the child's environment edited first: each "K=V" of env (NULL-terminated, may
+ * be NULL) is set and each bare "K" is unset. */
+int svc_spawn_env(struct svc_proc *p, const char *dir, const char *name, const char *bin,
+                  const char *const *args, const char *const *env);
 /* Send sig; with wait, reap it (SIGKILL after timeout_ms). Returns the exit status or -1. */
 int svc_stop(struct svc_proc *p, int sig, int timeout_ms);
 bool svc_alive(struct svc_proc *p);
@@ -40,15 +44,18 @@ struct svc_req {
     uint32_t tokens[SVC_MAX_TOKENS];
     uint32_t n_tokens;
     uint32_t n_events;
-    uint32_t prompt_tokens;      // from the first TokenEvent
-    bool gap;                    // a TokenEvent index did not follow the previous tokens
-    bool done;                   // Finish or Error received
-    int finish_reason;           // Tern__FinishReason, 0 if error
-    int error_code;              // Tern__ErrorCode, 0 if finished
-    int stop_token;              // -1 if none
+    uint32_t prompt_tokens; // from the first TokenEvent
+    bool gap;               // a TokenEvent index did not follow the previous tokens
+    bool done;              // Finish or Error received
+    int finish_reason;      // Tern__FinishReason, 0 if error
+    int error_code;         // Tern__ErrorCode, 0 if finished
+    int stop_token;         // -1 if none
     uint32_t usage_completion;
     uint32_t n_logprobs;
     float first_logprob;
+    uint32_t n_first_top; // alternatives of the first token
+    uint32_t first_top_ids[8];
+    float first_top_lps[8];
 };
 
 struct svc_client {
@@ -74,12 +81,13 @@ struct svc_submit {
     const uint32_t *prompt;
     uint32_t n_prompt;
     uint32_t max_tokens;
-    float temperature;           // < 0: leave the default
+    float temperature; // < 0: leave the default
     bool has_seed;
     uint64_t seed;
     const uint32_t *stop_ids;
     uint32_t n_stop;
     bool logprobs;
+    uint32_t top_logprobs;
     bool ignore_eos;
 };
 

@@ -58,9 +58,14 @@ static void test_generate(struct svc_client *c)
         prompts[i][1] = 200 + (uint32_t)i;
         prompts[i][2] = 300 + 7 * (uint32_t)i;
         ids[i] = 100 + (uint64_t)i;
-        struct svc_submit s = {.prompt = prompts[i], .n_prompt = 3, .max_tokens = 10,
-                               .temperature = i % 2 ? 0.0f : 1.0f, .has_seed = true,
-                               .seed = (uint64_t)i, .logprobs = i == 0};
+        struct svc_submit s = {.prompt = prompts[i],
+                               .n_prompt = 3,
+                               .max_tokens = 10,
+                               .temperature = i % 2 ? 0.0f : 1.0f,
+                               .has_seed = true,
+                               .seed = (uint64_t)i,
+                               .logprobs = i == 0,
+                               .top_logprobs = i == 0 ? 3 : 0};
         CHECK_EQ_INT(svc_client_submit(c, ids[i], &s), 0);
     }
     CHECK(svc_client_wait_done(c, ids, 6, 10000));
@@ -81,6 +86,19 @@ static void test_generate(struct svc_client *c)
     CHECK(r0 && r0->n_logprobs == 10);
     /* the fake logits are a spike of 30 over zeros: log p = 30 - log(e^30 + 999) ~ -1e-10 */
     CHECK(r0 && r0->first_logprob <= 0.0f && r0->first_logprob > -1e-6f);
+    /* alternatives: the spike, then the two lowest other ids (ties keep the lower id) at
+     * log p = 0 - 30 - log(1 + 999 e^-30) ~ -30 */
+    CHECK(r0 && r0->n_first_top == 3);
+    if (r0 && r0->n_first_top == 3) {
+        uint32_t next = svc_fake_next(prompts[0][2], VOCAB);
+        uint32_t a = next == 0 ? 1 : 0, b = a + 1 == next ? a + 2 : a + 1;
+        CHECK_EQ_INT(r0->first_top_ids[0], next);
+        CHECK_EQ_INT(r0->first_top_ids[1], a);
+        CHECK_EQ_INT(r0->first_top_ids[2], b);
+        CHECK_NEAR(r0->first_top_lps[0], 0.0, 1e-5);
+        CHECK_NEAR(r0->first_top_lps[1], -30.0, 1e-3);
+        CHECK_NEAR(r0->first_top_lps[2], -30.0, 1e-3);
+    }
     /* both workers took requests */
     CHECK_EQ_INT(svc_client_status(c, 1000), 0);
     CHECK(c->status && c->status->n_workers == 2);
@@ -97,9 +115,13 @@ static void test_stop(struct svc_client *c)
     uint32_t prompt[2] = {5, 42};
     uint32_t t1 = svc_fake_next(42, VOCAB), t2 = svc_fake_next(t1, VOCAB);
     uint32_t t3 = svc_fake_next(t2, VOCAB);
-    uint32_t stop[2] = {999999, t3};   /* the first never occurs */
-    struct svc_submit s = {.prompt = prompt, .n_prompt = 2, .max_tokens = 50, .temperature = 0,
-                           .stop_ids = stop, .n_stop = 2};
+    uint32_t stop[2] = {999999, t3}; /* the first never occurs */
+    struct svc_submit s = {.prompt = prompt,
+                           .n_prompt = 2,
+                           .max_tokens = 50,
+                           .temperature = 0,
+                           .stop_ids = stop,
+                           .n_stop = 2};
     uint64_t id = 200;
     CHECK_EQ_INT(svc_client_submit(c, id, &s), 0);
     CHECK(svc_client_wait_done(c, &id, 1, 5000));
@@ -143,9 +165,9 @@ static void test_rejects(struct svc_client *c)
     uint64_t ids[4] = {400, 401, 402, 403};
     CHECK_EQ_INT(svc_client_submit(c, ids[0], &s_empty), 0);
     CHECK_EQ_INT(svc_client_submit(c, ids[1], &s_bad), 0);
-    CHECK_EQ_INT(svc_client_submit(c, ids[2], &s_long), 0);   /* workers: max-model-len 1024 */
+    CHECK_EQ_INT(svc_client_submit(c, ids[2], &s_long), 0); /* workers: max-model-len 1024 */
     CHECK_EQ_INT(svc_client_submit(c, ids[3], &s_temp), 0);
-    CHECK_EQ_INT(svc_client_submit(c, ids[3], &s_temp), 0);   /* duplicate id while live */
+    CHECK_EQ_INT(svc_client_submit(c, ids[3], &s_temp), 0); /* duplicate id while live */
     CHECK(svc_client_wait_done(c, ids, 4, 5000));
     CHECK_EQ_INT(svc_client_req(c, ids[0])->error_code, TERN__ERROR_CODE__ERROR_CODE_INVALID);
     CHECK_EQ_INT(svc_client_req(c, ids[1])->error_code, TERN__ERROR_CODE__ERROR_CODE_INVALID);
@@ -171,7 +193,7 @@ static void test_gateway_gone(struct svc_client *c, const char *gw_ep)
     CHECK_EQ_INT(svc_client_status(c, 1000), 0);
     uint64_t aborted0 = c->status ? c->status->requests_aborted : 0;
     CHECK(c->status && c->status->running == 2 && c->status->gateways == 2);
-    svc_client_close(&c2);   /* no more heartbeats: dead after 500 ms */
+    svc_client_close(&c2); /* no more heartbeats: dead after 500 ms */
     svc_client_pump(c, 900);
     check_pool_empty(c, "after gateway gone");
     CHECK(c->status && c->status->requests_aborted == aborted0 + 2);
@@ -231,8 +253,8 @@ static void test_junk(struct svc_client *c)
     CHECK_EQ_INT(msg_send(&c->sock, NULL, &env.base), 0);
     svc_client_pump(c, 300);
     CHECK(c->n_link_errors >= 2);
-    svc_client_req(c, 200)->used = false;   /* forget the first run of test_stop */
-    test_stop(c);   /* still serving */
+    svc_client_req(c, 200)->used = false; /* forget the first run of test_stop */
+    test_stop(c);                         /* still serving */
     check_pool_empty(c, "after junk");
 }
 
@@ -242,8 +264,8 @@ static void test_check_config(const char *dir)
     struct svc_proc p;
     const char *good[] = {"--engine", "fake", "--check-config", NULL};
     const char *bad[] = {"--engine", "bogus", "--check-config", NULL};
-    const char *bad_s[] = {"--heartbeat-ms", "1000", "--dead-after-ms", "1000", "--check-config",
-                           NULL};
+    const char *bad_s[] = {"--heartbeat-ms", "1000",           "--dead-after-ms",
+                           "1000",           "--check-config", NULL};
     CHECK_EQ_INT(svc_spawn(&p, dir, "cc1", "tern-worker", good), 0);
     CHECK_EQ_INT(svc_stop(&p, 0, 3000), 0);
     CHECK_EQ_INT(svc_spawn(&p, dir, "cc2", "tern-worker", bad), 0);
@@ -259,16 +281,57 @@ int main(void)
         TEST_SKIP("no temp dir");
     snprintf(gw_ep, sizeof gw_ep, "ipc://%s/gw.sock", dir);
     snprintf(wk_ep, sizeof wk_ep, "ipc://%s/wk.sock", dir);
-    const char *sa[] = {"--gateway-endpoint", gw_ep, "--worker-endpoint", wk_ep,
-                        "--heartbeat-ms", HB, "--dead-after-ms", DEAD, "--check-pool",
-                        "--decode-steps", "4", "--queue-cap", "2", NULL};
-    const char *w1a[] = {"--engine", "fake", "--scheduler-endpoint", wk_ep, "--worker-id", "w1",
-                         "--heartbeat-ms", HB, "--dead-after-ms", DEAD, "--fake-vocab", "1000",
-                         "--max-model-len", "1024", "--max-seqs", "8", "--fake-step-us", "3000",
+    const char *sa[] = {"--gateway-endpoint",
+                        gw_ep,
+                        "--worker-endpoint",
+                        wk_ep,
+                        "--heartbeat-ms",
+                        HB,
+                        "--dead-after-ms",
+                        DEAD,
+                        "--check-pool",
+                        "--decode-steps",
+                        "4",
+                        "--queue-cap",
+                        "2",
+                        NULL};
+    const char *w1a[] = {"--engine",
+                         "fake",
+                         "--scheduler-endpoint",
+                         wk_ep,
+                         "--worker-id",
+                         "w1",
+                         "--heartbeat-ms",
+                         HB,
+                         "--dead-after-ms",
+                         DEAD,
+                         "--fake-vocab",
+                         "1000",
+                         "--max-model-len",
+                         "1024",
+                         "--max-seqs",
+                         "8",
+                         "--fake-step-us",
+                         "3000",
                          NULL};
-    const char *w2a[] = {"--engine", "fake", "--scheduler-endpoint", wk_ep, "--worker-id", "w2",
-                         "--heartbeat-ms", HB, "--dead-after-ms", DEAD, "--fake-vocab", "1000",
-                         "--max-model-len", "1024", "--max-seqs", "8", "--fake-step-us", "3000",
+    const char *w2a[] = {"--engine",
+                         "fake",
+                         "--scheduler-endpoint",
+                         wk_ep,
+                         "--worker-id",
+                         "w2",
+                         "--heartbeat-ms",
+                         HB,
+                         "--dead-after-ms",
+                         DEAD,
+                         "--fake-vocab",
+                         "1000",
+                         "--max-model-len",
+                         "1024",
+                         "--max-seqs",
+                         "8",
+                         "--fake-step-us",
+                         "3000",
                          NULL};
     CHECK_EQ_INT(svc_spawn(&sched_p, dir, "scheduler", "tern-scheduler", sa), 0);
     CHECK_EQ_INT(svc_spawn(&wk1, dir, "w1", "tern-worker", w1a), 0);
@@ -291,7 +354,7 @@ int main(void)
     svc_client_close(&c);
     CHECK_EQ_INT(svc_stop(&wk1, SIGTERM, 3000), 0);
     CHECK_EQ_INT(svc_stop(&wk2, SIGTERM, 3000), 0);
-    CHECK_EQ_INT(svc_stop(&sched_p, SIGTERM, 3000), 0);   /* idle drain: exits 0 at once */
+    CHECK_EQ_INT(svc_stop(&sched_p, SIGTERM, 3000), 0); /* idle drain: exits 0 at once */
     if (test_result() != 0) {
         svc_dump_log(&sched_p);
         svc_dump_log(&wk1);

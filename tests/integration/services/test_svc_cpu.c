@@ -70,7 +70,7 @@ int main(void)
     cases[0].n_prompt = 10;
     for (uint32_t i = 0; i < 40; i++)
         cases[1].prompt[i] = (i * 37 + 5) % 500;
-    cases[1].n_prompt = 40;   /* 3 prefill chunks of <= 16 */
+    cases[1].n_prompt = 40; /* 3 prefill chunks of <= 16 */
     for (uint32_t i = 0; i < 23; i++)
         cases[2].prompt[i] = (i * 11 + 3) % 500;
     cases[2].n_prompt = 23;
@@ -83,10 +83,23 @@ int main(void)
     snprintf(gw_ep, sizeof gw_ep, "ipc://%s/gw.sock", dir);
     snprintf(wk_ep, sizeof wk_ep, "ipc://%s/wk.sock", dir);
     const char *sa[] = {"--gateway-endpoint", gw_ep, "--worker-endpoint", wk_ep,
-                        "--max-step-tokens", "16", "--decode-steps", "3", "--check-pool", NULL};
-    const char *wa[] = {"--engine", "cpu", "--model", model, "--scheduler-endpoint", wk_ep,
-                        "--worker-id", "cpu0", "--max-seqs", "4", "--threads", "1",
-                        "--max-model-len", "512", NULL};
+                        "--max-step-tokens",  "16",  "--decode-steps",    "3",
+                        "--check-pool",       NULL};
+    const char *wa[] = {"--engine",
+                        "cpu",
+                        "--model",
+                        model,
+                        "--scheduler-endpoint",
+                        wk_ep,
+                        "--worker-id",
+                        "cpu0",
+                        "--max-seqs",
+                        "4",
+                        "--threads",
+                        "1",
+                        "--max-model-len",
+                        "512",
+                        NULL};
     CHECK_EQ_INT(svc_spawn(&sched_p, dir, "scheduler", "tern-scheduler", sa), 0);
     CHECK_EQ_INT(svc_spawn(&wk, dir, "worker", "tern-worker", wa), 0);
     struct svc_client c;
@@ -98,9 +111,13 @@ int main(void)
         uint64_t ids[N_PROMPTS];
         for (int i = 0; i < N_PROMPTS; i++) {
             ids[i] = 1 + (uint64_t)i;
-            struct svc_submit s = {.prompt = cases[i].prompt, .n_prompt = cases[i].n_prompt,
-                                   .max_tokens = MAX_TOKENS, .temperature = cases[i].temperature,
-                                   .has_seed = true, .seed = cases[i].seed, .ignore_eos = true};
+            struct svc_submit s = {.prompt = cases[i].prompt,
+                                   .n_prompt = cases[i].n_prompt,
+                                   .max_tokens = MAX_TOKENS,
+                                   .temperature = cases[i].temperature,
+                                   .has_seed = true,
+                                   .seed = cases[i].seed,
+                                   .ignore_eos = true};
             CHECK_EQ_INT(svc_client_submit(&c, ids[i], &s), 0);
         }
         CHECK(svc_client_wait_done(&c, ids, N_PROMPTS, 20000));

@@ -26,18 +26,42 @@ static bool formula_ok(const struct svc_req *r, uint32_t last_prompt);
 
 static int start_sched(void)
 {
-    const char *sa[] = {"--gateway-endpoint", gw_ep, "--worker-endpoint", wk_ep,
-                        "--heartbeat-ms", HB, "--dead-after-ms", DEAD, "--check-pool",
-                        "--drain-timeout-ms", "5000", NULL};
+    const char *sa[] = {"--gateway-endpoint",
+                        gw_ep,
+                        "--worker-endpoint",
+                        wk_ep,
+                        "--heartbeat-ms",
+                        HB,
+                        "--dead-after-ms",
+                        DEAD,
+                        "--check-pool",
+                        "--drain-timeout-ms",
+                        "5000",
+                        NULL};
     return svc_spawn(&sched_p, dir, "scheduler", "tern-scheduler", sa);
 }
 
 static int start_worker(int i)
 {
     const char *id = i == 0 ? "w1" : "w2";
-    const char *a[] = {"--engine", "fake", "--scheduler-endpoint", wk_ep, "--worker-id", id,
-                       "--heartbeat-ms", HB, "--dead-after-ms", DEAD, "--fake-vocab", VOCAB,
-                       "--max-model-len", "4096", "--max-seqs", "8", "--fake-step-us", "3000",
+    const char *a[] = {"--engine",
+                       "fake",
+                       "--scheduler-endpoint",
+                       wk_ep,
+                       "--worker-id",
+                       id,
+                       "--heartbeat-ms",
+                       HB,
+                       "--dead-after-ms",
+                       DEAD,
+                       "--fake-vocab",
+                       VOCAB,
+                       "--max-model-len",
+                       "4096",
+                       "--max-seqs",
+                       "8",
+                       "--fake-step-us",
+                       "3000",
                        NULL};
     return svc_spawn(&wk[i], dir, id, "tern-worker", a);
 }
@@ -48,19 +72,38 @@ static int start_worker(int i)
 static void test_requeue(struct svc_client *c)
 {
     struct svc_proc w3;
-    const char *a[] = {"--engine", "fake", "--scheduler-endpoint", wk_ep, "--worker-id", "w3",
-                       "--heartbeat-ms", HB, "--dead-after-ms", DEAD, "--fake-vocab", VOCAB,
-                       "--max-model-len", "4096", "--max-seqs", "8", "--kv-blocks", "100000",
-                       "--fake-step-us", "2000000", NULL};
+    const char *a[] = {"--engine",
+                       "fake",
+                       "--scheduler-endpoint",
+                       wk_ep,
+                       "--worker-id",
+                       "w3",
+                       "--heartbeat-ms",
+                       HB,
+                       "--dead-after-ms",
+                       DEAD,
+                       "--fake-vocab",
+                       VOCAB,
+                       "--max-model-len",
+                       "4096",
+                       "--max-seqs",
+                       "8",
+                       "--kv-blocks",
+                       "100000",
+                       "--fake-step-us",
+                       "2000000",
+                       NULL};
     CHECK_EQ_INT(svc_spawn(&w3, dir, "w3", "tern-worker", a), 0);
     CHECK(svc_client_wait_workers(c, 3, 5000));
     uint32_t prompt[2] = {8, 123};
     struct svc_submit s = {.prompt = prompt, .n_prompt = 2, .max_tokens = 5, .temperature = 0};
     uint64_t id = 50;
     CHECK_EQ_INT(svc_client_submit(c, id, &s), 0);
-    svc_client_pump(c, 200);
+    /* 1.2 s into a 2 s step (dead-after 500 ms): heartbeats still flow from its link thread */
+    svc_client_pump(c, 1200);
     CHECK_EQ_INT(svc_client_status(c, 1000), 0);
     CHECK_EQ_INT(running_on(c, "w3"), 1);
+    CHECK(c->status && c->status->workers_ready == 3);
     svc_stop(&w3, SIGKILL, 2000);
     CHECK(svc_client_wait_done(c, &id, 1, 5000));
     struct svc_req *r = svc_client_req(c, id);
@@ -115,7 +158,7 @@ static void serve_short(struct svc_client *c, uint64_t id0, int n)
         CHECK(r && r->finish_reason == TERN__FINISH_REASON__FINISH_REASON_LENGTH);
         CHECK(r && r->n_tokens == 12 && formula_ok(r, 100 + (uint32_t)i));
         if (r)
-            r->used = false;   /* recycle the slot */
+            r->used = false; /* recycle the slot */
     }
 }
 
@@ -124,7 +167,8 @@ static void test_worker_kill(struct svc_client *c)
     uint64_t ids[4] = {10, 11, 12, 13};
     uint32_t prompt[2] = {1, 50};
     for (int i = 0; i < 4; i++) {
-        struct svc_submit s = {.prompt = prompt, .n_prompt = 2, .max_tokens = 3000, .temperature = 0};
+        struct svc_submit s = {
+            .prompt = prompt, .n_prompt = 2, .max_tokens = 3000, .temperature = 0};
         CHECK_EQ_INT(svc_client_submit(c, ids[i], &s), 0);
     }
     for (int i = 0; i < 4; i++)
@@ -134,7 +178,7 @@ static void test_worker_kill(struct svc_client *c)
     fprintf(stderr, "before kill: w1 running=%u w2 running=%u\n", on_w1, on_w2);
     CHECK(on_w1 >= 1 && on_w2 >= 1 && on_w1 + on_w2 == 4);
     svc_stop(&wk[0], SIGKILL, 2000);
-    svc_client_pump(c, 1000);   /* > dead-after */
+    svc_client_pump(c, 1000); /* > dead-after */
     uint32_t lost = 0, streaming = 0;
     for (int i = 0; i < 4; i++) {
         struct svc_req *r = svc_client_req(c, ids[i]);
@@ -149,7 +193,7 @@ static void test_worker_kill(struct svc_client *c)
     CHECK_EQ_INT(streaming, on_w2);
     CHECK_EQ_INT(svc_client_status(c, 1000), 0);
     CHECK(c->status && c->status->workers_ready == 1 && c->status->workers_total == 1);
-    serve_short(c, 20, 3);   /* the survivor serves */
+    serve_short(c, 20, 3); /* the survivor serves */
     for (int i = 0; i < 4; i++) {
         struct svc_req *r = svc_client_req(c, ids[i]);
         if (!r->done)
@@ -205,7 +249,7 @@ static void test_drain(struct svc_client *c)
     struct svc_req *r = svc_client_req(c, id), *rl = svc_client_req(c, late);
     CHECK(r && r->finish_reason == TERN__FINISH_REASON__FINISH_REASON_LENGTH && r->n_tokens == 60);
     CHECK(rl && rl->error_code == TERN__ERROR_CODE__ERROR_CODE_DRAINING);
-    CHECK_EQ_INT(svc_stop(&sched_p, 0, 3000), 0);   /* signal 0: just wait for the exit */
+    CHECK_EQ_INT(svc_stop(&sched_p, 0, 3000), 0); /* signal 0: just wait for the exit */
 }
 
 int main(void)

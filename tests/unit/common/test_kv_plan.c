@@ -54,6 +54,17 @@ int main(void)
     CHECK_EQ_INT(p.seq_bytes_max_len, 2684354560LL + 64389120LL);
     CHECK(p.tokens_per_gib > 101606.0);
 
+    /* small budget, fp8, 12 GiB: slots come from at most half of what one max-length sequence
+     * leaves. kv(262144) = 16,384 blocks * 163,840 B = 2,684,354,560; spare = 12,884,901,888 -
+     * 2,684,354,560 - 64,389,120 = 10,136,158,208; slots = 1 + floor(spare/2/64,389,120) = 79;
+     * blocks = (12,884,901,888 - 79 * 64,389,120) / 163,840 = 7,798,161,408 / 163,840 = 47,596 */
+    o.kv_cache_memory_bytes = (int64_t)12 << 30;
+    CHECK_EQ_INT(kv_plan_compute(&g, &o, &p, err, sizeof(err)), 0);
+    CHECK_EQ_INT(p.n_state_slots, 79);
+    CHECK_EQ_INT(p.n_blocks, 47596);
+    CHECK_NEAR(p.max_concurrency, 47596.0 / 16384.0, 1e-9);
+    o.kv_cache_memory_bytes = (int64_t)80 << 30;
+
     /* speculation adds the MTP layer's KV: 11 layers */
     o.dtype = KV_DTYPE_BF16;
     o.spec_tokens = 3;

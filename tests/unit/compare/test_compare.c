@@ -213,6 +213,10 @@ static void check_bytes(const char *dir, const cJSON *ck)
                      mapped[MODEL_GROUP_NORMS] + mapped[MODEL_GROUP_LM_HEAD] +
                      mapped[MODEL_GROUP_EMBED] / cfg->vocab_size;
     CHECK_EQ_INT((int64_t)num(get(ck, "decode"), "active_weight_bytes"), active);
+    CHECK_EQ_INT((int64_t)num(get(ck, "decode"), "linear_attn_bytes"),
+                 mapped[MODEL_GROUP_LINEAR_ATTN]);
+    CHECK_EQ_INT((int64_t)num(get(ck, "decode"), "routed_expert_bytes"),
+                 mapped[MODEL_GROUP_EXPERTS] * cfg->n_experts_per_tok / cfg->n_experts);
     model_destroy(m);
 }
 
@@ -390,6 +394,42 @@ int main(void)
     }
     cJSON_Delete(h);
     cJSON_Delete(full);
+
+    /* ModelOpt NVFP4 (W4A4, weight_scale_2 / input_scale names) takes the same paths */
+    char D[256], X[256];
+    snprintf(D, sizeof(D), "%s/modelopt", tmp);
+    CHECK_EQ_INT(make_tiny(D, "--format modelopt-nvfp4"), 0);
+    const char *dd[1] = {D};
+    cJSON *mo = build(dd, 1, gpus, 2, BACKEND_AUTO, err, sizeof(err));
+    CHECK(mo != NULL);
+    if (mo) {
+        CHECK_STREQ(str(get(cJSON_GetArrayItem(get(mo, "checkpoints"), 0), "schemes"), "method"),
+                    "modelopt");
+        CHECK_STREQ(backend_of(mo, 0, 0, "moe"), "nvfp4_w4a16");
+        CHECK_STREQ(backend_of(mo, 1, 0, "moe"), "nvfp4_w4a4_mma");
+        check_bytes(D, cJSON_GetArrayItem(get(mo, "checkpoints"), 0));
+    }
+    cJSON_Delete(mo);
+
+    /* an architecture tern does not serve: reported, never recommended */
+    snprintf(X, sizeof(X), "%s/other_arch", tmp);
+    CHECK_EQ_INT(copy_header_only(A, X), 0);
+    snprintf(cmd, sizeof(cmd), "sed -i 's/Qwen3_5MoeForConditionalGeneration/LlamaForCausalLM/' "
+             "'%s/config.json'", X);
+    CHECK_EQ_INT(system(cmd), 0);
+    const char *xd[2] = {X, A};
+    cJSON *ox = build(xd, 2, gpus, 1, BACKEND_AUTO, err, sizeof(err));
+    CHECK(ox != NULL);
+    if (ox) {
+        const cJSON *x0 = cJSON_GetArrayItem(get(ox, "checkpoints"), 0);
+        CHECK(cJSON_IsFalse(get(x0, "served")));
+        CHECK(strstr(str(x0, "served_reason"), "LlamaForCausalLM"));
+        CHECK(cJSON_IsFalse(get(eval_of(ox, 0, 0), "fits")));
+        const cJSON *rec = get(cJSON_GetArrayItem(get(ox, "gpus"), 0), "recommendation");
+        CHECK_STREQ(str(rec, "choice"), "B");
+        CHECK(strstr(str(rec, "line"), "A not a model tern serves"));
+    }
+    cJSON_Delete(ox);
 
     /* forced impossible backend: library and CLI refuse with one line */
     CHECK(build(dirs, 1, gpus, 1, BACKEND_NVFP4_W4A4_MMA, err, sizeof(err)) == NULL);

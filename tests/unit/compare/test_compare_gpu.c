@@ -4,6 +4,7 @@
  * kernels, including the forced-backend refusals. The MTP arithmetic is checked against a
  * Monte-Carlo simulation of uniform top-k routing. */
 #include "common/err.h"
+#include "common/file.h"
 #include "model/backend.h"
 #include "model/compare.h"
 #include "model/gpu_table.h"
@@ -19,14 +20,7 @@ static char *slurp(const char *rel)
     const char *src = getenv("TERN_SOURCE_DIR");
     char path[1024];
     snprintf(path, sizeof(path), "%s/tests/unit/compare/data/%s", src ? src : ".", rel);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *buf = calloc(1, 65536);
-    size_t n = fread(buf, 1, 65535, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
+    return file_read(path, NULL);
 }
 
 static void test_table(void)
@@ -139,6 +133,11 @@ static void test_backend_rules(void)
                                       sizeof(err)), 0);
     CHECK_EQ_INT(p.cls[BACKEND_CLASS_MOE].id, BACKEND_NVFP4_W4A16);
     CHECK(strstr(p.cls[BACKEND_CLASS_MOE].reason, "no activation quantization"));
+    char line[400];
+    /* the startup line, as the issue asked for it */
+    CHECK_STREQ(backend_choice_str(BACKEND_CLASS_MOE, &p.cls[BACKEND_CLASS_MOE], line, sizeof(line)),
+                "moe_backend=nvfp4_w4a16 reason=\"checkpoint has no activation quantization; fp4 "
+                "tensor cores need W4A4 and sm_100+\"");
     CHECK_EQ_INT(p.cls[BACKEND_CLASS_LINEAR_ATTN].id, BACKEND_BF16);
     CHECK_EQ_INT(p.cls[BACKEND_CLASS_MTP].id, BACKEND_AUTO); /* absent */
     /* W4A16 on sm_121 stays weight-only: the fp4 mma needs fp4 activations */

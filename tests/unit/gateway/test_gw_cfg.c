@@ -35,6 +35,9 @@ static void test_defaults(void)
     CHECK_EQ_INT(c.header_timeout_ms, 10000);
     CHECK_EQ_INT(c.body_idle_ms, 30000);
     CHECK_EQ_INT(c.n_api_keys, 0);
+    CHECK_STREQ(c.allowed_origins, ""); /* CORS off by default */
+    CHECK_STREQ(c.default_template_kwargs, "");
+    CHECK_EQ_INT(c.sse_ping_ms, 10000);
     gw_cfg_deinit(&c);
 }
 
@@ -91,6 +94,35 @@ static void test_errors(void)
     CHECK_EQ_INT(parse(&c, a3), ERR_INVAL);
     char *a4[] = {"gw", "--no-such-flag", "1", NULL};
     CHECK_EQ_INT(parse(&c, a4), ERR_INVAL);
+    /* default template kwargs must be a JSON object */
+    char *a5[] = {"gw",
+                  "--scheduler-endpoint",
+                  "ipc:///tmp/x.sock",
+                  "--default-chat-template-kwargs",
+                  "[1,2]",
+                  NULL};
+    CHECK_EQ_INT(parse(&c, a5), ERR_INVAL);
+    char *a6[] = {"gw",
+                  "--scheduler-endpoint",
+                  "ipc:///tmp/x.sock",
+                  "--default-chat-template-kwargs",
+                  "{\"enable_thinking\":",
+                  NULL};
+    CHECK_EQ_INT(parse(&c, a6), ERR_INVAL);
+    char *a7[] = {"gw",
+                  "--scheduler-endpoint",
+                  "ipc:///tmp/x.sock",
+                  "--default-chat-template-kwargs",
+                  "{\"enable_thinking\": false}",
+                  "--allowed-origins",
+                  "*",
+                  "--sse-ping-ms",
+                  "0",
+                  NULL};
+    CHECK_EQ_INT(parse(&c, a7), 0);
+    CHECK_STREQ(c.allowed_origins, "*");
+    CHECK_EQ_INT(c.sse_ping_ms, 0);
+    gw_cfg_deinit(&c);
 }
 
 static int order[4];

@@ -70,6 +70,34 @@ int main(void)
         }
         p = e + 1;
     }
+    /* counters the scheduler does not report yet render as 0; per-position series as given */
+    CHECK(has_line(t, "vllm:num_preemptions_total{model_name=\"mymodel\"} 0"));
+    CHECK(has_line(t, "vllm:spec_decode_num_drafts_total{model_name=\"mymodel\"} 0"));
+    gw_buf_reset(&b);
+    uint64_t per_pos[2] = {7, 3};
+    struct gw_metrics_sched st2 = {.num_preemptions = 4,
+                                   .spec_drafts = 9,
+                                   .spec_draft_tokens = 18,
+                                   .spec_accepted_tokens = 10,
+                                   .spec_accepted_per_pos = per_pos,
+                                   .n_spec_pos = 2};
+    gw_metrics_render(m, &st2, &b);
+    t = b.data;
+    CHECK(has_line(t, "vllm:num_preemptions_total{model_name=\"mymodel\"} 4"));
+    CHECK(has_line(t, "vllm:spec_decode_num_draft_tokens_total{model_name=\"mymodel\"} 18"));
+    CHECK(has_line(t, "vllm:spec_decode_num_accepted_tokens_total{model_name=\"mymodel\"} 10"));
+    CHECK(has_line(t, "vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"mymodel\","
+                      "position=\"1\"} 3"));
+    /* process metrics: this process has stdin/out/err open and some resident memory */
+    struct gw_metrics_proc pr;
+    CHECK_EQ_INT(gw_metrics_process_read(&pr), 0);
+    CHECK(pr.rss_bytes > 100000);
+    CHECK(pr.open_fds >= 3);
+    CHECK(pr.start_time_s > 1.6e9);
+    gw_buf_reset(&b);
+    gw_metrics_render_process(&pr, &b);
+    CHECK(strstr(b.data, "\nprocess_open_fds ") != NULL);
+    CHECK(strncmp(b.data, "# HELP process_resident_memory_bytes", 36) == 0);
     gw_buf_deinit(&b);
     gw_metrics_destroy(m);
     return test_result();

@@ -160,8 +160,11 @@ static void test_ranges(void)
     expect_chat_bad("\"stream\":\"yes\"", "stream");
     expect_chat_bad("\"stream_options\":{\"include_usage\":1}", "stream_options.include_usage");
     expect_chat_bad("\"stream_options\":[]", "stream_options");
-    expect_chat_bad("\"logprobs\":true", "logprobs");
-    expect_chat_bad("\"top_logprobs\":3", "top_logprobs");
+    expect_chat_ok("\"logprobs\":true,\"top_logprobs\":20");
+    expect_chat_bad("\"logprobs\":1", "logprobs");
+    expect_chat_bad("\"logprobs\":true,\"top_logprobs\":21", "top_logprobs");
+    expect_chat_bad("\"logprobs\":true,\"top_logprobs\":-1", "top_logprobs");
+    expect_chat_bad("\"top_logprobs\":3", "top_logprobs"); /* needs logprobs: true */
     expect_chat_bad("\"response_format\":{\"type\":\"json_object\"}", "response_format");
     expect_chat_ok("\"response_format\":{\"type\":\"text\"}");
     expect_chat_bad("\"chat_template_kwargs\":[]", "chat_template_kwargs");
@@ -228,6 +231,12 @@ static void test_shapes(void)
     CHECK_EQ_INT(parse(GW_REQ_KIND_COMPLETION, "{\"prompt\":\"a\",\"echo\":true}", &r, &e, a),
                  ERR_INVAL);
     CHECK_STREQ(e.param, "echo");
+    CHECK_EQ_INT(parse(GW_REQ_KIND_COMPLETION, "{\"prompt\":\"a\",\"logprobs\":3}", &r, &e, a), 0);
+    CHECK(r.logprobs);
+    CHECK_EQ_INT(r.top_logprobs, 3);
+    CHECK_EQ_INT(parse(GW_REQ_KIND_COMPLETION, "{\"prompt\":\"a\",\"logprobs\":6}", &r, &e, a),
+                 ERR_INVAL);
+    CHECK_STREQ(e.param, "logprobs");
     CHECK_EQ_INT(parse(GW_REQ_KIND_COMPLETION, "{\"prompt\":\"a\",\"temperature\":9}", &r, &e, a),
                  ERR_INVAL);
     CHECK_STREQ(e.param, "temperature");

@@ -91,9 +91,10 @@ static void test_parse_errors(void)
                        "chat template line 3: unsupported filter 'wordwrap'", 3);
     expect_parse_error("{% if x is divisible %}{% endif %}", "unsupported test 'divisible'", 1);
     expect_parse_error("x\n{% include 'other.jinja' %}", "line 2: unsupported tag 'include'", 2);
-    expect_parse_error("{% raw %}{{ x }}{% endraw %}", "unsupported tag 'raw'", 1);
-    expect_parse_error("{% call m() %}x{% endcall %}", "unsupported tag 'call'", 1);
-    expect_parse_error("{% filter upper %}x{% endfilter %}", "unsupported tag 'filter'", 1);
+    expect_parse_error("x\n{% raw %}{{ x }}", "missing end of raw directive", 2);
+    expect_parse_error("{% call m %}x{% endcall %}", "expected a call in {% call %}", 1);
+    expect_parse_error("{% filter wordwrap %}x{% endfilter %}", "unsupported filter 'wordwrap'", 1);
+    expect_parse_error("{% with a = 1 %}x", "expected 'endwith'", 1);
     expect_parse_error("{{ lipsum(2) }}", "unsupported function 'lipsum'", 1);
     expect_parse_error("{{ 'a {}'.format(1) }}", "unsupported method 'format'", 1);
     expect_parse_error("{% for x in y recursive %}{% endfor %}", "'recursive' loop", 1);
@@ -109,6 +110,23 @@ static void test_parse_errors(void)
     expect_parse_error("{{ x | }}", "expected a name", 1);
     expect_parse_error("{# never closed", "unterminated comment", 1);
     expect_parse_error("{% set x %}no end", "expected 'endset'", 1);
+    /* deep nesting is refused instead of exhausting the stack */
+    {
+        static char deep[40000];
+        size_t k = 0;
+        k += (size_t)snprintf(deep + k, sizeof(deep) - k, "{{ ");
+        for (int i = 0; i < 5000; i++)
+            deep[k++] = '(';
+        deep[k++] = '1';
+        for (int i = 0; i < 5000; i++)
+            deep[k++] = ')';
+        snprintf(deep + k, sizeof(deep) - k, " }}");
+        expect_parse_error(deep, "nested too deeply", 1);
+        k = 0;
+        for (int i = 0; i < 3000; i++)
+            k += (size_t)snprintf(deep + k, sizeof(deep) - k, "{%% if 1 %%}");
+        expect_parse_error(deep, "nested too deeply", 1);
+    }
 }
 
 static void test_render_basics(void)
@@ -132,6 +150,50 @@ static void test_render_basics(void)
     expect_out("a\r\n\n", "{}", "a\n");
 }
 
+static struct chat_template *load_tpl(const char *name);
+static int chat(const struct chat_template *t, const char *req, const char *defaults, char **out,
+                struct jinja_error *err);
+
+static bool content_loop(const char *src)
+{
+    struct jinja_error err;
+    struct jinja_template *t = jinja_template_create(src, strlen(src), &err);
+    CHECK(t != NULL);
+    bool r = t && jinja_template_loops_over_message_content(t);
+    jinja_template_destroy(t);
+    return r;
+}
+
+/* vLLM's rule, worked out by hand for each template */
+static void test_content_format_detection(void)
+{
+    CHECK(content_loop("{% for m in messages %}{% for c in m.content %}{% endfor %}{% endfor %}"));
+    CHECK(
+        content_loop("{% for m in messages %}{% for c in m['content'] %}{% endfor %}{% endfor %}"));
+    CHECK(content_loop("{% set a = messages[1:] %}{% set b = a|list %}{% for m in b %}"
+                       "{% for c in m.content|list %}{% endfor %}{% endfor %}"));
+    CHECK(content_loop("{% for m in messages|reverse %}{% if m.content is string %}{% else %}"
+                       "{% for c in m.content %}{% endfor %}{% endif %}{% endfor %}"));
+    CHECK(!content_loop("{% macro r(content) %}{% for c in content %}{% endfor %}{% endmacro %}"
+                        "{% for m in messages %}{{ r(m.content) }}{% endfor %}"));
+    CHECK(!content_loop("{% for c in content %}{% endfor %}{% for m in messages %}{% endfor %}"));
+    CHECK(!content_loop(
+        "{% for m in messages %}{% for k, v in m.content %}{% endfor %}{% endfor %}"));
+    CHECK(!content_loop("{% for m in other %}{% for c in m.content %}{% endfor %}{% endfor %}"));
+    CHECK(!content_loop("{% for m in messages %}{% for c in m.parts %}{% endfor %}{% endfor %}"));
+    struct chat_template *t = load_tpl("qwen3.5.jinja"); /* its loop is over a macro parameter */
+    char *out = NULL;
+    struct jinja_error err;
+    CHECK(t && chat(t,
+                    "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", "
+                    "\"text\": \"a\"}, {\"type\": \"text\", \"text\": \"b\"}]}], "
+                    "\"add_generation_prompt\": false}",
+                    NULL, &out, &err) == 0);
+    CHECK_STREQ(out, "<|im_start|>user\na\nb<|im_end|>\n");
+    free(out);
+    chat_template_destroy(t);
+}
+
 static void test_render_errors(void)
 {
     expect_render_error("x\n{{ raise_exception('bad ' ~ 'input') }}", "{}",
@@ -142,7 +204,7 @@ static void test_render_errors(void)
     expect_render_error("{% for x in none %}{% endfor %}", "{}", "not iterable");
     expect_render_error("{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}", "{}",
                         "nested too deeply");
-    expect_render_error("{{ '%s' % 1 }}", "{}", "string % formatting");
+    expect_render_error("{{ '%*d' % (3, 1) }}", "{}", "'*' width");
     /* deliberate divergence: Python ints are unbounded, ours stop at 64 bits with an error */
     expect_render_error("{{ 9223372036854775807 + 1 }}", "{}", "integer overflow");
     expect_render_error("{{ 2 ** 64 }}", "{}", "integer overflow");
@@ -189,6 +251,11 @@ static void test_chat_normalisation(void)
                   NULL, &out, &err);
     CHECK_EQ_INT(rc, ERR_UNSUPPORTED);
     CHECK(strstr(err.msg, "content type 'image_url' is not supported") != NULL);
+    rc = chat(t, "{\"messages\": [], \"chat_template_kwargs\": [1]}", NULL, &out, &err);
+    CHECK_EQ_INT(rc, ERR_INVAL);
+    CHECK(strstr(err.msg, "chat_template_kwargs must be a JSON object") != NULL);
+    rc = chat(t, "{\"messages\": []}", "7", &out, &err);
+    CHECK_EQ_INT(rc, ERR_INVAL);
     rc = chat(t, "{\"model\": \"m\"}", NULL, &out, &err);
     CHECK_EQ_INT(rc, ERR_INVAL);
     rc = chat(t, "{\"messages\": [{\"content\": \"no role\"}]}", NULL, &out, &err);
@@ -479,6 +546,7 @@ int main(void)
     test_render_basics();
     test_render_errors();
     test_chat_normalisation();
+    test_content_format_detection();
     test_config_loading();
     test_cjson_entry();
     test_load_dir();

@@ -35,19 +35,19 @@ int main(void)
             continue;
         float v = kdtype_e4m3_to_f32((uint8_t)c);
         if (c == 0x80)
-            continue;   /* -0 */
+            continue; /* -0 */
         CHECK_EQ_INT(kdtype_f32_to_e4m3(v), c);
     }
     CHECK_NEAR(kdtype_e4m3_to_f32(0x7e), 448.0, 0);
     CHECK_NEAR(kdtype_e4m3_to_f32(0x01), ldexp(1.0, -9), 0);
     CHECK_NEAR(kdtype_e4m3_to_f32(0x38), 1.0, 0);
     CHECK_EQ_INT(kdtype_f32_to_e4m3(1000.0f), 0x7e);
-    CHECK_EQ_INT(kdtype_f32_to_e4m3(1.0625f), 0x38);   /* tie -> even mantissa */
-    CHECK_EQ_INT(kdtype_f32_to_e4m3(1.1875f), 0x3a);   /* tie 1.125/1.25 -> 1.25 (even) */
+    CHECK_EQ_INT(kdtype_f32_to_e4m3(1.0625f), 0x38); /* tie -> even mantissa */
+    CHECK_EQ_INT(kdtype_f32_to_e4m3(1.1875f), 0x3a); /* tie 1.125/1.25 -> 1.25 (even) */
     CHECK(isnan(kdtype_e4m3_to_f32(0x7f)));
 
     /* bf16 */
-    CHECK_NEAR(kdtype_round_bf16(1.0f + 1.0f / 256.0f), 1.0, 0);            /* tie to even */
+    CHECK_NEAR(kdtype_round_bf16(1.0f + 1.0f / 256.0f), 1.0, 0); /* tie to even */
     CHECK_NEAR(kdtype_round_bf16(1.0f + 3.0f / 256.0f), 1.0 + 4.0 / 256.0, 0);
     CHECK_EQ_INT(kdtype_f32_to_bf16(-2.0f), 0xc000);
     CHECK(isnan(kdtype_bf16_to_f32(kdtype_f32_to_bf16(NAN))));

@@ -72,32 +72,42 @@ static void emulate(float *c, const uint8_t *a, const uint8_t *asf, const uint8_
                 double A[16][64], B[8][64];
                 for (int lane = 0; lane < 32; lane++) {
                     for (int r = 0; r < 4; r++)
-                        ar[lane][r] = ld32(a + (m0 + mxf4_a_row(lane, r)) * lda + (kk + mxf4_a_k0(lane, r)) / 2);
+                        ar[lane][r] = ld32(a + (m0 + mxf4_a_row(lane, r)) * lda +
+                                           (kk + mxf4_a_k0(lane, r)) / 2);
                     for (int r = 0; r < 2; r++)
-                        br[lane][r] = ld32(b + (n0 + mxf4_b_col(lane, r)) * lda + (kk + mxf4_b_k0(lane, r)) / 2);
-                    sfa[lane] = mxf4_sfa_row(lane) >= 0 ? ld32(asf + (m0 + mxf4_sfa_row(lane)) * ldsf + kk / 16) : 0;
-                    sfb[lane] = mxf4_sfb_col(lane) >= 0 ? ld32(bsf + (n0 + mxf4_sfb_col(lane)) * ldsf + kk / 16) : 0;
+                        br[lane][r] = ld32(b + (n0 + mxf4_b_col(lane, r)) * lda +
+                                           (kk + mxf4_b_k0(lane, r)) / 2);
+                    sfa[lane] = mxf4_sfa_row(lane) >= 0
+                                    ? ld32(asf + (m0 + mxf4_sfa_row(lane)) * ldsf + kk / 16)
+                                    : 0;
+                    sfb[lane] = mxf4_sfb_col(lane) >= 0
+                                    ? ld32(bsf + (n0 + mxf4_sfb_col(lane)) * ldsf + kk / 16)
+                                    : 0;
                 }
                 /* the "hardware": scatter the registers back into scaled A and B */
                 for (int lane = 0; lane < 32; lane++) {
                     for (int r = 0; r < 4; r++)
                         for (int i = 0; i < 8; i++) {
                             int row = mxf4_a_row(lane, r), kx = mxf4_a_k0(lane, r) + i;
-                            A[row][kx] = kdtype_e2m1_to_f32((uint8_t)((ar[lane][r] >> (4 * i)) & 0xf));
+                            A[row][kx] =
+                                kdtype_e2m1_to_f32((uint8_t)((ar[lane][r] >> (4 * i)) & 0xf));
                         }
                     for (int r = 0; r < 2; r++)
                         for (int i = 0; i < 8; i++) {
                             int col = mxf4_b_col(lane, r), kx = mxf4_b_k0(lane, r) + i;
-                            B[col][kx] = kdtype_e2m1_to_f32((uint8_t)((br[lane][r] >> (4 * i)) & 0xf));
+                            B[col][kx] =
+                                kdtype_e2m1_to_f32((uint8_t)((br[lane][r] >> (4 * i)) & 0xf));
                         }
                 }
                 for (int lane = 0; lane < 32; lane++) {
                     if (mxf4_sfa_row(lane) >= 0)
                         for (int kx = 0; kx < 64; kx++)
-                            A[mxf4_sfa_row(lane)][kx] *= kdtype_e4m3_to_f32((uint8_t)(sfa[lane] >> (8 * (kx / 16))));
+                            A[mxf4_sfa_row(lane)][kx] *=
+                                kdtype_e4m3_to_f32((uint8_t)(sfa[lane] >> (8 * (kx / 16))));
                     if (mxf4_sfb_col(lane) >= 0)
                         for (int kx = 0; kx < 64; kx++)
-                            B[mxf4_sfb_col(lane)][kx] *= kdtype_e4m3_to_f32((uint8_t)(sfb[lane] >> (8 * (kx / 16))));
+                            B[mxf4_sfb_col(lane)][kx] *=
+                                kdtype_e4m3_to_f32((uint8_t)(sfb[lane] >> (8 * (kx / 16))));
                 }
                 for (int i = 0; i < 16; i++)
                     for (int j = 0; j < 8; j++)
@@ -136,13 +146,13 @@ static void test_quant(void)
 {
     float x[32];
     uint8_t q[16], sf[2];
-    const float g = 448.0f * 6.0f / 12.0f;   /* tensor amax 12 */
+    const float g = 448.0f * 6.0f / 12.0f; /* tensor amax 12 */
     for (int i = 0; i < 32; i++)
         x[i] = (float)((int)(rnd() % 2001) - 1000) / 1000.0f * (i < 16 ? 12.0f : 0.3f);
-    x[5] = 12.0f;   /* block 0 amax -> scale 448, code 6.0 */
+    x[5] = 12.0f; /* block 0 amax -> scale 448, code 6.0 */
     CHECK_EQ_INT(mma_w4a4_quant_ref(q, sf, x, 1, 32, g), 0);
-    CHECK_EQ_INT(sf[0], 0x7e);                     /* e4m3(448) */
-    CHECK_EQ_INT((q[2] >> 4) & 0xf, 0x7);          /* element 5: high nibble of byte 2 = +6 */
+    CHECK_EQ_INT(sf[0], 0x7e);            /* e4m3(448) */
+    CHECK_EQ_INT((q[2] >> 4) & 0xf, 0x7); /* element 5: high nibble of byte 2 = +6 */
     for (int i = 0; i < 32; i++) {
         uint8_t nib = (i & 1) ? (uint8_t)(q[i / 2] >> 4) : (uint8_t)(q[i / 2] & 0xf);
         double s = kdtype_e4m3_to_f32(sf[i / 16]);
@@ -150,15 +160,15 @@ static void test_quant(void)
         /* the e2m1 grid step is at most 2 (between 4 and 6): error <= 1 unit of s/g, plus e4m3
          * rounding of the scale itself (<= 1/16 relative) */
         CHECK(fabs(deq - x[i]) <= s / g * 1.0 + fabs(x[i]) / 16.0 + 1e-7);
-        CHECK(kdtype_e2m1_to_f32(nib) * x[i] >= 0);   /* sign preserved (or zero) */
+        CHECK(kdtype_e2m1_to_f32(nib) * x[i] >= 0); /* sign preserved (or zero) */
     }
-    CHECK_EQ_INT(mma_w4a4_quant_ref(q, sf, x, 1, 24, g), -1001);   /* ERR_INVAL: cols % 16 */
+    CHECK_EQ_INT(mma_w4a4_quant_ref(q, sf, x, 1, 24, g), -1001); /* ERR_INVAL: cols % 16 */
 }
 
 static void test_nvfp4_elem(void)
 {
-    const uint8_t data[16] = {0x7a, 0x91};   /* codes: -1.0, 6.0, 0.5, -0.5, then zeros */
-    const uint8_t bs[2] = {0x38, 0x40};      /* 1.0, 2.0 */
+    const uint8_t data[16] = {0x7a, 0x91}; /* codes: -1.0, 6.0, 0.5, -0.5, then zeros */
+    const uint8_t bs[2] = {0x38, 0x40};    /* 1.0, 2.0 */
     struct kweight w;
     memset(&w, 0, sizeof(w));
     w.fmt = KW_FMT_NVFP4;

@@ -1,6 +1,7 @@
 /* config: the real 35B-A3B config (tests/configs) parses to MODEL.md §1's numbers; nested vs
  * flat; derived layer_types; rope fallbacks; eos from generation_config (int or list);
  * validation errors name the field. */
+#include "common/file.h"
 #include "common/xalloc.h"
 #include "model/config_load.h"
 #include "test.h"
@@ -13,7 +14,7 @@ static void test_real(void)
     const char *src = getenv("TERN_SOURCE_DIR");
     char p[1024];
     snprintf(p, sizeof(p), "%s/tests/configs/qwen3.6-35b-a3b.json", src ? src : ".");
-    char *text = config_read_file(p, NULL);
+    char *text = file_read(p, NULL);
     CHECK(text != NULL);
     if (!text)
         return;

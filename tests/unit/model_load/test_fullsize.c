@@ -2,6 +2,7 @@
  * safetensors file that holds only the header of the official BF16 checkpoint (MODEL.md §2:
  * 693 text tensors + 19 mtp.*), loaded header-only. Checks the shape checks accept the real
  * shapes and the byte accounting against numbers derived by hand from MODEL.md. */
+#include "common/file.h"
 #include "common/xalloc.h"
 #include "model/config_load.h"
 #include "model/inspect.h"
@@ -79,7 +80,7 @@ int main(void)
     const char *src = getenv("TERN_SOURCE_DIR");
     char p[1024];
     snprintf(p, sizeof(p), "%s/tests/configs/qwen3.6-35b-a3b.json", src ? src : ".");
-    char *cfg = config_read_file(p, NULL);
+    char *cfg = file_read(p, NULL);
     CHECK(cfg != NULL);
     if (!cfg)
         return test_result();

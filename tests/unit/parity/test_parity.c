@@ -12,6 +12,7 @@
  *   ref[argmax(ours)] >= max_v ref[t][v] - rel_tol * max_v |ref[t][v]|
  * (the two candidates are tied within the tolerance in the reference itself). */
 #include "common/err.h"
+#include "common/file.h"
 #include "common/tpool.h"
 #include "common/xalloc.h"
 #include "model/forward.h"
@@ -71,21 +72,6 @@ static int argmax_row(const float *x, int n)
 }
 
 // ---- fixture files ----
-
-static char *read_text(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = xmalloc((size_t)n + 1);
-    size_t got = fread(buf, 1, (size_t)n, f);
-    fclose(f);
-    buf[got] = '\0';
-    return buf;
-}
 
 /* Read the float32 file named by ref.json entry `key` ({"file":..,"shape":[rows, cols]}). */
 static float *read_f32(const char *dir, const cJSON *ref, const char *key, int *rows, int *cols)
@@ -170,7 +156,7 @@ static void run_fixture(const char *root, const char *name, struct tpool *tp)
     char dir[8200], path[8300], err[512];
     snprintf(dir, sizeof(dir), "%s/%s", root, name);
     snprintf(path, sizeof(path), "%s/ref.json", dir);
-    char *txt = read_text(path);
+    char *txt = file_read(path, NULL);
     CHECK(txt != NULL);
     if (!txt)
         return;
@@ -331,7 +317,7 @@ int main(void)
     char root[4096], path[4200];
     snprintf(root, sizeof(root), "%s/tests/reference/fixtures", src ? src : ".");
     snprintf(path, sizeof(path), "%s/manifest.json", root);
-    char *txt = read_text(path);
+    char *txt = file_read(path, NULL);
     if (!txt)
         TEST_SKIP("no tests/reference/fixtures/manifest.json");
     cJSON *man = cJSON_Parse(txt);

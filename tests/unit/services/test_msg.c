@@ -34,8 +34,10 @@ static void test_pair(void *z)
 {
     struct msg_sock a, b;
     struct msg_sock_opts o = {.max_bytes = 4096};
-    CHECK_EQ_INT(msg_sock_bind(&a, z, MSG_KIND_PAIR, "inproc://t1", &tern__envelope__descriptor, &o), 0);
-    CHECK_EQ_INT(msg_sock_connect(&b, z, MSG_KIND_PAIR, "inproc://t1", &tern__envelope__descriptor, &o), 0);
+    CHECK_EQ_INT(
+        msg_sock_bind(&a, z, MSG_KIND_PAIR, "inproc://t1", &tern__envelope__descriptor, &o), 0);
+    CHECK_EQ_INT(
+        msg_sock_connect(&b, z, MSG_KIND_PAIR, "inproc://t1", &tern__envelope__descriptor, &o), 0);
     ProtobufCMessage *m = NULL;
     CHECK_EQ_INT(msg_recv(&a, NULL, &m), ERR_AGAIN);
 
@@ -107,7 +109,8 @@ static void test_router(void *z)
     snprintf(ep, sizeof ep, "ipc://%s/r.sock", dir);
     struct msg_sock r, d;
     CHECK_EQ_INT(msg_sock_bind(&r, z, MSG_KIND_ROUTER, ep, &tern__envelope__descriptor, NULL), 0);
-    CHECK_EQ_INT(msg_sock_connect(&d, z, MSG_KIND_DEALER, ep, &tern__envelope__descriptor, NULL), 0);
+    CHECK_EQ_INT(msg_sock_connect(&d, z, MSG_KIND_DEALER, ep, &tern__envelope__descriptor, NULL),
+                 0);
     Tern__Envelope env;
     env_init(&env, MSG_PROTOCOL_VERSION, 77);
     CHECK_EQ_INT(msg_send(&d, NULL, &env.base), 0);
@@ -140,7 +143,7 @@ static void test_router(void *z)
     char path[160];
     snprintf(path, sizeof path, "%s/r.sock", dir);
     msg_sock_close(&r);
-    CHECK(access(path, F_OK) != 0);   /* the ipc file is removed on close */
+    CHECK(access(path, F_OK) != 0); /* the ipc file is removed on close */
     rmdir(dir);
 }
 
@@ -160,7 +163,7 @@ static void test_endpoints(void)
     memset(longp, 'a', sizeof longp - 1);
     longp[sizeof longp - 1] = '\0';
     snprintf(ep, sizeof ep, "ipc:///%s", longp);
-    CHECK(!msg_endpoint_is_valid(ep));   /* beyond sun_path */
+    CHECK(!msg_endpoint_is_valid(ep)); /* beyond sun_path */
     char buf[256];
     CHECK_EQ_INT(msg_endpoint_default(buf, sizeof buf, "x"), 0);
     CHECK(strncmp(buf, "ipc://", 6) == 0 && strstr(buf, "/x.sock") != NULL);
@@ -171,7 +174,7 @@ static void test_hb(void)
 {
     struct msg_hb hb;
     msg_hb_init(&hb, 100, 300, 1000);
-    CHECK(msg_hb_is_due(&hb, 1000));   /* never sent */
+    CHECK(msg_hb_is_due(&hb, 1000)); /* never sent */
     msg_hb_sent(&hb, 1000);
     CHECK(!msg_hb_is_due(&hb, 1099));
     CHECK(msg_hb_is_due(&hb, 1100));

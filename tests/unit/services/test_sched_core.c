@@ -25,15 +25,15 @@ static void test_pool_basic(void)
     sched_pool_seq_init(&b);
     sched_pool_seq_init(&c);
     sched_pool_seq_init(&d);
-    CHECK_EQ_INT(sched_pool_seq_alloc(p, 40, &a), 0);    /* 3 blocks */
+    CHECK_EQ_INT(sched_pool_seq_alloc(p, 40, &a), 0); /* 3 blocks */
     CHECK_EQ_INT(a.n_blocks, 3);
     CHECK(a.slot >= 0);
-    CHECK_EQ_INT(sched_pool_seq_alloc(p, 40, &a), ERR_STATE);   /* not empty */
-    CHECK_EQ_INT(sched_pool_seq_alloc(p, 100, &b), 0);   /* 7 blocks: pool full */
+    CHECK_EQ_INT(sched_pool_seq_alloc(p, 40, &a), ERR_STATE); /* not empty */
+    CHECK_EQ_INT(sched_pool_seq_alloc(p, 100, &b), 0);        /* 7 blocks: pool full */
     CHECK_EQ_INT(sched_pool_blocks_used(p), 10);
     CHECK(!sched_pool_can_fit(p, 1));
     CHECK_EQ_INT(sched_pool_seq_alloc(p, 1, &c), ERR_FULL);
-    CHECK_EQ_INT(sched_pool_slots_used(p), 2);           /* the refused alloc left no slot */
+    CHECK_EQ_INT(sched_pool_slots_used(p), 2); /* the refused alloc left no slot */
     CHECK(sched_pool_can_ever_fit(p, 160));
     CHECK(!sched_pool_can_ever_fit(p, 161));
     /* every block id distinct */
@@ -48,10 +48,10 @@ static void test_pool_basic(void)
     sched_pool_seq_free(p, &b);
     CHECK_EQ_INT(b.n_blocks, 0);
     CHECK_EQ_INT(b.slot, -1);
-    sched_pool_seq_free(p, &b);   /* empty: no-op */
-    CHECK_EQ_INT(sched_pool_seq_grow(p, &a, 48), 0);      /* still 3 blocks */
+    sched_pool_seq_free(p, &b);                      /* empty: no-op */
+    CHECK_EQ_INT(sched_pool_seq_grow(p, &a, 48), 0); /* still 3 blocks */
     CHECK_EQ_INT(a.n_blocks, 3);
-    CHECK_EQ_INT(sched_pool_seq_grow(p, &a, 49), 0);      /* 4 */
+    CHECK_EQ_INT(sched_pool_seq_grow(p, &a, 49), 0); /* 4 */
     CHECK_EQ_INT(a.n_blocks, 4);
     CHECK_EQ_INT(sched_pool_seq_grow(p, &a, 1000), ERR_FULL);
     CHECK_EQ_INT(a.n_blocks, 4);
@@ -132,7 +132,7 @@ static void test_reqs(void)
         CHECK((r != NULL) == (i % 2 == 0));
     }
     CHECK(sched_reqs_find(t, 12345) == NULL);
-    sched_reqs_destroy(t);   /* frees the rest */
+    sched_reqs_destroy(t); /* frees the rest */
 }
 
 static void test_cfg(void)
@@ -153,20 +153,20 @@ static void test_cfg(void)
     CHECK_EQ_INT(c.queue_cap, 9);        /* env over file */
     CHECK_EQ_INT(c.dead_after_ms, 1000); /* flag over file */
     CHECK(c.check_pool);
-    CHECK_EQ_INT(c.decode_steps, 4);     /* default */
+    CHECK_EQ_INT(c.decode_steps, 4); /* default */
     unsetenv("TERN_SCHED_QUEUE_CAP");
-    char *argv2[] = {"x", "--queue-cap", "0", NULL};   /* below the range */
+    char *argv2[] = {"x", "--queue-cap", "0", NULL}; /* below the range */
     CHECK_EQ_INT(sched_cfg_parse(&c, 3, argv2), ERR_INVAL);
     char *argv3[] = {"x", "--no-such-flag", NULL};
     CHECK_EQ_INT(sched_cfg_parse(&c, 2, argv3), ERR_INVAL);
     char *argv4[] = {"x", "--heartbeat-ms", "500", "--dead-after-ms", "600", NULL};
-    CHECK_EQ_INT(sched_cfg_parse(&c, 5, argv4), ERR_INVAL);   /* relation */
+    CHECK_EQ_INT(sched_cfg_parse(&c, 5, argv4), ERR_INVAL); /* relation */
     char *argv5[] = {"x", "--worker-endpoint", "http://nope", NULL};
     CHECK_EQ_INT(sched_cfg_parse(&c, 3, argv5), ERR_INVAL);
     char *argv6[] = {"x", "--check-config", NULL};
     CHECK_EQ_INT(sched_cfg_parse(&c, 2, argv6), 1);
     char *argv7[] = {"x", "--queue-cap", NULL};
-    CHECK_EQ_INT(sched_cfg_parse(&c, 2, argv7), ERR_INVAL);   /* missing value */
+    CHECK_EQ_INT(sched_cfg_parse(&c, 2, argv7), ERR_INVAL); /* missing value */
     unlink(path);
     char *argv8[] = {"x", "--config", "/nonexistent/tern.conf", NULL};
     CHECK_EQ_INT(sched_cfg_parse(&c, 3, argv8), ERR_INVAL);

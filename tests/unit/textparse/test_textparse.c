@@ -543,8 +543,8 @@ static void test_random_split_invariance(void)
         "STOP",
         "ST",
         "=",
-        "<tool_call>\n<function=get_weather>\n<parameter=days>\n3\n</parameter>\n</function>\n"
-        "</tool_call>",
+        ("<tool_call>\n<function=get_weather>\n<parameter=days>\n3\n</parameter>\n</function>\n"
+         "</tool_call>"),
         "<tool_call>{\"name\": \"search\", \"arguments\": {\"q\": 1}}</tool_call>",
     };
     static const char *const stops[] = {"STOP", "</function>x"};
@@ -650,6 +650,14 @@ static void test_misc(void)
     CHECK_EQ_INT(toolcall_get(a, 1, &ia, &nm, &ar), -1);
     toolcall_destroy(a);
     toolcall_destroy(b);
+    /* thinking flag from the rendered prompt (Qwen3.6 template tails) */
+    const char *on = "<|im_start|>assistant\n<think>\n";
+    const char *off = "<|im_start|>assistant\n<think>\n\n</think>\n\n";
+    const char *hist = "<think>\nold\n</think>\n\nok<|im_end|>\n<|im_start|>assistant\n";
+    CHECK(reasoning_prompt_opens_think(on, strlen(on)));
+    CHECK(!reasoning_prompt_opens_think(off, strlen(off)));
+    CHECK(!reasoning_prompt_opens_think(hist, strlen(hist)));
+    CHECK(!reasoning_prompt_opens_think("", 0));
     /* reasoning state query */
     struct reasoning *r = reasoning_create(true);
     CHECK(reasoning_in_reasoning(r));

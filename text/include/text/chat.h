@@ -9,8 +9,9 @@
  *  - keys: role, content, then for assistant tool_calls (dropped when empty) and reasoning +
  *    reasoning_content (both, from either input name), for tool tool_call_id, then name; other
  *    keys are dropped;
- *  - content (null, a string, or a list of strings / text parts) becomes one string with the
- *    texts joined by "\n" ("string" format), or, when the template loops over `content` itself,
+ *  - content (null, a string, or a list of strings / text, refusal or thinking parts) becomes one
+ *    string with the texts joined by "\n" ("string" format), or, when the template has a loop
+ *    over a message's content (vLLM's detection, see jinja_template_loops_over_message_content),
  *    a list of {"type": "text", "text": ...} ("openai" format; tool results stay strings).
  *    Non-text parts are rejected (ERR_UNSUPPORTED): the model is text-only;
  *  - tool_calls[].function.arguments given as a JSON string is parsed; invalid JSON or a

@@ -27,6 +27,12 @@ void jinja_template_destroy(struct jinja_template *t);
  * (`for x in content`, `for x in message.content`, `for x in m['content']`). */
 bool jinja_template_iterates_over(const struct jinja_template *t, const char *name);
 
+/* vLLM's chat-template content-format detection ("openai" vs "string"): true when a `for` loop
+ * iterates over the content of a message, i.e. over `m.content` / `m['content']` (possibly
+ * filtered or sliced) where `m` is the target of a loop over `messages` or over a variable set
+ * from it (`{% set loop_messages = messages[1:] %}`). */
+bool jinja_template_loops_over_message_content(const struct jinja_template *t);
+
 /* The variables of one render, and the arena that holds them and all temporaries. */
 struct jinja_ctx *jinja_ctx_create(void);
 void jinja_ctx_destroy(struct jinja_ctx *c);

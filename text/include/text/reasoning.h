@@ -25,6 +25,9 @@ struct reasoning_out {
 };
 
 struct reasoning *reasoning_create(bool thinking);
+/* The value for reasoning_create's thinking from the rendered prompt: true when the prompt's last
+ * "<think>" is not closed by a later "</think>" (the generation starts inside reasoning). */
+bool reasoning_prompt_opens_think(const char *prompt, size_t len);
 void reasoning_destroy(struct reasoning *r);
 /* Feed a text delta; out receives what can be emitted now (either part may be empty). */
 void reasoning_feed(struct reasoning *r, const char *text, size_t len, struct reasoning_out *out);

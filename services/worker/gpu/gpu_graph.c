@@ -1,0 +1,57 @@
+/* gpu_graph: CUDA-graph capture and replay of the layer stack (gpu_run_layers), one graph per
+ * row count, captured once at gpu_model_create. */
+#include "gpu_internal.h"
+
+#include <stdlib.h>
+
+#include "common/err.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+
+/* Launch gaps dominate a decode step (~600 small kernels for 40 layers), so every row count
+ * gets its own graph of the whole stack. Kernel arguments are device pointers into fixed
+ * buffers (d_in carries the per-step tokens, positions and tables), so one capture serves
+ * every later step of that many rows. */
+int gpu_capture_graphs(struct gpu_model *g)
+{
+    g->graphs = xcalloc((size_t)g->o.n_slots + 1, sizeof *g->graphs);
+    for (int n = 1; n <= g->o.n_slots; n++) {
+        cudaGraph_t graph = NULL;
+        cudaError_t e = cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal);
+        int rc = e == cudaSuccess ? gpu_run_layers(g, n) : ERR_CUDA;
+        if (e == cudaSuccess) {
+            cudaError_t e2 = cudaStreamEndCapture(g->stream, &graph);
+            if (e2 != cudaSuccess)
+                e = e2;
+        }
+        if (e == cudaSuccess && rc == 0)
+            e = cudaGraphInstantiate(&g->graphs[n], graph, 0);
+        if (graph)
+            cudaGraphDestroy(graph);
+        if (e != cudaSuccess || rc < 0) {
+            LOG_WARN("gpu_graphs_off", "rows=%d err=\"%s\" status=%s note=\"eager launches\"", n,
+                     cudaGetErrorString(e), err_str(rc));
+            (void)cudaGetLastError();
+            gpu_destroy_graphs(g);
+            return rc < 0 ? rc : ERR_CUDA;
+        }
+    }
+    g->use_graphs = true;
+    return 0;
+}
+
+void gpu_destroy_graphs(struct gpu_model *g)
+{
+    for (int n = 0; g->graphs && n <= g->o.n_slots; n++)
+        if (g->graphs[n])
+            cudaGraphExecDestroy(g->graphs[n]);
+    free(g->graphs);
+    g->graphs = NULL;
+    g->use_graphs = false;
+}
+
+int gpu_model_set_graphs(struct gpu_model *g, int on)
+{
+    g->use_graphs = on && g->graphs;
+    return g->use_graphs;
+}

@@ -1,0 +1,669 @@
+/* gpu_model: upload a struct model into device kweights and plan every device buffer once
+ * (weights, per-slot GDN state, the paged KV pool, step activations). */
+#include "gpu_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn_decode.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "model/dtype.h"
+#include "moe_expert.h"
+
+/* ---- device allocation with accounting ---- */
+
+static void *dev_alloc(struct gpu_model *g, size_t bytes, int64_t *acct)
+{
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes ? bytes : 16) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    if (g->n_allocs == g->cap_allocs) {
+        g->cap_allocs = g->cap_allocs ? 2 * g->cap_allocs : 256;
+        g->allocs = realloc(g->allocs, sizeof(void *) * (size_t)g->cap_allocs);
+        if (!g->allocs)
+            abort();
+    }
+    g->allocs[g->n_allocs++] = p;
+    if (acct)
+        *acct += (int64_t)bytes;
+    return p;
+}
+
+static int put(void *dst, const void *src, size_t bytes)
+{
+    return cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice) == cudaSuccess ? 0 : ERR_CUDA;
+}
+
+/* A device copy of n host floats (n_pad >= n: the rest zero), counted in acct. */
+static float *dev_floats(struct gpu_model *g, const float *src, int64_t n, int64_t n_pad,
+                         float mul, int64_t *acct)
+{
+    float *tmp = xcalloc((size_t)n_pad, sizeof(float));
+    for (int64_t i = 0; src && i < n; i++)
+        tmp[i] = src[i] * mul;
+    float *d = dev_alloc(g, sizeof(float) * (size_t)n_pad, acct);
+    if (d && put(d, tmp, sizeof(float) * (size_t)n_pad) < 0)
+        d = NULL;
+    free(tmp);
+    return d;
+}
+
+/* ---- weights: n_experts stacked experts, each the rows of np parts then zero_rows zero rows ---- */
+
+struct stack_src {
+    const struct qweight *const *parts; // [n_experts * np]
+    int np;
+    int n_experts;
+    int zero_rows;
+};
+
+static int fail(char *err, size_t errlen, int rc, const char *what, const char *why)
+{
+    snprintf(err, errlen, "%s: %s", what, why);
+    return rc;
+}
+
+static int upload_stack(struct gpu_model *g, const struct stack_src *s, int64_t *acct,
+                        struct kweight *kw, const char *what, char *err, size_t errlen)
+{
+    const struct qweight *w0 = s->parts[0];
+    const int64_t cols = w0->cols;
+    int64_t rows = s->zero_rows;
+    for (int p = 0; p < s->np; p++)
+        rows += s->parts[p]->rows;
+    for (int i = 0; i < s->n_experts * s->np; i++) {
+        const struct qweight *w = s->parts[i];
+        if (!qweight_present(w) || w->cols != cols || w->fmt != w0->fmt ||
+            w->rows != s->parts[i % s->np]->rows)
+            return fail(err, errlen, ERR_UNSUPPORTED, what, "parts differ in format or shape");
+        if (w->fmt == QW_FP8 && w->scale_kind != w0->scale_kind)
+            return fail(err, errlen, ERR_UNSUPPORTED, what, "fp8 parts differ in scale kind");
+    }
+    /* the GEMV's chunk: 8 bf16 / 16 fp8 / 32 nvfp4 columns per 16-byte load */
+    const int64_t chunk = w0->fmt == QW_FP8 ? 16 : w0->fmt == QW_NVFP4 ? 32 : 8;
+    if (cols % chunk) {
+        char why[96];
+        snprintf(why, sizeof why, "%s with %lld columns (the kernels need a multiple of %lld)",
+                 qweight_format_name(w0), (long long)cols, (long long)chunk);
+        return fail(err, errlen, ERR_UNSUPPORTED, what, why);
+    }
+    const int E = s->n_experts;
+    memset(kw, 0, sizeof *kw);
+    kw->rows = (int)rows;
+    kw->cols = (int)cols;
+    kw->row_stride = cols;
+    kw->expert_stride = E > 1 ? rows * cols : 0;
+    const int64_t n_el = (int64_t)E * rows * cols;
+    int rc = 0;
+    if (w0->fmt == QW_BF16 || w0->fmt == QW_F32 || w0->fmt == QW_F16) {
+        kw->fmt = KW_FMT_BF16;
+        uint16_t *d = dev_alloc(g, sizeof(uint16_t) * (size_t)n_el, acct);
+        if (!d)
+            return fail(err, errlen, ERR_NOMEM, what, "cudaMalloc failed");
+        uint16_t *row = xmalloc(sizeof(uint16_t) * (size_t)cols);
+        float *f = xmalloc(sizeof(float) * (size_t)cols);
+        int64_t r_out = 0;
+        for (int e = 0; e < E && rc == 0; e++) {
+            for (int p = 0; p < s->np && rc == 0; p++) {
+                const struct qweight *w = s->parts[e * s->np + p];
+                if (w->fmt != QW_BF16 && e == 0 && p == 0)
+                    LOG_WARN("gpu_weight_as_bf16", "weight=%s from=%s note=\"the GPU GEMVs read "
+                             "bf16: rounded at upload\"", what, qweight_format_name(w));
+                if (w->fmt == QW_BF16 && w->row_stride == cols) {
+                    rc = put(d + r_out * cols, w->data, sizeof(uint16_t) * (size_t)(w->rows * cols));
+                    r_out += w->rows;
+                    continue;
+                }
+                for (int64_t r = 0; r < w->rows && rc == 0; r++, r_out++) {
+                    qweight_dequant_row(w, r, f);
+                    for (int64_t c = 0; c < cols; c++)
+                        row[c] = dtype_f32_to_bf16(f[c]);
+                    rc = put(d + r_out * cols, row, sizeof(uint16_t) * (size_t)cols);
+                }
+            }
+            memset(row, 0, sizeof(uint16_t) * (size_t)cols);
+            for (int z = 0; z < s->zero_rows && rc == 0; z++, r_out++)
+                rc = put(d + r_out * cols, row, sizeof(uint16_t) * (size_t)cols);
+        }
+        free(row);
+        free(f);
+        kw->data = d;
+    } else if (w0->fmt == QW_FP8) {
+        kw->fmt = KW_FMT_FP8;
+        uint8_t *d = dev_alloc(g, (size_t)n_el, acct);
+        if (!d)
+            return fail(err, errlen, ERR_NOMEM, what, "cudaMalloc failed");
+        /* scales: TENSOR / CHANNEL -> one per row (exact for stacked parts); BLOCK -> one
+         * block row per weight row (block_rows = 1), so parts of any height stack exactly */
+        const bool block = w0->scale_kind == QW_SCALE_BLOCK;
+        const int64_t ncb = block ? CEIL_DIV(cols, (int64_t)w0->block_cols) : 1;
+        float *sc = xcalloc((size_t)(E * rows * ncb), sizeof(float));
+        uint8_t *zero = xcalloc((size_t)cols, 1);
+        int64_t r_out = 0;
+        for (int e = 0; e < E && rc == 0; e++) {
+            for (int p = 0; p < s->np && rc == 0; p++) {
+                const struct qweight *w = s->parts[e * s->np + p];
+                if (block && w->block_cols != w0->block_cols) {
+                    rc = fail(err, errlen, ERR_UNSUPPORTED, what, "fp8 block sizes differ");
+                    break;
+                }
+                for (int64_t r = 0; r < w->rows && rc == 0; r++, r_out++) {
+                    const uint8_t *src = (const uint8_t *)w->data + r * w->row_stride;
+                    for (int64_t cb = 0; cb < ncb; cb++) {
+                        float v;
+                        if (block)
+                            v = w->scale[(r / w->block_rows) * ncb + cb];
+                        else if (w->scale_kind == QW_SCALE_CHANNEL)
+                            v = w->scale[r];
+                        else if (w->scale_kind == QW_SCALE_TENSOR)
+                            v = w->scale[0];
+                        else
+                            v = 1.0f;
+                        sc[r_out * ncb + cb] = v;
+                    }
+                    if (w->row_stride != cols)
+                        rc = put(d + r_out * cols, src, (size_t)cols);
+                }
+                if (w->row_stride == cols && rc == 0)
+                    rc = put(d + (r_out - w->rows) * cols, w->data, (size_t)(w->rows * cols));
+            }
+            for (int z = 0; z < s->zero_rows && rc == 0; z++, r_out++) {
+                for (int64_t cb = 0; cb < ncb; cb++)
+                    sc[r_out * ncb + cb] = 1.0f;
+                rc = put(d + r_out * cols, zero, (size_t)cols);
+            }
+        }
+        float *dsc = rc == 0 ? dev_alloc(g, sizeof(float) * (size_t)(E * rows * ncb), acct) : NULL;
+        if (rc == 0 && (!dsc || put(dsc, sc, sizeof(float) * (size_t)(E * rows * ncb)) < 0))
+            rc = fail(err, errlen, ERR_NOMEM, what, "scale upload failed");
+        free(sc);
+        free(zero);
+        kw->data = d;
+        kw->scale = dsc;
+        kw->scale_kind = block ? KW_SCALE_BLOCK : KW_SCALE_CHANNEL;
+        kw->block_rows = 1;
+        kw->block_cols = block ? w0->block_cols : 0;
+        kw->scale_expert_stride = rows * ncb;
+    } else if (w0->fmt == QW_NVFP4) {
+        kw->fmt = KW_FMT_NVFP4;
+        if (cols % 16)
+            return fail(err, errlen, ERR_UNSUPPORTED, what, "nvfp4 cols not a multiple of 16");
+        uint8_t *d = dev_alloc(g, (size_t)(n_el / 2), acct);
+        uint8_t *db = dev_alloc(g, (size_t)(n_el / 16), acct);
+        if (!d || !db)
+            return fail(err, errlen, ERR_NOMEM, what, "cudaMalloc failed");
+        float *ge = xcalloc((size_t)E, sizeof(float));
+        uint8_t *bs = xcalloc((size_t)(rows * cols / 16), 1);
+        int n_rescaled = 0;
+        for (int e = 0; e < E && rc == 0; e++) {
+            float gmax = 0.0f;
+            for (int p = 0; p < s->np; p++)
+                gmax = fmaxf(gmax, s->parts[e * s->np + p]->gscale);
+            ge[e] = gmax;
+            int64_t r_out = 0;
+            uint8_t *de = d + (int64_t)e * rows * cols / 2;
+            for (int p = 0; p < s->np && rc == 0; p++) {
+                const struct qweight *w = s->parts[e * s->np + p];
+                const float ratio = gmax > 0.0f ? w->gscale / gmax : 1.0f;
+                if (ratio != 1.0f)
+                    n_rescaled++;
+                for (int64_t r = 0; r < w->rows; r++)
+                    for (int64_t j = 0; j < cols / 16; j++) {
+                        uint8_t b = w->bscale[r * w->bscale_stride + j];
+                        if (ratio != 1.0f)
+                            b = dtype_f32_to_e4m3(dtype_e4m3_to_f32(b) * ratio);
+                        bs[(r_out + r) * (cols / 16) + j] = b;
+                    }
+                if (w->row_stride == cols) {
+                    rc = put(de + r_out * cols / 2, w->data, (size_t)(w->rows * cols / 2));
+                } else {
+                    for (int64_t r = 0; r < w->rows && rc == 0; r++)
+                        rc = put(de + (r_out + r) * cols / 2,
+                                 (const uint8_t *)w->data + r * w->row_stride / 2, (size_t)cols / 2);
+                }
+                r_out += w->rows;
+            }
+            if (s->zero_rows && rc == 0) {
+                uint8_t *zero = xcalloc((size_t)(s->zero_rows * cols / 2), 1);
+                rc = put(de + r_out * cols / 2, zero, (size_t)(s->zero_rows * cols / 2));
+                free(zero);
+            }
+            if (rc == 0)
+                rc = put(db + (int64_t)e * rows * cols / 16, bs, (size_t)(rows * cols / 16));
+        }
+        if (n_rescaled)
+            LOG_WARN("gpu_nvfp4_gscale_merged", "weight=%s parts=%d note=\"stacked parts had "
+                     "different global scales; block scales re-rounded to the largest\"",
+                     what, n_rescaled);
+        kw->data = d;
+        kw->bscale = db;
+        kw->bscale_stride = cols / 16;
+        kw->bscale_expert_stride = rows * cols / 16;
+        kw->gscale = ge[0];
+        if (E > 1) {
+            float *dg = dev_floats(g, ge, E, E, 1.0f, acct);
+            if (!dg)
+                rc = fail(err, errlen, ERR_NOMEM, what, "cudaMalloc failed");
+            kw->gscale_e = dg;
+        }
+        free(ge);
+        free(bs);
+        if (w0->act_fp4)
+            LOG_WARN("gpu_w4a4_as_w4a16", "weight=%s note=\"activation fp4 quantization is not "
+                     "emulated on this path: weights only\"", what);
+    } else {
+        return fail(err, errlen, ERR_UNSUPPORTED, what, "weight format");
+    }
+    if (rc < 0 && err[0] == '\0')
+        snprintf(err, errlen, "%s: upload failed (%s)", what, err_str(rc));
+    return rc;
+}
+
+static int upload_one(struct gpu_model *g, const struct qweight *w, int64_t *acct,
+                      struct kweight *kw, const char *what, char *err, size_t errlen)
+{
+    const struct qweight *parts[1] = { w };
+    struct stack_src s = { parts, 1, 1, 0 };
+    return upload_stack(g, &s, acct, kw, what, err, errlen);
+}
+
+/* ---- layers ---- */
+
+static int upload_gdn(struct gpu_model *g, const struct gdn_w *w, struct gpu_layer *L, int l,
+                      char *err, size_t errlen)
+{
+    int64_t *acct = &g->mem.group[MODEL_GROUP_LINEAR_ATTN];
+    char what[64];
+    int rc;
+    snprintf(what, sizeof what, "layers.%d.linear_attn.in_proj_qkv", l);
+    if ((rc = upload_one(g, &w->qkv, acct, &L->qkv, what, err, errlen)) < 0)
+        return rc;
+    snprintf(what, sizeof what, "layers.%d.linear_attn.in_proj_z", l);
+    if ((rc = upload_one(g, &w->z, acct, &L->z, what, err, errlen)) < 0)
+        return rc;
+    snprintf(what, sizeof what, "layers.%d.linear_attn.in_proj_b", l);
+    if ((rc = upload_one(g, &w->b, acct, &L->b, what, err, errlen)) < 0)
+        return rc;
+    snprintf(what, sizeof what, "layers.%d.linear_attn.in_proj_a", l);
+    if ((rc = upload_one(g, &w->a, acct, &L->a, what, err, errlen)) < 0)
+        return rc;
+    snprintf(what, sizeof what, "layers.%d.linear_attn.out_proj", l);
+    if ((rc = upload_one(g, &w->out, acct, &L->out, what, err, errlen)) < 0)
+        return rc;
+    L->conv_w = dev_floats(g, w->conv, (int64_t)g->cd * g->kc, (int64_t)g->cd * g->kc, 1.0f, acct);
+    L->dt_bias = dev_floats(g, w->dt_bias, g->hv, g->hv, 1.0f, acct);
+    L->a_log = dev_floats(g, w->A_log, g->hv, g->hv, 1.0f, acct);
+    /* padded heads: out_pad = sqrt(128/Dv) * out, undone by the weight (gpu_forward.c) */
+    const float nmul = g->gdn_pad ? sqrtf((float)g->dv / (float)GPU_GDN_D) : 1.0f;
+    L->gnorm = dev_floats(g, w->norm, g->dv, GPU_GDN_D, nmul, &g->mem.group[MODEL_GROUP_NORMS]);
+    if (!L->conv_w || !L->dt_bias || !L->a_log || !L->gnorm)
+        return fail(err, errlen, ERR_NOMEM, "gdn vectors", "cudaMalloc failed");
+    return 0;
+}
+
+static int upload_attn(struct gpu_model *g, const struct attn_w *w, struct gpu_layer *L, int l,
+                       char *err, size_t errlen)
+{
+    int64_t *acct = &g->mem.group[MODEL_GROUP_FULL_ATTN];
+    const struct qweight *ws[4] = { &w->q, &w->k, &w->v, &w->o };
+    struct kweight *kw[4] = { &L->q, &L->k, &L->v, &L->o };
+    static const char *const names[4] = { "q_proj", "k_proj", "v_proj", "o_proj" };
+    for (int i = 0; i < 4; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "layers.%d.self_attn.%s", l, names[i]);
+        int rc = upload_one(g, ws[i], acct, kw[i], what, err, errlen);
+        if (rc < 0)
+            return rc;
+    }
+    L->q_norm = dev_floats(g, w->q_norm, g->hd, g->hd, 1.0f, &g->mem.group[MODEL_GROUP_NORMS]);
+    L->k_norm = dev_floats(g, w->k_norm, g->hd, g->hd, 1.0f, &g->mem.group[MODEL_GROUP_NORMS]);
+    if (!L->q_norm || !L->k_norm)
+        return fail(err, errlen, ERR_NOMEM, "attn norms", "cudaMalloc failed");
+    return 0;
+}
+
+static int upload_moe(struct gpu_model *g, const struct moe_w *w, struct gpu_layer *L, int l,
+                      char *err, size_t errlen)
+{
+    char what[64];
+    int rc;
+    snprintf(what, sizeof what, "layers.%d.mlp.gate", l);
+    if ((rc = upload_one(g, &w->router, &g->mem.group[MODEL_GROUP_ROUTER], &L->router, what, err,
+                         errlen)) < 0)
+        return rc;
+    const struct qweight **gu = xmalloc(sizeof(*gu) * (size_t)(2 * g->E));
+    const struct qweight **dn = xmalloc(sizeof(*dn) * (size_t)g->E);
+    for (int e = 0; e < g->E; e++) {
+        gu[2 * e] = &w->gate[e];
+        gu[2 * e + 1] = &w->up[e];
+        dn[e] = &w->down[e];
+    }
+    struct stack_src s_gu = { gu, 2, g->E, 0 }, s_dn = { dn, 1, g->E, 0 };
+    int64_t *acct = &g->mem.group[MODEL_GROUP_EXPERTS];
+    snprintf(what, sizeof what, "layers.%d.mlp.experts.gate_up", l);
+    rc = upload_stack(g, &s_gu, acct, &L->gate_up, what, err, errlen);
+    snprintf(what, sizeof what, "layers.%d.mlp.experts.down", l);
+    if (rc == 0)
+        rc = upload_stack(g, &s_dn, acct, &L->down, what, err, errlen);
+    free(gu);
+    free(dn);
+    if (rc < 0)
+        return rc;
+    L->has_shared = qweight_present(&w->sh_gate);
+    if (!L->has_shared)
+        return 0;
+    acct = &g->mem.group[MODEL_GROUP_SHARED];
+    const struct qweight *sgu[2] = { &w->sh_gate, &w->sh_up };
+    const struct qweight *sdn[1] = { &w->sh_down };
+    const struct qweight *sg[1] = { &w->sh_expert_gate };
+    struct stack_src a = { sgu, 2, 1, 0 }, b = { sdn, 1, 1, 0 }, c = { sg, 1, 1, 1 };
+    snprintf(what, sizeof what, "layers.%d.mlp.shared_expert.gate_up", l);
+    if ((rc = upload_stack(g, &a, acct, &L->sh_gate_up, what, err, errlen)) < 0)
+        return rc;
+    snprintf(what, sizeof what, "layers.%d.mlp.shared_expert.down", l);
+    if ((rc = upload_stack(g, &b, acct, &L->sh_down, what, err, errlen)) < 0)
+        return rc;
+    snprintf(what, sizeof what, "layers.%d.mlp.shared_expert_gate", l);
+    return upload_stack(g, &c, acct, &L->sh_gate, what, err, errlen);
+}
+
+/* ---- plan ---- */
+
+static int check_shapes(const struct model_config *c, char *err, size_t errlen)
+{
+    if (c->lin_n_v_heads % c->lin_n_k_heads || c->lin_k_head_dim > GPU_GDN_D ||
+        c->lin_v_head_dim > GPU_GDN_D)
+        return fail(err, errlen, ERR_UNSUPPORTED, "gdn", "head dims above 128 or Hv % Hk != 0");
+    if (c->head_dim % 8 || c->head_dim > ATTN_DECODE_MAX_HEAD_DIM)
+        return fail(err, errlen, ERR_UNSUPPORTED, "attention", "head_dim not a multiple of 8 <= 256");
+    if (c->hidden_size % 8)
+        return fail(err, errlen, ERR_UNSUPPORTED, "hidden", "hidden_size not a multiple of 8");
+    return 0;
+}
+
+static float *act(struct gpu_model *g, int64_t n)
+{
+    return dev_alloc(g, sizeof(float) * (size_t)(n > 0 ? n : 1), &g->mem.activations);
+}
+
+static int alloc_state(struct gpu_model *g, char *err, size_t errlen)
+{
+    const int64_t B = g->o.n_slots, H = g->H;
+    const int64_t kv_rows = (int64_t)g->o.kv_blocks * g->o.block_tokens * g->hkv * g->hd;
+    for (int l = 0; l < g->cfg.n_layers; l++) {
+        struct gpu_layer *L = &g->layers[l];
+        if (L->type == LAYER_LINEAR_ATTN) {
+            L->conv_state = dev_alloc(g, sizeof(float) * (size_t)(B * g->cd * (g->kc - 1)),
+                                      &g->mem.gdn_state);
+            L->ssm = dev_alloc(g, sizeof(float) * (size_t)(B * g->hv * GPU_GDN_D * GPU_GDN_D),
+                               &g->mem.gdn_state);
+            if (!L->conv_state || !L->ssm)
+                return fail(err, errlen, ERR_NOMEM, "gdn state", "cudaMalloc failed");
+        } else {
+            L->k_cache = dev_alloc(g, sizeof(uint16_t) * (size_t)kv_rows, &g->mem.kv_pool);
+            L->v_cache = dev_alloc(g, sizeof(uint16_t) * (size_t)kv_rows, &g->mem.kv_pool);
+            if (!L->k_cache || !L->v_cache)
+                return fail(err, errlen, ERR_NOMEM, "kv pool", "cudaMalloc failed");
+        }
+    }
+    const int64_t vd = (int64_t)g->hv * g->dv, qd = (int64_t)g->hq * g->hd;
+    g->h = act(g, B * H);
+    g->x = act(g, B * H);
+    g->y = act(g, B * H);
+    g->mix_raw = act(g, B * g->cd);
+    g->mix = act(g, B * g->cd);
+    g->gz = act(g, B * vd);
+    g->ga = act(g, B * g->hv);
+    g->gb = act(g, B * g->hv);
+    g->go = act(g, B * vd);
+    if (g->gdn_pad) {
+        g->qkv_p = act(g, B * (2 * g->hk + g->hv) * GPU_GDN_D);
+        g->z_p = act(g, B * g->hv * GPU_GDN_D);
+        g->o_p = act(g, B * g->hv * GPU_GDN_D);
+    }
+    g->qg = act(g, B * 2 * qd);
+    g->q = act(g, B * qd);
+    g->gate = act(g, B * qd);
+    g->k = act(g, B * g->hkv * g->hd);
+    g->v = act(g, B * g->hkv * g->hd);
+    g->ao = act(g, B * qd);
+    g->attn_ws = act(g, (int64_t)attn_decode_ws_floats((int)B, g->hq, g->hd, g->o.max_model_len));
+    g->moe_logits = act(g, B * g->E);
+    g->moe_w = act(g, B * g->K);
+    g->moe_ids = (int32_t *)act(g, B * g->K);
+    g->sh_logits = act(g, B * 2);
+    g->sh_w = act(g, B * 2);
+    g->sh_ids = (int32_t *)act(g, B * 2);
+    size_t ws = moe_expert_ws_floats((int)B, g->K, g->I, g->H);
+    size_t ws2 = moe_expert_ws_floats((int)B, 2, g->Is > 0 ? g->Is : 1, g->H);
+    g->moe_ws = act(g, (int64_t)(ws > ws2 ? ws : ws2));
+    g->xl = act(g, B * H);
+    g->logits = act(g, B * g->V);
+    g->argmax_ids = (int32_t *)act(g, B);
+    g->d_in = (int32_t *)act(g, gpu_in_count(g));
+    if (!g->h || !g->x || !g->y || !g->mix_raw || !g->mix || !g->gz || !g->ga || !g->gb ||
+        !g->go || (g->gdn_pad && (!g->qkv_p || !g->z_p || !g->o_p)) || !g->qg || !g->q ||
+        !g->gate || !g->k || !g->v || !g->ao || !g->attn_ws || !g->moe_logits || !g->moe_w ||
+        !g->moe_ids || !g->sh_logits || !g->sh_w || !g->sh_ids || !g->moe_ws || !g->xl ||
+        !g->logits || !g->argmax_ids || !g->d_in)
+        return fail(err, errlen, ERR_NOMEM, "activations", "cudaMalloc failed");
+    /* the padded GDN buffers keep zeros in the pad lanes forever */
+    if (g->gdn_pad &&
+        (cudaMemset(g->qkv_p, 0, sizeof(float) * (size_t)(B * (2 * g->hk + g->hv) * GPU_GDN_D)) ||
+         cudaMemset(g->z_p, 0, sizeof(float) * (size_t)(B * g->hv * GPU_GDN_D))))
+        return fail(err, errlen, ERR_CUDA, "activations", "cudaMemset failed");
+    if (cudaMallocHost((void **)&g->h_in, sizeof(int32_t) * (size_t)gpu_in_count(g)) ||
+        cudaMallocHost((void **)&g->h_logits, sizeof(float) * (size_t)(B * g->V)) ||
+        cudaMallocHost((void **)&g->h_argmax, sizeof(int32_t) * (size_t)B))
+        return fail(err, errlen, ERR_NOMEM, "pinned host buffers", "cudaMallocHost failed");
+    return 0;
+}
+
+int gpu_model_create(struct gpu_model **out, const struct model *m,
+                     const struct gpu_model_opts *opts, char *err, size_t errlen)
+{
+    *out = NULL;
+    err[0] = '\0';
+    const struct model_config *c = &m->cfg;
+    if (!opts || opts->n_slots <= 0 || opts->max_model_len <= 0 || opts->block_tokens < 0 ||
+        opts->kv_blocks < 0)
+        return fail(err, errlen, ERR_INVAL, "gpu_model_opts", "bad sizes");
+    int rc = check_shapes(c, err, errlen);
+    if (rc < 0)
+        return rc;
+    struct gpu_model *g = xcalloc(1, sizeof *g);
+    g->cfg = *c;
+    g->o = *opts;
+    if (g->o.block_tokens == 0)
+        g->o.block_tokens = 16;
+    g->bps = (int)CEIL_DIV(g->o.max_model_len, g->o.block_tokens);
+    if (g->o.kv_blocks == 0)
+        g->o.kv_blocks = g->o.n_slots * g->bps;
+    g->H = c->hidden_size;
+    g->V = c->vocab_size;
+    g->hk = c->lin_n_k_heads;
+    g->hv = c->lin_n_v_heads;
+    g->dk = c->lin_k_head_dim;
+    g->dv = c->lin_v_head_dim;
+    g->cd = 2 * g->hk * g->dk + g->hv * g->dv;
+    g->kc = c->lin_conv_kernel;
+    g->hq = c->n_heads;
+    g->hkv = c->n_kv_heads;
+    g->hd = c->head_dim;
+    g->E = c->n_experts;
+    g->K = c->n_experts_per_tok;
+    g->I = c->moe_inter;
+    g->Is = c->shared_inter;
+    g->gdn_pad = g->dk != GPU_GDN_D || g->dv != GPU_GDN_D;
+    g->gdn_eps = g->gdn_pad ? c->rms_eps * (float)g->dk * (float)g->dv /
+                                  (float)(GPU_GDN_D * GPU_GDN_D)
+                            : c->rms_eps;
+    g->pos = xmalloc(sizeof(int) * (size_t)g->o.n_slots);
+    for (int s = 0; s < g->o.n_slots; s++)
+        g->pos[s] = -1;
+    g->h_seen = xcalloc((size_t)g->o.n_slots, sizeof(bool));
+    g->h_act = xcalloc((size_t)g->o.n_slots, sizeof(int));
+    g->h_rows = xcalloc((size_t)g->o.n_slots, sizeof(int));
+
+    struct cudaDeviceProp prop;
+    if (cudaSetDevice(opts->device) != cudaSuccess ||
+        cudaGetDeviceProperties(&prop, opts->device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        rc = fail(err, errlen, ERR_CUDA, "device", "no usable CUDA device");
+        goto fail;
+    }
+    g->sm = prop.major * 10 + prop.minor;
+    snprintf(g->dev_name, sizeof g->dev_name, "%s", prop.name);
+    struct backend_scheme sch[BACKEND_CLASS_COUNT];
+    backend_schemes_from_model(m, sch);
+    rc = backend_plan_compute(sch, g->sm, g->dev_name, BACKEND_AUTO, BACKEND_AUTO, &g->plan, err,
+                              errlen);
+    if (rc < 0)
+        goto fail;
+    if (cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking) != cudaSuccess) {
+        rc = fail(err, errlen, ERR_CUDA, "stream", "cudaStreamCreate failed");
+        goto fail;
+    }
+
+    /* embedding: a bf16 table for the gather kernel */
+    {
+        struct kweight ke;
+        if ((rc = upload_one(g, &m->embed, &g->mem.group[MODEL_GROUP_EMBED], &ke,
+                             "embed_tokens", err, errlen)) < 0)
+            goto fail;
+        if (ke.fmt != KW_FMT_BF16) {
+            rc = fail(err, errlen, ERR_UNSUPPORTED, "embed_tokens", "quantized embedding");
+            goto fail;
+        }
+        g->embed = (uint16_t *)ke.data;
+    }
+    if ((rc = upload_one(g, &m->lm_head, &g->mem.group[MODEL_GROUP_LM_HEAD], &g->lm_head,
+                         "lm_head", err, errlen)) < 0)
+        goto fail;
+    g->final_norm = dev_floats(g, m->final_norm, g->H, g->H, 1.0f, &g->mem.group[MODEL_GROUP_NORMS]);
+    g->layers = xcalloc((size_t)c->n_layers, sizeof *g->layers);
+    for (int l = 0; l < c->n_layers; l++) {
+        const struct layer_w *lw = &m->layers[l];
+        struct gpu_layer *L = &g->layers[l];
+        L->type = lw->type;
+        L->in_norm = dev_floats(g, lw->in_norm, g->H, g->H, 1.0f, &g->mem.group[MODEL_GROUP_NORMS]);
+        L->post_norm =
+            dev_floats(g, lw->post_norm, g->H, g->H, 1.0f, &g->mem.group[MODEL_GROUP_NORMS]);
+        if (!L->in_norm || !L->post_norm) {
+            rc = fail(err, errlen, ERR_NOMEM, "norms", "cudaMalloc failed");
+            goto fail;
+        }
+        rc = lw->type == LAYER_FULL_ATTN ? upload_attn(g, &lw->attn, L, l, err, errlen)
+                                         : upload_gdn(g, &lw->gdn, L, l, err, errlen);
+        if (rc == 0)
+            rc = upload_moe(g, &lw->moe, L, l, err, errlen);
+        if (rc < 0)
+            goto fail;
+    }
+    for (int i = 0; i < MODEL_GROUP_COUNT; i++)
+        g->mem.weights += g->mem.group[i];
+    if ((rc = alloc_state(g, err, errlen)) < 0)
+        goto fail;
+    g->mem.total = g->mem.weights + g->mem.gdn_state + g->mem.kv_pool + g->mem.activations;
+    if (g->o.graphs)
+        (void)gpu_capture_graphs(g); // failure leaves eager launches (logged)
+    *out = g;
+    return 0;
+fail:
+    if (err[0] == '\0')
+        snprintf(err, errlen, "gpu model: %s", err_str(rc));
+    gpu_model_destroy(g);
+    return rc;
+}
+
+void gpu_model_destroy(struct gpu_model *g)
+{
+    if (!g)
+        return;
+    if (g->stream)
+        cudaStreamSynchronize(g->stream);
+    gpu_destroy_graphs(g);
+    for (int i = 0; i < g->n_allocs; i++)
+        cudaFree(g->allocs[i]);
+    free(g->allocs);
+    if (g->h_in)
+        cudaFreeHost(g->h_in);
+    if (g->h_logits)
+        cudaFreeHost(g->h_logits);
+    if (g->h_argmax)
+        cudaFreeHost(g->h_argmax);
+    if (g->stream)
+        cudaStreamDestroy(g->stream);
+    free(g->layers);
+    free(g->pos);
+    free(g->h_seen);
+    free(g->h_act);
+    free(g->h_rows);
+    free(g);
+}
+
+void gpu_model_log(const struct gpu_model *g)
+{
+    LOG_INFO("gpu_device", "device=\"%s\" sm=%d slots=%d max_model_len=%d block_tokens=%d "
+             "kv_blocks=%d prefill=token_by_token gdn_padded=%d cuda_graphs=%d",
+             g->dev_name, g->sm, g->o.n_slots, g->o.max_model_len, g->o.block_tokens,
+             g->o.kv_blocks, g->gdn_pad ? 1 : 0, g->use_graphs ? 1 : 0);
+    for (int c = 0; c < BACKEND_CLASS_COUNT; c++) {
+        if (g->plan.cls[c].id == BACKEND_AUTO)
+            continue;
+        char buf[400];
+        LOG_INFO("gpu_backend", "%s",
+                 backend_choice_str((enum backend_class)c, &g->plan.cls[c], buf, sizeof buf));
+    }
+    for (int i = 0; i < MODEL_GROUP_COUNT; i++)
+        if (g->mem.group[i])
+            LOG_INFO("gpu_resident", "group=%s bytes=%lld", model_group_name((enum model_group)i),
+                     (long long)g->mem.group[i]);
+    LOG_INFO("gpu_memory", "weights=%lld gdn_state=%lld kv_pool=%lld activations=%lld total=%lld",
+             (long long)g->mem.weights, (long long)g->mem.gdn_state, (long long)g->mem.kv_pool,
+             (long long)g->mem.activations, (long long)g->mem.total);
+}
+
+const struct gpu_model_mem *gpu_model_memory(const struct gpu_model *g) { return &g->mem; }
+const struct backend_plan *gpu_model_plan(const struct gpu_model *g) { return &g->plan; }
+int gpu_model_vocab(const struct gpu_model *g) { return g->V; }
+int gpu_model_n_slots(const struct gpu_model *g) { return g->o.n_slots; }
+int gpu_model_max_len(const struct gpu_model *g) { return g->o.max_model_len; }
+int gpu_model_block_tokens(const struct gpu_model *g) { return g->o.block_tokens; }
+int gpu_model_kv_blocks(const struct gpu_model *g) { return g->o.kv_blocks; }
+const char *gpu_model_device_name(const struct gpu_model *g) { return g->dev_name; }
+
+int gpu_model_seq_open(struct gpu_model *g, int slot)
+{
+    if (slot < 0 || slot >= g->o.n_slots)
+        return ERR_RANGE;
+    for (int l = 0; l < g->cfg.n_layers; l++) {
+        struct gpu_layer *L = &g->layers[l];
+        if (L->type != LAYER_LINEAR_ATTN)
+            continue;
+        const size_t cs = sizeof(float) * (size_t)g->cd * (size_t)(g->kc - 1);
+        const size_t ss = sizeof(float) * (size_t)g->hv * GPU_GDN_D * GPU_GDN_D;
+        if (cudaMemsetAsync((char *)L->conv_state + cs * (size_t)slot, 0, cs, g->stream) ||
+            cudaMemsetAsync((char *)L->ssm + ss * (size_t)slot, 0, ss, g->stream))
+            return ERR_CUDA;
+    }
+    g->pos[slot] = 0;
+    return 0;
+}
+
+int gpu_model_seq_pos(const struct gpu_model *g, int slot)
+{
+    return slot >= 0 && slot < g->o.n_slots ? g->pos[slot] : -1;
+}
+
+void gpu_model_seq_close(struct gpu_model *g, int slot)
+{
+    if (slot >= 0 && slot < g->o.n_slots)
+        g->pos[slot] = -1;
+}

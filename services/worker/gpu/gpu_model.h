@@ -1,0 +1,93 @@
+/* gpu_model: the whole qwen3_5_moe text model on one CUDA device, driven from a loaded
+ * struct model (model/model.h). gpu_model_create() uploads every weight into device struct
+ * kweights and allocates, once and from one plan, the per-slot state (GDN conv windows and
+ * recurrent S, a paged bf16 attention KV pool) and the activations of a step of up to n_slots
+ * sequences; nothing is allocated on the token path. gpu_model_step() (gpu_forward.c) runs one
+ * forward step over several sequences, each in its own slot with its own chunk of tokens.
+ *
+ * Prefill runs token by token through the decode kernels (one sub-step per chunk position,
+ * all items that still have a token batched together): correct first, not fast.
+ * GDN head dims other than 128 (the tiny test models) run through a zero-padded copy to 128
+ * with an adjusted eps and norm weight, which is exact up to rounding (see gpu_forward.c). */
+#ifndef GPU_MODEL_H
+#define GPU_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/backend.h"
+#include "model/model.h"
+#include "model/model_load.h"
+
+struct gpu_model_opts {
+    int n_slots;          // sequences held at once (= most items per step)
+    int max_model_len;    // positions per sequence
+    int block_tokens;     // attention KV block size, tokens (default 16)
+    int kv_blocks;        // KV blocks in the pool; 0 = n_slots * ceil(max_model_len/block_tokens)
+    int device;           // CUDA device ordinal
+    int graphs;           // 1 = capture the layer stack of a (sub-)step of n rows, n = 1..n_slots,
+                          //  as CUDA graphs at create and replay them (engine "cuda" does);
+                          //  0 = eager launches. A failed capture falls back to eager (logged).
+};
+
+/* One item of a step: n tokens of the sequence in slot at positions pos .. pos+n-1. */
+struct gpu_item {
+    int slot;
+    const int32_t *tokens;   // (n)
+    int n;
+    int pos;                 // must equal the slot's committed position
+    const uint32_t *blocks;  // (n_blocks) KV block ids of the sequence, or NULL for the slot's
+    int n_blocks;            //  default blocks [slot*bps, (slot+1)*bps) when the pool allows
+    float *logits;           // (vocab) out: last position's logits (host); NULL = not needed
+    int32_t *argmax;         // out: greedy id of the last position (computed on the device); or NULL
+    int rc;                  // out: 0 or ERR_* for this item alone
+};
+
+/* Resident device bytes, by the loader's accounting groups, plus state. */
+struct gpu_model_mem {
+    int64_t group[MODEL_GROUP_COUNT]; // weights per group
+    int64_t weights;                  // sum of group[]
+    int64_t gdn_state;                // conv windows + S, all slots
+    int64_t kv_pool;                  // K + V of every attention layer
+    int64_t activations;              // step scratch
+    int64_t total;
+};
+
+struct gpu_model;
+
+/* Upload m (which must stay alive only during the call: nothing of it is kept) and plan the
+ * memory. Returns 0, ERR_INVAL (bad opts), ERR_UNSUPPORTED (a weight or shape the kernels
+ * cannot run; err says which), ERR_NOMEM (device memory), ERR_CUDA. err gets one line. */
+int gpu_model_create(struct gpu_model **out, const struct model *m,
+                     const struct gpu_model_opts *opts, char *err, size_t errlen);
+void gpu_model_destroy(struct gpu_model *g);
+
+/* The startup log lines: device, one backend line per layer class (model/backend.h) and the
+ * resident bytes per group, KV pool and state. */
+void gpu_model_log(const struct gpu_model *g);
+const struct gpu_model_mem *gpu_model_memory(const struct gpu_model *g);
+const struct backend_plan *gpu_model_plan(const struct gpu_model *g);
+int gpu_model_vocab(const struct gpu_model *g);
+int gpu_model_n_slots(const struct gpu_model *g);
+int gpu_model_max_len(const struct gpu_model *g);
+int gpu_model_block_tokens(const struct gpu_model *g);
+int gpu_model_kv_blocks(const struct gpu_model *g);
+/* Device name (static for the model's lifetime). */
+const char *gpu_model_device_name(const struct gpu_model *g);
+
+/* Switch CUDA-graph replay off/on (on only when the graphs were captured at create);
+ * returns whether graphs are now in use. For A/B timing. */
+int gpu_model_set_graphs(struct gpu_model *g, int on);
+
+/* Start a new sequence in slot: position 0, GDN state zeroed. 0 or ERR_RANGE. */
+int gpu_model_seq_open(struct gpu_model *g, int slot);
+/* Committed position of slot (-1 when not open). */
+int gpu_model_seq_pos(const struct gpu_model *g, int slot);
+void gpu_model_seq_close(struct gpu_model *g, int slot);
+
+/* Run the items (each slot at most once). Per-item failures go to item.rc (ERR_STATE: slot
+ * not open or wrong pos; ERR_INVAL: bad token id or count; ERR_FULL: past max_model_len or
+ * the block table). Returns 0, or ERR_CUDA for a failure of the whole step. Synchronous. */
+int gpu_model_step(struct gpu_model *g, struct gpu_item *items, int n_items);
+
+#endif

@@ -1,0 +1,156 @@
+/* wk_engine_cuda: engine "cuda" (declared in wk_engine.h): model_load() on the host, gpu_model_create() uploads it and
+ * plans every device buffer once, then the host copy is freed. Slots are the gpu_model's
+ * slots; the scheduler's block table goes straight to the paged KV cache. Logs the backend
+ * per layer class and the resident bytes per group at startup (gpu_model_log). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "gpu_model.h"
+#include "model/model_load.h"
+#include "wk_cfg.h"
+#include "wk_engine.h"
+
+#define CUDA_DEFAULT_MAX_MODEL_LEN 32768
+
+struct cuda_eng {
+    struct gpu_model *g;
+    struct gpu_item *items;      // (n_slots)
+    int32_t *tok;                // (max_step_tokens)
+};
+
+static int cuda_seq_open(struct wk_engine *e, uint32_t slot)
+{
+    struct cuda_eng *c = e->impl;
+    if (slot >= e->info.n_slots)
+        return ERR_RANGE;
+    return gpu_model_seq_open(c->g, (int)slot);
+}
+
+static void cuda_seq_close(struct wk_engine *e, uint32_t slot)
+{
+    struct cuda_eng *c = e->impl;
+    gpu_model_seq_close(c->g, (int)slot);
+}
+
+static int cuda_step(struct wk_engine *e, struct wk_engine_item *items, uint32_t n_items)
+{
+    struct cuda_eng *c = e->impl;
+    if (n_items > e->info.n_slots)
+        return ERR_INVAL;
+    uint32_t used = 0;
+    for (uint32_t i = 0; i < n_items; i++) {
+        struct wk_engine_item *it = &items[i];
+        struct gpu_item *gi = &c->items[i];
+        memset(gi, 0, sizeof *gi);
+        gi->slot = (int)it->slot;
+        gi->pos = (int)it->pos;
+        gi->blocks = it->blocks;
+        gi->n_blocks = (int)it->n_blocks;
+        gi->logits = it->logits;
+        if (it->n == 0 || used + it->n > e->info.max_step_tokens) {
+            gi->slot = -1; // refused by gpu_model_step with ERR_INVAL
+            gi->tokens = c->tok;
+            gi->n = 0;
+            continue;
+        }
+        for (uint32_t t = 0; t < it->n; t++)
+            c->tok[used + t] = (int32_t)it->tokens[t];
+        gi->tokens = c->tok + used;
+        gi->n = (int)it->n;
+        used += it->n;
+    }
+    int rc = gpu_model_step(c->g, c->items, (int)n_items);
+    for (uint32_t i = 0; i < n_items; i++)
+        items[i].rc = c->items[i].rc == ERR_INVAL && c->items[i].n == 0 ? ERR_STATE
+                                                                          : c->items[i].rc;
+    return rc;
+}
+
+static void cuda_destroy(struct wk_engine *e)
+{
+    struct cuda_eng *c = e->impl;
+    if (c) {
+        gpu_model_destroy(c->g);
+        free(c->items);
+        free(c->tok);
+        free(c);
+    }
+    free(e);
+}
+
+static const struct wk_engine_ops CUDA_OPS = {
+    .seq_open = cuda_seq_open,
+    .seq_close = cuda_seq_close,
+    .step = cuda_step,
+    .destroy = cuda_destroy,
+};
+
+int wk_engine_cuda_create(const struct wk_cfg *cfg, wk_engine_progress_cb progress, void *ctx,
+                          struct wk_engine **out)
+{
+    struct wk_engine *e = xcalloc(1, sizeof *e);
+    struct cuda_eng *c = xcalloc(1, sizeof *c);
+    struct wk_engine_info *in = &e->info;
+    struct model *m = NULL;
+    char err[512] = "";
+    e->ops = &CUDA_OPS;
+    e->name = "cuda";
+    e->impl = c;
+    int rc = model_load(&m, cfg->model, NULL, err, sizeof err);
+    if (rc < 0) {
+        LOG_ERR("model_load_failed", "dir=%s err=%s msg=\"%s\"", cfg->model, err_str(rc), err);
+        goto fail;
+    }
+    if (progress)
+        progress(ctx, 0.5f, "weights");
+    const struct model_config *mc = &m->cfg;
+    const char *base = strrchr(cfg->model, '/');
+    const char *name = base && base[1] ? base + 1 : cfg->model;
+    snprintf(in->model_id, sizeof in->model_id, "%.*s", (int)sizeof in->model_id - 1, name);
+    in->vocab_size = (uint32_t)mc->vocab_size;
+    int64_t len = cfg->max_model_len ? cfg->max_model_len : mc->max_position_embeddings;
+    if (!cfg->max_model_len && len > CUDA_DEFAULT_MAX_MODEL_LEN)
+        len = CUDA_DEFAULT_MAX_MODEL_LEN;
+    in->max_model_len = (uint32_t)len;
+    in->n_slots = (uint32_t)cfg->max_seqs;
+    in->block_tokens = (uint32_t)cfg->block_tokens;
+    in->max_step_tokens = (uint32_t)cfg->max_step_tokens;
+    for (int i = 0; i < mc->n_eos && in->n_eos < WK_ENGINE_MAX_EOS; i++)
+        if (mc->eos_ids[i] >= 0)
+            in->eos_ids[in->n_eos++] = (uint32_t)mc->eos_ids[i];
+    struct gpu_model_opts go = {
+        .n_slots = cfg->max_seqs,
+        .max_model_len = (int)len,
+        .block_tokens = cfg->block_tokens,
+        .kv_blocks = cfg->kv_blocks,
+        .device = cfg->device,
+        .graphs = 1,
+    };
+    rc = gpu_model_create(&c->g, m, &go, err, sizeof err);
+    model_destroy(m);
+    m = NULL;
+    if (rc < 0) {
+        LOG_ERR("engine_init_failed", "engine=cuda err=%s msg=\"%s\"", err_str(rc), err);
+        goto fail;
+    }
+    gpu_model_log(c->g);
+    in->kv_blocks = (uint32_t)gpu_model_kv_blocks(c->g);
+    in->kv_bytes = (uint64_t)gpu_model_memory(c->g)->kv_pool;
+    c->items = xcalloc(in->n_slots, sizeof *c->items);
+    c->tok = xmalloc(sizeof(int32_t) * (in->max_step_tokens ? in->max_step_tokens : 1));
+    if (progress)
+        progress(ctx, 1.0f, "ready");
+    LOG_INFO("engine_ready", "engine=cuda model=%s vocab=%u max_model_len=%u slots=%u "
+             "kv_blocks=%u eos=%u", in->model_id, in->vocab_size, in->max_model_len,
+             in->n_slots, in->kv_blocks, in->n_eos);
+    *out = e;
+    return 0;
+fail:
+    model_destroy(m);
+    cuda_destroy(e);
+    return rc;
+}

@@ -1,0 +1,65 @@
+/* wk_spec: MTP speculative decoding in the worker's exec thread (MODEL.md §6). The engine
+ * drafts and runs the verify window (wk_engine_ops.spec_window / spec_commit); this module
+ * sizes each round to what the plan granted, applies the lossless acceptance rule of
+ * model/spec.h (exact at temperature 0, rejection sampling otherwise, with the sequence's own
+ * penalties, history and rng), and keeps vLLM's spec_decode counters: draft rounds, draft
+ * tokens, accepted tokens, accepted tokens per draft position. */
+#ifndef WK_SPEC_H
+#define WK_SPEC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "model/sample.h"
+
+#define WK_SPEC_MAX 16 // most drafts per round (= FORWARD_SPEC_MAX)
+
+struct wk_engine;
+
+struct wk_spec_counts {
+    uint64_t drafts;       // rounds (verify forwards)
+    uint64_t draft_tokens; // drafts proposed
+    uint64_t accepted;     // drafts accepted
+    uint64_t per_pos[WK_SPEC_MAX]; // rounds that accepted draft i (0-based)
+    uint32_t n_pos;        // positions in use (the engine's K)
+};
+
+struct wk_spec;
+
+/* For engine e (borrowed): K = e->info.spec_k when the engine has the spec ops, else 0 (then
+ * every round_k is 0 and the worker decodes plainly). sampled: speculate for sampled requests
+ * too (temperature > 0; the output distribution is unchanged but the tokens drawn for a seed
+ * differ from plain decoding), given when K was asked for explicitly; greedy requests always
+ * speculate (their tokens are the same). Never NULL. */
+struct wk_spec *wk_spec_create(const struct wk_engine *e, bool sampled);
+void wk_spec_destroy(struct wk_spec *s);
+int wk_spec_k(const struct wk_spec *s);
+
+/* Drafts for the next round of a sequence sampled with sp at position pos (of the fed token)
+ * with `left` tokens still granted and KV room for positions < cap: min(K, left-1, cap-pos-1),
+ * so that the window (k+1 positions) fits the grant and the round never emits more than `left`
+ * tokens. 0 = decode this token plainly (also for sampled requests unless created so). */
+int wk_spec_round_k(const struct wk_spec *s, const struct sample_params *sp, uint32_t pos,
+                    uint32_t left, uint64_t cap);
+
+/* One round for the sequence in slot: k drafts after x (fed at pos), the verify window, the
+ * acceptance against the target with sampling params sp over hist (n_hist tokens: prompt and
+ * generated, ending with x), then the engine commit. Writes out (k+1) and *rows (the window's
+ * logits, row i = the distribution out[i] was taken from; valid until the next round).
+ * Returns the number of tokens emitted (1..k+1) or a negative status. */
+int wk_spec_round(struct wk_spec *s, struct wk_engine *e, uint32_t slot, uint32_t pos,
+                  uint32_t x, int k, struct sample_ctx *sc, const struct sample_params *sp,
+                  const int32_t *hist, uint32_t n_hist, struct sample_rng *rng, uint32_t *out,
+                  const float **rows);
+
+/* Counters since the previous take (for a StepResult); the totals keep growing. */
+void wk_spec_take(struct wk_spec *s, struct wk_spec_counts *delta);
+/* Totals since start. */
+void wk_spec_totals(const struct wk_spec *s, struct wk_spec_counts *out);
+/* Mean tokens per round, 1 + accepted / drafts (vLLM's mean acceptance length); 0 before any. */
+double wk_spec_mean_len(const struct wk_spec_counts *c);
+/* The periodic "spec_stats" log line: when force, or when period_ms passed since the last one
+ * and something changed. */
+void wk_spec_log(struct wk_spec *s, uint64_t now_ms, uint64_t period_ms, bool force);
+
+#endif

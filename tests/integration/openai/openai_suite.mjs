@@ -1,0 +1,534 @@
+// The official openai Node SDK against tern-gateway. Started by test_openai_sdk.c, which sets
+//   GW_FAKE_URL   gateway -> scheduler -> worker --engine fake (API key GW_API_KEY)
+//   GW_TINY_URL   gateway -> scheduler -> worker --engine cpu, tiny random model
+//   GW_SCRIPT_URL gateway -> tern-fake-sched (the prompt's [[emit]]TEXT[[/emit]] is the output)
+//   GW_MAX_MODEL_LEN the workers' max_model_len
+// Every check compares against something independent of the code path under test: a
+// non-streamed answer vs its streamed twin, a scripted model text vs its parsed fields, a prefix
+// of an unstopped answer vs the stopped one. Exit 0 when every test passed.
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+const src = process.env.TERN_SOURCE_DIR || process.cwd();
+const sdk = await import(pathToFileURL(path.join(src, '.deps/node_modules/openai/index.mjs')).href);
+const OpenAI = sdk.default;
+
+const KEY = process.env.GW_API_KEY;
+const MML = Number(process.env.GW_MAX_MODEL_LEN || 512);
+const MODEL = 'qwen3.6-35b-a3b';
+const opts = { maxRetries: 0, timeout: 30000 };
+const fake = new OpenAI({ baseURL: process.env.GW_FAKE_URL + '/v1', apiKey: KEY, ...opts });
+const tiny = new OpenAI({ baseURL: process.env.GW_TINY_URL + '/v1', apiKey: 'unused', ...opts });
+const script = new OpenAI({ baseURL: process.env.GW_SCRIPT_URL + '/v1', apiKey: 'unused', ...opts });
+
+const tests = [];
+const test = (name, fn) => tests.push({ name, fn });
+
+// ---- helpers ----
+
+const user = (content) => [{ role: 'user', content }];
+const emit = (text) => user(`Please answer. [[emit]]${text}[[/emit]]`);
+
+/* Drain a raw stream: every chunk checked for the OpenAI chunk shape; returns the pieces. */
+async function collect(stream, kind = 'chat') {
+  const r = { content: '', reasoning: '', reasoning2: '', tools: [], finish: [], usage: [],
+              roles: 0, ids: new Set(), models: new Set(), created: new Set(), chunks: 0,
+              usageLast: false };
+  for await (const c of stream) {
+    r.chunks++;
+    r.ids.add(c.id);
+    r.models.add(c.model);
+    r.created.add(c.created);
+    assert.equal(c.object, kind === 'chat' ? 'chat.completion.chunk' : 'text_completion');
+    r.usageLast = false;
+    if (c.usage) {
+      r.usage.push(c.usage);
+      assert.deepEqual(c.choices, [], 'the usage chunk has choices: []');
+      r.usageLast = true;
+      continue;
+    }
+    assert.equal(c.choices.length, 1);
+    const ch = c.choices[0];
+    assert.equal(ch.index, 0);
+    if (ch.finish_reason) r.finish.push(ch.finish_reason);
+    if (kind !== 'chat') {
+      r.content += ch.text ?? '';
+      continue;
+    }
+    const d = ch.delta;
+    if (d.role) { r.roles++; assert.equal(d.role, 'assistant'); }
+    if (d.content) r.content += d.content;
+    if (d.reasoning_content) r.reasoning += d.reasoning_content;
+    if (d.reasoning) r.reasoning2 += d.reasoning;
+    for (const tc of d.tool_calls ?? []) {
+      assert.equal(typeof tc.index, 'number');
+      if (!r.tools[tc.index]) {
+        assert.ok(tc.id, 'the first delta of a tool call carries its id');
+        assert.equal(tc.type, 'function');
+        assert.ok(tc.function?.name, 'the first delta of a tool call carries the name');
+        r.tools[tc.index] = { id: tc.id, name: tc.function.name, arguments: '' };
+      }
+      r.tools[tc.index].arguments += tc.function?.arguments ?? '';
+    }
+  }
+  assert.equal(r.ids.size, 1, 'same id on every chunk');
+  assert.equal(r.models.size, 1, 'same model on every chunk');
+  assert.equal(r.created.size, 1, 'same created on every chunk');
+  assert.equal(r.finish.length, 1, 'exactly one finish_reason');
+  if (kind === 'chat') assert.equal(r.roles, 1, 'the role comes once');
+  if (kind === 'chat') assert.equal(r.reasoning, r.reasoning2, 'reasoning == reasoning_content');
+  return r;
+}
+
+async function expectError(promise, status, Cls, text) {
+  try {
+    await promise;
+  } catch (e) {
+    assert.ok(e instanceof Cls, `want ${Cls.name}, got ${e.constructor.name}: ${e.message}`);
+    assert.equal(e.status, status);
+    assert.ok(e.message.includes(text), `message "${e.message}" lacks "${text}"`);
+    return e;
+  }
+  assert.fail(`expected a ${status} error`);
+}
+
+// ---- models ----
+
+test('models.list and retrieve', async () => {
+  const page = await fake.models.list();
+  assert.equal(page.data.length, 1);
+  assert.equal(page.data[0].id, MODEL);
+  assert.equal(page.data[0].object, 'model');
+  assert.equal(page.data[0].max_model_len, MML);
+  const m = await fake.models.retrieve(MODEL);
+  assert.equal(m.id, MODEL);
+  const e = await expectError(fake.models.retrieve('no-such-model'), 404, OpenAI.NotFoundError,
+                              'does not exist');
+  assert.equal(e.code, 'model_not_found');
+});
+
+// ---- errors: our message, the right class ----
+
+test('bad API key -> 401 AuthenticationError with our message', async () => {
+  const bad = new OpenAI({ baseURL: process.env.GW_FAKE_URL + '/v1', apiKey: 'wrong', ...opts });
+  const e = await expectError(bad.chat.completions.create({ model: MODEL, messages: user('hi') }),
+                              401, OpenAI.AuthenticationError, 'Incorrect or missing API key');
+  assert.equal(e.code, 'invalid_api_key');
+  await expectError(bad.models.list(), 401, OpenAI.AuthenticationError, 'API key');
+});
+
+test('context too long -> 400 "maximum context length" (chat, completions, stream)', async () => {
+  for (const stream of [false, true]) {
+    const e = await expectError(
+      fake.chat.completions.create({ model: MODEL, messages: user('hi'), max_tokens: MML, stream }),
+      400, OpenAI.BadRequestError, `maximum context length is ${MML} tokens`);
+    assert.equal(e.code, 'context_length_exceeded');
+    assert.equal(e.param, 'messages');
+  }
+  const long = 'word '.repeat(MML + 10);
+  const e = await expectError(fake.completions.create({ model: MODEL, prompt: long, max_tokens: 4 }),
+                              400, OpenAI.BadRequestError, 'maximum context length');
+  assert.equal(e.param, 'prompt');
+});
+
+test('invalid parameters -> 400 with param', async () => {
+  let e = await expectError(
+    fake.chat.completions.create({ model: MODEL, messages: user('hi'), temperature: 3 }),
+    400, OpenAI.BadRequestError, "'temperature' must be in");
+  assert.equal(e.param, 'temperature');
+  e = await expectError(fake.chat.completions.create({ model: MODEL, messages: user('hi'), n: 2 }),
+                        400, OpenAI.BadRequestError, 'n > 1');
+  assert.equal(e.param, 'n');
+  e = await expectError(fake.chat.completions.create({ model: 'gpt-4o', messages: user('hi') }),
+                        404, OpenAI.NotFoundError, "The model 'gpt-4o' does not exist");
+  assert.equal(e.code, 'model_not_found');
+  e = await expectError(fake.chat.completions.create({ model: MODEL, messages: [] }),
+                        400, OpenAI.BadRequestError, 'messages');
+  e = await expectError(fake.chat.completions.create({ model: MODEL, messages: user('hi'),
+                                                      response_format: { type: 'json_object' } }),
+                        400, OpenAI.BadRequestError, 'not supported');
+  assert.equal(e.param, 'response_format');
+  const r = await fake.chat.completions.create({ model: MODEL, messages: user('hi'),
+                                                 max_completion_tokens: 3 });
+  assert.equal(r.usage.completion_tokens, 3, 'max_completion_tokens is honoured');
+});
+
+test('x-request-id round trip', async () => {
+  const rid = 'client-req-' + Date.now();
+  const { data, response, request_id } = await fake.chat.completions
+    .create({ model: MODEL, messages: user('hi'), max_tokens: 2 }, { headers: { 'x-request-id': rid } })
+    .withResponse();
+  assert.equal(response.headers.get('x-request-id'), rid);
+  assert.equal(request_id, rid);
+  assert.equal(data._request_id, rid);
+  const s = await fake.chat.completions
+    .create({ model: MODEL, messages: user('hi'), max_tokens: 2, stream: true },
+            { headers: { 'x-request-id': rid + '-s' } })
+    .withResponse();
+  assert.equal(s.response.headers.get('x-request-id'), rid + '-s');
+  await collect(s.data);
+  // errors carry it too
+  try {
+    await fake.chat.completions.create({ model: MODEL, messages: user('hi'), temperature: 9 },
+                                       { headers: { 'x-request-id': rid + '-e' } });
+    assert.fail('no error');
+  } catch (err) {
+    assert.equal(err.requestID, rid + '-e');
+  }
+});
+
+// ---- streamed == non-streamed, usage, on the fake engine and the tiny model ----
+
+for (const [name, client] of [['fake', fake], ['tiny', tiny]]) {
+  test(`${name}: chat streamed == non-streamed (greedy), usage only when asked`, async () => {
+    const req = { model: MODEL, messages: user('Tell me a story.'), max_tokens: 12, temperature: 0 };
+    const full = await client.chat.completions.create(req);
+    const c = full.choices[0];
+    assert.equal(full.object, 'chat.completion');
+    assert.equal(c.finish_reason, 'length');
+    assert.equal(full.usage.completion_tokens, 12);
+    assert.equal(full.usage.total_tokens, full.usage.prompt_tokens + 12);
+    assert.ok(full.usage.prompt_tokens > 5);
+    const plain = await collect(await client.chat.completions.create({ ...req, stream: true }));
+    assert.equal(plain.usage.length, 0, 'no usage chunk without include_usage');
+    assert.equal(plain.content, c.message.content ?? '');
+    assert.equal(plain.reasoning, c.message.reasoning_content ?? '');
+    assert.deepEqual(plain.finish, ['length']);
+    const withUsage = await collect(await client.chat.completions.create(
+      { ...req, stream: true, stream_options: { include_usage: true } }));
+    assert.equal(withUsage.usage.length, 1, 'exactly one usage chunk');
+    assert.ok(withUsage.usageLast, 'the usage chunk is the last one');
+    assert.deepEqual(withUsage.usage[0], full.usage);
+    assert.equal(withUsage.content, plain.content);
+    // the .stream() helper (role, finish_reason, usage merge need the right shapes)
+    const helper = client.chat.completions.stream({ ...req, stream_options: { include_usage: true } });
+    const fin = await helper.finalChatCompletion();
+    assert.equal(fin.choices[0].message.content ?? '', c.message.content ?? '');
+    assert.equal(fin.choices[0].finish_reason, 'length');
+    assert.deepEqual(fin.usage, full.usage);
+  });
+
+  test(`${name}: logprobs streamed == non-streamed`, async () => {
+    const req = { model: MODEL, messages: user('Count.'), max_tokens: 6, temperature: 0,
+                  logprobs: true, top_logprobs: 2 };
+    const full = await client.chat.completions.create(req);
+    const lp = full.choices[0].logprobs.content;
+    assert.equal(lp.length, 6, 'one entry per completion token');
+    for (const t of lp) {
+      assert.ok(t.logprob <= 0);
+      assert.ok(Array.isArray(t.bytes));
+      assert.ok(t.top_logprobs.length <= 2);
+    }
+    if (!lp.some((t) => t.token.includes('\uFFFD'))) // a token that splits a character shows U+FFFD
+      assert.equal(lp.map((t) => t.token).join(''), full.choices[0].message.content ?? '');
+    const got = [];
+    for await (const c of await client.chat.completions.create({ ...req, stream: true }))
+      for (const t of c.choices[0]?.logprobs?.content ?? []) got.push(t);
+    assert.deepEqual(got.map((t) => [t.token, t.logprob]), lp.map((t) => [t.token, t.logprob]));
+  });
+
+  test(`${name}: completions streamed == non-streamed`, async () => {
+    const req = { model: MODEL, prompt: 'Once upon a time', max_tokens: 10, temperature: 0 };
+    const full = await client.completions.create(req);
+    assert.equal(full.object, 'text_completion');
+    assert.equal(full.choices[0].finish_reason, 'length');
+    assert.equal(full.usage.completion_tokens, 10);
+    const s = await collect(await client.completions.create(
+      { ...req, stream: true, stream_options: { include_usage: true } }), 'completion');
+    assert.equal(s.content, full.choices[0].text);
+    assert.deepEqual(s.usage, [full.usage]);
+  });
+
+  test(`${name}: stop string cuts the answer where the unstopped one has it`, async () => {
+    const req = { model: MODEL, messages: user('Say something.'), max_tokens: 16, temperature: 0 };
+    const full = (await client.chat.completions.create(req)).choices[0].message.content;
+    const cps = Array.from(full);
+    assert.ok(cps.length >= 8, `answer too short to cut: ${JSON.stringify(full)}`);
+    const stop = cps.slice(4, 6).join('');
+    const want = full.slice(0, full.indexOf(stop));
+    const r = await client.chat.completions.create({ ...req, stop: [stop] });
+    assert.equal(r.choices[0].message.content, want);
+    assert.equal(r.choices[0].finish_reason, 'stop');
+    const s = await collect(await client.chat.completions.create({ ...req, stop, stream: true }));
+    assert.equal(s.content, want);
+    assert.deepEqual(s.finish, ['stop']);
+  });
+
+  test(`${name}: same seed -> same output at temperature 1`, async () => {
+    const req = { model: MODEL, messages: user('Pick words.'), max_tokens: 12, temperature: 1.0,
+                  top_p: 1.0 };
+    const a = await client.chat.completions.create({ ...req, seed: 1234 });
+    const b = await client.chat.completions.create({ ...req, seed: 1234 });
+    assert.equal(a.choices[0].message.content, b.choices[0].message.content);
+    const s = await collect(await client.chat.completions.create({ ...req, seed: 1234, stream: true }));
+    assert.equal(s.content, a.choices[0].message.content);
+    if (name === 'tiny') {
+      // a random model samples near-uniformly over 151k ids: other seeds must differ somewhere
+      const outs = new Set([a.choices[0].message.content]);
+      for (const seed of [1, 2, 3])
+        outs.add((await client.chat.completions.create({ ...req, seed })).choices[0].message.content);
+      assert.ok(outs.size >= 3, 'different seeds give different samples');
+    }
+  });
+}
+
+// ---- scripted model text: reasoning and tool calls ----
+
+const TOOLS = [
+  { type: 'function', function: { name: 'get_weather', description: 'weather in a city',
+    parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer' } },
+                  required: ['city'] } } },
+  { type: 'function', function: { name: 'get_time', parameters: { type: 'object',
+    properties: { tz: { type: 'string' } } } } },
+];
+const TOOL_TEXT =
+  '<think>\nThe user wants weather.\n</think>\n\nLet me check.' +
+  '<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n' +
+  '<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>\n' +
+  '<tool_call>\n<function=get_time>\n<parameter=tz>\nEurope/Paris\n</parameter>\n</function>\n</tool_call>';
+
+test('script: reasoning split, streamed == non-streamed', async () => {
+  const req = { model: MODEL, messages: emit('<think>\nStep one, step two.\n</think>\n\nThe answer is 42.') };
+  const full = await script.chat.completions.create(req);
+  const m = full.choices[0].message;
+  assert.equal(m.content, 'The answer is 42.');
+  assert.equal(m.reasoning_content.trim(), 'Step one, step two.');
+  assert.equal(m.reasoning, m.reasoning_content);
+  assert.equal(full.choices[0].finish_reason, 'stop');
+  const s = await collect(await script.chat.completions.create({ ...req, stream: true }));
+  assert.equal(s.content, m.content);
+  assert.equal(s.reasoning, m.reasoning_content);
+});
+
+test('script: two tool calls (qwen3_coder XML), streamed deltas parse, == non-streamed', async () => {
+  const req = { model: MODEL, messages: emit(TOOL_TEXT), tools: TOOLS, tool_choice: 'auto' };
+  const full = await script.chat.completions.create(req);
+  const c = full.choices[0];
+  assert.equal(c.finish_reason, 'tool_calls');
+  assert.equal(c.message.content, 'Let me check.');
+  assert.equal(c.message.reasoning_content.trim(), 'The user wants weather.');
+  const tc = c.message.tool_calls;
+  assert.equal(tc.length, 2);
+  assert.equal(tc[0].type, 'function');
+  assert.equal(tc[0].function.name, 'get_weather');
+  assert.deepEqual(JSON.parse(tc[0].function.arguments), { city: 'Paris', days: 3 });
+  assert.equal(tc[1].function.name, 'get_time');
+  assert.deepEqual(JSON.parse(tc[1].function.arguments), { tz: 'Europe/Paris' });
+  assert.ok(tc[0].id && tc[1].id && tc[0].id !== tc[1].id);
+  const s = await collect(await script.chat.completions.create({ ...req, stream: true }));
+  assert.deepEqual(s.finish, ['tool_calls']);
+  assert.equal(s.content, c.message.content);
+  assert.equal(s.reasoning, c.message.reasoning_content);
+  assert.equal(s.tools.length, 2);
+  for (let i = 0; i < 2; i++) {
+    assert.equal(s.tools[i].name, tc[i].function.name);
+    assert.deepEqual(JSON.parse(s.tools[i].arguments), JSON.parse(tc[i].function.arguments));
+  }
+  // the SDK's own accumulator agrees
+  const fin = await script.chat.completions.stream(req).finalChatCompletion();
+  const ftc = fin.choices[0].message.tool_calls;
+  assert.equal(ftc.length, 2);
+  assert.deepEqual(JSON.parse(ftc[0].function.arguments), { city: 'Paris', days: 3 });
+  assert.equal(fin.choices[0].finish_reason, 'tool_calls');
+});
+
+test('script: tool_choice named and required still return the call', async () => {
+  for (const tool_choice of ['required', { type: 'function', function: { name: 'get_weather' } }]) {
+    const r = await script.chat.completions.create({ model: MODEL, messages: emit(TOOL_TEXT),
+                                                     tools: TOOLS, tool_choice });
+    assert.equal(r.choices[0].message.tool_calls[0].function.name, 'get_weather');
+  }
+  await expectError(script.chat.completions.create({ model: MODEL, messages: user('x'), tools: TOOLS,
+                      tool_choice: { type: 'function', function: { name: 'nope' } } }),
+                    400, OpenAI.BadRequestError, "unknown function 'nope'");
+});
+
+test('script: tool_choice "none" -> no tool_calls parsed', async () => {
+  const r = await script.chat.completions.create({ model: MODEL, messages: emit(TOOL_TEXT), tools: TOOLS,
+                                                   tool_choice: 'none' });
+  assert.equal(r.choices[0].message.tool_calls, undefined);
+  assert.equal(r.choices[0].finish_reason, 'stop');
+  assert.ok(r.choices[0].message.content.includes('get_weather'));
+});
+
+test('script: stop string never leaks, even split across tokens', async () => {
+  const req = { model: MODEL, messages: emit('alpha beta STOPPER gamma'), stop: ['STOPPER'] };
+  const r = await script.chat.completions.create(req);
+  assert.equal(r.choices[0].message.content, 'alpha beta ');
+  assert.equal(r.choices[0].finish_reason, 'stop');
+  const s = await collect(await script.chat.completions.create({ ...req, stream: true }));
+  assert.equal(s.content, 'alpha beta ');
+});
+
+test('chat_template_kwargs and tools reach the prompt (via /tokenize + /detokenize)', async () => {
+  const base = process.env.GW_SCRIPT_URL;
+  const prompt = async (body) => {
+    const t = await (await fetch(base + '/tokenize', { method: 'POST', body: JSON.stringify(body) })).json();
+    const d = await (await fetch(base + '/detokenize', { method: 'POST',
+                                                        body: JSON.stringify({ tokens: t.tokens }) })).json();
+    return d.prompt;
+  };
+  const off = await prompt({ messages: user('hi'), chat_template_kwargs: { enable_thinking: false } });
+  assert.ok(off.includes('<think>\n\n</think>'), 'enable_thinking=false pre-fills an empty think block');
+  const none = await prompt({ messages: user('hi'), tools: TOOLS, tool_choice: 'none' });
+  assert.ok(none.includes('get_weather'), 'tool_choice none still renders the tools (as vLLM)');
+});
+
+// ---- server options: default template kwargs, CORS, SSE keep-alive, metrics ----
+
+const auth = { Authorization: `Bearer ${KEY}` };
+async function renderPrompt(base, body, headers = {}) {
+  const post = async (p, b) => {
+    const r = await fetch(base + p, { method: 'POST', headers, body: JSON.stringify(b) });
+    assert.equal(r.status, 200, `${p}: ${r.status}`);
+    return r.json();
+  };
+  const t = await post('/tokenize', body);
+  return (await post('/detokenize', { tokens: t.tokens })).prompt;
+}
+
+test('--default-chat-template-kwargs applies; the request kwargs win', async () => {
+  const empty = '<think>\n\n</think>';
+  const fakeUrl = process.env.GW_FAKE_URL;
+  assert.ok((await renderPrompt(fakeUrl, { messages: user('hi') }, auth)).includes(empty),
+            'server default enable_thinking=false pre-fills the empty think block');
+  const on = await renderPrompt(fakeUrl, { messages: user('hi'),
+                                           chat_template_kwargs: { enable_thinking: true } }, auth);
+  assert.ok(!on.includes(empty), 'request enable_thinking=true overrides the server default');
+  const noTools = await renderPrompt(fakeUrl, { messages: user('hi'), tools: TOOLS, tool_choice: 'none' }, auth);
+  assert.ok(!noTools.includes('get_weather'), '--exclude-tools-when-tool-choice-none leaves them out');
+  const withTools = await renderPrompt(fakeUrl, { messages: user('hi'), tools: TOOLS, tool_choice: 'auto' }, auth);
+  assert.ok(withTools.includes('get_weather'), 'tool_choice auto still renders them');
+  const other = await renderPrompt(process.env.GW_SCRIPT_URL, { messages: user('hi') });
+  assert.ok(!other.includes(empty), 'a gateway without the flag keeps the template default');
+});
+
+test('CORS: preflight and headers only for allowed origins; off by default', async () => {
+  const url = process.env.GW_FAKE_URL + '/v1/chat/completions';
+  const pre = (origin, base = url) => fetch(base, { method: 'OPTIONS', headers: {
+    Origin: origin, 'Access-Control-Request-Method': 'POST',
+    'Access-Control-Request-Headers': 'authorization, content-type' } });
+  let r = await pre('https://also.example');
+  assert.equal(r.status, 200);
+  assert.equal(r.headers.get('access-control-allow-origin'), 'https://also.example');
+  assert.ok(r.headers.get('access-control-allow-methods').includes('POST'));
+  assert.equal(r.headers.get('access-control-allow-headers'), 'authorization, content-type');
+  r = await pre('https://evil.example');
+  assert.equal(r.status, 403);
+  assert.equal(r.headers.get('access-control-allow-origin'), null);
+  r = await fetch(process.env.GW_FAKE_URL + '/v1/models', { headers: { ...auth, Origin: 'https://ok.example' } });
+  assert.equal(r.status, 200);
+  assert.equal(r.headers.get('access-control-allow-origin'), 'https://ok.example');
+  r = await fetch(process.env.GW_FAKE_URL + '/v1/models', { headers: { ...auth, Origin: 'https://evil.example' } });
+  assert.equal(r.headers.get('access-control-allow-origin'), null);
+  r = await pre('https://ok.example', process.env.GW_SCRIPT_URL + '/v1/chat/completions');
+  assert.equal(r.status, 405, 'no --allowed-origins: no CORS at all');
+  assert.equal(r.headers.get('access-control-allow-origin'), null);
+});
+
+test('SSE keep-alive: ": ping" during a long prefill; the SDK ignores it', async () => {
+  const body = { model: MODEL, stream: true, messages: emit('late but fine') };
+  body.messages[0].content += ' [[delay_ms=900]]';
+  const r = await fetch(process.env.GW_SCRIPT_URL + '/v1/chat/completions',
+                        { method: 'POST', body: JSON.stringify(body) });
+  assert.equal(r.status, 200);
+  const text = await r.text();
+  const pings = text.split('\n\n').filter((e) => e === ': ping').length;
+  assert.ok(pings >= 2, `want >= 2 pings in 900 ms at 200 ms, got ${pings}`);
+  assert.ok(text.endsWith('data: [DONE]\n\n'));
+  const s = await collect(await script.chat.completions.create(body));
+  assert.equal(s.content, 'late but fine');
+  const full = await script.chat.completions.create({ ...body, stream: false });
+  assert.equal(full.choices[0].message.content, 'late but fine');
+});
+
+test('raw SSE shape (what the Python SDK relies on too)', async () => {
+  const r = await fetch(process.env.GW_FAKE_URL + '/v1/chat/completions', { method: 'POST',
+    headers: auth, body: JSON.stringify({ model: MODEL, messages: user('hi'), max_tokens: 5, stream: true,
+                                          stream_options: { include_usage: true } }) });
+  assert.equal(r.status, 200);
+  assert.ok(r.headers.get('content-type').startsWith('text/event-stream'));
+  assert.equal(r.headers.get('cache-control'), 'no-cache');
+  assert.equal(r.headers.get('content-length'), null);
+  const text = await r.text();
+  assert.ok(text.endsWith('\n\n'));
+  const events = text.slice(0, -2).split('\n\n');
+  assert.equal(events.filter((e) => e === 'data: [DONE]').length, 1);
+  assert.equal(events[events.length - 1], 'data: [DONE]');
+  const chunks = events.slice(0, -1).map((e) => {
+    assert.ok(e.startsWith('data: {') && !e.includes('\n'), `bad event ${JSON.stringify(e)}`);
+    return JSON.parse(e.slice(6));
+  });
+  assert.deepEqual(chunks[0].choices[0].delta, { role: 'assistant', content: '' });
+  const last = chunks[chunks.length - 1];
+  assert.deepEqual(last.choices, []);
+  assert.equal(last.usage.completion_tokens, 5);
+  assert.equal(last.id, chunks[0].id, 'the usage chunk carries the id (the SDK helper needs it)');
+  const fin = chunks[chunks.length - 2].choices[0];
+  assert.equal(fin.finish_reason, 'length');
+  assert.deepEqual(fin.delta, {});
+});
+
+test('client abort mid-stream cancels the request at the scheduler', async () => {
+  const base = process.env.GW_SCRIPT_URL;
+  const running = async () => {
+    const t = await (await fetch(base + '/metrics')).text();
+    return Number(t.match(/^vllm:num_requests_running\{[^}]*\} (\S+)$/m)[1]);
+  };
+  const ac = new AbortController();
+  const stream = await script.chat.completions.create(
+    { model: MODEL, stream: true, messages: emit('x'.repeat(50) + ' [[delay_ms=8000]]') },
+    { signal: ac.signal });
+  let t0 = Date.now();
+  while ((await running()) < 1) {
+    assert.ok(Date.now() - t0 < 5000, 'the request never showed as running');
+    await new Promise((res) => setTimeout(res, 50));
+  }
+  ac.abort();
+  // the SDK ends the iteration quietly on its own abort
+  try { for await (const _ of stream); } catch (e) { assert.ok(/abort/i.test(String(e))); }
+  t0 = Date.now();
+  while ((await running()) !== 0) {
+    assert.ok(Date.now() - t0 < 5000, 'the scheduler still runs the aborted request');
+    await new Promise((res) => setTimeout(res, 50));
+  }
+});
+
+test('/metrics: process, http_requests_total, vLLM names (runs last)', async () => {
+  const t = await (await fetch(process.env.GW_FAKE_URL + '/metrics')).text();
+  const val = (re) => {
+    const m = t.match(re);
+    assert.ok(m, `no series ${re}`);
+    return Number(m[1]);
+  };
+  assert.ok(val(/^process_resident_memory_bytes (\S+)$/m) > 1e6);
+  assert.ok(val(/^process_open_fds (\S+)$/m) >= 3);
+  assert.ok(val(/^process_cpu_seconds_total (\S+)$/m) > 0);
+  assert.ok(val(/^http_requests_total\{handler="\/v1\/chat\/completions",method="POST",status="401"\} (\S+)$/m) >= 1);
+  assert.ok(val(/^http_requests_total\{handler="\/v1\/chat\/completions",method="POST",status="200"\} (\S+)$/m) >= 5);
+  assert.ok(val(/^http_requests_total\{handler="\/v1\/models",method="GET",status="200"\} (\S+)$/m) >= 1);
+  assert.ok(val(/^http_requests_total\{handler="preflight",method="OPTIONS",status="403"\} (\S+)$/m) >= 1);
+  assert.ok(val(/^vllm:request_queue_time_seconds_count\{model_name="[^"]+"\} (\S+)$/m) >= 5);
+  assert.ok(val(/^vllm:generation_tokens_total\{model_name="[^"]+"\} (\S+)$/m) >= 50);
+  for (const n of ['num_preemptions_total', 'spec_decode_num_drafts_total',
+                   'spec_decode_num_draft_tokens_total', 'spec_decode_num_accepted_tokens_total'])
+    assert.equal(val(new RegExp(`^vllm:${n}\\{model_name="[^"]+"\\} (\\S+)$`, 'm')), 0);
+  assert.ok(t.includes('# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter'));
+});
+
+// ---- run ----
+
+let failed = 0;
+for (const t of tests) {
+  const t0 = Date.now();
+  try {
+    await t.fn();
+    console.log(`PASS ${t.name} (${Date.now() - t0} ms)`);
+  } catch (e) {
+    failed++;
+    console.log(`FAIL ${t.name}: ${e.stack || e}`);
+  }
+}
+console.log(`${tests.length - failed}/${tests.length} passed`);
+process.exit(failed ? 1 : 0);

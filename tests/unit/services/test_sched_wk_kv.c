@@ -1,0 +1,58 @@
+/* Unit: the worker sizes its pool from the model's KV plan when given --kv-cache-memory-bytes
+ * (engines fake and cpu, models/tiny config), and refuses when one max_model_len sequence does
+ * not fit. These are the capacities it registers with the scheduler.
+ *
+ * models/tiny by hand: 1 full-attention layer of 2 KV heads x 32: K+V = 2 x 2 x 32 x 2 B =
+ * 256 B/token, 4,096 B per 16-token block; 3 GDN layers: conv dim 2 x 2 x 16 + 4 x 16 = 128,
+ * window 128 x 3 x 2 B = 768 B, S = 4 x 16 x 16 x 4 B = 4,096 B -> 4,864 B/layer, 14,592 B/seq.
+ * max_model_len 4096 = 256 blocks = 1,048,576 B (+ slot = 1,063,168 B).
+ *   8 MiB, 16 seqs: 16 slots = 233,472 B; (8,388,608 - 233,472) / 4,096 = 1,991 blocks.
+ *   1 MiB: refused (1,063,168 > 1,048,576). */
+#include <stdio.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/log.h"
+#include "test.h"
+#include "wk_cfg.h"
+#include "wk_engine.h"
+
+static int create(const char *engine, const char *budget, struct wk_engine **e)
+{
+    char *argv[] = {(char *)"tern-worker", (char *)"--engine",
+                    (char *)engine,        (char *)"--model",
+                    (char *)"models/tiny", (char *)"--max-model-len",
+                    (char *)"4096",        (char *)"--max-seqs",
+                    (char *)"16",          (char *)"--kv-cache-memory-bytes",
+                    (char *)budget,        (char *)"--threads",
+                    (char *)"1",           NULL};
+    struct wk_cfg cfg;
+    int rc = wk_cfg_parse(&cfg, 13, argv);
+    CHECK_EQ_INT(rc, 0);
+    if (rc != 0)
+        return rc;
+    *e = NULL;
+    return wk_engine_create(&cfg, NULL, NULL, e);
+}
+
+int main(void)
+{
+    log_init("test", LOG_LEVEL_OFF);
+    const char *engines[] = {"fake", "cpu"};
+    for (int i = 0; i < 2; i++) {
+        struct wk_engine *e = NULL;
+        CHECK_EQ_INT(create(engines[i], "8388608", &e), 0);
+        if (e) {
+            CHECK_EQ_INT(e->info.max_model_len, 4096);
+            CHECK_EQ_INT(e->info.n_slots, 16);
+            CHECK_EQ_INT(e->info.block_tokens, 16);
+            CHECK_EQ_INT(e->info.kv_blocks, 1991);
+            CHECK_EQ_INT(e->info.kv_bytes, 8388608);
+            wk_engine_destroy(e);
+        }
+        e = NULL;
+        CHECK_EQ_INT(create(engines[i], "1048576", &e), ERR_FULL);
+        CHECK(e == NULL);
+    }
+    return test_result();
+}

@@ -1,0 +1,235 @@
+/* jinja printf-style formatting: Python's `str % args` (and so the `format` filter) for the
+ * conversions s r a d i u x X o e E f F g G c %, with flags, width, precision and %(key)s
+ * mapping keys. `*` widths are refused. */
+#include <stdio.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "jinja_internal.h"
+
+struct spec {
+    bool left, zero, space, plus, alt;
+    int width;     // -1: none
+    int precision; // -1: none
+    char conv;
+};
+
+/* Pad text (code points counted) to spec->width. */
+static void put_padded(struct jbuf *b, const struct spec *sp, const char *s, size_t n)
+{
+    size_t len = utf8_len(s, n);
+    size_t pad = sp->width > 0 && (size_t)sp->width > len ? (size_t)sp->width - len : 0;
+    if (!sp->left)
+        for (size_t i = 0; i < pad; i++)
+            jbuf_putc(b, ' ');
+    jbuf_put(b, s, n);
+    if (sp->left)
+        for (size_t i = 0; i < pad; i++)
+            jbuf_putc(b, ' ');
+}
+
+static int conv_number(struct jrt *rt, struct jbuf *b, const struct spec *sp, struct jinja_value v)
+{
+    char cfmt[32], tmp[512];
+    int k = 0;
+    cfmt[k++] = '%';
+    if (sp->left)
+        cfmt[k++] = '-';
+    if (sp->zero)
+        cfmt[k++] = '0';
+    if (sp->space)
+        cfmt[k++] = ' ';
+    if (sp->plus)
+        cfmt[k++] = '+';
+    if (sp->alt)
+        cfmt[k++] = '#';
+    cfmt[k++] = '*';
+    cfmt[k++] = '.';
+    cfmt[k++] = '*';
+    /* C ignores the 0 flag of an integer conversion that has a precision: give one only when
+     * the format did (Python's default for %d is no precision, for floats 6) */
+    bool is_num = v.kind == JV_INT || v.kind == JV_BOOL || v.kind == JV_FLOAT;
+    int w = sp->width < 0 ? 0 : sp->width;
+    int n;
+    switch (sp->conv) {
+    case 'd':
+    case 'i':
+    case 'u':
+    case 'x':
+    case 'X':
+    case 'o': {
+        bool hexoct = sp->conv == 'x' || sp->conv == 'X' || sp->conv == 'o';
+        if (!is_num || (hexoct && v.kind == JV_FLOAT))
+            return jrt_fail(rt, "%%%c format: %s is required, not %s", sp->conv,
+                            hexoct ? "an integer" : "a real number", jv_type_name(v));
+        if (sp->conv == 'o' && sp->alt)
+            return jrt_fail(rt, "unsupported construct: %%#o formatting");
+        long long x = v.kind == JV_INT ? v.u.i : v.kind == JV_BOOL ? v.u.b : (long long)v.u.f;
+        cfmt[k++] = 'l';
+        cfmt[k++] = 'l';
+        cfmt[k++] = sp->conv == 'i' || sp->conv == 'u' ? 'd' : sp->conv;
+        cfmt[k] = 0;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+        if (sp->precision < 0) { /* drop the ".*" */
+            memmove(cfmt + k - 5, cfmt + k - 3, 4);
+            n = snprintf(tmp, sizeof(tmp), cfmt, w, x);
+        } else {
+            n = snprintf(tmp, sizeof(tmp), cfmt, w, sp->precision, x);
+        }
+#pragma GCC diagnostic pop
+        break;
+    }
+    default: { /* e E f F g G */
+        if (!is_num)
+            return jrt_fail(rt, "must be real number, not %s", jv_type_name(v));
+        double x = v.kind == JV_FLOAT ? v.u.f : v.kind == JV_INT ? (double)v.u.i : v.u.b;
+        cfmt[k++] = sp->conv;
+        cfmt[k] = 0;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+        n = snprintf(tmp, sizeof(tmp), cfmt, w, sp->precision < 0 ? 6 : sp->precision, x);
+#pragma GCC diagnostic pop
+    }
+    }
+    if (n < 0 || (size_t)n >= sizeof(tmp))
+        return jrt_fail(rt, "formatted number too long");
+    jbuf_put(b, tmp, (size_t)n);
+    return 0;
+}
+
+static int convert(struct jrt *rt, struct jbuf *b, const struct spec *sp, struct jinja_value v)
+{
+    struct jbuf t = {0};
+    switch (sp->conv) {
+    case 's':
+    case 'r':
+    case 'a': {
+        if (sp->conv == 's')
+            jv_to_str(&t, v);
+        else
+            jv_repr(&t, v);
+        size_t n = t.n;
+        if (sp->precision >= 0) { /* truncate to precision code points */
+            size_t i = 0;
+            for (int c = 0; c < sp->precision && i < t.n; c++)
+                i = utf8_next(t.p, t.n, i);
+            n = i;
+        }
+        put_padded(b, sp, t.p ? t.p : "", n);
+        jbuf_free(&t);
+        return 0;
+    }
+    case 'c': {
+        char u[4];
+        size_t n;
+        if (v.kind == JV_INT && v.u.i >= 0 && v.u.i <= 0x10FFFF) {
+            n = utf8_encode((uint32_t)v.u.i, u);
+        } else if (v.kind == JV_STR && utf8_len(v.u.s.s, v.u.s.n) == 1) {
+            n = v.u.s.n;
+            memcpy(u, v.u.s.s, n);
+        } else {
+            return jrt_fail(rt, "%%c requires int or char");
+        }
+        put_padded(b, sp, u, n);
+        return 0;
+    }
+    default:
+        return conv_number(rt, b, sp, v);
+    }
+}
+
+int jrt_percent_format(struct jrt *rt, struct jinja_value fmt, struct jinja_value args,
+                       struct jinja_value *out)
+{
+    const char *f = fmt.u.s.s;
+    size_t n = fmt.u.s.n, next_arg = 0;
+    bool tuple = args.kind == JV_LIST && (args.flags & JV_F_TUPLE);
+    size_t n_args = tuple ? args.u.list->n : 1;
+    bool used_mapping = false;
+    struct jbuf b = {0};
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (f[i] != '%') {
+            jbuf_putc(&b, f[i]);
+            continue;
+        }
+        if (++i >= n) {
+            rc = jrt_fail(rt, "incomplete format");
+            goto out;
+        }
+        struct spec sp = {.width = -1, .precision = -1};
+        struct jinja_value v;
+        bool have_v = false;
+        if (f[i] == '(') {
+            size_t st = ++i;
+            while (i < n && f[i] != ')')
+                i++;
+            if (i >= n || args.kind != JV_DICT) {
+                rc = jrt_fail(rt, i >= n ? "incomplete format key" : "format requires a mapping");
+                goto out;
+            }
+            struct jinja_value *mv = jv_dict_get(args.u.dict, f + st, i - st);
+            if (!mv) {
+                rc = jrt_fail(rt, "KeyError: '%.*s'", (int)(i - st), f + st);
+                goto out;
+            }
+            v = *mv;
+            have_v = used_mapping = true;
+            i++;
+        }
+        for (; i < n && strchr("-0 +#", f[i]); i++) {
+            sp.left |= f[i] == '-';
+            sp.zero |= f[i] == '0';
+            sp.space |= f[i] == ' ';
+            sp.plus |= f[i] == '+';
+            sp.alt |= f[i] == '#';
+        }
+        if (i < n && f[i] == '*') {
+            rc = jrt_fail(rt, "unsupported construct: '*' width in string formatting");
+            goto out;
+        }
+        for (; i < n && f[i] >= '0' && f[i] <= '9'; i++)
+            sp.width = (sp.width < 0 ? 0 : sp.width * 10) + (f[i] - '0');
+        if (i < n && f[i] == '.') {
+            sp.precision = 0;
+            for (i++; i < n && f[i] >= '0' && f[i] <= '9'; i++)
+                sp.precision = sp.precision * 10 + (f[i] - '0');
+        }
+        while (i < n && (f[i] == 'h' || f[i] == 'l' || f[i] == 'L'))
+            i++;
+        if (i >= n || !f[i] || !strchr("sradiuxXoeEfFgGc%", f[i])) {
+            rc = jrt_fail(rt, "unsupported format character '%c'", i < n ? f[i] : '?');
+            goto out;
+        }
+        sp.conv = f[i];
+        if (sp.conv == '%') {
+            jbuf_putc(&b, '%');
+            continue;
+        }
+        if (sp.width > 4096 || sp.precision > 4096) {
+            rc = jrt_fail(rt, "format width too large");
+            goto out;
+        }
+        if (!have_v) {
+            if (next_arg >= n_args) {
+                rc = jrt_fail(rt, "not enough arguments for format string");
+                goto out;
+            }
+            v = tuple ? args.u.list->v[next_arg] : args;
+            next_arg++;
+        }
+        if ((rc = convert(rt, &b, &sp, v)) < 0)
+            goto out;
+    }
+    /* like CPython, a list or dict argument (a "mapping" to it) may go unused */
+    bool mapping_like = !tuple && (args.kind == JV_DICT || args.kind == JV_LIST);
+    if (!used_mapping && next_arg < n_args && !mapping_like) {
+        rc = jrt_fail(rt, "not all arguments converted during string formatting");
+        goto out;
+    }
+    *out = jv_strdup(jrt_arena(rt), b.p ? b.p : "", b.n);
+out:
+    jbuf_free(&b);
+    return rc;
+}
