@@ -146,7 +146,7 @@ static int parse_layer_types(struct model_config *c, const cJSON *tc, const cJSO
             return rc;
         if (interval <= 0) {
             errbuf_set(err, errlen, "config.json: full_attention_interval = %d must be positive",
-                 interval);
+                       interval);
             return ERR_FORMAT;
         }
         for (int i = 0; i < c->n_layers && i < MODEL_MAX_LAYERS; i++)
@@ -154,8 +154,9 @@ static int parse_layer_types(struct model_config *c, const cJSON *tc, const cJSO
         return 0;
     }
     if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != c->n_layers) {
-        errbuf_set(err, errlen, "config.json: layer_types must be a list of num_hidden_layers (%d) names",
-             c->n_layers);
+        errbuf_set(err, errlen,
+                   "config.json: layer_types must be a list of num_hidden_layers (%d) names",
+                   c->n_layers);
         return ERR_FORMAT;
     }
     int i = 0;
@@ -171,9 +172,9 @@ static int parse_layer_types(struct model_config *c, const cJSON *tc, const cJSO
             c->layer_types[i] = LAYER_FULL_ATTN;
         } else {
             errbuf_set(err, errlen,
-                 "config.json: layer_types[%d] = '%s' (want linear_attention or "
-                 "full_attention)",
-                 i, s);
+                       "config.json: layer_types[%d] = '%s' (want linear_attention or "
+                       "full_attention)",
+                       i, s);
             return ERR_FORMAT;
         }
         i++;
@@ -202,9 +203,9 @@ static int parse_rope(struct model_config *c, const cJSON *tc, const cJSON *root
         const cJSON *rt = cJSON_GetObjectItemCaseSensitive(rp, "rope_type");
         if (rc == 0 && cJSON_IsString(rt) && strcmp(rt->valuestring, "default") != 0) {
             errbuf_set(err, errlen,
-                 "config.json: rope_parameters.rope_type = '%s' is not supported "
-                 "(only default)",
-                 rt->valuestring);
+                       "config.json: rope_parameters.rope_type = '%s' is not supported "
+                       "(only default)",
+                       rt->valuestring);
             return ERR_UNSUPPORTED;
         }
         return rc;
@@ -266,8 +267,8 @@ int config_parse(struct model_config *c, const char *json, char *err, size_t err
     if (rc == 0)
         rc = get_float(tc, "rms_norm_eps", 1e-6f, &c->rms_eps, "", err, errlen);
     if (rc == 0 && (c->n_layers < 0 || c->n_layers > MODEL_MAX_LAYERS)) {
-        errbuf_set(err, errlen, "config.json: num_hidden_layers = %d out of range [1, %d]", c->n_layers,
-             MODEL_MAX_LAYERS);
+        errbuf_set(err, errlen, "config.json: num_hidden_layers = %d out of range [1, %d]",
+                   c->n_layers, MODEL_MAX_LAYERS);
         rc = ERR_RANGE;
     }
     if (rc == 0)
@@ -336,58 +337,60 @@ int config_validate(const struct model_config *c, char *err, size_t errlen)
     }
     if (c->n_layers > MODEL_MAX_LAYERS) {
         errbuf_set(err, errlen, "config.json: num_hidden_layers = %d exceeds %d", c->n_layers,
-             MODEL_MAX_LAYERS);
+                   MODEL_MAX_LAYERS);
         return ERR_RANGE;
     }
     if (c->n_heads % c->n_kv_heads) {
         errbuf_set(err, errlen,
-             "config.json: num_key_value_heads = %d does not divide "
-             "num_attention_heads = %d",
-             c->n_kv_heads, c->n_heads);
+                   "config.json: num_key_value_heads = %d does not divide "
+                   "num_attention_heads = %d",
+                   c->n_kv_heads, c->n_heads);
         return ERR_RANGE;
     }
     if (c->lin_n_v_heads % c->lin_n_k_heads) {
         errbuf_set(err, errlen,
-             "config.json: linear_num_key_heads = %d does not divide "
-             "linear_num_value_heads = %d",
-             c->lin_n_k_heads, c->lin_n_v_heads);
+                   "config.json: linear_num_key_heads = %d does not divide "
+                   "linear_num_value_heads = %d",
+                   c->lin_n_k_heads, c->lin_n_v_heads);
         return ERR_RANGE;
     }
     if (c->n_experts_per_tok > c->n_experts) {
         errbuf_set(err, errlen, "config.json: num_experts_per_tok = %d exceeds num_experts = %d",
-             c->n_experts_per_tok, c->n_experts);
+                   c->n_experts_per_tok, c->n_experts);
         return ERR_RANGE;
     }
     if (!(c->partial_rotary_factor > 0.0f && c->partial_rotary_factor <= 1.0f) ||
         c->rotary_dim <= 0 || c->rotary_dim % 2 || c->rotary_dim > c->head_dim) {
         errbuf_set(err, errlen,
-             "config.json: partial_rotary_factor = %g gives rotary dim %d (must be "
-             "even, in [2, head_dim = %d])",
-             (double)c->partial_rotary_factor, c->rotary_dim, c->head_dim);
+                   "config.json: partial_rotary_factor = %g gives rotary dim %d (must be "
+                   "even, in [2, head_dim = %d])",
+                   (double)c->partial_rotary_factor, c->rotary_dim, c->head_dim);
         return ERR_RANGE;
     }
     if (!(c->rope_theta > 0.0f)) {
-        errbuf_set(err, errlen, "config.json: rope_theta = %g must be positive", (double)c->rope_theta);
+        errbuf_set(err, errlen, "config.json: rope_theta = %g must be positive",
+                   (double)c->rope_theta);
         return ERR_RANGE;
     }
     if (!(c->rms_eps > 0.0f) || c->rms_eps > 1.0f) {
-        errbuf_set(err, errlen, "config.json: rms_norm_eps = %g out of range (0, 1]", (double)c->rms_eps);
+        errbuf_set(err, errlen, "config.json: rms_norm_eps = %g out of range (0, 1]",
+                   (double)c->rms_eps);
         return ERR_RANGE;
     }
     if (c->mtp_n_layers < 0 || c->mtp_n_layers > 16) {
         errbuf_set(err, errlen, "config.json: mtp_num_hidden_layers = %d out of range [0, 16]",
-             c->mtp_n_layers);
+                   c->mtp_n_layers);
         return ERR_RANGE;
     }
     if (c->max_position_embeddings <= 0) {
         errbuf_set(err, errlen, "config.json: max_position_embeddings = %lld must be positive",
-             (long long)c->max_position_embeddings);
+                   (long long)c->max_position_embeddings);
         return ERR_RANGE;
     }
     for (int i = 0; i < c->n_eos; i++) {
         if (c->eos_ids[i] < 0 || c->eos_ids[i] >= c->vocab_size) {
             errbuf_set(err, errlen, "config.json: eos_token_id %d outside the vocabulary (%d)",
-                 c->eos_ids[i], c->vocab_size);
+                       c->eos_ids[i], c->vocab_size);
             return ERR_RANGE;
         }
     }

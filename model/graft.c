@@ -51,14 +51,14 @@ int graft_check(const struct model_config *src, const struct model_config *dst, 
     base_name(b, sizeof(b), dst->model_type);
     if (strcmp(a, b) != 0) {
         errbuf_set(err, errlen, "incompatible model_type: source %s, target %s", src->model_type,
-             dst->model_type);
+                   dst->model_type);
         return ERR_UNSUPPORTED;
     }
     base_name(a, sizeof(a), src->architecture);
     base_name(b, sizeof(b), dst->architecture);
     if (a[0] && b[0] && strcmp(a, b) != 0) {
-        errbuf_set(err, errlen, "incompatible architecture: source %s, target %s", src->architecture,
-             dst->architecture);
+        errbuf_set(err, errlen, "incompatible architecture: source %s, target %s",
+                   src->architecture, dst->architecture);
         return ERR_UNSUPPORTED;
     }
     const struct {
@@ -78,7 +78,8 @@ int graft_check(const struct model_config *src, const struct model_config *dst, 
     };
     for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
         if (f[i].s != f[i].d) {
-            errbuf_set(err, errlen, "incompatible %s: source %d, target %d", f[i].name, f[i].s, f[i].d);
+            errbuf_set(err, errlen, "incompatible %s: source %d, target %d", f[i].name, f[i].s,
+                       f[i].d);
             return ERR_UNSUPPORTED;
         }
     return 0;
@@ -299,8 +300,8 @@ static int write_shard(const struct st_set *sset, const char *target, struct gra
         rc = st_write_add(w, t->name, st_dtype_name(t->dtype), t->ndim, t->shape, t->data,
                           (size_t)t->nbytes);
         if (rc < 0)
-            errbuf_set(err, errlen, "cannot copy tensor %s (%s): %s", t->name, st_dtype_name(t->dtype),
-                 err_str(rc));
+            errbuf_set(err, errlen, "cannot copy tensor %s (%s): %s", t->name,
+                       st_dtype_name(t->dtype), err_str(rc));
         r->n_tensors++;
         r->bytes += t->nbytes;
     }
@@ -402,7 +403,7 @@ int graft_mtp(const char *src, const char *dst, const char *out, struct graft_re
     }
     if (model_load_stats(m)->n_mtp_tensors != n_src || m->cfg.mtp_n_layers != r.mtp_layers) {
         errbuf_set(err, errlen, "grafted %s shows %lld mtp.* tensors (expected %d)", target,
-             (long long)model_load_stats(m)->n_mtp_tensors, n_src);
+                   (long long)model_load_stats(m)->n_mtp_tensors, n_src);
         rc = ERR_FORMAT;
         goto out;
     }

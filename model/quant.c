@@ -106,8 +106,8 @@ static int matcher_init(struct matcher *m, const char *text, bool allow_re, char
         if (!m->re) {
             PCRE2_UCHAR msg[120];
             pcre2_get_error_message(ec, msg, sizeof(msg));
-            errbuf_set(err, errlen, "quantization_config: bad regex '%s' at %zu: %s", text, (size_t)eo,
-                 (const char *)msg);
+            errbuf_set(err, errlen, "quantization_config: bad regex '%s' at %zu: %s", text,
+                       (size_t)eo, (const char *)msg);
             return -1;
         }
     }
@@ -291,7 +291,8 @@ static int parse_ct(struct quant *q, const cJSON *qc, char *err, size_t errlen)
         struct group *gr = &q->groups[q->n_groups++];
         const cJSON *targets = cJSON_GetObjectItemCaseSensitive(g, "targets");
         if (!cJSON_IsArray(targets)) {
-            errbuf_set(err, errlen, "quantization_config: config_groups.%s.targets missing", g->string);
+            errbuf_set(err, errlen, "quantization_config: config_groups.%s.targets missing",
+                       g->string);
             return -1;
         }
         gr->targets = xcalloc((size_t)cJSON_GetArraySize(targets) + 1, sizeof(*gr->targets));
@@ -300,9 +301,9 @@ static int parse_ct(struct quant *q, const cJSON *qc, char *err, size_t errlen)
         {
             if (!cJSON_IsString(t)) {
                 errbuf_set(err, errlen,
-                     "quantization_config: config_groups.%s.targets holds a "
-                     "non-string",
-                     g->string);
+                           "quantization_config: config_groups.%s.targets holds a "
+                           "non-string",
+                           g->string);
                 return -1;
             }
             if (matcher_init(&gr->targets[gr->n_targets], t->valuestring, true, err, errlen) < 0)
@@ -371,7 +372,8 @@ static int parse_modelopt(struct quant *q, const cJSON *o, char *err, size_t err
     const cJSON *ql = cJSON_GetObjectItemCaseSensitive(o, "quantized_layers");
     if (strcmp(algo, "MIXED_PRECISION") == 0 || cJSON_IsObject(ql)) {
         if (!cJSON_IsObject(ql)) {
-            errbuf_set(err, errlen, "quantization_config: MIXED_PRECISION without quantized_layers");
+            errbuf_set(err, errlen,
+                       "quantization_config: MIXED_PRECISION without quantized_layers");
             return -1;
         }
         q->mixed = true;
@@ -416,7 +418,8 @@ static int parse_fp8(struct quant *q, const cJSON *qc, char *err, size_t errlen)
     if (cJSON_IsArray(bs)) {
         if (cJSON_GetArraySize(bs) != 2 || cJSON_GetArrayItem(bs, 0)->valueint <= 0 ||
             cJSON_GetArrayItem(bs, 1)->valueint <= 0) {
-            errbuf_set(err, errlen, "quantization_config: weight_block_size must be [rows, cols] > 0");
+            errbuf_set(err, errlen,
+                       "quantization_config: weight_block_size must be [rows, cols] > 0");
             return -1;
         }
         q->all.fp8_scale = QUANT_FP8_BLOCK;

@@ -125,8 +125,8 @@ static int build_index(struct st_set *set, char *err, size_t errlen)
         qsort(set->t, (size_t)set->n, sizeof(*set->t), cmp_name);
     for (int64_t i = 1; i < set->n; i++) {
         if (strcmp(set->t[i].name, set->t[i - 1].name) == 0) {
-            errbuf_set(err, errlen, "%s: tensor '%s': also stored in %s", set->t[i].file, set->t[i].name,
-                 set->t[i - 1].file);
+            errbuf_set(err, errlen, "%s: tensor '%s': also stored in %s", set->t[i].file,
+                       set->t[i].name, set->t[i - 1].file);
             return -1;
         }
     }
@@ -226,7 +226,7 @@ static int parse_entry(const struct st_file *f, const cJSON *e, struct st_tensor
     }
     if (!cJSON_IsArray(sh) || cJSON_GetArraySize(sh) > ST_MAX_DIMS) {
         errbuf_set(err, errlen, "%s: tensor '%s': shape missing or has more than %d dims", fn, nm,
-             ST_MAX_DIMS);
+                   ST_MAX_DIMS);
         return -1;
     }
     t->ndim = cJSON_GetArraySize(sh);
@@ -248,8 +248,8 @@ static int parse_entry(const struct st_file *f, const cJSON *e, struct st_tensor
     if (!cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2 ||
         json_int(cJSON_GetArrayItem(off, 0), b) < 0 ||
         json_int(cJSON_GetArrayItem(off, 1), en) < 0 || *b > *en) {
-        errbuf_set(err, errlen, "%s: tensor '%s': data_offsets must be [begin, end] with begin <= end",
-             fn, nm);
+        errbuf_set(err, errlen,
+                   "%s: tensor '%s': data_offsets must be [begin, end] with begin <= end", fn, nm);
         return -1;
     }
     int64_t bits = st_dtype_bits(t->dtype);
@@ -257,9 +257,10 @@ static int parse_entry(const struct st_file *f, const cJSON *e, struct st_tensor
     t->nbytes = *en - *b;
     if ((t->nelem * bits) % 8 || want != t->nbytes) {
         char sb[160];
-        errbuf_set(err, errlen, "%s: tensor '%s': shape %s x %s = %lld bytes but data_offsets span %lld",
-             fn, nm, st_shape_str(t, sb, sizeof(sb)), dt->valuestring, (long long)want,
-             (long long)t->nbytes);
+        errbuf_set(err, errlen,
+                   "%s: tensor '%s': shape %s x %s = %lld bytes but data_offsets span %lld", fn, nm,
+                   st_shape_str(t, sb, sizeof(sb)), dt->valuestring, (long long)want,
+                   (long long)t->nbytes);
         return -1;
     }
     return 0;
@@ -300,8 +301,8 @@ static int load_file(struct st_set *set, struct st_file *f, int flags, char *err
     f->size = st.st_size;
     uint8_t lenb[8];
     if (f->size < 8 || read_full(fd, lenb, 8, 0) < 0) {
-        errbuf_set(err, errlen, "%s: file too short (%lld bytes) for the 8-byte header length", f->name,
-             (long long)f->size);
+        errbuf_set(err, errlen, "%s: file too short (%lld bytes) for the 8-byte header length",
+                   f->name, (long long)f->size);
         goto out;
     }
     uint64_t hlen = 0;
@@ -309,7 +310,7 @@ static int load_file(struct st_set *set, struct st_file *f, int flags, char *err
         hlen = (hlen << 8) | lenb[i];
     if (hlen > (uint64_t)ST_MAX_HEADER || (int64_t)hlen > f->size - 8) {
         errbuf_set(err, errlen, "%s: header length %llu beyond the file (size %lld)", f->name,
-             (unsigned long long)hlen, (long long)f->size);
+                   (unsigned long long)hlen, (long long)f->size);
         goto out;
     }
     hdr = xmalloc(hlen + 1);
@@ -350,8 +351,8 @@ static int load_file(struct st_set *set, struct st_file *f, int flags, char *err
         t->offset = data_start + b;
         if (!hdr_only && en > data_size) {
             errbuf_set(err, errlen,
-                 "%s: tensor '%s': data [%lld, %lld) outside the file (data size %lld)", f->name,
-                 t->name, (long long)b, (long long)en, (long long)data_size);
+                       "%s: tensor '%s': data [%lld, %lld) outside the file (data size %lld)",
+                       f->name, t->name, (long long)b, (long long)en, (long long)data_size);
             goto out;
         }
         t->data = hdr_only ? NULL : (const uint8_t *)f->map + t->offset;
@@ -364,9 +365,9 @@ static int load_file(struct st_set *set, struct st_file *f, int flags, char *err
             continue;
         if (far >= 0 && spans[i].begin < spans[far].end) {
             errbuf_set(err, errlen,
-                 "%s: tensor '%s': data [%lld, %lld) overlaps tensor '%s' [%lld, %lld)", f->name,
-                 spans[i].name, (long long)spans[i].begin, (long long)spans[i].end, spans[far].name,
-                 (long long)spans[far].begin, (long long)spans[far].end);
+                       "%s: tensor '%s': data [%lld, %lld) overlaps tensor '%s' [%lld, %lld)",
+                       f->name, spans[i].name, (long long)spans[i].begin, (long long)spans[i].end,
+                       spans[far].name, (long long)spans[far].begin, (long long)spans[far].end);
             goto out;
         }
         if (far < 0 || spans[i].end > spans[far].end)
@@ -440,7 +441,7 @@ static int open_index(struct st_set *set, const char *dir, int flags, char *err,
     {
         if (!cJSON_IsString(e) || bad_shard_name(e->valuestring)) {
             errbuf_set(err, errlen, "%s: tensor '%s': weight_map value is not a shard file name",
-                 ST_INDEX_NAME, e->string);
+                       ST_INDEX_NAME, e->string);
             goto out;
         }
         add_file(set, dir, e->valuestring);
@@ -473,8 +474,8 @@ static int open_index(struct st_set *set, const char *dir, int flags, char *err,
     {
         const struct st_tensor *t = st_find(set, e->string);
         if (!t || strcmp(t->file, e->valuestring) != 0) {
-            errbuf_set(err, errlen, "%s: tensor '%s': named by %s but not in that file", e->valuestring,
-                 e->string, ST_INDEX_NAME);
+            errbuf_set(err, errlen, "%s: tensor '%s': named by %s but not in that file",
+                       e->valuestring, e->string, ST_INDEX_NAME);
             goto out;
         }
     }

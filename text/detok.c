@@ -43,7 +43,8 @@ void detok_reset(struct detok *d)
 
 static void reserve(struct detok *d, size_t n)
 {
-    if (n <= d->cap)
+    /* a fresh detok allocates even for n == 0: run() copies into in and terminates out */
+    if (d->in && n <= d->cap)
         return;
     d->cap = n < 64 ? 64 : n * 2;
     d->in = xrealloc(d->in, d->cap);

@@ -41,16 +41,28 @@ void jbuf_putc(struct jbuf *b, char c)
 
 void jbuf_printf(struct jbuf *b, const char *fmt, ...)
 {
+    /* format into a small stack buffer first (most calls fit; gcc's -Wformat-truncation
+     * also flags a vsnprintf(NULL, 0, ...) size probe under -fsanitize=undefined); a longer
+     * result is formatted again straight into the reserved space */
+    char tmp[256];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
+    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
     va_end(ap);
     if (n <= 0)
         return;
     jbuf_reserve(b, (size_t)n);
-    va_start(ap, fmt);
-    vsnprintf(b->p + b->n, (size_t)n + 1, fmt, ap);
-    va_end(ap);
+    if ((size_t)n < sizeof(tmp)) {
+        memcpy(b->p + b->n, tmp, (size_t)n + 1);
+    } else {
+        va_start(ap, fmt);
+        int m = vsnprintf(b->p + b->n, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+        if (m != n) { /* cannot happen with the same arguments; keep the buffer consistent */
+            b->p[b->n] = '\0';
+            return;
+        }
+    }
     b->n += (size_t)n;
 }
 

@@ -121,8 +121,8 @@ static void walk(const struct jnode *n, walk_fn *fn, struct names_set *from, str
 
 /* When n->b accesses a name of `from` (its attribute/key `key` when not NULL), the target n->a
  * joins `to`; a target that is not a plain name (a tuple) makes `to` bad. */
-static void add_target_of(const struct jnode *n, const struct names_set *from,
-                          struct names_set *to, const char *key)
+static void add_target_of(const struct jnode *n, const struct names_set *from, struct names_set *to,
+                          const char *key)
 {
     for (size_t i = 0; i < from->n; i++)
         if (var_or_elems(n->b, from->v[i], key)) {

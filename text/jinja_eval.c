@@ -12,7 +12,7 @@
 #include "jinja_internal.h"
 
 #define RENDER_OUT_MAX ((size_t)256 << 20) /* output bytes */
-#define RENDER_ARENA_MAX ((size_t)1 << 30) /* temporaries */
+#define RENDER_ARENA_MAX JINJA_ARENA_MAX  /* temporaries */
 #define RENDER_DEPTH_MAX 200               /* nested macro calls */
 
 enum { EXEC_OK = 0, EXEC_BREAK = 1, EXEC_CONTINUE = 2 };

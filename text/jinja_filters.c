@@ -229,6 +229,13 @@ static int f_round(struct jrt *rt, struct jinja_value v, const struct jargs *arg
     return 0;
 }
 
+/* n bytes in a buffer plus their copy into the arena would exceed the render's budget */
+static bool join_too_big(struct jrt *rt, size_t n)
+{
+    size_t total = jrt_arena(rt)->total;
+    return total > JINJA_ARENA_MAX || n > (JINJA_ARENA_MAX - total) / 2;
+}
+
 static int f_join(struct jrt *rt, struct jinja_value v, const struct jargs *args,
                   struct jinja_value *out)
 {
@@ -238,6 +245,14 @@ static int f_join(struct jrt *rt, struct jinja_value v, const struct jargs *args
     int rc = jrt_iterate(rt, v, &items);
     if (rc < 0)
         return rc;
+    /* strings joined directly have a known total: refuse it before allocating anything */
+    if (!attr && items->n) {
+        size_t need = d && d->kind == JV_STR ? (items->n - 1) * d->u.s.n : 0;
+        for (size_t i = 0; i < items->n && !join_too_big(rt, need); i++)
+            need += items->v[i].kind == JV_STR ? items->v[i].u.s.n : 0;
+        if (join_too_big(rt, need))
+            return jrt_fail(rt, "join result too large");
+    }
     struct jbuf b = {0};
     for (size_t i = 0; i < items->n; i++) {
         struct jinja_value it = items->v[i];
@@ -246,9 +261,21 @@ static int f_join(struct jrt *rt, struct jinja_value v, const struct jargs *args
             jbuf_free(&b);
             return rc;
         }
+        /* the buffer and its copy into the arena must fit: check before growing (strings
+         * have a known size; anything else is small or is checked right after) */
+        size_t add = (i && d && d->kind == JV_STR ? d->u.s.n : 0) +
+                     (it.kind == JV_STR ? it.u.s.n : 0);
+        if (join_too_big(rt, b.n + add)) {
+            jbuf_free(&b);
+            return jrt_fail(rt, "join result too large");
+        }
         if (i && d)
             jv_to_str(&b, *d);
         jv_to_str(&b, it);
+        if (join_too_big(rt, b.n)) {
+            jbuf_free(&b);
+            return jrt_fail(rt, "join result too large");
+        }
     }
     *out = jv_strdup(jrt_arena(rt), b.p ? b.p : "", b.n);
     jbuf_free(&b);

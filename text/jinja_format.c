@@ -7,6 +7,8 @@
 #include "common/err.h"
 #include "jinja_internal.h"
 
+#define FMT_WIDTH_MAX 4096 /* largest %-format width or precision accepted */
+
 struct spec {
     bool left, zero, space, plus, alt;
     int width;     // -1: none
@@ -189,12 +191,16 @@ int jrt_percent_format(struct jrt *rt, struct jinja_value fmt, struct jinja_valu
             rc = jrt_fail(rt, "unsupported construct: '*' width in string formatting");
             goto out;
         }
+        /* digits saturate just past the limit checked below, so long ones cannot overflow */
         for (; i < n && f[i] >= '0' && f[i] <= '9'; i++)
-            sp.width = (sp.width < 0 ? 0 : sp.width * 10) + (f[i] - '0');
+            sp.width = sp.width > FMT_WIDTH_MAX
+                           ? FMT_WIDTH_MAX + 1
+                           : (sp.width < 0 ? 0 : sp.width * 10) + (f[i] - '0');
         if (i < n && f[i] == '.') {
             sp.precision = 0;
             for (i++; i < n && f[i] >= '0' && f[i] <= '9'; i++)
-                sp.precision = sp.precision * 10 + (f[i] - '0');
+                sp.precision = sp.precision > FMT_WIDTH_MAX ? FMT_WIDTH_MAX + 1
+                                                            : sp.precision * 10 + (f[i] - '0');
         }
         while (i < n && (f[i] == 'h' || f[i] == 'l' || f[i] == 'L'))
             i++;
@@ -207,7 +213,7 @@ int jrt_percent_format(struct jrt *rt, struct jinja_value fmt, struct jinja_valu
             jbuf_putc(&b, '%');
             continue;
         }
-        if (sp.width > 4096 || sp.precision > 4096) {
+        if (sp.width > FMT_WIDTH_MAX || sp.precision > FMT_WIDTH_MAX) {
             rc = jrt_fail(rt, "format width too large");
             goto out;
         }

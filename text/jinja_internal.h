@@ -22,7 +22,10 @@ void ja_init(struct jarena *a);
 void ja_deinit(struct jarena *a);
 void *ja_alloc(struct jarena *a, size_t n); /* 16-byte aligned; aborts on OOM (xmalloc) */
 char *ja_strndup(struct jarena *a, const char *s, size_t n);
-
+/* The most temporaries one render may hold (an arena's total). Code that builds a big string
+ * outside the arena (a jbuf) checks total + what it is about to add against it BEFORE growing,
+ * so that a small template cannot ask for gigabytes (chained joins grow exponentially). */
+#define JINJA_ARENA_MAX ((size_t)1 << 30)
 
 // ---- values ----
 

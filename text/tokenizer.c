@@ -296,7 +296,7 @@ static int load_normalizer(struct tokenizer *tok, const cJSON *norm, char *err, 
         return 0;
     }
     errbuf_set(err, errlen, "normalizer %s not supported",
-           cJSON_IsString(type) ? type->valuestring : "?");
+               cJSON_IsString(type) ? type->valuestring : "?");
     return ERR_UNSUPPORTED;
 }
 

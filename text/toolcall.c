@@ -539,6 +539,13 @@ static bool step(struct toolcall *tc, bool at_end)
             return true;
         }
         size_t a = 0, b = (size_t)(gt - p->p);
+        /* same limit as above, on the same raw length, so that the outcome does not depend
+         * on whether the '>' came in the same delta */
+        if (b > NAME_MAX_BYTES) {
+            tc->state = TC_BAD;
+            tc->scanned = 0;
+            return true;
+        }
         while (a < b && is_ws(p->p[a]))
             a++;
         while (b > a && is_ws(p->p[b - 1]))

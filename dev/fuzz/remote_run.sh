@@ -1,13 +1,15 @@
 #!/bin/bash
 # dev only: on the device host, run every packed fuzzer for SECS seconds, one process per
-# target (plus extra processes for the stateful ones) on all cores; results to $OUT.
+# target (plus extra processes for the stateful ones) on all cores; results to $OUT as two
+# archives (the device returns only a few files).
 SECS=${1:-480}
 set -u
 W=/tmp/fz && rm -rf $W && mkdir -p $W && tar -xJf build-fuzzpack/pack.tar.xz -C $W
 S=$W/s
 nproc
+R=$W/res
 run() { # name instance
-    local n=$1 i=$2 d=$OUT/$1.$2
+    local n=$1 i=$2 d=$R/$1.$2
     mkdir -p $d/art $W/corp/$n
     local extra=()
     [ -f $S/fz/$n.dict ] && extra+=(-dict=$S/fz/$n.dict)
@@ -24,7 +26,7 @@ for b in $S/bin/fuzz_*; do
 done
 for n in sched http; do run $n 1 & done
 wait
-for d in $OUT/*.*; do
+for d in $R/*.*; do
     echo "$(basename $d) rc=$(cat $d/rc) $(grep -E '^#[0-9]+' $d/log.txt | tail -1 | cut -c1-90) arts=$(ls $d/art | wc -l)"
 done
-(cd $W && tar -cJf $OUT/corpora.tar.xz corp)
+(cd $W && tar -cJf $OUT/corpora.tar.xz corp && tar -cJf $OUT/res.tar.xz res)

@@ -54,16 +54,28 @@ void gw_buf_puts(struct gw_buf *b, const char *s)
 
 void gw_buf_printf(struct gw_buf *b, const char *fmt, ...)
 {
+    /* format into a small stack buffer first (most calls fit; gcc's -Wformat-truncation
+     * also flags a vsnprintf(NULL, 0, ...) size probe under -fsanitize=undefined); a longer
+     * result is formatted again straight into the reserved space */
+    char tmp[256];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
+    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
     va_end(ap);
     if (n <= 0)
         return;
     reserve(b, (size_t)n);
-    va_start(ap, fmt);
-    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
+    if ((size_t)n < sizeof(tmp)) {
+        memcpy(b->data + b->len, tmp, (size_t)n + 1);
+    } else {
+        va_start(ap, fmt);
+        int m = vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+        if (m != n) { /* cannot happen with the same arguments; keep the buffer consistent */
+            b->data[b->len] = '\0';
+            return;
+        }
+    }
     b->len += (size_t)n;
 }
 

@@ -47,9 +47,16 @@ struct gw_conn {
     bool msg_complete; /* the parser paused after a full message */
     bool write_failed; /* a write failed: close from the timer, not from the caller */
     int pending_writes;
-    int err_status;   /* limit hit inside a callback: answer this */
-    struct gw_buf in; /* unparsed input */
-    size_t in_off;    /* consumed prefix of in */
+    int err_status;        /* limit hit inside a callback: answer this */
+    const char *err_msg;   /* its message, or NULL for the status's default */
+    struct gw_buf in;      /* unparsed input */
+    size_t in_off;         /* consumed prefix of in */
+    uint64_t stream_off;   /* bytes of the stream consumed by llhttp before exec_base */
+    const char *exec_base; /* start of the span being fed to llhttp_execute */
+    uint64_t method_end;   /* stream offset just past the method */
+    uint64_t url_end;      /* ... past the request-target */
+    uint64_t value_end;    /* ... past the last header value byte */
+    bool version_seen;     /* the version span has started */
     /* request being parsed */
     struct gw_exch *x; /* current exchange (parsing or busy) */
     struct gw_buf url;
@@ -248,17 +255,53 @@ static int on_message_begin(llhttp_t *p)
     gw_buf_reset(&c->body);
     c->in_value = false;
     c->headers_bytes = 0;
+    c->version_seen = false;
+    return 0;
+}
+
+/* stream offset of a span pointer handed to a callback */
+static uint64_t span_off(const struct gw_conn *c, const char *at)
+{
+    return c->stream_off + (uint64_t)(at - c->exec_base);
+}
+
+static int reject(struct gw_conn *c, int status, const char *msg)
+{
+    c->err_status = status;
+    c->err_msg = msg;
+    return HPE_USER;
+}
+
+static int on_method(llhttp_t *p, const char *at, size_t n)
+{
+    struct gw_conn *c = p->data;
+    c->method_end = span_off(c, at) + n;
     return 0;
 }
 
 static int on_url(llhttp_t *p, const char *at, size_t n)
 {
     struct gw_conn *c = p->data;
+    /* RFC 9112 3: method SP request-target; llhttp skips extra spaces */
+    if (c->url.len == 0 && span_off(c, at) != c->method_end + 1)
+        return reject(c, 400, "malformed request line");
     if (c->url.len + n > (size_t)c->gw->cfg->url_max) {
         c->err_status = 414;
         return HPE_USER;
     }
     gw_buf_append(&c->url, at, n);
+    c->url_end = span_off(c, at) + n;
+    return 0;
+}
+
+static int on_version(llhttp_t *p, const char *at, size_t n)
+{
+    struct gw_conn *c = p->data;
+    (void)n;
+    /* request-target SP "HTTP/" version; llhttp skips extra spaces here too */
+    if (!c->version_seen && span_off(c, at) != c->url_end + 6)
+        return reject(c, 400, "malformed request line");
+    c->version_seen = true;
     return 0;
 }
 
@@ -314,6 +357,13 @@ static int on_header_value(llhttp_t *p, const char *at, size_t n)
     int rc = header_account(c, n);
     if (rc)
         return rc;
+    if (!c->in_value && c->field.len == 0)
+        return reject(c, 400, "empty header field name");
+    /* llhttp passes an obs-fold continuation (CRLF SP/HTAB) as a second piece of the value,
+     * after a gap; a value merely split across reads has none. RFC 9112 5.2: reject it. */
+    if (c->in_value && span_off(c, at) != c->value_end)
+        return reject(c, 400, "obsolete line folding in a header field");
+    c->value_end = span_off(c, at) + n;
     c->in_value = true;
     gw_buf_append(&c->value, at, n);
     return 0;
@@ -343,11 +393,58 @@ static void set_request_id(struct gw_exch *x)
     }
 }
 
+/* Content-Type of a POST body (ECOSYSTEM.md A.7). Like vLLM, a media type that cannot be JSON
+ * is 415; unlike vLLM (which wants exactly application/json), a missing type, curl's default
+ * application/x-www-form-urlencoded (`curl -d`) and text/plain (fetch() with a string body)
+ * are taken as JSON, as llama.cpp does. Parameters (charset) are ignored. */
+static bool content_type_ok(const char *ct)
+{
+    if (!ct)
+        return true;
+    while (*ct == ' ' || *ct == '\t')
+        ct++;
+    size_t n = strcspn(ct, ";");
+    while (n > 0 && (ct[n - 1] == ' ' || ct[n - 1] == '\t'))
+        n--;
+    if (n == 0)
+        return true;
+    static const char *const ok[] = {"application/json", "application/x-www-form-urlencoded",
+                                     "text/plain"};
+    for (size_t i = 0; i < ARRAY_LEN(ok); i++)
+        if (n == strlen(ok[i]) && strncasecmp(ct, ok[i], n) == 0)
+            return true;
+    /* application/<anything>+json */
+    return n > 17 && strncasecmp(ct, "application/", 12) == 0 &&
+           strncasecmp(ct + n - 5, "+json", 5) == 0;
+}
+
+/* Checks llhttp leaves to us (RFC 9112 2.3, 3.2): version 1.0/1.1 only; exactly one Host in
+ * HTTP/1.1 and at most one in 1.0; a POST body must be JSON. */
+static int headers_check(struct gw_conn *c, const llhttp_t *p)
+{
+    const struct gw_exch *x = c->x;
+    if (p->http_major != 1 || p->http_minor > 1)
+        return reject(c, 400, "unsupported HTTP version");
+    int hosts = 0;
+    for (int i = 0; i < x->n_headers; i++)
+        if (strcasecmp(x->headers[i].name, "host") == 0)
+            hosts++;
+    if (hosts > 1)
+        return reject(c, 400, "more than one Host header");
+    if (hosts == 0 && p->http_minor == 1)
+        return reject(c, 400, "missing Host header");
+    if (p->method == HTTP_POST && !content_type_ok(gw_exch_header(x, "content-type")))
+        return reject(c, 415, "Unsupported Media Type: only 'application/json' is allowed");
+    return 0;
+}
+
 static int on_headers_complete(llhttp_t *p)
 {
     struct gw_conn *c = p->data;
     int rc = header_flush(c);
     if (rc)
+        return rc;
+    if ((rc = headers_check(c, p)))
         return rc;
     struct gw_exch *x = c->x;
     x->method = p->method;
@@ -380,6 +477,17 @@ static int on_body(llhttp_t *p, const char *at, size_t n)
         return HPE_USER;
     }
     gw_buf_append(&c->body, at, n);
+    return 0;
+}
+
+/* p->content_length is the size of the chunk that follows: refuse it before reading it */
+static int on_chunk_header(llhttp_t *p)
+{
+    struct gw_conn *c = p->data;
+    if (p->content_length > (uint64_t)c->gw->cfg->body_max - c->body.len) {
+        c->err_status = 413;
+        return HPE_USER;
+    }
     return 0;
 }
 
@@ -432,7 +540,8 @@ static void conn_fail(struct gw_conn *c, int status, const char *msg)
 static void parse_error(struct gw_conn *c, llhttp_errno_t e)
 {
     if (c->err_status) { /* set by our callback (HPE_USER or HPE_CB_*) */
-        const char *msg = c->err_status == 414   ? "request URI too long"
+        const char *msg = c->err_msg             ? c->err_msg
+                          : c->err_status == 414 ? "request URI too long"
                           : c->err_status == 431 ? "request header fields too large"
                           : c->err_status == 413 ? "request body too large"
                                                  : "bad request";
@@ -472,14 +581,17 @@ static void conn_drive(struct gw_conn *c)
         const char *p = c->in.data + c->in_off;
         size_t n = c->in.len - c->in_off;
         c->msg_complete = false;
+        c->exec_base = p;
         llhttp_errno_t e = llhttp_execute(&c->parser, p, n);
         if (e == HPE_OK) {
             c->in_off += n;
+            c->stream_off += n;
             break;
         }
         if (e == HPE_PAUSED && c->msg_complete) {
             const char *pos = llhttp_get_error_pos(&c->parser);
             c->in_off += (size_t)(pos - p);
+            c->stream_off += (uint64_t)(pos - p);
             llhttp_resume(&c->parser);
             dispatch(c);
             continue;
@@ -588,11 +700,14 @@ void gw_conn_accept(struct gw *gw)
     uv_tcp_nodelay(&c->tcp, 1);
     llhttp_settings_init(&c->settings);
     c->settings.on_message_begin = on_message_begin;
+    c->settings.on_method = on_method;
     c->settings.on_url = on_url;
+    c->settings.on_version = on_version;
     c->settings.on_header_field = on_header_field;
     c->settings.on_header_value = on_header_value;
     c->settings.on_headers_complete = on_headers_complete;
     c->settings.on_body = on_body;
+    c->settings.on_chunk_header = on_chunk_header;
     c->settings.on_message_complete = on_message_complete;
     llhttp_init(&c->parser, HTTP_REQUEST, &c->settings);
     c->parser.data = c;

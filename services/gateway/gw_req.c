@@ -10,6 +10,7 @@
 #include <cjson/cJSON.h>
 
 #include "common/err.h"
+#include "common/xalloc.h"
 #include "gw_arena.h"
 
 static int fail(struct gw_req_err *err, int status, const char *param, const char *code,
@@ -287,6 +288,278 @@ static int parse_prompt(struct gw_req *r, cJSON *root, struct gw_arena *a, struc
     return 0;
 }
 
+// ---- strict JSON text check (RFC 8259) ----
+
+/* cJSON is lenient (trailing bytes, leading zeros, "1.", bad \u hex, raw control characters,
+ * any bytes in strings), so the body is checked once, strictly, before cJSON parses it. */
+#define JSON_DEPTH_MAX 1000 /* cJSON's own nesting limit */
+
+struct jscan {
+    const unsigned char *s, *end;
+    int depth;
+    const unsigned char *key; /* top-level key whose value is being scanned, or NULL */
+    size_t key_len;
+    const char *what; /* the first error */
+    bool enc;         /* it is a string encoding error (invalid UTF-8, lone surrogate) */
+    size_t at;        /* its byte offset */
+    const unsigned char *base;
+};
+
+static bool js_err(struct jscan *j, const char *what, bool enc)
+{
+    j->what = what;
+    j->enc = enc;
+    j->at = (size_t)(j->s - j->base);
+    return false;
+}
+
+static void js_ws(struct jscan *j)
+{
+    while (j->s < j->end && (*j->s == ' ' || *j->s == '\t' || *j->s == '\n' || *j->s == '\r'))
+        j->s++;
+}
+
+static int js_hex4(const unsigned char *s)
+{
+    int v = 0;
+    for (int i = 0; i < 4; i++) {
+        int c = s[i], d;
+        if (c >= '0' && c <= '9')
+            d = c - '0';
+        else if (c >= 'a' && c <= 'f')
+            d = c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F')
+            d = c - 'A' + 10;
+        else
+            return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+/* length of the valid UTF-8 sequence (RFC 3629) at s, 0 if invalid */
+static size_t js_utf8_len(const unsigned char *s, const unsigned char *end)
+{
+    unsigned c = s[0];
+    size_t n;
+    unsigned lo = 0x80, hi = 0xBF; /* range of the second byte */
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xC2 && c <= 0xDF)
+        n = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        n = 3;
+        if (c == 0xE0)
+            lo = 0xA0; /* overlong */
+        else if (c == 0xED)
+            hi = 0x9F; /* surrogates */
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        n = 4;
+        if (c == 0xF0)
+            lo = 0x90; /* overlong */
+        else if (c == 0xF4)
+            hi = 0x8F; /* above U+10FFFF */
+    } else
+        return 0;
+    if ((size_t)(end - s) < n || s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < n; i++)
+        if (s[i] < 0x80 || s[i] > 0xBF)
+            return 0;
+    return n;
+}
+
+static bool js_string(struct jscan *j)
+{
+    j->s++; /* opening quote */
+    while (j->s < j->end) {
+        unsigned c = *j->s;
+        if (c == '"') {
+            j->s++;
+            return true;
+        }
+        if (c < 0x20)
+            return js_err(j, "raw control character in a string", false);
+        if (c >= 0x80) {
+            size_t n = js_utf8_len(j->s, j->end);
+            if (n == 0)
+                return js_err(j, "invalid UTF-8", true);
+            j->s += n;
+            continue;
+        }
+        if (c != '\\') {
+            j->s++;
+            continue;
+        }
+        if (j->end - j->s < 2)
+            break;
+        c = j->s[1];
+        if (c != 'u') {
+            if (!strchr("\"\\/bfnrt", (int)c) || c == '\0')
+                return js_err(j, "invalid escape in a string", false);
+            j->s += 2;
+            continue;
+        }
+        int u = j->end - j->s >= 6 ? js_hex4(j->s + 2) : -1;
+        if (u < 0)
+            return js_err(j, "invalid unicode escape in a string", false);
+        if (u >= 0xDC00 && u <= 0xDFFF)
+            return js_err(j, "a lone surrogate escape", true);
+        j->s += 6;
+        if (u >= 0xD800 && u <= 0xDBFF) {
+            int lo =
+                (j->end - j->s >= 6 && j->s[0] == '\\' && j->s[1] == 'u') ? js_hex4(j->s + 2) : -1;
+            if (lo < 0xDC00 || lo > 0xDFFF)
+                return js_err(j, "a lone surrogate escape", true);
+            j->s += 6;
+        }
+    }
+    return js_err(j, "unterminated string", false);
+}
+
+static bool js_digits(struct jscan *j)
+{
+    const unsigned char *s0 = j->s;
+    while (j->s < j->end && *j->s >= '0' && *j->s <= '9')
+        j->s++;
+    return j->s > s0;
+}
+
+/* -? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)? */
+static bool js_number(struct jscan *j)
+{
+    if (*j->s == '-')
+        j->s++;
+    if (j->s < j->end && *j->s == '0')
+        j->s++;
+    else if (!js_digits(j))
+        return js_err(j, "invalid number", false);
+    if (j->s < j->end && *j->s == '.') {
+        j->s++;
+        if (!js_digits(j))
+            return js_err(j, "invalid number", false);
+    }
+    if (j->s < j->end && (*j->s == 'e' || *j->s == 'E')) {
+        j->s++;
+        if (j->s < j->end && (*j->s == '+' || *j->s == '-'))
+            j->s++;
+        if (!js_digits(j))
+            return js_err(j, "invalid number", false);
+    }
+    if (j->s < j->end && ((*j->s >= '0' && *j->s <= '9') || *j->s == '.'))
+        return js_err(j, "invalid number", false); /* "02", "1.2.3" */
+    return true;
+}
+
+static bool js_value(struct jscan *j);
+
+static bool js_container(struct jscan *j)
+{
+    bool obj = *j->s == '{';
+    unsigned char close = obj ? '}' : ']';
+    if (++j->depth > JSON_DEPTH_MAX)
+        return js_err(j, "nested too deeply", false);
+    j->s++;
+    js_ws(j);
+    if (j->s < j->end && *j->s == close) {
+        j->s++;
+        j->depth--;
+        return true;
+    }
+    for (;;) {
+        if (obj) {
+            if (j->s >= j->end || *j->s != '"')
+                return js_err(j, "expected a string key", false);
+            const unsigned char *k = j->s;
+            if (!js_string(j))
+                return false;
+            if (j->depth == 1) {
+                j->key = k + 1;
+                j->key_len = (size_t)(j->s - k - 2);
+            }
+            js_ws(j);
+            if (j->s >= j->end || *j->s != ':')
+                return js_err(j, "expected ':'", false);
+            j->s++;
+        }
+        if (!js_value(j))
+            return false;
+        js_ws(j);
+        if (j->s < j->end && *j->s == ',') {
+            j->s++;
+            js_ws(j);
+            continue;
+        }
+        if (j->s < j->end && *j->s == close) {
+            j->s++;
+            j->depth--;
+            if (j->depth == 0)
+                j->key = NULL;
+            return true;
+        }
+        return js_err(j, obj ? "expected ',' or '}'" : "expected ',' or ']'", false);
+    }
+}
+
+static bool js_value(struct jscan *j)
+{
+    js_ws(j);
+    if (j->s >= j->end)
+        return js_err(j, "unexpected end of input", false);
+    static const char *const lits[] = {"true", "false", "null"};
+    switch (*j->s) {
+    case '{':
+    case '[':
+        return js_container(j);
+    case '"':
+        return js_string(j);
+    case 't':
+    case 'f':
+    case 'n':
+        for (size_t i = 0; i < ARRAY_LEN(lits); i++) {
+            size_t n = strlen(lits[i]);
+            if ((size_t)(j->end - j->s) >= n && memcmp(j->s, lits[i], n) == 0) {
+                j->s += n;
+                return true;
+            }
+        }
+        return js_err(j, "invalid literal", false);
+    default:
+        if (*j->s == '-' || (*j->s >= '0' && *j->s <= '9'))
+            return js_number(j);
+        return js_err(j, "unexpected character", false);
+    }
+}
+
+/* 0 when body[0..len) is one JSON value (RFC 8259) with only whitespace around it; else
+ * ERR_INVAL with err filled: param is the top-level key for a string encoding error, else null */
+static int json_check(const char *body, size_t len, struct gw_arena *a, struct gw_req_err *err)
+{
+    struct jscan j = {.s = (const unsigned char *)body,
+                      .end = (const unsigned char *)body + len,
+                      .base = (const unsigned char *)body};
+    if (js_value(&j)) {
+        js_ws(&j);
+        if (j.s == j.end)
+            return 0;
+        js_err(&j, "unexpected data after the JSON value", false);
+    }
+    const char *param = NULL;
+    if (j.enc && j.key && j.key_len > 0 && j.key_len <= 64) {
+        bool plain = true;
+        for (size_t i = 0; i < j.key_len; i++)
+            plain = plain && j.key[i] >= 0x20 && j.key[i] < 0x7f && j.key[i] != '\\';
+        if (plain)
+            param = gw_arena_strndup(a, (const char *)j.key, j.key_len);
+    }
+    if (j.enc)
+        return fail(err, 400, param, NULL,
+                    "%s%s%s contains %s at byte %zu (JSON text must be UTF-8)", param ? "'" : "",
+                    param ? param : "the request body", param ? "'" : "", j.what, j.at);
+    return fail(err, 400, NULL, NULL, "request body is not valid JSON: %s at byte %zu", j.what,
+                j.at);
+}
+
 int gw_req_parse(struct gw_req *r, enum gw_req_kind kind, const char *body, size_t len,
                  const char *served_model, struct gw_arena *a, struct gw_req_err *err)
 {
@@ -298,6 +571,8 @@ int gw_req_parse(struct gw_req *r, enum gw_req_kind kind, const char *body, size
     r->top_p = 1.0;
     r->repetition_penalty = 1.0;
     r->enable_thinking = -1;
+    if (json_check(body, len, a, err))
+        return ERR_INVAL;
     cJSON *root = cJSON_ParseWithLength(body, len);
     if (!root)
         return fail(err, 400, NULL, NULL, "request body is not valid JSON");

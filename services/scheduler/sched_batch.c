@@ -219,8 +219,12 @@ static void plan_worker(struct sched *s, struct sched_worker *w)
             r->n_generated + r->n_granted >= r->max_new)
             continue;
         uint32_t steps = r->max_new - r->n_generated - r->n_granted;
-        if (steps > (uint32_t)s->cfg->decode_steps)
-            steps = (uint32_t)s->cfg->decode_steps;
+        /* a speculative round writes KV for spec_tokens+1 positions: grant at least that */
+        uint32_t want = (uint32_t)s->cfg->decode_steps;
+        if (w->spec_tokens + 1 > want)
+            want = w->spec_tokens + 1;
+        if (steps > want)
+            steps = want;
         steps = grow_for_decode(s, w, r, steps, mine, n_mine);
         if (steps == 0)
             continue;

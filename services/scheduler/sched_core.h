@@ -89,6 +89,7 @@ struct sched_worker {
     uint64_t instance;
     uint32_t max_model_len, max_seqs, block_tokens, kv_blocks, state_slots, vocab_size;
     uint32_t max_step_tokens;
+    uint32_t spec_tokens;          // MTP drafts per round the worker runs (0 = none)
     uint32_t *eos_ids; // (n_eos)
     uint32_t n_eos;
     float load_fraction;

@@ -174,6 +174,7 @@ static void on_register(struct sched *s, struct sched_worker *w, const struct ms
     w->state_slots = slots;
     w->vocab_size = reg->vocab_size;
     w->max_step_tokens = reg->max_step_tokens ? reg->max_step_tokens : UINT32_MAX;
+    w->spec_tokens = reg->has_spec_tokens ? reg->spec_tokens : 0;
     w->n_eos = (uint32_t)reg->n_eos_ids;
     w->eos_ids = w->n_eos ? xmalloc(sizeof(uint32_t) * w->n_eos) : NULL;
     if (w->n_eos)

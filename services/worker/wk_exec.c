@@ -630,6 +630,8 @@ static void send_capacity(struct wk_exec *x)
     r.state_slots = in->n_slots;
     r.vocab_size = in->vocab_size;
     r.max_step_tokens = in->max_step_tokens;
+    r.has_spec_tokens = true;
+    r.spec_tokens = in->spec_k;
     r.n_eos_ids = in->n_eos;
     r.eos_ids = (uint32_t *)in->eos_ids;
     env.body_case = TERN__ENVELOPE__BODY_REGISTER_WORKER;

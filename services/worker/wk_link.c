@@ -57,6 +57,8 @@ static void send_register(struct wk *w, uint64_t now_ms)
     r.state_slots = in->n_slots;
     r.vocab_size = in->vocab_size;
     r.max_step_tokens = in->max_step_tokens;
+    r.has_spec_tokens = true;
+    r.spec_tokens = in->spec_k;
     r.n_eos_ids = in->n_eos;
     r.eos_ids = (uint32_t *)in->eos_ids;
     env.body_case = TERN__ENVELOPE__BODY_REGISTER_WORKER;
@@ -166,6 +168,7 @@ static int on_pipe(struct wk *w, Tern__Envelope *env, uint64_t now_ms)
         in->kv_blocks = r->kv_blocks;
         in->kv_bytes = r->kv_bytes;
         in->max_step_tokens = r->max_step_tokens;
+        in->spec_k = r->has_spec_tokens ? r->spec_tokens : 0;
         for (size_t i = 0; i < r->n_eos_ids && i < WK_ENGINE_MAX_EOS; i++)
             in->eos_ids[in->n_eos++] = r->eos_ids[i];
         LOG_INFO("engine_loaded",

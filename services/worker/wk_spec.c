@@ -18,9 +18,9 @@ struct wk_spec {
     uint32_t V;
     struct wk_spec_counts tot, taken; // totals; totals at the last take
     uint64_t logged_drafts, logged_ms;
-    float *logits;  // (k+1, V) window logits
-    float *probs;   // (V) acceptance scratch
-    int32_t *hist;  // (cap_hist) history followed by the drafts
+    float *logits; // (k+1, V) window logits
+    float *probs;  // (V) acceptance scratch
+    int32_t *hist; // (cap_hist) history followed by the drafts
     uint32_t cap_hist;
 };
 
@@ -67,10 +67,9 @@ int wk_spec_round_k(const struct wk_spec *s, const struct sample_params *sp, uin
     return (int)k;
 }
 
-int wk_spec_round(struct wk_spec *s, struct wk_engine *e, uint32_t slot, uint32_t pos,
-                  uint32_t x, int k, struct sample_ctx *sc, const struct sample_params *sp,
-                  const int32_t *hist, uint32_t n_hist, struct sample_rng *rng, uint32_t *out,
-                  const float **rows)
+int wk_spec_round(struct wk_spec *s, struct wk_engine *e, uint32_t slot, uint32_t pos, uint32_t x,
+                  int k, struct sample_ctx *sc, const struct sample_params *sp, const int32_t *hist,
+                  uint32_t n_hist, struct sample_rng *rng, uint32_t *out, const float **rows)
 {
     int32_t drafts[WK_SPEC_MAX], emitted[WK_SPEC_MAX + 1];
     if (k < 1 || k > s->k || n_hist < 1 || (uint32_t)hist[n_hist - 1] != x)
@@ -140,8 +139,7 @@ void wk_spec_log(struct wk_spec *s, uint64_t now_ms, uint64_t period_ms, bool fo
     char at[WK_SPEC_MAX * 24 + 1] = "";
     size_t o = 0;
     for (int i = 0; i < s->k && o < sizeof at; i++)
-        o += (size_t)snprintf(at + o, sizeof at - o, "%s%" PRIu64, i ? "," : "",
-                              s->tot.per_pos[i]);
+        o += (size_t)snprintf(at + o, sizeof at - o, "%s%" PRIu64, i ? "," : "", s->tot.per_pos[i]);
     const struct wk_spec_counts *t = &s->tot;
     LOG_INFO("spec_stats",
              "k=%d drafts=%" PRIu64 " draft_tokens=%" PRIu64 " accepted=%" PRIu64

@@ -17,11 +17,11 @@
 struct wk_engine;
 
 struct wk_spec_counts {
-    uint64_t drafts;       // rounds (verify forwards)
-    uint64_t draft_tokens; // drafts proposed
-    uint64_t accepted;     // drafts accepted
+    uint64_t drafts;               // rounds (verify forwards)
+    uint64_t draft_tokens;         // drafts proposed
+    uint64_t accepted;             // drafts accepted
     uint64_t per_pos[WK_SPEC_MAX]; // rounds that accepted draft i (0-based)
-    uint32_t n_pos;        // positions in use (the engine's K)
+    uint32_t n_pos;                // positions in use (the engine's K)
 };
 
 struct wk_spec;
@@ -47,10 +47,9 @@ int wk_spec_round_k(const struct wk_spec *s, const struct sample_params *sp, uin
  * generated, ending with x), then the engine commit. Writes out (k+1) and *rows (the window's
  * logits, row i = the distribution out[i] was taken from; valid until the next round).
  * Returns the number of tokens emitted (1..k+1) or a negative status. */
-int wk_spec_round(struct wk_spec *s, struct wk_engine *e, uint32_t slot, uint32_t pos,
-                  uint32_t x, int k, struct sample_ctx *sc, const struct sample_params *sp,
-                  const int32_t *hist, uint32_t n_hist, struct sample_rng *rng, uint32_t *out,
-                  const float **rows);
+int wk_spec_round(struct wk_spec *s, struct wk_engine *e, uint32_t slot, uint32_t pos, uint32_t x,
+                  int k, struct sample_ctx *sc, const struct sample_params *sp, const int32_t *hist,
+                  uint32_t n_hist, struct sample_rng *rng, uint32_t *out, const float **rows);
 
 /* Counters since the previous take (for a StepResult); the totals keep growing. */
 void wk_spec_take(struct wk_spec *s, struct wk_spec_counts *delta);

@@ -33,10 +33,10 @@ struct wk_spec_cpu {
     uint32_t n_slots;
     int k, cap, H;
     struct slot *sl;
-    float *hbig;  // (max_step_tokens, H) hidden states of a plain forward
-    float *hwin;  // (k+1, H) hidden states of the window
-    float *hbuf;  // (k+1, H) MTP scratch
-    float *lgv;   // (V) MTP draft logits
+    float *hbig; // (max_step_tokens, H) hidden states of a plain forward
+    float *hwin; // (k+1, H) hidden states of the window
+    float *hbuf; // (k+1, H) MTP scratch
+    float *lgv;  // (V) MTP draft logits
     struct seq_snapshot *sn;
     int win_slot; // slot of the open window, -1 = none
     int win_pos;  // its first position
@@ -169,8 +169,8 @@ int wk_spec_cpu_forward(struct wk_spec_cpu *s, uint32_t slot, struct seq_state *
     return rc;
 }
 
-int wk_spec_cpu_window(struct wk_spec_cpu *s, uint32_t slot, struct seq_state *st, int32_t x,
-                       int k, int32_t *drafts, float *logits)
+int wk_spec_cpu_window(struct wk_spec_cpu *s, uint32_t slot, struct seq_state *st, int32_t x, int k,
+                       int32_t *drafts, float *logits)
 {
     if (slot >= s->n_slots || k < 1 || k > s->k)
         return ERR_INVAL;

@@ -35,8 +35,8 @@ int wk_spec_cpu_forward(struct wk_spec_cpu *s, uint32_t slot, struct seq_state *
 /* First half of a round (wk_engine_ops.spec_window): k (1..the create k) greedy drafts after
  * x, then the window [x, drafts] at st->pos .. st->pos+k; logits (k+1, V). ERR_STATE when the
  * slot has no prefill yet, ERR_FULL when the window does not fit st. */
-int wk_spec_cpu_window(struct wk_spec_cpu *s, uint32_t slot, struct seq_state *st, int32_t x,
-                       int k, int32_t *drafts, float *logits);
+int wk_spec_cpu_window(struct wk_spec_cpu *s, uint32_t slot, struct seq_state *st, int32_t x, int k,
+                       int32_t *drafts, float *logits);
 /* Second half: keep x and the first a drafts (st->pos = window start + a + 1). ERR_STATE when
  * no window of this slot is open or a is out of range. */
 int wk_spec_cpu_commit(struct wk_spec_cpu *s, uint32_t slot, struct seq_state *st, int a);

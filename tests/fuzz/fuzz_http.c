@@ -1,18 +1,34 @@
 /* fuzz_http: the gateway's HTTP/1.1 connection code (services/gateway/gw_conn.c: llhttp with our
  * callbacks, URL/header/body limits, keep-alive, pipelining, 100-continue, error answers, linger)
- * on arbitrary client bytes. gw_conn.c is included so that a connection can be opened on one end
- * of a socketpair instead of accepted from a listener; the bytes are written to the other end in
- * fuzzed chunks and read by libuv as from a client. The router is replaced by a fake that checks
- * what the parser hands over and answers (at once, later, or as an SSE stream).
+ * on arbitrary client bytes. A real listener (a unix socket opened as the gateway's uv_tcp_t)
+ * hands each client to gw_conn_accept; the input is written by the client in fuzzed chunks and
+ * read by libuv. The router (gw_route_dispatch) is replaced by a fake that checks what the parser
+ * hands over and answers (at once, later, or as an SSE stream).
  * Input: mode byte, n_seed byte, chunk-size bytes, then the client's bytes. */
-#include "gw_conn.c"
-
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <llhttp.h>
+#include <uv.h>
+
+#include "common/log.h"
+#include "gw.h"
+#include "gw_cfg.h"
+#include "gw_conn.h"
+#include "gw_exch.h"
+#include "gw_route.h"
 
 #include "fuzz.h"
 #include "fuzz_split.h"
 
 static struct gw g_gw;
+static struct sockaddr_un g_addr;
+
+static void on_conn(uv_stream_t *server, int status);
 static struct gw_cfg g_cfg;
 static uint8_t g_mode;
 static struct gw_exch *g_pending[64];
@@ -91,50 +107,40 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     g_gw.cfg = &g_cfg;
     if (uv_loop_init(&g_gw.loop) != 0)
         abort();
+    /* the listener is a unix socket in the abstract namespace opened as the gateway's uv_tcp_t:
+     * no files, no TIME_WAIT, and the connection code path is the real one (gw_conn_accept) */
+    int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    memset(&g_addr, 0, sizeof(g_addr));
+    g_addr.sun_family = AF_UNIX;
+    snprintf(g_addr.sun_path + 1, sizeof(g_addr.sun_path) - 1, "tern-fuzz-http-%d", (int)getpid());
+    if (lfd < 0 || bind(lfd, (const struct sockaddr *)&g_addr, sizeof(g_addr)) != 0 ||
+        uv_tcp_init(&g_gw.loop, &g_gw.listener) != 0 || uv_tcp_open(&g_gw.listener, lfd) != 0 ||
+        uv_listen((uv_stream_t *)&g_gw.listener, 128, on_conn) != 0)
+        abort();
     return 0;
 }
 
-/* gw_conn_accept without the listener: the connection owns fd. */
-static struct gw_conn *conn_open(struct gw *gw, int fd)
+/* The listener's connection callback, as in the gateway: gw_conn_accept takes it from here. */
+static void on_conn(uv_stream_t *server, int status)
 {
-    struct gw_conn *c = xcalloc(1, sizeof(*c));
-    c->gw = gw;
-    c->id = ++gw->next_conn_id;
-    uv_tcp_init(&gw->loop, &c->tcp);
-    uv_timer_init(&gw->loop, &c->timer);
-    c->tcp.data = c;
-    c->timer.data = c;
-    c->handles_open = 2;
-    c->next = gw->conns;
-    if (gw->conns)
-        gw->conns->prev = c;
-    gw->conns = c;
-    gw->n_conns++;
-    gw_buf_init(&c->in);
-    gw_buf_init(&c->url);
-    gw_buf_init(&c->field);
-    gw_buf_init(&c->value);
-    gw_buf_init(&c->body);
-    if (uv_tcp_open(&c->tcp, fd) != 0) {
-        gw_conn_close(c);
-        return NULL;
+    (void)server;
+    if (status == 0)
+        gw_conn_accept(&g_gw);
+}
+
+/* A client connected to the listener; returns its fd once the gateway has accepted it. */
+static int client_open(void)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    if (connect(fd, (const struct sockaddr *)&g_addr, sizeof(g_addr)) != 0) {
+        close(fd);
+        return -1;
     }
-    llhttp_settings_init(&c->settings);
-    c->settings.on_message_begin = on_message_begin;
-    c->settings.on_url = on_url;
-    c->settings.on_header_field = on_header_field;
-    c->settings.on_header_value = on_header_value;
-    c->settings.on_headers_complete = on_headers_complete;
-    c->settings.on_body = on_body;
-    c->settings.on_message_complete = on_message_complete;
-    llhttp_init(&c->parser, HTTP_REQUEST, &c->settings);
-    c->parser.data = c;
-    c->phase = CONN_PHASE_IDLE;
-    timer_arm(c, gw->cfg->header_timeout_ms);
-    c->reading = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0;
-    if (!c->reading)
-        gw_conn_close(c);
-    return c;
+    for (int i = 0; i < 100 && !g_gw.conns; i++)
+        uv_run(&g_gw.loop, UV_RUN_NOWAIT);
+    return fd;
 }
 
 static void drain_peer(int fd)
@@ -152,45 +158,45 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const uint8_t *seed = fz_take(&f, FZ_SPLIT_MAX, &n_seed);
     size_t cuts[FZ_SPLIT_MAX + 2], n_cuts;
     fz_split(seed, n_seed, f.n, cuts, &n_cuts, sizeof(cuts) / sizeof(cuts[0]));
-    g_gw.draining = (g_mode & 2) != 0;
+    g_gw.draining = false;
     g_n_pending = 0;
-    int sv[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0)
-        return 0;
-    int big = 1 << 20;
-    (void)setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
-    if (!conn_open(&g_gw, sv[0])) {
-        close(sv[1]);
-        uv_run(&g_gw.loop, UV_RUN_DEFAULT);
-        return 0;
+    int cfd = client_open();
+    if (cfd < 0)
+        abort(); /* the harness itself is broken: say so */
+    if (!g_gw.conns) {
+        close(cfd);
+        return 0; /* not accepted (over the cap): nothing to parse */
     }
+    g_gw.draining = (g_mode & 2) != 0; /* SIGTERM seen after this client connected */
+    int big = 1 << 20;
+    (void)setsockopt(cfd, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
     size_t off = 0;
     for (size_t i = 0; i < n_cuts; i++) {
         if (cuts[i] > 0) {
-            ssize_t w = send(sv[1], f.p + off, cuts[i], MSG_NOSIGNAL);
+            ssize_t w = send(cfd, f.p + off, cuts[i], MSG_NOSIGNAL);
             (void)w; /* a full socket or a closed conn just loses the rest, as with a client */
             off += cuts[i];
         }
         uv_run(&g_gw.loop, UV_RUN_NOWAIT);
-        drain_peer(sv[1]);
+        drain_peer(cfd);
         if (!(g_mode & 4))
             answer_pending();
         uv_run(&g_gw.loop, UV_RUN_NOWAIT);
-        drain_peer(sv[1]);
+        drain_peer(cfd);
     }
     if (g_mode & 8)
         answer_pending(); /* answer before the client hangs up */
-    shutdown(sv[1], SHUT_WR); /* client EOF */
+    shutdown(cfd, SHUT_WR); /* client EOF */
     for (int i = 0; i < 4 && g_gw.conns; i++) {
         uv_run(&g_gw.loop, UV_RUN_NOWAIT);
-        drain_peer(sv[1]);
+        drain_peer(cfd);
     }
     answer_pending();
     while (g_gw.conns) {
         gw_conn_close(g_gw.conns); /* idempotent; the close callbacks unlink and free it */
         uv_run(&g_gw.loop, UV_RUN_DEFAULT);
     }
-    close(sv[1]);
+    close(cfd);
     if (g_gw.n_conns != 0)
         __builtin_trap();
     return 0;

@@ -13,8 +13,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "itest.h"
 #include "common/file.h"
+#include "itest.h"
 #include "test.h"
 
 #define STEP_US 1000 /* fake worker: at least this long per decode step */

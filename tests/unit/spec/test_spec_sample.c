@@ -121,7 +121,7 @@ static void part_a(const struct sample_params *sp, const char *name)
 
 // ---- (B) end to end ----
 
-enum { NP = 6, RUNS = 2000, NGEN = 3 };
+enum { NP = 6, RUNS = 1000, NGEN = 3 };
 
 struct bigram {
     int32_t *next; // (V) most likely token after a one-token context

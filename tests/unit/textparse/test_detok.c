@@ -148,6 +148,31 @@ static void test_bytes(struct tokenizer *tok)
     detok_destroy(NULL);
 }
 
+/* Regression (fuzz/UBSan finding): a flush of a fresh detok, or a first feed that brings no
+ * bytes (a special id under SKIP_SPECIAL), passed NULL to memcpy. Each gives "" (not NULL). */
+static void test_fresh(struct tokenizer *tok)
+{
+    const char *t = NULL;
+    size_t l = 99;
+    struct detok *d = detok_create(tok, 0);
+    CHECK_EQ_INT(detok_flush(d, &t, &l), 0);
+    CHECK(t != NULL && l == 0 && t[0] == '\0');
+    detok_destroy(d);
+    d = detok_create(tok, TOKENIZER_DECODE_SKIP_SPECIAL);
+    t = NULL;
+    l = 99;
+    CHECK_EQ_INT(detok_feed(d, tokenizer_eos_id(tok), &t, &l), 0);
+    CHECK(t != NULL && l == 0);
+    CHECK_EQ_INT(detok_flush(d, &t, &l), 0);
+    CHECK(t != NULL && l == 0 && t[0] == '\0');
+    int32_t a = byte_tok(tok, 'A');
+    CHECK_EQ_INT(detok_feed(d, a, &t, &l), 0);
+    CHECK(l == 1 && t[0] == 'A');
+    detok_destroy(d);
+    /* the empty sequence streams to what decode gives */
+    stream_equals_decode(tok, NULL, 0, 0, "empty");
+}
+
 int main(void)
 {
     char tj[1024], dir[1024];
@@ -158,6 +183,7 @@ int main(void)
     CHECK(tok != NULL);
     if (!tok)
         return test_result();
+    test_fresh(tok);
     test_bytes(tok);
     test_corpus(tok, dir);
     tokenizer_destroy(tok);

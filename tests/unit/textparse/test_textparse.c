@@ -630,6 +630,45 @@ static void test_random_split_invariance(void)
            with_calls, with_reasoning);
 }
 
+/* Regression (fuzz finding): a <function= name over 512 bytes (the parser's limit) was kept
+ * when its '>' came in the same delta but dropped when the name streamed in small pieces. The
+ * block with the over-long name is dropped however the text is split; 512 bytes still pass. */
+static void test_long_name_split(void)
+{
+    static const size_t lens[] = {512, 513, 600};
+    for (size_t li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
+        size_t L = lens[li];
+        struct str t = {0};
+        str_put(&t, "<tool_call>\n<function=", strlen("<tool_call>\n<function="));
+        for (size_t i = 0; i < L; i++)
+            str_put(&t, "n", 1);
+        const char *tail = ">\n</function>\n</tool_call>\n"
+                           "<tool_call>\n<function=g>\n</function>\n</tool_call>";
+        str_put(&t, tail, strlen(tail));
+        size_t len = t.n;
+        int want = L <= 512 ? 2 : 1;
+        /* plans: whole, then even pieces of len/k bytes for a few k (k <= MAX_CUTS) */
+        static const size_t ks[] = {1, 2, 7, 40, 64};
+        for (size_t ki = 0; ki < sizeof(ks) / sizeof(ks[0]); ki++) {
+            struct plan pl = {.n = 0};
+            for (size_t i = 1; i < ks[ki]; i++)
+                pl.cuts[pl.n++] = i * len / ks[ki];
+            struct result r;
+            run_pipeline(t.p, &pl, false, NULL, &r);
+            CHECK_EQ_INT(r.n_calls, want);
+            CHECK(r.order_ok);
+            CHECK(r.content.n == 0);
+            if (r.n_calls == want) {
+                CHECK_STREQ(str_c(&r.name[want - 1]), "g");
+                if (want == 2)
+                    CHECK(r.name[0].n == L);
+            }
+            result_free(&r);
+        }
+        free(t.p);
+    }
+}
+
 static void test_misc(void)
 {
     CHECK(toolcall_create("[not json", 1) == NULL);
@@ -672,6 +711,7 @@ int main(void)
     test_stop();
     test_pipeline();
     test_random_split_invariance();
+    test_long_name_split();
     test_misc();
     return test_result();
 }
