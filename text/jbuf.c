@@ -75,6 +75,16 @@ void jbuf_consume(struct jbuf *b, size_t n)
     b->p[b->n] = 0;
 }
 
+size_t jbuf_partial_tag(const struct jbuf *b, const char *tag)
+{
+    size_t tl = strlen(tag);
+    size_t k = tl - 1 < b->n ? tl - 1 : b->n;
+    for (; k > 0; k--)
+        if (memcmp(b->p + b->n - k, tag, k) == 0)
+            return k;
+    return 0;
+}
+
 void jbuf_free(struct jbuf *b)
 {
     free(b->p);

@@ -19,6 +19,9 @@ void jbuf_putc(struct jbuf *b, char c);
 void jbuf_printf(struct jbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Drop the first n (<= b->n) bytes, moving the rest to the front. */
 void jbuf_consume(struct jbuf *b, size_t n);
+/* Length of the longest tail of b that is a proper prefix of tag: the bytes a streaming parser
+ * holds back because they may be the start of tag. */
+size_t jbuf_partial_tag(const struct jbuf *b, const char *tag);
 /* Free the bytes; the buffer is empty and reusable after. */
 void jbuf_free(struct jbuf *b);
 

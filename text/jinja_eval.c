@@ -244,6 +244,19 @@ int jrt_getitem(struct jrt *rt, struct jinja_value obj, struct jinja_value key,
     return 0;
 }
 
+/* One explicit slice index, normalised as Python does for a sequence of len (step != 0). */
+static int64_t slice_index(const struct jinja_value *i, int64_t len, int64_t step)
+{
+    int64_t v = index_of(*i);
+    if (v < 0)
+        v += len;
+    if (v < 0)
+        v = step > 0 ? 0 : -1;
+    if (v >= len)
+        v = step > 0 ? len : len - 1;
+    return v;
+}
+
 /* Python slice index normalisation (step != 0). */
 static void slice_bounds(int64_t len, const struct jinja_value *st, const struct jinja_value *sp,
                          int64_t step, int64_t *start, int64_t *stop)
@@ -255,26 +268,10 @@ static void slice_bounds(int64_t len, const struct jinja_value *st, const struct
         *start = len - 1;
         *stop = -1;
     }
-    if (st) {
-        int64_t v = index_of(*st);
-        if (v < 0)
-            v += len;
-        if (v < 0)
-            v = step > 0 ? 0 : -1;
-        if (v >= len)
-            v = step > 0 ? len : len - 1;
-        *start = v;
-    }
-    if (sp) {
-        int64_t v = index_of(*sp);
-        if (v < 0)
-            v += len;
-        if (v < 0)
-            v = step > 0 ? 0 : -1;
-        if (v >= len)
-            v = step > 0 ? len : len - 1;
-        *stop = v;
-    }
+    if (st)
+        *start = slice_index(st, len, step);
+    if (sp)
+        *stop = slice_index(sp, len, step);
 }
 
 static int do_slice(struct jrt *rt, struct jinja_value obj, const struct jinja_value *st,
@@ -334,6 +331,10 @@ int jrt_iterate(struct jrt *rt, struct jinja_value v, struct jv_list **out)
         *out = l.u.list;
         return 0;
     case JV_STR:
+        /* one value per character: check the budget before allocating the list */
+        if (rt->a->total >= RENDER_ARENA_MAX ||
+            v.u.s.n > (RENDER_ARENA_MAX - rt->a->total) / sizeof(struct jinja_value))
+            return jrt_fail(rt, "string too long to iterate");
         l = jv_list_new(rt->a, v.u.s.n);
         for (size_t i = 0; i < v.u.s.n;) {
             size_t j = utf8_next(v.u.s.s, v.u.s.n, i);

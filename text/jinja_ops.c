@@ -194,6 +194,14 @@ int jrt_binop(struct jrt *rt, int op, struct jinja_value l, struct jinja_value r
     if (op == '*' && (l.kind == JV_STR || (l.kind == JV_LIST && !(l.flags & JV_F_LAZY))) &&
         (r.kind == JV_INT || r.kind == JV_BOOL)) {
         int64_t k = as_i(r);
+        /* the result's size is known: refuse it before allocating (a repeat count of 10^10
+         * must not run the machine out of memory), and an empty operand skips the loop */
+        size_t unit = l.kind == JV_STR ? l.u.s.n : l.u.list->n * sizeof(struct jinja_value);
+        if (k <= 0 || unit == 0)
+            k = 0;
+        else if (jrt_arena(rt)->total >= JINJA_ARENA_MAX ||
+                 (uint64_t)k > (JINJA_ARENA_MAX - jrt_arena(rt)->total) / 2 / unit)
+            return jrt_fail(rt, "repeated %s too large", l.kind == JV_STR ? "string" : "list");
         if (l.kind == JV_STR) {
             struct jbuf b = {0};
             for (int64_t i = 0; i < k; i++)

@@ -68,17 +68,6 @@ bool reasoning_in_reasoning(const struct reasoning *r)
     return r->state == RS_REASONING || (r->state == RS_START && r->thinking);
 }
 
-/* Length of the longest suffix of s[0..n) that is a proper prefix of tag. */
-static size_t partial_suffix(const char *s, size_t n, const char *tag)
-{
-    size_t tl = strlen(tag);
-    size_t k = tl - 1 < n ? tl - 1 : n;
-    for (; k > 0; k--)
-        if (memcmp(s + n - k, tag, k) == 0)
-            return k;
-    return 0;
-}
-
 static bool is_ws(char c)
 {
     return c == ' ' || c == '\n' || c == '\r' || c == '\t';
@@ -118,8 +107,8 @@ static void run(struct reasoning *r, bool at_end)
                 r->state = RS_CONTENT;
                 continue;
             }
-            size_t h1 = partial_suffix(p->p, p->n, TAG_CLOSE);
-            size_t h2 = partial_suffix(p->p, p->n, TAG_TOOL);
+            size_t h1 = jbuf_partial_tag(p, TAG_CLOSE);
+            size_t h2 = jbuf_partial_tag(p, TAG_TOOL);
             size_t h = at_end ? 0 : (h1 > h2 ? h1 : h2);
             jbuf_put(&r->out_r, p->p, p->n - h);
             jbuf_consume(p, p->n - h);

@@ -86,16 +86,6 @@ static bool is_proper_prefix(const struct jbuf *b, const char *tag)
     return b->n < l && memcmp(b->p, tag, b->n) == 0;
 }
 
-static size_t partial_suffix(const char *s, size_t n, const char *tag)
-{
-    size_t tl = strlen(tag);
-    size_t k = tl - 1 < n ? tl - 1 : n;
-    for (; k > 0; k--)
-        if (memcmp(s + n - k, tag, k) == 0)
-            return k;
-    return 0;
-}
-
 static void skip_ws(struct jbuf *b)
 {
     size_t i = 0;
@@ -486,7 +476,7 @@ static bool step(struct toolcall *tc, bool at_end)
             tc->state = TC_FMT;
             return true;
         }
-        size_t h = at_end ? 0 : partial_suffix(p->p, p->n, T_CALL);
+        size_t h = at_end ? 0 : jbuf_partial_tag(p, T_CALL);
         content_text(tc, p->p, p->n - h);
         jbuf_consume(p, p->n - h);
         return false;
@@ -514,7 +504,7 @@ static bool step(struct toolcall *tc, bool at_end)
     case TC_BAD: {
         char *e = memmem(p->p + tc->scanned, p->n - tc->scanned, T_CALL_END, strlen(T_CALL_END));
         if (!e) {
-            size_t h = partial_suffix(p->p, p->n, T_CALL_END);
+            size_t h = jbuf_partial_tag(p, T_CALL_END);
             if (tc->state == TC_BAD) {
                 jbuf_consume(p, p->n - h); /* skipped text is not kept */
                 tc->scanned = 0;
@@ -624,7 +614,7 @@ static bool step(struct toolcall *tc, bool at_end)
         if (!best) {
             size_t hold = 0;
             for (size_t i = 0; i < 3; i++) {
-                size_t h = partial_suffix(p->p, p->n, ends[i]);
+                size_t h = jbuf_partial_tag(p, ends[i]);
                 hold = h > hold ? h : hold;
             }
             if (!tc->value_stream) {

@@ -121,7 +121,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 __builtin_trap();
             }
             if (i < MAX_CALLS && i < a->n_start &&
-                (a->args[i].n != strlen(ar1) || memcmp(a->args[i].p, ar1, a->args[i].n) != 0)) {
+                (a->args[i].n != strlen(ar1) ||
+                 (a->args[i].n && memcmp(a->args[i].p, ar1, a->args[i].n) != 0))) {
                 fprintf(stderr, "toolcall: streamed args of call %d != final '%s'\n", i, ar1);
                 __builtin_trap();
             }

@@ -216,6 +216,15 @@ static void test_render_errors(void)
                         "{}", "join result too large");
     expect_out("{% set sep = 'x' * 30000 %}{% set s = 'ab' | join(sep) %}{{ s | length }}", "{}",
                "30002");
+    expect_render_error("{{ ('xxxxxxxxxx' * 10000000) | list | length }}", "{}",
+                        "string too long to iterate");
+    /* repeat counts: the size is checked before allocating; empty operands do not loop */
+    expect_render_error("{{ 'ab' * 10000000000 }}", "{}", "repeated string too large");
+    expect_render_error("{{ ([1, 2] * 9223372036854775807) | length }}", "{}",
+                        "repeated list too large");
+    expect_out("{{ ('' * 9223372036854775807) | length }}|{{ ([] * 9223372036854775807) | length }}"
+               "|{{ 'ab' * 3 }}|{{ 2 * 'c' }}|{{ 'x' * -2 }}|{{ [1] * 2 }}",
+               "{}", "0|0|ababab|cc||[1, 1]");
     /* deliberate divergence: Python ints are unbounded, ours stop at 64 bits with an error */
     expect_render_error("{{ 9223372036854775807 + 1 }}", "{}", "integer overflow");
     expect_render_error("{{ 2 ** 64 }}", "{}", "integer overflow");
@@ -566,6 +575,20 @@ static void test_scaling(void)
     chat_template_destroy(t);
 }
 
+/* Slices against Python's semantics (expected strings from CPython, including out-of-range and
+ * negative indices with both step signs). */
+static void test_slices(void)
+{
+    static const char *const cases[][2] = {
+        {"{{ s[1:4] }}", "bcd"},      {"{{ s[::-1] }}", "fedcba"}, {"{{ s[-2:] }}", "ef"},
+        {"{{ s[:-10] }}", ""},        {"{{ s[10:] }}", ""},        {"{{ s[-100:2] }}", "ab"},
+        {"{{ s[4:1:-1] }}", "edc"},   {"{{ s[::2] }}", "ace"},     {"{{ s[5:-100:-1] }}", "fedcba"},
+        {"{{ s[-1:-7:-2] }}", "fdb"}, {"{{ s[2:100] }}", "cdef"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_out(cases[i][0], "{\"s\": \"abcdef\"}", cases[i][1]);
+}
+
 int main(void)
 {
     const char *src = getenv("TERN_SOURCE_DIR");
@@ -573,6 +596,7 @@ int main(void)
         TEST_SKIP("cannot chdir to TERN_SOURCE_DIR");
     test_parse_errors();
     test_render_basics();
+    test_slices();
     test_render_errors();
     test_chat_normalisation();
     test_content_format_detection();
