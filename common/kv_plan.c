@@ -8,6 +8,17 @@
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
+/* "5.06 GiB" in the reference engine's style; small sizes in MiB so they do not read 0.00 GiB */
+static const char *fmt_size(int64_t bytes, char *buf, size_t len)
+{
+    double b = (double)bytes;
+    if (b >= 0.1 * GIB || b <= -0.1 * GIB)
+        snprintf(buf, len, "%.2f GiB", b / GIB);
+    else
+        snprintf(buf, len, "%.2f MiB", b / (1024.0 * 1024.0));
+    return buf;
+}
+
 const char *kv_dtype_name(enum kv_dtype d)
 {
     switch (d) {
@@ -96,18 +107,20 @@ int kv_plan_compute(const struct kv_geom *g, const struct kv_opts *o, struct kv_
         p->max_len_fit = p->max_model_len;
 
     if (p->budget_bytes <= 0) {
+        char b0[32];
         snprintf(err, errlen,
-                 "no memory is left for the KV cache (%.2f GiB after weights and reserve); increase "
+                 "no memory is left for the KV cache (%s after weights and reserve); increase "
                  "--gpu-memory-utilization or pass --kv-cache-memory-bytes",
-                 (double)p->budget_bytes / GIB);
+                 fmt_size(p->budget_bytes, b0, sizeof b0));
         return ERR_FULL;
     }
     if (p->seq_bytes_max_len > p->budget_bytes) {
+        char b0[32], b1[32];
         int n = snprintf(err, errlen,
-                         "one sequence of max_model_len=%lld needs %.2f GiB of KV cache and GDN state "
-                         "(%s KV), but only %.2f GiB is available for the cache.",
-                         (long long)p->max_model_len, (double)p->seq_bytes_max_len / GIB,
-                         kv_dtype_name(p->dtype), (double)p->budget_bytes / GIB);
+                         "one sequence of max_model_len=%lld needs %s of KV cache and GDN state "
+                         "(%s KV), but only %s is available for the cache.",
+                         (long long)p->max_model_len, fmt_size(p->seq_bytes_max_len, b0, sizeof b0),
+                         kv_dtype_name(p->dtype), fmt_size(p->budget_bytes, b1, sizeof b1));
         if (n > 0 && (size_t)n < errlen) {
             if (p->max_len_fit > 0)
                 snprintf(err + n, errlen - (size_t)n,

@@ -11,6 +11,7 @@
 #include "common/kv_plan.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "model/backend.h"
 
 #define F(field) offsetof(struct wk_cfg, field)
 #define S(field) sizeof(((struct wk_cfg *)0)->field)
@@ -58,6 +59,12 @@ static const struct cfg_opt OPTS[] = {
      "frame cap, bytes (8388608)"},
     {"speculative-tokens", "TERN_SPECULATIVE_TOKENS", CFG_TYPE_INT, F(speculative_tokens), 0, -1,
      16, "MTP draft tokens per round, -1 = 3 when the head exists else 0 (-1)"},
+    {"load-format", "TERN_LOAD_FORMAT", CFG_TYPE_STR, F(load_format), S(load_format), 0, 0,
+     "auto|dummy: dummy = random weights of the config's shapes and formats (auto)"},
+    {"moe-backend", "TERN_MOE_BACKEND", CFG_TYPE_STR, F(moe_backend), S(moe_backend), 0, 0,
+     "auto|bf16|fp8|nvfp4_w4a16|nvfp4_w4a4_mma: force the expert kernels, engine cuda (auto)"},
+    {"linear-backend", "TERN_LINEAR_BACKEND", CFG_TYPE_STR, F(linear_backend), S(linear_backend),
+     0, 0, "auto|bf16|fp8|nvfp4_w4a16|nvfp4_w4a4_mma: force the dense kernels, engine cuda (auto)"},
     {"log-level", "TERN_LOG_LEVEL", CFG_TYPE_STR, F(log_level), S(log_level), 0, 0,
      "debug|info|warn|error (info)"},
 };
@@ -70,6 +77,9 @@ static void set_defaults(struct wk_cfg *c)
         c->scheduler_endpoint[0] = '\0'; /* validation reports it */
     snprintf(c->worker_id, sizeof c->worker_id, "wk-%d", (int)getpid());
     snprintf(c->engine, sizeof c->engine, "cpu");
+    snprintf(c->load_format, sizeof c->load_format, "auto");
+    snprintf(c->moe_backend, sizeof c->moe_backend, "auto");
+    snprintf(c->linear_backend, sizeof c->linear_backend, "auto");
     snprintf(c->model, sizeof c->model, "models/tiny");
     c->heartbeat_ms = 500;
     c->dead_after_ms = 3000;
@@ -86,6 +96,11 @@ static void set_defaults(struct wk_cfg *c)
     c->speculative_tokens = -1;
     c->max_msg_bytes = (int)MSG_MAX_BYTES_DEFAULT;
     snprintf(c->log_level, sizeof c->log_level, "info");
+}
+
+int wk_cfg_backend(const char *name)
+{
+    return backend_parse(name);
 }
 
 int wk_cfg_validate(const struct wk_cfg *c, char *err, size_t errlen)
@@ -106,6 +121,28 @@ int wk_cfg_validate(const struct wk_cfg *c, char *err, size_t errlen)
         if (c->model[0] == '\0' || access(path, R_OK) != 0) {
             snprintf(err, errlen, "engine %s needs --model DIR with a config.json (\"%s\")",
                      c->engine, c->model);
+            return ERR_INVAL;
+        }
+    }
+    if (strcmp(c->load_format, "auto") != 0 && strcmp(c->load_format, "dummy") != 0) {
+        snprintf(err, errlen, "load-format \"%s\" is not auto|dummy", c->load_format);
+        return ERR_INVAL;
+    }
+    const char *forced[2][2] = {{"moe-backend", c->moe_backend},
+                                {"linear-backend", c->linear_backend}};
+    for (int i = 0; i < 2; i++) {
+        int b = wk_cfg_backend(forced[i][1]);
+        if (b < 0) {
+            snprintf(err, errlen,
+                     "%s \"%s\" is not auto|bf16|fp8|nvfp4_w4a16|nvfp4_w4a4_mma|cpu_ref",
+                     forced[i][0], forced[i][1]);
+            return ERR_INVAL;
+        }
+        if (b != BACKEND_AUTO && b != BACKEND_CPU_REF && strcmp(c->engine, "cuda") != 0) {
+            snprintf(err, errlen,
+                     "%s %s needs --engine cuda: engine %s computes every layer class with the "
+                     "cpu_ref backend",
+                     forced[i][0], forced[i][1], c->engine);
             return ERR_INVAL;
         }
     }

@@ -38,7 +38,15 @@ struct wk_cfg {
     int64_t kv_cache_memory_bytes;
     char kv_cache_dtype[16]; // auto|bf16|fp8 for that plan; auto
     int speculative_tokens;  // MTP drafts per round (engine cpu); -1 = 3 with a head, else 0
+    char load_format[16];    // auto (safetensors) | dummy (random weights of the config's shapes
+                             // and formats, model_load_opts.dummy); auto
+    char moe_backend[32];    // auto | a backend name (model/backend.h) forced for the expert
+                             // classes; engine cuda; auto
+    char linear_backend[32]; // auto | a backend name forced for the dense classes; auto
 };
+
+/* The backend ids the two --*-backend flags name (BACKEND_AUTO for "auto"). */
+int wk_cfg_backend(const char *name);
 
 /* Returns 0 to run, 1 to exit 0 (--help, --check-config), ERR_INVAL (printed) to exit 2. */
 int wk_cfg_parse(struct wk_cfg *cfg, int argc, char **argv);

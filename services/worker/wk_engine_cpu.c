@@ -178,7 +178,8 @@ int wk_engine_cpu_create(const struct wk_cfg *cfg, wk_engine_progress_cb progres
     e->ops = &CPU_OPS;
     e->name = "cpu";
     e->impl = c;
-    int rc = model_load(&c->m, cfg->model, NULL, err, sizeof err);
+    struct model_load_opts lo = {.dummy = strcmp(cfg->load_format, "dummy") == 0};
+    int rc = model_load(&c->m, cfg->model, &lo, err, sizeof err);
     if (rc < 0) {
         LOG_ERR("model_load_failed", "dir=%s err=%s msg=\"%s\"", cfg->model, err_str(rc), err);
         goto fail;

@@ -522,8 +522,8 @@ int gpu_model_create(struct gpu_model **out, const struct model *m,
     snprintf(g->dev_name, sizeof g->dev_name, "%s", prop.name);
     struct backend_scheme sch[BACKEND_CLASS_COUNT];
     backend_schemes_from_model(m, sch);
-    rc = backend_plan_compute(sch, g->sm, g->dev_name, BACKEND_AUTO, BACKEND_AUTO, &g->plan, err,
-                              errlen);
+    rc = backend_plan_compute(sch, g->sm, g->dev_name, (enum backend_id)opts->force_moe,
+                              (enum backend_id)opts->force_linear, &g->plan, err, errlen);
     if (rc < 0)
         goto fail;
     if (cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking) != cudaSuccess) {

@@ -28,6 +28,8 @@ struct gpu_model_opts {
     int graphs;           // 1 = capture the layer stack of a (sub-)step of n rows, n = 1..n_slots,
                           //  as CUDA graphs at create and replay them (engine "cuda" does);
                           //  0 = eager launches. A failed capture falls back to eager (logged).
+    int force_moe;        // enum backend_id forced for the expert classes (0 = BACKEND_AUTO)
+    int force_linear;     // enum backend_id forced for the dense classes (0 = BACKEND_AUTO)
 };
 
 /* One item of a step: n tokens of the sequence in slot at positions pos .. pos+n-1. */

@@ -100,7 +100,8 @@ int wk_engine_cuda_create(const struct wk_cfg *cfg, wk_engine_progress_cb progre
     e->ops = &CUDA_OPS;
     e->name = "cuda";
     e->impl = c;
-    int rc = model_load(&m, cfg->model, NULL, err, sizeof err);
+    struct model_load_opts lo = {.dummy = strcmp(cfg->load_format, "dummy") == 0};
+    int rc = model_load(&m, cfg->model, &lo, err, sizeof err);
     if (rc < 0) {
         LOG_ERR("model_load_failed", "dir=%s err=%s msg=\"%s\"", cfg->model, err_str(rc), err);
         goto fail;
@@ -129,6 +130,8 @@ int wk_engine_cuda_create(const struct wk_cfg *cfg, wk_engine_progress_cb progre
         .kv_blocks = cfg->kv_blocks,
         .device = cfg->device,
         .graphs = 1,
+        .force_moe = wk_cfg_backend(cfg->moe_backend),
+        .force_linear = wk_cfg_backend(cfg->linear_backend),
     };
     rc = gpu_model_create(&c->g, m, &go, err, sizeof err);
     model_destroy(m);

@@ -1,27 +1,32 @@
 /* Unit: the worker sizes its pool from the model's KV plan when given --kv-cache-memory-bytes
- * (engines fake and cpu, models/tiny config), and refuses when one max_model_len sequence does
- * not fit. These are the capacities it registers with the scheduler.
+ * (engines fake and cpu, the built-in tiny geometry written by tiny_write() into a temp dir), and
+ * refuses when one max_model_len sequence does not fit. These are the capacities it registers with
+ * the scheduler.
  *
- * models/tiny by hand: 1 full-attention layer of 2 KV heads x 32: K+V = 2 x 2 x 32 x 2 B =
+ * the default tiny model by hand: 1 full-attention layer of 2 KV heads x 32: K+V = 2 x 2 x 32 x 2 B =
  * 256 B/token, 4,096 B per 16-token block; 3 GDN layers: conv dim 2 x 2 x 16 + 4 x 16 = 128,
  * window 128 x 3 x 2 B = 768 B, S = 4 x 16 x 16 x 4 B = 4,096 B -> 4,864 B/layer, 14,592 B/seq.
  * max_model_len 4096 = 256 blocks = 1,048,576 B (+ slot = 1,063,168 B).
  *   8 MiB, 16 seqs: 16 slots = 233,472 B; (8,388,608 - 233,472) / 4,096 = 1,991 blocks.
  *   1 MiB: refused (1,063,168 > 1,048,576). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/err.h"
 #include "common/log.h"
+#include "model/tiny.h"
 #include "test.h"
 #include "wk_cfg.h"
 #include "wk_engine.h"
+
+static char model_dir[64] = "/tmp/tern-wkkv-XXXXXX";
 
 static int create(const char *engine, const char *budget, struct wk_engine **e)
 {
     char *argv[] = {(char *)"tern-worker", (char *)"--engine",
                     (char *)engine,        (char *)"--model",
-                    (char *)"models/tiny", (char *)"--max-model-len",
+                    (char *)model_dir,     (char *)"--max-model-len",
                     (char *)"4096",        (char *)"--max-seqs",
                     (char *)"16",          (char *)"--kv-cache-memory-bytes",
                     (char *)budget,        (char *)"--threads",
@@ -38,6 +43,10 @@ static int create(const char *engine, const char *budget, struct wk_engine **e)
 int main(void)
 {
     log_init("test", LOG_LEVEL_OFF);
+    CHECK(mkdtemp(model_dir) != NULL);
+    struct tiny_opts to;
+    tiny_opts_default(&to);
+    CHECK_EQ_INT(tiny_write(&to, model_dir), 0);
     const char *engines[] = {"fake", "cpu"};
     for (int i = 0; i < 2; i++) {
         struct wk_engine *e = NULL;
@@ -54,5 +63,8 @@ int main(void)
         CHECK_EQ_INT(create(engines[i], "1048576", &e), ERR_FULL);
         CHECK(e == NULL);
     }
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", model_dir);
+    CHECK_EQ_INT(system(cmd), 0);
     return test_result();
 }
