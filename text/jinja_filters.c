@@ -245,13 +245,26 @@ static int f_join(struct jrt *rt, struct jinja_value v, const struct jargs *args
     int rc = jrt_iterate(rt, v, &items);
     if (rc < 0)
         return rc;
+    /* the separator as text, once: a non-string separator (say a tuple) would otherwise be
+     * converted again for every item */
+    struct jbuf sep = {0};
+    if (d)
+        jv_to_str(&sep, *d);
+    if (join_too_big(rt, sep.n)) {
+        jbuf_free(&sep);
+        return jrt_fail(rt, "join result too large");
+    }
     /* strings joined directly have a known total: refuse it before allocating anything */
     if (!attr && items->n) {
-        size_t need = d && d->kind == JV_STR ? (items->n - 1) * d->u.s.n : 0;
+        size_t need = (items->n - 1) * sep.n;
+        if (sep.n && need / sep.n != items->n - 1)
+            need = SIZE_MAX;
         for (size_t i = 0; i < items->n && !join_too_big(rt, need); i++)
             need += items->v[i].kind == JV_STR ? items->v[i].u.s.n : 0;
-        if (join_too_big(rt, need))
+        if (join_too_big(rt, need)) {
+            jbuf_free(&sep);
             return jrt_fail(rt, "join result too large");
+        }
     }
     struct jbuf b = {0};
     for (size_t i = 0; i < items->n; i++) {
@@ -259,24 +272,27 @@ static int f_join(struct jrt *rt, struct jinja_value v, const struct jargs *args
         if (attr && attr->kind == JV_STR &&
             (rc = jrt_getattr(rt, it, attr->u.s.s, attr->u.s.n, &it)) < 0) {
             jbuf_free(&b);
+            jbuf_free(&sep);
             return rc;
         }
         /* the buffer and its copy into the arena must fit: check before growing (strings
          * have a known size; anything else is small or is checked right after) */
-        size_t add = (i && d && d->kind == JV_STR ? d->u.s.n : 0) +
-                     (it.kind == JV_STR ? it.u.s.n : 0);
+        size_t add = (i ? sep.n : 0) + (it.kind == JV_STR ? it.u.s.n : 0);
         if (join_too_big(rt, b.n + add)) {
             jbuf_free(&b);
+            jbuf_free(&sep);
             return jrt_fail(rt, "join result too large");
         }
-        if (i && d)
-            jv_to_str(&b, *d);
+        if (i && sep.n)
+            jbuf_put(&b, sep.p, sep.n);
         jv_to_str(&b, it);
         if (join_too_big(rt, b.n)) {
             jbuf_free(&b);
+            jbuf_free(&sep);
             return jrt_fail(rt, "join result too large");
         }
     }
+    jbuf_free(&sep);
     *out = jv_strdup(jrt_arena(rt), b.p ? b.p : "", b.n);
     jbuf_free(&b);
     return 0;

@@ -216,6 +216,11 @@ static void test_render_errors(void)
                         "{}", "join result too large");
     expect_out("{% set sep = 'x' * 30000 %}{% set s = 'ab' | join(sep) %}{{ s | length }}", "{}",
                "30002");
+    /* a tuple separator is converted to text once, not once per item (fuzz timeout) */
+    expect_out("{% set sep = 'x' * 3, %}{{ 'ab' | join(sep) }}", "{}", "a('xxx',)b");
+    expect_render_error("{% set sep = 'x' * 30000, %}{% set s = '.startswith(ab' | join(sep) %}"
+                        "{% set s = s | join(sep) %}{% set s = s | join(sep) %}{{ s | length }}",
+                        "{}", "join result too large");
     expect_render_error("{{ ('xxxxxxxxxx' * 10000000) | list | length }}", "{}",
                         "string too long to iterate");
     /* repeat counts: the size is checked before allocating; empty operands do not loop */
