@@ -1,9 +1,13 @@
 /* wk_engine: picks the backend named by the config. */
 #include "wk_engine.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "common/err.h"
+#include "common/kv_plan.h"
+#include "common/log.h"
+#include "model/kv_geom.h"
 #include "wk_cfg.h"
 
 int wk_engine_create(const struct wk_cfg *cfg, wk_engine_progress_cb progress, void *ctx,
@@ -23,4 +27,38 @@ void wk_engine_destroy(struct wk_engine *e)
 {
     if (e)
         e->ops->destroy(e);
+}
+
+int wk_engine_size_from_plan(const struct wk_cfg *cfg, const struct model_config *mc,
+                             const char *engine, struct wk_engine_info *in)
+{
+    struct kv_geom g;
+    struct kv_opts o;
+    struct kv_plan p;
+    char err[1024];
+    model_kv_geom(mc, false, &g);
+    memset(&o, 0, sizeof o);
+    o.dtype = (enum kv_dtype)kv_dtype_parse(cfg->kv_cache_dtype);
+    o.max_model_len = in->max_model_len;
+    o.max_num_seqs = cfg->max_seqs;
+    o.kv_cache_memory_bytes = cfg->kv_cache_memory_bytes;
+    o.block_tokens = cfg->block_tokens;
+    int rc = kv_plan_compute(&g, &o, &p, err, sizeof err);
+    if (rc < 0) {
+        LOG_ERR("kv_plan_refused", "engine=%s msg=\"%s\"", engine, err);
+        fprintf(stderr, "tern-worker: %s\n", err);
+        return rc;
+    }
+    if (p.n_blocks > UINT32_MAX / 2)
+        p.n_blocks = UINT32_MAX / 2;
+    in->n_slots = (uint32_t)p.n_state_slots;
+    in->kv_blocks = (uint32_t)p.n_blocks;
+    in->kv_bytes = (uint64_t)p.budget_bytes;
+    LOG_INFO("kv_pool",
+             "engine=%s tokens=%lld blocks=%lld state_slots=%lld kv_dtype=%s "
+             "max_concurrency=%.2fx at max_model_len=%lld",
+             engine, (long long)p.pool_tokens, (long long)p.n_blocks,
+             (long long)p.n_state_slots, kv_dtype_name(p.dtype), p.max_concurrency,
+             (long long)p.max_model_len);
+    return 0;
 }

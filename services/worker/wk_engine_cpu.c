@@ -101,44 +101,6 @@ static void cpu_destroy(struct wk_engine *e)
     free(e);
 }
 
-#define ENGINE_NAME "cpu"
-
-/* --kv-cache-memory-bytes: slots and blocks from the model's KV plan (docs/KV.md), or refuse
- * in one line when one max_model_len sequence does not fit. */
-static int size_from_plan(const struct wk_cfg *cfg, const struct model_config *mc,
-                          struct wk_engine_info *in)
-{
-    struct kv_geom g;
-    struct kv_opts o;
-    struct kv_plan p;
-    char err[1024];
-    model_kv_geom(mc, false, &g);
-    memset(&o, 0, sizeof o);
-    o.dtype = (enum kv_dtype)kv_dtype_parse(cfg->kv_cache_dtype);
-    o.max_model_len = in->max_model_len;
-    o.max_num_seqs = cfg->max_seqs;
-    o.kv_cache_memory_bytes = cfg->kv_cache_memory_bytes;
-    o.block_tokens = cfg->block_tokens;
-    int rc = kv_plan_compute(&g, &o, &p, err, sizeof err);
-    if (rc < 0) {
-        LOG_ERR("kv_plan_refused", "engine=%s msg=\"%s\"", ENGINE_NAME, err);
-        fprintf(stderr, "tern-worker: %s\n", err);
-        return rc;
-    }
-    if (p.n_blocks > UINT32_MAX / 2)
-        p.n_blocks = UINT32_MAX / 2;
-    in->n_slots = (uint32_t)p.n_state_slots;
-    in->kv_blocks = (uint32_t)p.n_blocks;
-    in->kv_bytes = (uint64_t)p.budget_bytes;
-    LOG_INFO("kv_pool",
-             "engine=%s tokens=%lld blocks=%lld state_slots=%lld kv_dtype=%s "
-             "max_concurrency=%.2fx at max_model_len=%lld",
-             ENGINE_NAME, (long long)p.pool_tokens, (long long)p.n_blocks,
-             (long long)p.n_state_slots, kv_dtype_name(p.dtype), p.max_concurrency,
-             (long long)p.max_model_len);
-    return 0;
-}
-
 static int cpu_spec_window(struct wk_engine *e, uint32_t slot, uint32_t pos, uint32_t x, int k,
                            int32_t *drafts, float *logits)
 {
@@ -203,7 +165,7 @@ int wk_engine_cpu_create(const struct wk_cfg *cfg, wk_engine_progress_cb progres
                         ? (uint32_t)cfg->kv_blocks
                         : in->n_slots * (uint32_t)CEIL_DIV(in->max_model_len, in->block_tokens);
     if (cfg->kv_cache_memory_bytes > 0) {
-        rc = size_from_plan(cfg, mc, in);
+        rc = wk_engine_size_from_plan(cfg, mc, "cpu", in);
         if (rc < 0)
             goto fail;
     }
