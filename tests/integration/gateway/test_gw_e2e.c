@@ -431,7 +431,7 @@ static void test_disconnect(void)
 {
     struct itest_conn *c = calloc(1, sizeof(*c));
     c->fd = itest_connect(g_port);
-    const char *body = "{\"prompt\":\"endless\",\"max_tokens\":200,\"stream\":true}";
+    const char *body = "{\"prompt\":\"endless\",\"max_tokens\":240,\"stream\":true}";
     char req[512];
     int n = snprintf(req, sizeof(req),
                      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s",
@@ -446,8 +446,17 @@ static void test_disconnect(void)
             itest_sleep_ms(5);
     }
     CHECK(count_events(c->buf, c->len) >= 4);
-    double running = metric("vllm:num_requests_running{");
-    double kv = metric("vllm:kv_cache_usage_perc{");
+    /* the gateway's gauges come from the scheduler's status, polled every 200 ms: wait for a
+     * snapshot taken after the request started (the stream lasts 240 steps of >= 3 ms) */
+    double running = -1, kv = -1;
+    end = itest_now_ms() + 2000;
+    do {
+        running = metric("vllm:num_requests_running{");
+        kv = metric("vllm:kv_cache_usage_perc{");
+        if (running >= 1 && kv > 0)
+            break;
+        itest_sleep_ms(20);
+    } while (itest_now_ms() < end);
     CHECK(running >= 1);
     CHECK(kv > 0);
     long long t0 = itest_now_ms();
