@@ -1,7 +1,8 @@
 /* model_dummy: `--load-format dummy` weights. Every tensor the loader asks for is allocated in
  * its real shape and format (the quantization scheme of the config) and filled with values that
  * depend only on (seed, tensor name), so the full-size model can be instantiated from
- * config.json alone, e.g. for kernel benchmarks. Buffers are owned by the model. */
+ * config.json alone, e.g. for kernel benchmarks. Buffers are owned by the model. With
+ * header_only, nothing is allocated: shapes, formats and byte counts only (data stays NULL). */
 #include "common/err.h"
 #include "common/xalloc.h"
 #include "model/dtype.h"
@@ -28,16 +29,9 @@ static uint64_t name_seed(const struct model_loader *L, const char *name)
     return mix64(h);
 }
 
-/* A large buffer of n bytes counted in the group of name; NULL + ERR_NOMEM message on failure. */
-static void *dummy_alloc(struct model_loader *L, const char *name, int64_t n)
+/* Count n bytes of tensor name in its group. */
+static void dummy_count(struct model_loader *L, const char *name, int64_t n)
 {
-    void *p = malloc((size_t)(n > 0 ? n : 1));
-    if (!p) {
-        model_load_fail(L, "dummy weights: cannot allocate %lld bytes for '%s'", (long long)n,
-                        name);
-        return NULL;
-    }
-    model_load_own(L, p);
     enum model_group g = model_group_of(name);
     struct model_load_stats *s = &L->p->stats;
     s->group_bytes[g] += n;
@@ -48,6 +42,25 @@ static void *dummy_alloc(struct model_loader *L, const char *name, int64_t n)
         s->n_mtp_tensors++;
         s->mtp_bytes += n;
     }
+}
+
+/* A large buffer of n bytes counted in the group of name; NULL + ERR_NOMEM message on failure.
+ * Header-only loads count the bytes and return NULL with no error: callers check
+ * L->header_only first. */
+static void *dummy_alloc(struct model_loader *L, const char *name, int64_t n)
+{
+    if (L->header_only) {
+        dummy_count(L, name, n);
+        return NULL;
+    }
+    void *p = malloc((size_t)(n > 0 ? n : 1));
+    if (!p) {
+        model_load_fail(L, "dummy weights: cannot allocate %lld bytes for '%s'", (long long)n,
+                        name);
+        return NULL;
+    }
+    model_load_own(L, p);
+    dummy_count(L, name, n);
     return p;
 }
 
@@ -107,6 +120,9 @@ static enum qw_format dummy_dense_fmt(const struct model_config *c)
 int model_dummy_vec(struct model_loader *L, const char *name, int64_t n, float **out)
 {
     float *v = dummy_alloc(L, name, n * 4);
+    *out = v;
+    if (L->header_only)
+        return 0;
     if (!v)
         return ERR_NOMEM;
     dummy_floats(v, QW_F32, n, name_seed(L, name), 0.1f);
@@ -124,6 +140,8 @@ int model_dummy_dense(struct model_loader *L, const char *name, int64_t rows, in
     w->row_stride = cols;
     int64_t es = w->fmt == QW_F32 ? 4 : 2;
     void *p = dummy_alloc(L, name, rows * cols * es);
+    if (L->header_only)
+        return 0;
     if (!p)
         return ERR_NOMEM;
     dummy_floats(p, w->fmt, rows * cols, name_seed(L, name), 0.05f);
@@ -148,11 +166,15 @@ int model_dummy_linear(struct model_loader *L, const char *module, const struct 
             return model_load_fail(L, "module '%s': NVFP4 needs in_features %% 16 == 0, got %lld",
                                    module, (long long)cols);
         uint8_t *d = dummy_alloc(L, name, rows * cols / 2);
-        uint8_t *b = d ? dummy_alloc(L, name, rows * cols / 16) : NULL;
-        if (!b)
+        uint8_t *b = d || L->header_only ? dummy_alloc(L, name, rows * cols / 16) : NULL;
+        if (!b && !L->header_only)
             return ERR_NOMEM;
-        dummy_bytes(d, rows * cols / 2, seed, 0xff, 0);
-        dummy_bytes(b, rows * cols / 16, seed ^ 1, 0x0f, 0x30); /* e4m3 0.5 .. 1.875 */
+        if (!L->header_only) {
+            dummy_bytes(d, rows * cols / 2, seed, 0xff, 0);
+            dummy_bytes(b, rows * cols / 16, seed ^ 1, 0x0f, 0x30); /* e4m3 0.5 .. 1.875 */
+        }
+        /* the global scale(s): scalar tensors in a real checkpoint, counted the same way */
+        dummy_count(L, name, 4 + (s->act_fp4 ? 4 : 0));
         w->fmt = QW_NVFP4;
         w->data = d;
         w->bscale = b;
@@ -164,9 +186,10 @@ int model_dummy_linear(struct model_loader *L, const char *module, const struct 
     }
     if (s->kind == QUANT_KIND_FP8) {
         uint8_t *d = dummy_alloc(L, name, rows * cols);
-        if (!d)
+        if (!d && !L->header_only)
             return ERR_NOMEM;
-        dummy_bytes(d, rows * cols, seed, 0xbf, 0); /* clears bit 6: no NaN, |v| < 2 */
+        if (d)
+            dummy_bytes(d, rows * cols, seed, 0xbf, 0); /* clears bit 6: no NaN, |v| < 2 */
         w->fmt = QW_FP8;
         w->data = d;
         int64_t ns = 1;
@@ -182,9 +205,9 @@ int model_dummy_linear(struct model_loader *L, const char *module, const struct 
             w->scale_kind = QW_SCALE_TENSOR;
         }
         float *sc = dummy_alloc(L, name, ns * 4);
-        if (!sc)
+        if (!sc && !L->header_only)
             return ERR_NOMEM;
-        for (int64_t i = 0; i < ns; i++)
+        for (int64_t i = 0; sc && i < ns; i++)
             sc[i] = 0.02f;
         w->scale = sc;
         return 0;

@@ -751,6 +751,7 @@ int model_load(struct model **out, const char *dir, const struct model_load_opts
                              .p = p,
                              .c = &m->cfg,
                              .dummy = o.dummy,
+                             .header_only = o.header_only,
                              .seed = o.dummy_seed,
                              .err = err,
                              .errlen = errlen};

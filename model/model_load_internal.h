@@ -25,6 +25,7 @@ struct model_loader {
     const struct quant *q;
     const struct model_config *c;
     bool dummy;    // random weights from the config alone (no files)
+    bool header_only; // shapes and formats only: no tensor data (dummy: nothing allocated)
     uint64_t seed; // dummy seed
     char *err;
     size_t errlen;

@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "common/sdnotify.h"
 #include "wk.h"
+#include "wk_bench.h"
 
 static volatile sig_atomic_t g_stop; /* the signal flag (STYLE.md §6) */
 
@@ -37,6 +38,8 @@ int main(int argc, char **argv)
         return 0;
     log_init("worker", (enum log_level)log_level_parse(cfg.log_level));
     wk_cfg_log(&cfg);
+    if (cfg.bench) /* no scheduler: time the engine, print, exit */
+        return wk_bench_run(&cfg) < 0 ? 1 : 0;
     signals_install();
     rc = wk_init(&w, &cfg); /* sockets, exec thread (loads the engine) */
     if (rc < 0) {

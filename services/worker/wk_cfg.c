@@ -65,6 +65,22 @@ static const struct cfg_opt OPTS[] = {
      "auto|bf16|fp8|nvfp4_w4a16|nvfp4_w4a4_mma: force the expert kernels, engine cuda (auto)"},
     {"linear-backend", "TERN_LINEAR_BACKEND", CFG_TYPE_STR, F(linear_backend), S(linear_backend),
      0, 0, "auto|bf16|fp8|nvfp4_w4a16|nvfp4_w4a4_mma: force the dense kernels, engine cuda (auto)"},
+    {"bench", "TERN_WORKER_BENCH", CFG_TYPE_BOOL, F(bench), 0, 0, 0,
+     "time the engine's prefill and decode steps without a scheduler, print, exit (off)"},
+    {"bench-prompt-len", "TERN_BENCH_PROMPT_LEN", CFG_TYPE_INT, F(bench_prompt_len), 0, 1,
+     1 << 24, "bench: prompt tokens per sequence (512)"},
+    {"bench-gen", "TERN_BENCH_GEN", CFG_TYPE_INT, F(bench_gen), 0, 1, 1 << 24,
+     "bench: decode steps, EOS ignored (128)"},
+    {"bench-batch", "TERN_BENCH_BATCH", CFG_TYPE_INT, F(bench_batch), 0, 1, 4096,
+     "bench: sequences (1)"},
+    {"bench-chunk", "TERN_BENCH_CHUNK", CFG_TYPE_INT, F(bench_chunk), 0, 0, 1 << 20,
+     "bench: prefill tokens per sequence per step, 0 = max-step-tokens / batch (0)"},
+    {"bench-seed", "TERN_BENCH_SEED", CFG_TYPE_INT, F(bench_seed), 0, 0, 1 << 30,
+     "bench: seed of the random prompt ids (0)"},
+    {"bench-bw-gbs", "TERN_BENCH_BW_GBS", CFG_TYPE_DOUBLE, F(bench_bw_gbs), 0, 0, 0,
+     "bench: memory bandwidth for the roofline fraction, GB/s, 0 = none (0)"},
+    {"bench-json", "TERN_BENCH_JSON", CFG_TYPE_STR, F(bench_json), S(bench_json), 0, 0,
+     "bench: also write the result as JSON to this file"},
     {"log-level", "TERN_LOG_LEVEL", CFG_TYPE_STR, F(log_level), S(log_level), 0, 0,
      "debug|info|warn|error (info)"},
 };
@@ -94,6 +110,9 @@ static void set_defaults(struct wk_cfg *c)
     c->fake_eos = -1;
     c->fake_step_us = 0;
     c->speculative_tokens = -1;
+    c->bench_prompt_len = 512;
+    c->bench_gen = 128;
+    c->bench_batch = 1;
     c->max_msg_bytes = (int)MSG_MAX_BYTES_DEFAULT;
     snprintf(c->log_level, sizeof c->log_level, "info");
 }
@@ -166,6 +185,10 @@ int wk_cfg_validate(const struct wk_cfg *c, char *err, size_t errlen)
     if (c->fake_eos >= c->fake_vocab) {
         snprintf(err, errlen, "fake-eos (%d) must be below fake-vocab (%d)", c->fake_eos,
                  c->fake_vocab);
+        return ERR_INVAL;
+    }
+    if (c->bench_bw_gbs < 0) {
+        snprintf(err, errlen, "bench-bw-gbs must be >= 0");
         return ERR_INVAL;
     }
     if (log_level_parse(c->log_level) < 0) {

@@ -32,6 +32,15 @@ struct wk_cfg {
     int fake_step_us;    // fake engine: sleep per step, us (simulated compute); 0
     int max_msg_bytes;   // frame cap, bytes; 8 MiB
     char log_level[16];  // debug|info|warn|error; info
+    /* --bench (wk_bench.h): time the engine without a scheduler, print the result, exit */
+    bool bench;
+    int bench_prompt_len; // prompt tokens per sequence; 512
+    int bench_gen;        // decode steps; 128
+    int bench_batch;      // sequences; 1
+    int bench_chunk;      // prefill tokens per sequence per step; 0 = max_step_tokens / batch
+    int bench_seed;       // prompt ids; 0
+    double bench_bw_gbs;  // memory bandwidth for the roofline fraction, GB/s; 0 = not reported
+    char bench_json[512]; // write the result here too; "" = no
 
     /* > 0: size slots and blocks from this budget with the model's kv_plan (docs/KV.md;
      * engines fake, cpu); 0 = kv_blocks */

@@ -1,7 +1,8 @@
 /* tern inspect DIR [--json] [--check] [--load-format auto|dummy] [--seed N]: summarize a
  * checkpoint (config, tensors and bytes per group, quantization per module class, MTP).
- * Header-only by default; --check maps the data and validates every offset; dummy builds random
- * weights from config.json alone. Errors: one line on stderr, exit 1. */
+ * Header-only by default (also with dummy: shapes and formats from config.json alone, nothing
+ * allocated); --check maps the data and validates every offset, or with dummy builds the random
+ * weights. Errors: one line on stderr, exit 1. */
 #include "model/inspect.h"
 #include "model/model_load.h"
 
@@ -51,8 +52,6 @@ int tern_cmd_inspect(int argc, char **argv)
         fprintf(stderr, "tern inspect: missing DIR (%s)\n", USAGE);
         return 1;
     }
-    if (o.dummy)
-        o.header_only = false;
     char err[1024];
     if (inspect_dir(dir, &o, json, stdout, err, sizeof(err)) < 0) {
         fprintf(stderr, "tern inspect: %s\n", err);
