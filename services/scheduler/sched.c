@@ -157,6 +157,7 @@ void sched_req_drop(struct sched *s, struct sched_req *r)
 void sched_req_requeue(struct sched *s, struct sched_req *r)
 {
     release_placement(s, r);
+    r->t_queued_ms = 0; /* stamped by the next queue-timeout check, on its clock */
     r->n_prefilled = 0;
     r->n_blocks_sent = 0;
     r->n_generated = 0;
@@ -166,15 +167,12 @@ void sched_req_requeue(struct sched *s, struct sched_req *r)
     sched_queue_push_front(s, r);
 }
 
-void sched_req_preempt(struct sched *s, struct sched_req *r)
+/* Back to the head of the queue, to be prefilled again with the prompt and every token already
+ * sent, then continued (preemption, and resumption after a worker loss). */
+static void req_park(struct sched *s, struct sched_req *r)
 {
-    struct sched_worker *w = &s->workers[r->worker];
-    LOG_INFO("req_preempt", "req=%016" PRIx64 " worker=%s generated=%u blocks=%u", r->id, w->id,
-             r->n_generated, r->seq.n_blocks);
-    r->fence_worker = r->worker;
-    r->fence_step = w->step_id; /* its plans so far may still report: not back there before */
     release_placement(s, r);
-    /* resume later by prefilling the prompt and every token already sent */
+    r->t_queued_ms = 0; /* stamped by the next queue-timeout check, on its clock */
     r->n_resume = r->n_generated;
     free(r->resume_ids);
     r->resume_ids = NULL;
@@ -187,8 +185,26 @@ void sched_req_preempt(struct sched *s, struct sched_req *r)
     r->n_blocks_sent = 0;
     r->n_granted = 0;
     r->n_stop = r->n_stop_user;
-    s->n_preempted++;
     sched_queue_push_front(s, r);
+}
+
+void sched_req_preempt(struct sched *s, struct sched_req *r)
+{
+    struct sched_worker *w = &s->workers[r->worker];
+    LOG_INFO("req_preempt", "req=%016" PRIx64 " worker=%s generated=%u blocks=%u", r->id, w->id,
+             r->n_generated, r->seq.n_blocks);
+    r->fence_worker = r->worker;
+    r->fence_step = w->step_id; /* its plans so far may still report: not back there before */
+    s->n_preempted++;
+    req_park(s, r);
+}
+
+void sched_req_resume(struct sched *s, struct sched_req *r)
+{
+    LOG_INFO("req_resume", "req=%016" PRIx64 " worker=%s generated=%u", r->id,
+             s->workers[r->worker].id, r->n_generated);
+    s->n_resumed++;
+    req_park(s, r);
 }
 
 static void fill_usage(const struct sched_req *r, Tern__Usage *u)

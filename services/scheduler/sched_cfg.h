@@ -30,6 +30,9 @@ struct sched_cfg {
     bool reserve_full;    // reserve KV for prompt + max_new at placement (no growth, no
                           // preemption); default false: grow per decode grant, preempt the
                           // youngest sequence when the pool runs out
+    bool fail_on_worker_loss; // a lost worker's requests that already sent tokens end with
+                              // WORKER_LOST; default false: they continue elsewhere from the
+                              // tokens sent (prefilled again)
     char log_level[16];   // debug|info|warn|error; default info
     /* KV-pool plan (docs/KV.md), checked at startup when model or model_config is set, and by
      * --check. The workers size their own pools; this is the operator's preflight. */

@@ -60,6 +60,8 @@ struct sched_req {
     uint32_t n_generated;      // completion tokens received
     uint32_t n_granted;        // decode steps granted in plans whose tokens are not back yet
     uint64_t t_submit_ms, t_placed_ms, t_first_ms; // clock_now_ms()
+    uint64_t t_queued_ms; // entered the queue last (submit, preemption, resumption; 0 = since
+                          // the last timeout check): the queue timeout counts from here
     struct sched_req *q_prev, *q_next;             // waiting queue links
     bool queued;
 };
@@ -138,7 +140,7 @@ struct sched {
     uint64_t warn_at_ms;      // last rate-limited warning
     uint32_t warn_suppressed; // warnings not logged since
     /* counters since start (StatusSnapshot) */
-    uint64_t n_submitted, n_finished, n_aborted, n_failed, n_rejected, n_preempted;
+    uint64_t n_submitted, n_finished, n_aborted, n_failed, n_rejected, n_preempted, n_resumed;
     uint64_t prompt_tokens_total, generation_tokens_total;
     /* MTP speculative decoding totals from the workers' StepResults (vLLM spec_decode_*) */
     uint64_t spec_drafts, spec_draft_tokens, spec_accepted_tokens;

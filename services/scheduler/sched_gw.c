@@ -295,6 +295,7 @@ static void on_submit(struct sched *s, int gw, uint64_t req_id, const Tern__Subm
     r->samp.logprobs = p->has_logprobs && p->logprobs;
     r->samp.top_logprobs = p->top_logprobs;
     r->t_submit_ms = now_ms;
+    r->t_queued_ms = now_ms;
     if (sched_reqs_add(s->reqs, r) < 0) { /* checked above; cannot happen */
         sched_req_destroy(r);
         return;
@@ -415,7 +416,9 @@ void sched_gw_expire_queue(struct sched *s, uint64_t now_ms)
     struct sched_req *r = s->q_head;
     while (r) {
         struct sched_req *next = r->q_next;
-        if (now_ms - r->t_submit_ms >= (uint64_t)s->cfg->queue_timeout_ms)
+        if (r->t_queued_ms == 0) /* back in the queue since the last check */
+            r->t_queued_ms = now_ms;
+        if (now_ms - r->t_queued_ms >= (uint64_t)s->cfg->queue_timeout_ms)
             sched_req_fail(s, r, TERN__ERROR_CODE__ERROR_CODE_NO_WORKER,
                            "no worker available in time");
         r = next;

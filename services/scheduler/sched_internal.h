@@ -46,6 +46,9 @@ void sched_req_requeue(struct sched *s, struct sched_req *r);
  * and prefilled again on the next placement (recompute), and it is not placed back on the same
  * worker until that worker's plans sent so far are done. */
 void sched_req_preempt(struct sched *s, struct sched_req *r);
+/* Its worker is gone after tokens were sent: queue it again to continue from those tokens (the
+ * prompt and the tokens so far are prefilled again elsewhere; greedy output is unchanged). */
+void sched_req_resume(struct sched *s, struct sched_req *r);
 /* Error to a peer that sent something we cannot take (req_id may be 0). */
 void sched_reply_error(struct sched *s, struct msg_sock *sock, const struct msg_peer *to,
                        uint64_t req_id, Tern__ErrorCode code, const char *msg);

@@ -2,7 +2,9 @@
  * Register; a frame from an unknown id (for example after a scheduler restart) is answered with
  * Reset, and the worker drops its sequences and registers again. A worker silent for
  * dead_after_ms, or one that registers again, is lost: requests with no token sent yet go back
- * to the queue, the others end with WORKER_LOST. */
+ * to the queue; the others go back too and continue from the tokens already sent (prefilled
+ * again on another worker), unless no other worker is ready (a stream would stall until a
+ * restart) or --fail-on-worker-loss: then they end with WORKER_LOST. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,7 +87,9 @@ void sched_wk_lost(struct sched *s, struct sched_worker *w, const char *why)
 {
     int idx = sched_wk_index(s, w);
     w->state = SCHED_WORKER_STATE_FREE; /* first: no frees are queued for a gone worker */
-    uint32_t requeued = 0, failed = 0;
+    uint32_t requeued = 0, resumed = 0, failed = 0, others_ready = 0;
+    for (int i = 0; i < SCHED_MAX_WORKERS; i++)
+        others_ready += s->workers[i].state == SCHED_WORKER_STATE_READY;
     for (uint32_t i = sched_reqs_count(s->reqs); i-- > 0;) {
         struct sched_req *r = sched_reqs_at(s->reqs, i);
         if (r->worker != idx)
@@ -94,6 +98,9 @@ void sched_wk_lost(struct sched *s, struct sched_worker *w, const char *why)
             LOG_INFO("req_requeue", "req=%016" PRIx64 " worker=%s", r->id, w->id);
             sched_req_requeue(s, r);
             requeued++;
+        } else if (!s->cfg->fail_on_worker_loss && others_ready > 0) {
+            sched_req_resume(s, r);
+            resumed++;
         } else {
             sched_req_fail(s, r, TERN__ERROR_CODE__ERROR_CODE_WORKER_LOST, "worker lost");
             failed++;
@@ -105,7 +112,8 @@ void sched_wk_lost(struct sched *s, struct sched_worker *w, const char *why)
         if (r->fence_worker == idx)
             r->fence_worker = -1; /* nothing more will come from it */
     }
-    LOG_WARN("worker_lost", "worker=%s why=%s requeued=%u failed=%u", w->id, why, requeued, failed);
+    LOG_WARN("worker_lost", "worker=%s why=%s requeued=%u resumed=%u failed=%u", w->id, why,
+             requeued, resumed, failed);
     sched_pool_destroy(w->pool);
     w->pool = NULL;
     free(w->eos_ids);

@@ -1,7 +1,9 @@
 /* Integration: failures. Scheduler + two fake workers (worker link on tcp:// on a free loopback
  * port, gateway link on ipc://) and a proto-level test gateway.
- *   kill -9 a worker: exactly its requests end with WORKER_LOST, the other worker's keep
- *     streaming, new requests are served; the restarted worker registers again and serves.
+ *   kill -9 a worker (scheduler run with --fail-on-worker-loss; the default, resuming them
+ *     elsewhere, is test_multi_workers'): exactly its requests end with WORKER_LOST, the other
+ *     worker's keep streaming, new requests are served; the restarted worker registers again
+ *     and serves.
  *   kill -9 a worker before its request's first token: the request is served elsewhere.
  *   kill -9 the scheduler: workers stay up; a new scheduler on the same endpoints gets both
  *     workers back and the gateway sees the new instance; requests are served again.
@@ -35,6 +37,7 @@ static int start_sched(void)
                         "--dead-after-ms",
                         DEAD,
                         "--check-pool",
+                        "--fail-on-worker-loss",
                         "--drain-timeout-ms",
                         "5000",
                         NULL};
