@@ -7,7 +7,12 @@
 # 35B-A3B with dummy weights, bf16 and NVFP4: resident bytes, KV pool, tokens/s). Logs go to
 # $OUT (or ./gpu-logs). The model library needs cJSON + PCRE2, which the GPU machine lacks:
 # run tests/gpu/sysroot.sh here first and carry .gpu (git-ignored) with the call.
-#   tests/gpu/run.sh [--arch 90] [--no-sanitizer] [--no-bench] [--no-smoke]
+#   tests/gpu/run.sh [--arch 90] [--no-sanitizer] [--no-bench] [--no-smoke] [--bench-model]
+# --bench-model (optional stage, after the smoke runs): gpu_bench on the full-size dummy model,
+# prefill + greedy decode vs the roofline, one line per run in the summary and all runs in
+# $OUT/bench_model.json. Env: BENCH_CONFIGS (tests/configs names, default the NVFP4 one),
+# BENCH_PROMPTS (512,2048,8192), BENCH_BATCHES (1,8), BENCH_GEN (256), BENCH_CHUNK (2048),
+# BENCH_TIMEOUT (600 s per config).
 # Env: SAN_TESTS="ktest_a ktest_b" (memcheck only those), RACECHECK="" (no racecheck),
 # SMOKE_CONFIGS (tests/configs names), SMOKE_TOKENS (256), SMOKE_TIMEOUT (240 s),
 # TERN_WERROR=OFF, BUILD_DIR.
@@ -18,13 +23,15 @@ arch=90
 sanitize=1
 bench=1
 smoke=1
+bench_model=0
 while [ $# -gt 0 ]; do
   case $1 in
     --arch) arch=$2; shift ;;
     --no-sanitizer) sanitize=0 ;;
     --no-bench) bench=0 ;;
     --no-smoke) smoke=0 ;;
-    *) echo "usage: $0 [--arch N] [--no-sanitizer] [--no-bench] [--no-smoke]" >&2; exit 2 ;;
+    --bench-model) bench_model=1 ;;
+    *) echo "usage: $0 [--arch N] [--no-sanitizer] [--no-bench] [--no-smoke] [--bench-model]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -73,6 +80,27 @@ if [ $smoke = 1 ] && [ -x "$build/bin/gpu_smoke" ]; then
     say "smoke $v: rc=$rc ($(( $(date +%s) - t1 )) s)"
     grep -vE '^ts=.*ev=(gpu_nvfp4|gpu_w4a4)' "$out/smoke_$v.txt" | grep -E 'gpu_backend|gpu_memory|config=|resident|weights=|batch|smoke|error|failed' | tee -a "$summary"
   done
+fi
+
+if [ $bench_model = 1 ]; then
+  if [ -x "$build/bin/gpu_bench" ]; then
+    rm -f "$out/bench_model.jsonl"
+    for v in ${BENCH_CONFIGS:-qwen3.6-35b-a3b-nvfp4}; do
+      t1=$(date +%s)
+      (cd "$root" && timeout "${BENCH_TIMEOUT:-600}" "$build/bin/gpu_bench" "tests/configs/$v.json" \
+         --prompt-len "${BENCH_PROMPTS:-512,2048,8192}" --batch "${BENCH_BATCHES:-1,8}" \
+         --gen "${BENCH_GEN:-256}" --chunk "${BENCH_CHUNK:-2048}" --json "$out/bench_model.jsonl") \
+        > "$out/bench_model_$v.txt" 2>&1
+      rc=$?
+      [ $rc -eq 0 ] || fail=1
+      say "bench-model $v: rc=$rc ($(( $(date +%s) - t1 )) s)"
+      grep -E '^(setup|bench|roofline |gpu_bench|note)|error|failed|disagree' "$out/bench_model_$v.txt" | tee -a "$summary"
+    done
+    { echo "["; [ -f "$out/bench_model.jsonl" ] && paste -sd, "$out/bench_model.jsonl"; echo "]"; } > "$out/bench_model.json"
+    rm -f "$out/bench_model.jsonl"
+  else
+    say "bench-model: gpu_bench not built"; fail=1
+  fi
 fi
 
 if [ $sanitize = 1 ] && command -v compute-sanitizer > /dev/null; then

@@ -1,0 +1,517 @@
+/* gpu_bench: prefill and decode timing of the full-size model on the GPU with dummy weights
+ * (--load-format dummy from a config.json alone), against the HBM roofline measured in the
+ * same run.
+ *   gpu_bench CONFIG.json [--prompt-len N[,N..]] [--gen N] [--batch B[,B..]] [--chunk R]
+ *             [--graphs 0|1] [--json FILE] [--seed S]
+ *   gpu_bench CONFIG.json --roofline-only [--prompt-len ..] [--gen ..] [--batch ..]  (no GPU)
+ * For every (batch, prompt length): B sequences get distinct pseudo-random prompts of N tokens,
+ * prefilled together in steps of at most R rows (R/B per sequence; default R = 2048; the runner
+ * is created with max_rows = R, so a runner that prefills token by token and one that runs a
+ * step's rows at once are both timed as they are); the prefill's argmax is the first token;
+ * then gen-1 greedy decode steps of B items (so gen tokens per stream, as Hugging Face's
+ * max_new_tokens counts them). Reported: prefill
+ * tok/s, TTFT (prefill wall time until a sequence's first token), decode tok/s per stream and
+ * total, ITL p50/p90/p99 (wall time of each decode step), bytes per decode step (mean over the
+ * decode steps' contexts, model/roofline.h on a header-only load of the same config), copy
+ * bandwidth (cudaMemcpy D2D of
+ * 1 GiB, read + write counted, median of 9), roofline steps/s = BW / bytes and the fraction
+ * achieved. One "bench ..." line per run on stdout; --json appends one JSON object per run
+ * (JSON Lines). Exit 0 when every step ran and the last logits were finite. */
+#define _POSIX_C_SOURCE 200809L
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "gpu_model.h"
+#include "model/model_load.h"
+#include "model/roofline.h"
+
+#define MAX_LIST 8
+
+struct bench_opts {
+    const char *config;
+    int prompt[MAX_LIST];
+    int n_prompt;
+    int batch[MAX_LIST];
+    int n_batch;
+    int gen;
+    int chunk;
+    int graphs;
+    unsigned seed;
+    const char *json;
+    int roofline_only;
+};
+
+struct run_result {
+    int batch, prompt, gen;
+    double prefill_s, ttft_s, decode_s;
+    double itl_p50, itl_p90, itl_p99; // seconds
+    double mean_ctx, bytes_step;
+    int finite;
+    int fails;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int parse_list(const char *s, int *out, int *n)
+{
+    *n = 0;
+    while (*s) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 1 || v > 1000000 || *n == MAX_LIST)
+            return ERR_INVAL;
+        out[(*n)++] = (int)v;
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',')
+            return ERR_INVAL;
+    }
+    return *n > 0 ? 0 : ERR_INVAL;
+}
+
+static int parse_args(struct bench_opts *o, int argc, char **argv)
+{
+    memset(o, 0, sizeof *o);
+    o->prompt[0] = 512;
+    o->n_prompt = 1;
+    o->batch[0] = 1;
+    o->n_batch = 1;
+    o->gen = 256;
+    o->chunk = 2048;
+    o->graphs = 1;
+    o->seed = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int used = 1, rc = 0;
+        if (strcmp(a, "--roofline-only") == 0) {
+            o->roofline_only = 1;
+            used = 0;
+        } else if (!v && a[0] == '-') {
+            return ERR_INVAL;
+        } else if (strcmp(a, "--prompt-len") == 0) {
+            rc = parse_list(v, o->prompt, &o->n_prompt);
+        } else if (strcmp(a, "--batch") == 0) {
+            rc = parse_list(v, o->batch, &o->n_batch);
+        } else if (strcmp(a, "--gen") == 0) {
+            o->gen = atoi(v);
+        } else if (strcmp(a, "--chunk") == 0) {
+            o->chunk = atoi(v);
+        } else if (strcmp(a, "--graphs") == 0) {
+            o->graphs = atoi(v);
+        } else if (strcmp(a, "--seed") == 0) {
+            o->seed = (unsigned)atoi(v);
+        } else if (strcmp(a, "--json") == 0) {
+            o->json = v;
+        } else if (a[0] != '-' && !o->config) {
+            o->config = a;
+            used = 0;
+        } else {
+            return ERR_INVAL;
+        }
+        if (rc < 0)
+            return rc;
+        i += used;
+    }
+    if (!o->config || o->gen < 1 || o->chunk < 1)
+        return ERR_INVAL;
+    for (int b = 0; b < o->n_batch; b++)
+        if (o->batch[b] > o->chunk)
+            return ERR_INVAL; // every sequence needs >= 1 row per prefill step
+    return 0;
+}
+
+/* A temp dir holding CONFIG as config.json (model_load reads a directory). */
+static int config_dir(const char *src, char *dir, size_t dlen)
+{
+    snprintf(dir, dlen, "/tmp/tern-bench-XXXXXX");
+    if (!mkdtemp(dir))
+        return -1;
+    char dst[512];
+    snprintf(dst, sizeof dst, "%s/config.json", dir);
+    FILE *in = fopen(src, "rb"), *out = fopen(dst, "wb");
+    int rc = in && out ? 0 : -1;
+    char buf[65536];
+    size_t n;
+    while (rc == 0 && (n = fread(buf, 1, sizeof buf, in)) > 0)
+        if (fwrite(buf, 1, n, out) != n)
+            rc = -1;
+    if (in)
+        fclose(in);
+    if (out)
+        fclose(out);
+    return rc;
+}
+
+static void config_dir_remove(const char *dir)
+{
+    char p[600];
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    unlink(p);
+    rmdir(dir);
+}
+
+/* Mean context (positions attended) over the gen-1 decode steps after a prompt of p tokens:
+ * step j feeds position p+j and attends p+j+1 positions. */
+static double mean_ctx(int p, int gen)
+{
+    if (gen < 2)
+        return p;
+    return p + gen / 2.0; // mean of p+1 .. p+gen-1
+}
+
+/* The roofline of one decode step of B sequences at mean context ctx (model/roofline.h). */
+static void roof_step(const struct model *hm, int B, double ctx, struct roofline_step *r)
+{
+    struct roofline_opts ro = {.batch = B, .ctx = (int64_t)(ctx + 0.5), .kv_elem = 2};
+    if (roofline_decode(hm, &ro, r) < 0)
+        memset(r, 0, sizeof *r);
+}
+
+/* GDN state of one sequence, one copy (the roofline counts it read and written) */
+static double roof_one_state(const struct model *hm)
+{
+    struct roofline_step r;
+    roof_step(hm, 1, 0, &r);
+    return r.gdn_state / 2;
+}
+
+static void print_roof(const char *cfg, const struct model *hm)
+{
+    struct roofline_step r;
+    roof_step(hm, 1, 0, &r);
+    printf("roofline config=%s experts=%s dense=%.0f expert_one=%.0f top_k=%d lm_head=%.0f "
+           "gdn_state_rw=%.0f kv_per_token=%d\n",
+           cfg, qweight_format_name(&hm->layers[0].moe.gate[0]), r.dense, r.expert_bytes,
+           hm->cfg.n_experts_per_tok, r.lm_head, r.gdn_state, (int)(r.kv));
+}
+
+/* ---- copy bandwidth ---- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* GB/s of a 1 GiB device-to-device copy counting read + write; 0 when it cannot run. */
+static double copy_bandwidth(void)
+{
+    const size_t n = (size_t)1 << 30;
+    void *a = NULL, *b = NULL;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    double t[9], gbs = 0.0;
+    if (cudaMalloc(&a, n) != cudaSuccess || cudaMalloc(&b, n) != cudaSuccess ||
+        cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess)
+        goto cleanup;
+    if (cudaMemset(a, 1, n) != cudaSuccess ||
+        cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice) != cudaSuccess)
+        goto cleanup;
+    for (int i = 0; i < 9; i++) {
+        float ms = 0.0f;
+        if (cudaEventRecord(e0, 0) != cudaSuccess ||
+            cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, 0) != cudaSuccess ||
+            cudaEventRecord(e1, 0) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
+            cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess)
+            goto cleanup;
+        t[i] = ms * 1e-3;
+    }
+    qsort(t, 9, sizeof t[0], cmp_double);
+    gbs = t[4] > 0 ? 2.0 * (double)n / t[4] * 1e-9 : 0.0;
+cleanup:
+    (void)cudaGetLastError();
+    if (e0)
+        cudaEventDestroy(e0);
+    if (e1)
+        cudaEventDestroy(e1);
+    cudaFree(a);
+    cudaFree(b);
+    return gbs;
+}
+
+/* ---- one run ---- */
+
+static double pct(const double *sorted, int n, double p)
+{
+    if (n <= 0)
+        return 0.0;
+    int i = (int)ceil(p / 100.0 * n) - 1; // nearest rank
+    return sorted[i < 0 ? 0 : i >= n ? n - 1 : i];
+}
+
+static int bench_run(struct gpu_model *g, const struct bench_opts *o, int B, int P,
+                     struct run_result *res)
+{
+    const int V = gpu_model_vocab(g), gen = o->gen;
+    memset(res, 0, sizeof *res);
+    res->batch = B;
+    res->prompt = P;
+    res->gen = gen;
+    int32_t *prompt = xmalloc(sizeof(int32_t) * (size_t)B * (size_t)P);
+    int32_t *cur = xmalloc(sizeof(int32_t) * (size_t)B), *next = xmalloc(sizeof(int32_t) * (size_t)B);
+    struct gpu_item *it = xcalloc((size_t)B, sizeof *it);
+    double *itl = xcalloc((size_t)gen, sizeof *itl), *done = xcalloc((size_t)B, sizeof *done);
+    float *logits = xmalloc(sizeof(float) * (size_t)V);
+    uint64_t x = 0x9e3779b97f4a7c15ull * (o->seed + 1) + (uint64_t)P * 1000003u + (uint64_t)B;
+    for (int64_t i = 0; i < (int64_t)B * P; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        prompt[i] = (int32_t)(x % (uint64_t)V);
+    }
+    int rc = 0;
+    for (int s = 0; s < B && rc == 0; s++)
+        rc = gpu_model_seq_open(g, s);
+    if (rc < 0) {
+        res->fails++;
+        goto cleanup;
+    }
+    /* prefill: every step gives each unfinished sequence up to chunk/B rows */
+    const int per = o->chunk / B;
+    int *off = xcalloc((size_t)B, sizeof(int));
+    double t0 = now_s();
+    for (int left = B; left > 0 && !res->fails;) {
+        int n_it = 0;
+        for (int s = 0; s < B; s++) {
+            if (off[s] >= P)
+                continue;
+            const int n = P - off[s] < per ? P - off[s] : per;
+            it[n_it++] = (struct gpu_item){ .slot = s, .tokens = prompt + (int64_t)s * P + off[s],
+                                            .n = n, .pos = off[s],
+                                            .argmax = off[s] + n == P ? &cur[s] : NULL };
+        }
+        rc = gpu_model_step(g, it, n_it);
+        const double t = now_s() - t0;
+        res->fails += rc != 0;
+        for (int i = 0; i < n_it; i++) {
+            const int s = it[i].slot;
+            if (it[i].rc != 0) {
+                fprintf(stderr, "prefill slot=%d pos=%d n=%d: %s\n", s, it[i].pos, it[i].n,
+                        err_str(it[i].rc));
+                res->fails++;
+            }
+            off[s] += it[i].n;
+            if (off[s] == P) {
+                done[s] = t;
+                left--;
+            }
+        }
+    }
+    res->prefill_s = now_s() - t0;
+    free(off);
+    for (int s = 0; s < B; s++)
+        res->ttft_s += done[s] / B;
+    /* decode: gen-1 steps of B items */
+    const int steps = gen - 1;
+    t0 = now_s();
+    for (int j = 0; j < steps && !res->fails; j++) {
+        for (int s = 0; s < B; s++)
+            it[s] = (struct gpu_item){ .slot = s, .tokens = &cur[s], .n = 1, .pos = P + j,
+                                       .argmax = &next[s],
+                                       .logits = s == 0 && j == steps - 1 ? logits : NULL };
+        const double ts = now_s();
+        rc = gpu_model_step(g, it, B);
+        itl[j] = now_s() - ts;
+        res->fails += rc != 0;
+        for (int s = 0; s < B; s++) {
+            if (it[s].rc != 0) {
+                fprintf(stderr, "decode slot=%d pos=%d: %s\n", s, P + j, err_str(it[s].rc));
+                res->fails++;
+            }
+            cur[s] = next[s];
+        }
+    }
+    res->decode_s = now_s() - t0;
+    res->finite = 1;
+    if (steps > 0 && !res->fails)
+        for (int v = 0; v < V; v++)
+            res->finite &= isfinite(logits[v]) != 0;
+    res->fails += !res->finite;
+    qsort(itl, (size_t)(steps > 0 ? steps : 0), sizeof itl[0], cmp_double);
+    res->itl_p50 = pct(itl, steps, 50);
+    res->itl_p90 = pct(itl, steps, 90);
+    res->itl_p99 = pct(itl, steps, 99);
+cleanup:
+    for (int s = 0; s < B; s++)
+        gpu_model_seq_close(g, s);
+    free(prompt);
+    free(cur);
+    free(next);
+    free(it);
+    free(itl);
+    free(done);
+    free(logits);
+    return res->fails ? ERR_STATE : 0;
+}
+
+/* ---- report ---- */
+
+static void report(const struct bench_opts *o, const struct model *hm, const char *device,
+                   double bw_gbs, int graphs, const struct run_result *res, FILE *json)
+{
+    const int B = res->batch, steps = res->gen - 1;
+    const double ctx = mean_ctx(res->prompt, res->gen);
+    struct roofline_step r;
+    roof_step(hm, B, ctx, &r);
+    const char *efmt = qweight_format_name(&hm->layers[0].moe.gate[0]);
+    const double bytes = r.total;
+    const double pre_tps = res->prefill_s > 0 ? (double)B * res->prompt / res->prefill_s : 0;
+    const double step_s = steps > 0 && res->decode_s > 0 ? res->decode_s / steps : 0;
+    const double dec_stream = step_s > 0 ? 1.0 / step_s : 0, dec_total = B * dec_stream;
+    const double roof_steps = bw_gbs > 0 ? bw_gbs * 1e9 / bytes : 0;
+    const double frac = roof_steps > 0 ? dec_stream / roof_steps : 0;
+    printf("bench config=%s experts=%s batch=%d prompt=%d gen=%d chunk=%d graphs=%d "
+           "prefill_tok_s=%.1f ttft_ms=%.1f decode_tok_s_stream=%.2f decode_tok_s_total=%.1f "
+           "itl_p50_ms=%.3f itl_p90_ms=%.3f itl_p99_ms=%.3f mean_ctx=%.1f bytes_per_step=%.0f "
+           "experts_touched=%.2f copy_gbs=%.0f roofline_steps_s=%.1f fraction=%.3f finite=%d "
+           "status=%s\n",
+           o->config, efmt, B, res->prompt, res->gen, o->chunk, graphs, pre_tps,
+           1e3 * res->ttft_s, dec_stream, dec_total, 1e3 * res->itl_p50, 1e3 * res->itl_p90,
+           1e3 * res->itl_p99, ctx, bytes, r.experts_touched, bw_gbs, roof_steps, frac,
+           res->finite, res->fails ? "FAIL" : "ok");
+    if (!json)
+        return;
+    fprintf(json,
+            "{\"config\":\"%s\",\"device\":\"%s\",\"experts_format\":\"%s\",\"batch\":%d,"
+            "\"prompt_len\":%d,\"gen\":%d,\"chunk\":%d,\"graphs\":%d,\"prefill_s\":%.6f,"
+            "\"prefill_tok_s\":%.3f,\"ttft_ms\":%.3f,\"decode_s\":%.6f,\"decode_steps\":%d,"
+            "\"decode_tok_s_stream\":%.3f,\"decode_tok_s_total\":%.3f,\"itl_ms\":{\"p50\":%.4f,"
+            "\"p90\":%.4f,\"p99\":%.4f},\"roofline\":{\"mean_ctx\":%.2f,\"bytes_per_step\":%.0f,"
+            "\"dense\":%.0f,\"lm_head\":%.0f,\"expert_one\":%.0f,\"experts_touched\":%.3f,"
+            "\"experts\":%.0f,\"gdn_state_rw\":%.0f,\"kv\":%.0f,\"copy_gbs\":%.1f,"
+            "\"steps_s\":%.3f,\"fraction\":%.4f},\"finite\":%d,\"ok\":%s}\n",
+            o->config, device, efmt, B, res->prompt, res->gen, o->chunk, graphs,
+            res->prefill_s, pre_tps, 1e3 * res->ttft_s, res->decode_s, steps, dec_stream,
+            dec_total, 1e3 * res->itl_p50, 1e3 * res->itl_p90, 1e3 * res->itl_p99, ctx, bytes,
+            r.dense, r.lm_head, r.expert_bytes, r.experts_touched, r.experts, r.gdn_state, r.kv,
+            bw_gbs, roof_steps, frac, res->finite,
+            res->fails ? "false" : "true");
+    fflush(json);
+}
+
+static void roofline_table(const struct bench_opts *o, const struct model *hm)
+{
+    for (int b = 0; b < o->n_batch; b++)
+        for (int p = 0; p < o->n_prompt; p++) {
+            const double ctx = mean_ctx(o->prompt[p], o->gen);
+            struct roofline_step r;
+            roof_step(hm, o->batch[b], ctx, &r);
+            const double bytes = r.total;
+            printf("roofline_step config=%s batch=%d prompt=%d gen=%d mean_ctx=%.1f "
+                   "experts_touched=%.2f bytes_per_step=%.0f (%.3f GiB) steps_s_at_4.3TBs=%.1f\n",
+                   o->config, o->batch[b], o->prompt[p], o->gen, ctx,
+                   r.experts_touched, bytes, bytes / 1073741824.0,
+                   4.3e12 / bytes);
+        }
+}
+
+int main(int argc, char **argv)
+{
+    struct bench_opts o;
+    if (parse_args(&o, argc, argv) < 0) {
+        fprintf(stderr, "usage: gpu_bench CONFIG.json [--prompt-len N[,N..]] [--gen N] "
+                        "[--batch B[,B..]] [--chunk ROWS] [--graphs 0|1] [--json FILE] "
+                        "[--seed S] [--roofline-only]\n");
+        return 2;
+    }
+    log_init("gpu_bench", LOG_LEVEL_INFO);
+    char dir[256], err[512] = "";
+    if (config_dir(o.config, dir, sizeof dir) < 0) {
+        fprintf(stderr, "cannot copy %s\n", o.config);
+        return 1;
+    }
+    int status = 1;
+    struct model *m = NULL, *hm = NULL;
+    struct gpu_model *g = NULL;
+    FILE *json = NULL;
+    /* shapes and formats only (nothing allocated): the roofline's byte counts */
+    struct model_load_opts ho = {.dummy = true, .header_only = true, .skip_mtp = true};
+    int rc = model_load(&hm, dir, &ho, err, sizeof err);
+    if (rc < 0) {
+        fprintf(stderr, "model_load (header only): %s (%s)\n", err, err_str(rc));
+        goto cleanup;
+    }
+    print_roof(o.config, hm);
+    if (o.roofline_only) {
+        roofline_table(&o, hm);
+        status = 0;
+        goto cleanup;
+    }
+    struct model_load_opts lo = { .dummy = true, .dummy_seed = o.seed, .skip_mtp = true };
+    double t0 = now_s();
+    rc = model_load(&m, dir, &lo, err, sizeof err);
+    const double t_load = now_s() - t0;
+    if (rc < 0) {
+        fprintf(stderr, "model_load: %s (%s)\n", err, err_str(rc));
+        goto cleanup;
+    }
+    int max_b = 0, max_p = 0;
+    for (int b = 0; b < o.n_batch; b++)
+        max_b = o.batch[b] > max_b ? o.batch[b] : max_b;
+    for (int p = 0; p < o.n_prompt; p++)
+        max_p = o.prompt[p] > max_p ? o.prompt[p] : max_p;
+    struct gpu_model_opts go = { .n_slots = max_b, .max_model_len = max_p + o.gen + 16,
+                                 .block_tokens = 16, .graphs = o.graphs, .max_rows = o.chunk };
+    t0 = now_s();
+    rc = gpu_model_create(&g, m, &go, err, sizeof err);
+    const double t_up = now_s() - t0;
+    model_destroy(m);
+    m = NULL;
+    if (rc < 0) {
+        fprintf(stderr, "gpu_model_create: %s (%s)\n", err, err_str(rc));
+        goto cleanup;
+    }
+    gpu_model_log(g);
+    if (gpu_model_max_rows(g) < o.chunk) {
+        printf("note: the runner takes at most %d rows per step: --chunk %d lowered to that\n",
+               gpu_model_max_rows(g), o.chunk);
+        o.chunk = gpu_model_max_rows(g);
+        if (o.chunk < max_b)
+            goto cleanup;
+    }
+    const int graphs = gpu_model_set_graphs(g, o.graphs);
+    const struct gpu_model_mem *mem = gpu_model_memory(g);
+    const double bw = copy_bandwidth();
+    printf("setup config=%s device=\"%s\" dummy_load_s=%.1f upload_s=%.1f weights_gib=%.2f "
+           "gdn_state_per_seq=%lld (roofline %.0f: conv windows counted in the model dtype, the "
+           "runner keeps them in fp32) kv_pool_gib=%.3f copy_gbs=%.0f graphs=%d\n",
+           o.config, gpu_model_device_name(g), t_load, t_up, mem->weights / 1073741824.0,
+           (long long)(mem->gdn_state / max_b), roof_one_state(hm),
+           mem->kv_pool / 1073741824.0, bw, graphs);
+    if (o.json && !(json = fopen(o.json, "a"))) {
+        fprintf(stderr, "cannot open %s\n", o.json);
+        goto cleanup;
+    }
+    /* warm-up: a short prefill and a few decode steps (first-launch costs off the clock) */
+    struct bench_opts wo = o;
+    wo.gen = 4;
+    wo.chunk = max_b;
+    struct run_result res;
+    int fails = bench_run(g, &wo, max_b, 4, &res) < 0;
+    for (int b = 0; b < o.n_batch && !fails; b++)
+        for (int p = 0; p < o.n_prompt; p++) {
+            fails += bench_run(g, &o, o.batch[b], o.prompt[p], &res) < 0;
+            report(&o, hm, gpu_model_device_name(g), bw, graphs, &res, json);
+        }
+    printf("gpu_bench %s\n", fails ? "FAIL" : "PASS");
+    status = fails ? 1 : 0;
+cleanup:
+    if (json)
+        fclose(json);
+    gpu_model_destroy(g);
+    model_destroy(m);
+    model_destroy(hm);
+    config_dir_remove(dir);
+    return status;
+}
