@@ -4,8 +4,11 @@
  * and applies the sigmoid gate. */
 #include "attn_decode.h"
 
+#include <math.h>
+
 #include "common/xalloc.h"
 #include "internal/kcuda.cuh"
+#include "kv_write.h"
 
 #define SPLIT ATTN_DECODE_SPLIT
 #define MAXD ATTN_DECODE_MAX_HEAD_DIM
@@ -16,11 +19,45 @@ static __device__ __forceinline__ int64_t kv_slot(const int32_t *bt, int j, int 
     return (int64_t)bt[j / block_size] * block_size + j % block_size;
 }
 
+/* 8 consecutive cache elements (16 bytes of bf16 or 8 bytes of fp8) as fp32 */
+static __device__ __forceinline__ void load8(float *r, const uint16_t *p)
+{
+    const uint4 kk = __ldg(reinterpret_cast<const uint4 *>(p));
+    const uint32_t uu[4] = {kk.x, kk.y, kk.z, kk.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        r[2 * i] = __uint_as_float(uu[i] << 16);
+        r[2 * i + 1] = __uint_as_float(uu[i] & 0xffff0000u);
+    }
+}
+
+static __device__ __forceinline__ void load8(float *r, const uint8_t *p)
+{
+    const uint2 kk = __ldg(reinterpret_cast<const uint2 *>(p));
+    const uint32_t uu[2] = {kk.x, kk.y};
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        r[i] = e4m3_to_f32((uint8_t)(uu[i / 4] >> (8 * (i % 4))));
+}
+
+static __device__ __forceinline__ float load1(const uint16_t *p)
+{
+    return bf16_bits_to_f32(__ldg(p));
+}
+
+static __device__ __forceinline__ float load1(const uint8_t *p)
+{
+    return e4m3_to_f32(__ldg(p));
+}
+
+/* T: uint16_t (bf16) or uint8_t (e4m3) cache elements. scale includes k_scale; the partial
+ * output is multiplied by v_scale. */
+template <typename T>
 __global__ void __launch_bounds__(THREADS)
-    attn_split_kernel(float *ws, const float *q, const uint16_t *k_cache, const uint16_t *v_cache,
+    attn_split_kernel(float *ws, const float *q, const T *k_cache, const T *v_cache,
                       const int32_t *block_table, const int32_t *seq_lens, int n_q_heads,
                       int n_kv_heads, int head_dim, int block_size, int max_blocks_per_seq,
-                      int n_splits, float scale)
+                      int n_splits, float scale, float v_scale)
 {
     __shared__ float qs[MAXD];
     __shared__ float p[SPLIT];
@@ -63,13 +100,11 @@ __global__ void __launch_bounds__(THREADS)
             d[u] = 0.0f;
             const int j = jb + u;
             if (has && j < j1) {
-                const uint4 kk =
-                    __ldg(reinterpret_cast<const uint4 *>(k_cache + slot[j - j0]) + lane);
-                const uint32_t uu[4] = {kk.x, kk.y, kk.z, kk.w};
+                float kf[8];
+                load8(kf, k_cache + slot[j - j0] + lane * 8);
 #pragma unroll
-                for (int i = 0; i < 4; i++)
-                    d[u] += __uint_as_float(uu[i] << 16) * qr[2 * i] +
-                            __uint_as_float(uu[i] & 0xffff0000u) * qr[2 * i + 1];
+                for (int i = 0; i < 8; i += 2)
+                    d[u] += kf[i] * qr[i] + kf[i + 1] * qr[i + 1];
             }
         }
 #pragma unroll
@@ -99,11 +134,12 @@ __global__ void __launch_bounds__(THREADS)
         for (; j + 8 <= n; j += 8) {
 #pragma unroll
             for (int u = 0; u < 8; u++)
-                acc[u] += p[j + u] * bf16_bits_to_f32(__ldg(v_cache + slot[j + u] + i));
+                acc[u] += p[j + u] * load1(v_cache + slot[j + u] + i);
         }
         for (; j < n; j++)
-            acc[0] += p[j] * bf16_bits_to_f32(__ldg(v_cache + slot[j] + i));
-        w[i] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+            acc[0] += p[j] * load1(v_cache + slot[j] + i);
+        w[i] = (((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))) *
+               v_scale;
     }
     if (threadIdx.x == 0) {
         w[head_dim] = mx;
@@ -140,12 +176,18 @@ __global__ void attn_merge_kernel(float *out, const float *ws, const float *gate
     }
 }
 
-int attn_decode_cuda(float *out, float *ws, const float *q, const float *gate,
-                     const uint16_t *k_cache, const uint16_t *v_cache, const int32_t *block_table,
-                     const int32_t *seq_lens, int n_seq, int n_q_heads, int n_kv_heads,
-                     int head_dim, int block_size, int max_blocks_per_seq, int max_seq_len,
-                     float scale, cudaStream_t stream)
+int attn_decode_dtype_cuda(float *out, float *ws, const float *q, const float *gate,
+                           const void *k_cache, const void *v_cache, int kv_dtype, float k_scale,
+                           float v_scale, const int32_t *block_table, const int32_t *seq_lens,
+                           int n_seq, int n_q_heads, int n_kv_heads, int head_dim, int block_size,
+                           int max_blocks_per_seq, int max_seq_len, float scale,
+                           cudaStream_t stream)
 {
+    if (kv_dtype == KV_DTYPE_BF16)
+        k_scale = v_scale = 1.0f;
+    if (!kv_dtype_bytes(kv_dtype) || !(k_scale > 0.0f) || !(v_scale > 0.0f) || isinf(k_scale) ||
+        isinf(v_scale))
+        return ERR_INVAL;
     if (!out || !ws || !q || !k_cache || !v_cache || !block_table || !seq_lens || n_seq < 0 ||
         n_kv_heads <= 0 || n_q_heads <= 0 || n_q_heads % n_kv_heads || head_dim <= 0 ||
         head_dim % 8 || head_dim > MAXD || block_size <= 0 || max_seq_len <= 0 ||
@@ -156,10 +198,27 @@ int attn_decode_cuda(float *out, float *ws, const float *q, const float *gate,
         return 0;
     const int n_splits = CEIL_DIV(max_seq_len, SPLIT);
     dim3 g1(n_splits, n_q_heads, n_seq);
-    attn_split_kernel<<<g1, THREADS, 0, stream>>>(ws, q, k_cache, v_cache, block_table, seq_lens,
-                                                  n_q_heads, n_kv_heads, head_dim, block_size,
-                                                  max_blocks_per_seq, n_splits, scale);
+    if (kv_dtype == KV_DTYPE_BF16)
+        attn_split_kernel<uint16_t><<<g1, THREADS, 0, stream>>>(
+            ws, q, (const uint16_t *)k_cache, (const uint16_t *)v_cache, block_table, seq_lens,
+            n_q_heads, n_kv_heads, head_dim, block_size, max_blocks_per_seq, n_splits, scale, 1.0f);
+    else
+        attn_split_kernel<uint8_t><<<g1, THREADS, 0, stream>>>(
+            ws, q, (const uint8_t *)k_cache, (const uint8_t *)v_cache, block_table, seq_lens,
+            n_q_heads, n_kv_heads, head_dim, block_size, max_blocks_per_seq, n_splits,
+            scale * k_scale, v_scale);
     dim3 g2(n_q_heads, n_seq);
     attn_merge_kernel<<<g2, 128, 0, stream>>>(out, ws, gate, n_q_heads, head_dim, n_splits);
     return kcuda_launch_status("attn_decode");
+}
+
+int attn_decode_cuda(float *out, float *ws, const float *q, const float *gate,
+                     const uint16_t *k_cache, const uint16_t *v_cache, const int32_t *block_table,
+                     const int32_t *seq_lens, int n_seq, int n_q_heads, int n_kv_heads,
+                     int head_dim, int block_size, int max_blocks_per_seq, int max_seq_len,
+                     float scale, cudaStream_t stream)
+{
+    return attn_decode_dtype_cuda(out, ws, q, gate, k_cache, v_cache, KV_DTYPE_BF16, 1.0f, 1.0f,
+                                  block_table, seq_lens, n_seq, n_q_heads, n_kv_heads, head_dim,
+                                  block_size, max_blocks_per_seq, max_seq_len, scale, stream);
 }

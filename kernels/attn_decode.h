@@ -1,5 +1,5 @@
-/* attn_decode: gated full-attention decode (one query token per sequence) over the paged bf16 KV
- * cache written by kv_write (MODEL.md §3.4):
+/* attn_decode: gated full-attention decode (one query token per sequence) over the paged KV
+ * cache (bf16 or fp8 e4m3 with per-tensor scales) written by kv_write (MODEL.md §3.4):
  *   s_j = scale * q_h . k_{h/g}[j] for j < seq_len;  a = softmax_j(s) (fp32);
  *   out_h = (sum_j a_j v_{h/g}[j]) * sigmoid(gate_h),  g = n_q_heads / n_kv_heads (GQA).
  * q must already carry its q-norm and RoPE. The context is split into chunks of
@@ -38,6 +38,21 @@ int attn_decode_ref(float *out, float *ws, const float *q, const float *gate,
                     const uint16_t *k_cache, const uint16_t *v_cache, const int32_t *block_table,
                     const int32_t *seq_lens, int n_seq, int n_q_heads, int n_kv_heads, int head_dim,
                     int block_size, int max_blocks_per_seq, int max_seq_len, float scale);
+
+/* Same contract for a cache of kv_dtype (enum kv_dtype, common/kv_plan.h): element j of a cached key
+ * is read as k_scale * e4m3(byte) for KV_DTYPE_FP8 (k_scale, v_scale ignored for bf16, pass
+ * 1.0f). k_cache must be 16-byte aligned. */
+int attn_decode_dtype_cuda(float *out, float *ws, const float *q, const float *gate,
+                           const void *k_cache, const void *v_cache, int kv_dtype, float k_scale,
+                           float v_scale, const int32_t *block_table, const int32_t *seq_lens,
+                           int n_seq, int n_q_heads, int n_kv_heads, int head_dim, int block_size,
+                           int max_blocks_per_seq, int max_seq_len, float scale,
+                           cudaStream_t stream);
+int attn_decode_dtype_ref(float *out, float *ws, const float *q, const float *gate,
+                          const void *k_cache, const void *v_cache, int kv_dtype, float k_scale,
+                          float v_scale, const int32_t *block_table, const int32_t *seq_lens,
+                          int n_seq, int n_q_heads, int n_kv_heads, int head_dim, int block_size,
+                          int max_blocks_per_seq, int max_seq_len, float scale);
 
 #ifdef __cplusplus
 }

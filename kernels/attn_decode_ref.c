@@ -7,6 +7,7 @@
 #include "common/err.h"
 #include "common/xalloc.h"
 #include "kdtype.h"
+#include "kv_write.h"
 
 size_t attn_decode_ws_floats(int n_seq, int n_q_heads, int head_dim, int max_seq_len)
 {
@@ -14,14 +15,24 @@ size_t attn_decode_ws_floats(int n_seq, int n_q_heads, int head_dim, int max_seq
     return (size_t)n_seq * n_q_heads * splits * ((size_t)head_dim + 2);
 }
 
-int attn_decode_ref(float *out, float *ws, const float *q, const float *gate,
-                    const uint16_t *k_cache, const uint16_t *v_cache, const int32_t *block_table,
-                    const int32_t *seq_lens, int n_seq, int n_q_heads, int n_kv_heads, int head_dim,
-                    int block_size, int max_blocks_per_seq, int max_seq_len, float scale)
+/* Cached element idx as fp32: bf16, or e4m3 times the per-tensor scale. */
+static double kv_elem(const void *cache, int kv_dtype, long idx, float scale)
+{
+    if (kv_dtype == KV_DTYPE_BF16)
+        return kdtype_bf16_to_f32(((const uint16_t *)cache)[idx]);
+    return (double)kdtype_e4m3_to_f32(((const uint8_t *)cache)[idx]) * scale;
+}
+
+int attn_decode_dtype_ref(float *out, float *ws, const float *q, const float *gate,
+                          const void *k_cache, const void *v_cache, int kv_dtype, float k_scale,
+                          float v_scale, const int32_t *block_table, const int32_t *seq_lens,
+                          int n_seq, int n_q_heads, int n_kv_heads, int head_dim, int block_size,
+                          int max_blocks_per_seq, int max_seq_len, float scale)
 {
     double *s, *o;
     (void)ws;
-    if (n_seq < 0 || n_kv_heads <= 0 || n_q_heads % n_kv_heads || head_dim <= 0 || block_size <= 0)
+    if (n_seq < 0 || n_kv_heads <= 0 || n_q_heads % n_kv_heads || head_dim <= 0 ||
+        block_size <= 0 || !kv_dtype_bytes(kv_dtype))
         return ERR_INVAL;
     s = xmalloc(sizeof(double) * (size_t)(max_seq_len > 0 ? max_seq_len : 1));
     o = xmalloc(sizeof(double) * (size_t)head_dim);
@@ -36,10 +47,10 @@ int attn_decode_ref(float *out, float *ws, const float *q, const float *gate,
                 long slot =
                     (long)block_table[(long)b * max_blocks_per_seq + j / block_size] * block_size +
                     j % block_size;
-                const uint16_t *k = k_cache + (slot * n_kv_heads + kvh) * head_dim;
+                const long k = (slot * n_kv_heads + kvh) * head_dim;
                 double d = 0;
                 for (int i = 0; i < head_dim; i++)
-                    d += (double)qh[i] * kdtype_bf16_to_f32(k[i]);
+                    d += (double)qh[i] * kv_elem(k_cache, kv_dtype, k + i, k_scale);
                 s[j] = d * scale;
                 mx = s[j] > mx ? s[j] : mx;
             }
@@ -49,11 +60,11 @@ int attn_decode_ref(float *out, float *ws, const float *q, const float *gate,
                 long slot =
                     (long)block_table[(long)b * max_blocks_per_seq + j / block_size] * block_size +
                     j % block_size;
-                const uint16_t *v = v_cache + (slot * n_kv_heads + kvh) * head_dim;
+                const long v = (slot * n_kv_heads + kvh) * head_dim;
                 double p = exp(s[j] - mx);
                 l += p;
                 for (int i = 0; i < head_dim; i++)
-                    o[i] += p * kdtype_bf16_to_f32(v[i]);
+                    o[i] += p * kv_elem(v_cache, kv_dtype, v + i, v_scale);
             }
             for (int i = 0; i < head_dim; i++) {
                 long idx = ((long)b * n_q_heads + h) * head_dim + i;
@@ -67,4 +78,14 @@ int attn_decode_ref(float *out, float *ws, const float *q, const float *gate,
     free(s);
     free(o);
     return 0;
+}
+
+int attn_decode_ref(float *out, float *ws, const float *q, const float *gate,
+                    const uint16_t *k_cache, const uint16_t *v_cache, const int32_t *block_table,
+                    const int32_t *seq_lens, int n_seq, int n_q_heads, int n_kv_heads, int head_dim,
+                    int block_size, int max_blocks_per_seq, int max_seq_len, float scale)
+{
+    return attn_decode_dtype_ref(out, ws, q, gate, k_cache, v_cache, KV_DTYPE_BF16, 1.0f, 1.0f,
+                                 block_table, seq_lens, n_seq, n_q_heads, n_kv_heads, head_dim,
+                                 block_size, max_blocks_per_seq, max_seq_len, scale);
 }

@@ -1,4 +1,5 @@
-/* gemv: skinny y = x W^T over struct kweight (see gemv.h). One group of lpr lanes per output row,
+/* gemv: skinny y = x W^T over struct kweight (see gemv.h). nvfp4 at 1..8 tokens: the stream
+ * kernel (internal/nvfp4_stream.cuh). Otherwise one group of lpr lanes per output row,
  * 256-thread blocks. One token: each lane group does 4 rows, reusing its activation chunk; more
  * tokens: tiles of 4 tokens against one row (weights re-read from L1 for later tiles). */
 #include "gemv.h"
@@ -6,11 +7,18 @@
 #include "common/xalloc.h"
 #include "internal/kcuda.cuh"
 #include "internal/nvfp4_mma.cuh"
+#include "internal/nvfp4_stream.cuh"
 #include "internal/wdot.cuh"
 
 #define GEMV_ROWS_T1 4 /* rows per lane group for one token: activation chunks reused 4x */
+/* 1: GEMV_PATH_AUTO takes the nvfp4 stream kernel (internal/nvfp4_stream.cuh) for 1..8 tokens
+ * when its staged activations fit; 0: back to the tensor / CUDA-core choice */
+#define GEMV_STREAM_AUTO 1
+/* 1: ... and the same kernel for fp8 weights (e4m3 -> fp16 exact, scales per tensor, channel or
+ * 128-column-aligned block) at 1..8 tokens; 0: fp8 stays on the CUDA cores */
+#define GEMV_STREAM_FP8_AUTO 1
 
-template <int NT, int R>
+template <int NT, int R, int KF>
 __global__ void __launch_bounds__(256, 2)
     gemv_kernel(float *y, kweight w, int e, const float *x, int n_tok, int lpr)
 {
@@ -29,7 +37,7 @@ __global__ void __launch_bounds__(256, 2)
             acc[i] = 0.0f;
         const int nt = min(NT, n_tok - t0);
         if (nr > 0)
-            wdot<NT, R>(w, e, r0, 1, nr, x + (int64_t)t0 * w.cols, w.cols, nt, sub, lpr, acc);
+            wdot<NT, R, KF>(w, e, r0, 1, nr, x + (int64_t)t0 * w.cols, w.cols, nt, sub, lpr, acc);
 #pragma unroll
         for (int i = 0; i < R; i++)
 #pragma unroll
@@ -39,6 +47,23 @@ __global__ void __launch_bounds__(256, 2)
                     y[(int64_t)(t0 + t) * w.rows + r0 + i] = v * rs[i];
             }
     }
+}
+
+template <int KF>
+static int gemv_cores_launch(float *y, const struct kweight *w, int expert, const float *x,
+                             int n_tok, cudaStream_t stream)
+{
+    const int lpr = kw_lanes_per_row(w);
+    const int threads = 256;
+    if (n_tok == 1) {
+        dim3 grid(CEIL_DIV(w->rows, threads / lpr * GEMV_ROWS_T1));
+        gemv_kernel<1, GEMV_ROWS_T1, KF>
+            <<<grid, threads, 0, stream>>>(y, *w, expert, x, n_tok, lpr);
+    } else {
+        dim3 grid(CEIL_DIV(w->rows, threads / lpr));
+        gemv_kernel<4, 1, KF><<<grid, threads, 0, stream>>>(y, *w, expert, x, n_tok, lpr);
+    }
+    return kcuda_launch_status("gemv");
 }
 
 int gemv_cuda_path(float *y, const struct kweight *w, int expert, const float *x, int n_tok,
@@ -52,6 +77,21 @@ int gemv_cuda_path(float *y, const struct kweight *w, int expert, const float *x
     const bool mma_ok = nvfp4_mma_ok(w);
     if (path == GEMV_PATH_TENSOR && !mma_ok)
         return ERR_UNSUPPORTED;
+    if (path < GEMV_PATH_AUTO || path > GEMV_PATH_STREAM)
+        return ERR_INVAL;
+    const bool stream_ok =
+        GEMV_STREAM_AUTO && nvs_ok(w) && n_tok <= NVS_MAX_TOK && nvs_fits(w->cols, n_tok, 1);
+    const bool stream_fp8_ok = GEMV_STREAM_FP8_AUTO && nvs_ok_fp8(w) && n_tok <= NVS_MAX_TOK &&
+                               nvs_fits(w->cols, n_tok, 1);
+    if ((path == GEMV_PATH_STREAM && w->fmt == KW_FMT_FP8) ||
+        (path == GEMV_PATH_AUTO && stream_fp8_ok)) {
+        struct nvs_args a = {y, w->rows, x, w->cols, NULL, NULL, n_tok, 1, 1, expert, 1, 0};
+        return nvs_launch_fp8(w, a, stream);
+    }
+    if (path == GEMV_PATH_STREAM || (path == GEMV_PATH_AUTO && stream_ok)) {
+        struct nvs_args a = {y, w->rows, x, w->cols, NULL, NULL, n_tok, 1, 1, expert, 1, 0};
+        return nvs_launch<NVS_PLAIN>(w, a, 1, 1, n_tok, stream);
+    }
     if (path == GEMV_PATH_TENSOR || (path == GEMV_PATH_AUTO && mma_ok)) {
         const int ntile = n_tok <= 8 ? 1 : 8;
         dim3 grid(CEIL_DIV(w->rows, 16), CEIL_DIV(n_tok, ntile * 8));
@@ -64,16 +104,16 @@ int gemv_cuda_path(float *y, const struct kweight *w, int expert, const float *x
             nvfp4_mma_kernel<8, false><<<grid, NVFP4_MMA_WARPS * 32, 0, stream>>>(*w, a);
         return kcuda_launch_status("gemv_nvfp4_mma");
     }
-    const int lpr = kw_lanes_per_row(w);
-    const int threads = 256;
-    if (n_tok == 1) {
-        dim3 grid(CEIL_DIV(w->rows, threads / lpr * GEMV_ROWS_T1));
-        gemv_kernel<1, GEMV_ROWS_T1><<<grid, threads, 0, stream>>>(y, *w, expert, x, n_tok, lpr);
-    } else {
-        dim3 grid(CEIL_DIV(w->rows, threads / lpr));
-        gemv_kernel<4, 1><<<grid, threads, 0, stream>>>(y, *w, expert, x, n_tok, lpr);
+    switch (kw_kf_of(w)) {
+    case KF_BF16:
+        return gemv_cores_launch<KF_BF16>(y, w, expert, x, n_tok, stream);
+    case KF_FP8:
+        return gemv_cores_launch<KF_FP8>(y, w, expert, x, n_tok, stream);
+    case KF_NVFP4:
+        return gemv_cores_launch<KF_NVFP4>(y, w, expert, x, n_tok, stream);
+    default:
+        return gemv_cores_launch<KF_NVFP4_NARROW>(y, w, expert, x, n_tok, stream);
     }
-    return kcuda_launch_status("gemv");
 }
 
 int gemv_cuda(float *y, const struct kweight *w, int expert, const float *x, int n_tok,

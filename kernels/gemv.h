@@ -17,16 +17,21 @@ extern "C" {
 #endif
 
 /* y[t][r] = sum_c W[expert][r][c] * x[t][c].  y: (n_tok, w->rows); x: (n_tok, w->cols), 16-byte
- * aligned. Device pointers (w's too). n_tok >= 1. Returns 0, ERR_INVAL (shape/alignment: cols a
- * multiple of 8/16/32 for bf16/fp8/nvfp4) or ERR_CUDA. Does not synchronize. */
+ * aligned. Device pointers (w's too). n_tok >= 1. Returns 0, ERR_INVAL (shape/alignment: cols,
+ * row_stride and expert_stride multiples of 8/16/16 for bf16/fp8/nvfp4) or ERR_CUDA. Does not
+ * synchronize. */
 int gemv_cuda(float *y, const struct kweight *w, int expert, const float *x, int n_tok,
               cudaStream_t stream);
 /* gemv_cuda with an explicit path, for tests and benchmarks: GEMV_PATH_AUTO (what gemv_cuda does:
- * tensor cores for nvfp4 when the shape allows it, CUDA cores otherwise), GEMV_PATH_CORES (fp32
- * CUDA-core dot products, any format), GEMV_PATH_TENSOR (nvfp4 only, cols % 128 == 0, 8-byte
- * aligned scale rows: weights decoded to fp16 in registers, activations rounded to fp16,
- * mma.m16n8k16 with fp32 accumulation; else ERR_UNSUPPORTED). */
-enum gemv_path { GEMV_PATH_AUTO = 0, GEMV_PATH_CORES, GEMV_PATH_TENSOR };
+ * for nvfp4 the stream kernel at 1..8 tokens when it fits, else tensor cores when the shape
+ * allows it, else CUDA cores), GEMV_PATH_CORES (fp32 CUDA-core dot products, any format),
+ * GEMV_PATH_TENSOR (nvfp4 only, cols and row strides % 128/32 == 0, 8-byte aligned scale rows:
+ * weights decoded to fp16 in registers, activations rounded to fp16, mma.m16n8k16 with fp32
+ * accumulation; else ERR_UNSUPPORTED), GEMV_PATH_STREAM (nvfp4, or fp8 with tensor/channel
+ * scales or block scales with block_rows % 16 == 0 and block_cols % 128 == 0; 1..8 tokens,
+ * cols % 16 == 0, cols <= ~20000/n_tok: bandwidth-oriented decode kernel, activations staged in
+ * shared memory as fp16, same numerics as TENSOR; else ERR_UNSUPPORTED). */
+enum gemv_path { GEMV_PATH_AUTO = 0, GEMV_PATH_CORES, GEMV_PATH_TENSOR, GEMV_PATH_STREAM };
 int gemv_cuda_path(float *y, const struct kweight *w, int expert, const float *x, int n_tok,
                    int path, cudaStream_t stream);
 /* Same contract on host pointers. */

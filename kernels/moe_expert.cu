@@ -1,20 +1,25 @@
-/* moe_expert: two launches. Stage 1: grid (row groups of inter, n_tok*top_k slots), each row group
- * computes the gate and up dots of one intermediate row. Stage 2: grid (row groups of hidden,
- * n_tok), each row group sums the weighted down-projection dots of the token's top_k experts
- * (deterministic, no atomics). Weight dots are the gemv ones (internal/wdot.cuh). nvfp4 weights
- * take the tensor-core path instead (internal/nvfp4_mma.cuh): gate/up GEMV per slot, down GEMV on
- * silu(gate)*up per slot (computed while loading), then a weighted combine over the slots. */
+/* moe_expert: nvfp4 at 1..8 tokens: two launches of the stream kernel (internal/nvfp4_stream.cuh),
+ * gate/up of all slots, then down of all slots with the weighted combine. Otherwise two launches.
+ * Stage 1: grid (row groups of inter, n_tok*top_k slots), each row group computes the gate and up
+ * dots of one intermediate row. Stage 2: grid (row groups of hidden, n_tok), each row group sums
+ * the weighted down-projection dots of the token's top_k experts (deterministic, no atomics).
+ * Weight dots are the gemv ones (internal/wdot.cuh). nvfp4 weights take the tensor-core path
+ * instead (internal/nvfp4_mma.cuh): gate/up GEMV per slot, down GEMV on silu(gate)*up per slot
+ * (computed while loading), then a weighted combine over the slots. */
 #include "moe_expert.h"
 
 #include "common/xalloc.h"
 #include "gemv.h"
 #include "internal/kcuda.cuh"
 #include "internal/nvfp4_mma.cuh"
+#include "internal/nvfp4_stream.cuh"
 #include "internal/wdot.cuh"
 
 #define MOE_TENSOR_MAX_TOK 2 /* GEMV_PATH_AUTO takes the tensor path up to this many tokens */
+#define MOE_STREAM_MAX_TOK 8 /* ... and the stream path (before the tensor one) up to this many */
 #define MOE_DOWN_ROWS 4      /* down rows per lane group: each expert activation chunk used 4x */
 
+template <int KF>
 __global__ void __launch_bounds__(256)
     moe_gate_up_kernel(float *hbuf, kweight gu, const float *x, const int32_t *ids, int top_k,
                        int n_experts, int inter, int lpr)
@@ -29,7 +34,7 @@ __global__ void __launch_bounds__(256)
     const bool valid = r < inter;
     float acc[2] = {0.0f, 0.0f}; /* gate row r and up row r + inter share the activations */
     if (valid)
-        wdot<1, 2>(gu, e, r, inter, 2, x + (int64_t)t * gu.cols, 0, 1, sub, lpr, acc);
+        wdot<1, 2, KF>(gu, e, r, inter, 2, x + (int64_t)t * gu.cols, 0, 1, sub, lpr, acc);
     float g = group_sum(acc[0], lpr), u = group_sum(acc[1], lpr);
     if (valid && sub == 0) {
         g *= kw_row_scale(gu, e, r);
@@ -38,6 +43,7 @@ __global__ void __launch_bounds__(256)
     }
 }
 
+template <int KF>
 __global__ void __launch_bounds__(256, 2)
     moe_down_kernel(float *out, kweight dn, const float *hbuf, const int32_t *ids,
                     const float *weights, int top_k, int n_experts, int accumulate, int lpr)
@@ -53,7 +59,8 @@ __global__ void __launch_bounds__(256, 2)
         if (e < 0 || e >= n_experts || nr <= 0)
             continue;
         float p[MOE_DOWN_ROWS] = {};
-        wdot<1, MOE_DOWN_ROWS>(dn, e, r0, 1, nr, hbuf + (int64_t)slot * dn.cols, 0, 1, sub, lpr, p);
+        wdot<1, MOE_DOWN_ROWS, KF>(dn, e, r0, 1, nr, hbuf + (int64_t)slot * dn.cols, 0, 1, sub, lpr,
+                                   p);
         const float wt = weights[slot];
 #pragma unroll
         for (int i = 0; i < MOE_DOWN_ROWS; i++)
@@ -107,8 +114,31 @@ int moe_expert_cuda_path(float *out, float *ws, const float *x, const int32_t *i
     const bool mma_ok = nvfp4_mma_ok(gate_up) && nvfp4_mma_ok(down);
     if (path == GEMV_PATH_TENSOR && !mma_ok)
         return ERR_UNSUPPORTED;
+    if (path < GEMV_PATH_AUTO || path > GEMV_PATH_STREAM)
+        return ERR_INVAL;
+    const bool stream_ok =
+        nvs_ok(gate_up) && nvs_ok(down) && nvs_fits(hidden, 1, 1) && nvs_fits(inter, top_k, top_k);
+    if (path == GEMV_PATH_STREAM && !stream_ok)
+        return ERR_UNSUPPORTED;
     if (n_tok == 0)
         return 0;
+    if (path == GEMV_PATH_STREAM ||
+        (path == GEMV_PATH_AUTO && stream_ok && n_tok <= MOE_STREAM_MAX_TOK)) {
+        /* launch 1: gate|up rows of every slot's expert into ws (n_slots, 2*inter); launch 2: the
+         * down rows of all top_k slots of a token in one block, SwiGLU while staging, weighted sum
+         */
+        if ((int64_t)n_tok * top_k > 65535)
+            return ERR_INVAL;
+        const struct nvs_args a1 = {ws,    2 * (int64_t)inter, x, hidden, ids, weights, 1,
+                                    top_k, n_experts,          0, 1,      0};
+        rc = nvs_launch<NVS_SLOT>(gate_up, a1, n_tok * top_k, 1, 1, stream);
+        if (rc < 0)
+            return rc;
+        const struct nvs_args a2 = {out,       hidden,  ws, 2 * (int64_t)inter,
+                                    ids,       weights, 1,  top_k,
+                                    n_experts, 0,       1,  accumulate};
+        return nvs_launch<NVS_COMBINE>(down, a2, n_tok, top_k, top_k, stream);
+    }
     /* measured on H200 (dev/cuda/NOTES.md): tensor path faster at 1 token (30 vs 41 us), the
      * CUDA-core path at 8 tokens (119 vs 156 us) */
     if (path == GEMV_PATH_TENSOR ||
@@ -131,12 +161,49 @@ int moe_expert_cuda_path(float *out, float *ws, const float *x, const int32_t *i
     }
     const int threads = 256;
     const int lpr1 = kw_lanes_per_row(gate_up), lpr2 = kw_lanes_per_row(down);
+    if (n_tok * (int64_t)top_k > 65535 || n_tok > 65535)
+        return ERR_INVAL;
     dim3 g1(CEIL_DIV(inter, threads / lpr1), n_tok * top_k);
-    moe_gate_up_kernel<<<g1, threads, 0, stream>>>(hbuf, *gate_up, x, ids, top_k, n_experts, inter,
-                                                   lpr1);
+    switch (kw_kf_of(gate_up)) {
+    case KF_BF16:
+        moe_gate_up_kernel<KF_BF16>
+            <<<g1, threads, 0, stream>>>(hbuf, *gate_up, x, ids, top_k, n_experts, inter, lpr1);
+        break;
+    case KF_FP8:
+        moe_gate_up_kernel<KF_FP8>
+            <<<g1, threads, 0, stream>>>(hbuf, *gate_up, x, ids, top_k, n_experts, inter, lpr1);
+        break;
+    case KF_NVFP4:
+        moe_gate_up_kernel<KF_NVFP4>
+            <<<g1, threads, 0, stream>>>(hbuf, *gate_up, x, ids, top_k, n_experts, inter, lpr1);
+        break;
+    default:
+        moe_gate_up_kernel<KF_NVFP4_NARROW>
+            <<<g1, threads, 0, stream>>>(hbuf, *gate_up, x, ids, top_k, n_experts, inter, lpr1);
+        break;
+    }
+    rc = kcuda_launch_status("moe_gate_up");
+    if (rc < 0)
+        return rc;
     dim3 g2(CEIL_DIV(hidden, threads / lpr2 * MOE_DOWN_ROWS), n_tok);
-    moe_down_kernel<<<g2, threads, 0, stream>>>(out, *down, hbuf, ids, weights, top_k, n_experts,
-                                                accumulate, lpr2);
+    switch (kw_kf_of(down)) {
+    case KF_BF16:
+        moe_down_kernel<KF_BF16><<<g2, threads, 0, stream>>>(out, *down, hbuf, ids, weights, top_k,
+                                                             n_experts, accumulate, lpr2);
+        break;
+    case KF_FP8:
+        moe_down_kernel<KF_FP8><<<g2, threads, 0, stream>>>(out, *down, hbuf, ids, weights, top_k,
+                                                            n_experts, accumulate, lpr2);
+        break;
+    case KF_NVFP4:
+        moe_down_kernel<KF_NVFP4><<<g2, threads, 0, stream>>>(out, *down, hbuf, ids, weights, top_k,
+                                                              n_experts, accumulate, lpr2);
+        break;
+    default:
+        moe_down_kernel<KF_NVFP4_NARROW><<<g2, threads, 0, stream>>>(
+            out, *down, hbuf, ids, weights, top_k, n_experts, accumulate, lpr2);
+        break;
+    }
     return kcuda_launch_status("moe_expert");
 }
 

@@ -1,8 +1,9 @@
 /* bench_kernels: bandwidth of the decode kernels on the GPU.
  *   copy:  cudaMemcpy device-to-device of 1 GiB, GB/s counting bytes read + written
- *   gemv:  bf16 / fp8 / nvfp4 weights, large shapes and model shapes, 1/4/8 tokens, GB/s of
- *          weight bytes (data + scales) per call; weights rotate over copies totalling >= 512 MB
- *          so repeated calls do not hit the 60 MB L2
+ *   gemv:  bf16 / fp8 / nvfp4 weights, large shapes and model shapes, 1/2/4/8/32 tokens, every
+ *          path (nvfp4: cores, tensor, stream; fp8: cores, stream; rows a path refuses are left
+ *          out), GB/s of weight bytes (data + scales) per call; weights rotate over copies
+ *          totalling >= 512 MB so repeated calls do not hit the 60 MB L2
  *   moe_expert: 8 of 256 nvfp4/bf16 experts (2048 x 512), per token
  * Usage: bench_kernels [quick]. Times are medians of CUDA-event timings. */
 #include <cuda_runtime.h>
@@ -47,7 +48,7 @@ static double copy_bw;
 
 static void bench_gemv(const char *name, int fmt, int rows, int cols)
 {
-    static const int toks[] = {1, 4, 8, 32};
+    static const int toks[] = {1, 2, 4, 8, 32};
     struct gemv_arg a;
     struct kw_pair probe;
     kw_pair_make(&probe, fmt, KW_SCALE_CHANNEL, 1, 1, cols);
@@ -63,12 +64,16 @@ static void bench_gemv(const char *name, int fmt, int rows, int cols)
     a.y = ktest_dev_alloc((size_t)32 * rows * 4);
     cudaMemset(a.x, 0x3c, (size_t)32 * cols * 4); /* ~0.0117f, non-zero */
     a.next = 0;
-    for (int path = GEMV_PATH_CORES; path <= GEMV_PATH_TENSOR; path++) {
-        if (path == GEMV_PATH_TENSOR && fmt != KW_FMT_NVFP4)
-            break;
+    for (int path = GEMV_PATH_CORES; path <= GEMV_PATH_STREAM; path++) {
+        if ((path == GEMV_PATH_TENSOR && fmt != KW_FMT_NVFP4) ||
+            (path == GEMV_PATH_STREAM && fmt == KW_FMT_BF16))
+            continue;
         a.path = path;
         for (size_t i = 0; i < sizeof(toks) / sizeof(toks[0]); i++) {
             a.n_tok = toks[i];
+            /* skip shapes the path refuses (stream: > 8 tokens or too wide to stage) */
+            if (gemv_cuda_path(a.y, &a.w[0].dev, 0, a.x, a.n_tok, path, 0) != 0)
+                continue;
             double us = ktest_time_us(run_gemv, &a, 5, 41);
             double gbs = bytes / us * 1e-3;
             printf("gemv %-5s %-6s %-16s rows=%6d cols=%5d tok=%2d %9.1f us %6.0f GB/s %5.1f%% of "
@@ -76,8 +81,10 @@ static void bench_gemv(const char *name, int fmt, int rows, int cols)
                    fmt == KW_FMT_BF16  ? "bf16"
                    : fmt == KW_FMT_FP8 ? "fp8"
                                        : "nvfp4",
-                   path == GEMV_PATH_CORES ? "cores" : "tensor", name, rows, cols, a.n_tok, us, gbs,
-                   100.0 * gbs / copy_bw);
+                   path == GEMV_PATH_CORES    ? "cores"
+                   : path == GEMV_PATH_TENSOR ? "tensor"
+                                              : "stream",
+                   name, rows, cols, a.n_tok, us, gbs, 100.0 * gbs / copy_bw);
         }
     }
     for (int i = 0; i < a.n_w; i++)
@@ -143,7 +150,10 @@ static void bench_moe(int fmt, int n_tok, int path)
     double gbs = experts * per / us * 1e-3;
     printf("moe_expert %-5s %-6s tok=%2d top8/256 H=2048 I=512 %8.1f us %5.1f experts %6.0f GB/s "
            "%5.1f%% of copy\n",
-           fmt == KW_FMT_BF16 ? "bf16" : "nvfp4", path == GEMV_PATH_TENSOR ? "tensor" : "cores",
+           fmt == KW_FMT_BF16 ? "bf16" : "nvfp4",
+           path == GEMV_PATH_TENSOR   ? "tensor"
+           : path == GEMV_PATH_STREAM ? "stream"
+                                      : "cores",
            n_tok, us, experts, gbs, 100.0 * gbs / copy_bw);
     kw_pair_free(&a.gu);
     kw_pair_free(&a.dn);
@@ -270,15 +280,19 @@ int main(int argc, char **argv)
     bench_gemv("large", KW_FMT_BF16, 16384, 8192);
     bench_gemv("lm_head", KW_FMT_BF16, 248320, 2048);
     bench_gemv("gdn_in_proj_qkv", KW_FMT_BF16, 8192, 2048);
+    bench_gemv("expert_gate_up", KW_FMT_NVFP4, 1024, 2048);
+    bench_gemv("expert_down", KW_FMT_NVFP4, 2048, 512);
     bench_gemv("large", KW_FMT_FP8, 16384, 8192);
     if (!quick) {
-        bench_gemv("expert_down", KW_FMT_NVFP4, 2048, 512);
         bench_gemv("o_proj/out_proj", KW_FMT_BF16, 2048, 4096);
     }
     bench_moe(KW_FMT_NVFP4, 1, GEMV_PATH_CORES);
     bench_moe(KW_FMT_NVFP4, 1, GEMV_PATH_TENSOR);
+    bench_moe(KW_FMT_NVFP4, 1, GEMV_PATH_STREAM);
+    bench_moe(KW_FMT_NVFP4, 4, GEMV_PATH_STREAM);
     bench_moe(KW_FMT_NVFP4, 8, GEMV_PATH_CORES);
     bench_moe(KW_FMT_NVFP4, 8, GEMV_PATH_TENSOR);
+    bench_moe(KW_FMT_NVFP4, 8, GEMV_PATH_STREAM);
     bench_moe(KW_FMT_BF16, 1, GEMV_PATH_CORES);
     bench_moe(KW_FMT_BF16, 8, GEMV_PATH_CORES);
     bench_gdn(1);

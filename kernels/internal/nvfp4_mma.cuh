@@ -31,7 +31,8 @@ struct nvfp4_mma_args {
 
 static inline bool nvfp4_mma_ok(const kweight *w)
 {
-    return w->fmt == KW_FMT_NVFP4 && w->cols % 128 == 0 && w->bscale_stride % 8 == 0 &&
+    return w->fmt == KW_FMT_NVFP4 && w->cols % 128 == 0 && w->row_stride % 32 == 0 &&
+           w->expert_stride % 32 == 0 && w->bscale_stride % 8 == 0 &&
            w->bscale_expert_stride % 8 == 0 && ((uintptr_t)w->bscale) % 8 == 0;
 }
 

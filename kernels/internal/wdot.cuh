@@ -2,8 +2,10 @@
  * up to NT activation rows, shared by gemv.cu and moe_expert.cu. A row is split into 16-byte
  * chunks (bf16: 8 elements, fp8: 16, nvfp4: 32); lane `sub` of a group of `lpr` lanes takes
  * chunks sub, sub+lpr, ... Each chunk is one 128-bit load, dequantized in registers.
+ * NVFP4 rows whose length or stride is not a multiple of 32 (or whose scale rows are not 2-byte
+ * aligned) take the narrow form: 8-byte chunks of 16 codes and one scale byte (K % 16 == 0).
  * Preconditions (checked by kweight_check_dev in the launchers): cols % chunk == 0, 16-byte
- * aligned rows and activations. */
+ * aligned rows (8-byte for narrow nvfp4) and activations. */
 #pragma once
 
 #include "kcuda.cuh"
@@ -12,6 +14,20 @@
 static __host__ __device__ __forceinline__ int kw_chunk_elems(int fmt)
 {
     return fmt == KW_FMT_BF16 ? 8 : fmt == KW_FMT_FP8 ? 16 : 32;
+}
+
+/* NVFP4 weights readable in 16-byte chunks of 32 codes with 2-byte scale pairs (the wide form). */
+static __host__ __device__ __forceinline__ bool kw_nvfp4_wide(const kweight &w)
+{
+    return w.cols % 32 == 0 && w.row_stride % 32 == 0 && w.expert_stride % 32 == 0 &&
+           w.bscale_stride % 2 == 0 && w.bscale_expert_stride % 2 == 0 &&
+           ((uintptr_t)w.bscale) % 2 == 0;
+}
+
+/* Elements per chunk of this weight: kw_chunk_elems, or 16 for narrow nvfp4. */
+static __host__ __device__ __forceinline__ int kw_chunk_of(const kweight &w)
+{
+    return w.fmt == KW_FMT_NVFP4 && !kw_nvfp4_wide(w) ? 16 : kw_chunk_elems(w.fmt);
 }
 
 /* Multiplier applied once to the finished dot of row r of expert e (fp8 block scales and nvfp4
@@ -35,13 +51,25 @@ static __device__ __forceinline__ float kw_row_scale(const kweight &w, int e, in
  * With R > 1 each activation chunk is loaded once and used for R weight rows (the activation
  * loads, not the weights, limit a one-row-per-lane nvfp4 GEMV). With R == 1 each weight chunk is
  * decoded once and used for NT tokens. */
-template <int NT, int R>
+/* Kernel format classes for compile-time specialization (KF template argument of wdot): each
+ * kernel instance then holds only its format's loop (fewer registers). KF_ANY decides at run
+ * time. */
+enum kw_kf { KF_ANY = 0, KF_BF16 = 1, KF_FP8 = 2, KF_NVFP4 = 3, KF_NVFP4_NARROW = 4 };
+
+static inline int kw_kf_of(const kweight *w)
+{
+    if (w->fmt == KW_FMT_NVFP4)
+        return kw_nvfp4_wide(*w) ? KF_NVFP4 : KF_NVFP4_NARROW;
+    return w->fmt == KW_FMT_FP8 ? KF_FP8 : KF_BF16;
+}
+
+template <int NT, int R, int KF = KF_ANY>
 static __device__ __forceinline__ void wdot(const kweight &w, int e, int r0, int rstep, int nr,
                                             const float *x, int64_t ldx, int nt, int sub, int lpr,
                                             float *acc)
 {
     const int64_t ebase = (int64_t)e * w.expert_stride;
-    if (w.fmt == KW_FMT_BF16) {
+    if (KF == KF_BF16 || (KF == KF_ANY && w.fmt == KW_FMT_BF16)) {
         const uint16_t *base = (const uint16_t *)w.data + ebase;
         const int nch = w.cols / 8;
         for (int c = sub; c < nch; c += lpr) {
@@ -74,13 +102,16 @@ static __device__ __forceinline__ void wdot(const kweight &w, int e, int r0, int
                 }
             }
         }
-    } else if (w.fmt == KW_FMT_FP8) {
+    } else if (KF == KF_FP8 || (KF == KF_ANY && w.fmt == KW_FMT_FP8)) {
         const uint8_t *base = (const uint8_t *)w.data + ebase;
         const int nch = w.cols / 16;
         const bool blk = w.scale_kind == KW_SCALE_BLOCK;
         const float *bsc = w.scale + (int64_t)e * w.scale_expert_stride;
         const int bcols = blk ? w.block_cols : 1;
         const int nbc = blk ? (w.cols + w.block_cols - 1) / w.block_cols : 0;
+        /* one token (R > 1), fp8-only instance: two chunks per pass, the second chunk's loads
+         * issue before the first is computed */
+#pragma unroll(R > 1 && KF == KF_FP8 ? 2 : 1)
         for (int c = sub; c < nch; c += lpr) {
             uint4 q[R];
             float s[R];
@@ -120,6 +151,59 @@ static __device__ __forceinline__ void wdot(const kweight &w, int e, int r0, int
                             acc[i * NT + t] += p * s[i];
                         }
                     }
+                }
+            }
+        }
+    } else if (KF == KF_NVFP4_NARROW || (KF == KF_ANY && !kw_nvfp4_wide(w))) {
+        /* narrow NVFP4: 8 bytes = 16 codes = 1 scale block; element 8k+i in nibble i of word k */
+        const uint8_t *base = (const uint8_t *)w.data + ebase / 2;
+        const uint8_t *sbase = w.bscale + (int64_t)e * w.bscale_expert_stride;
+        const int nch = w.cols / 16;
+        for (int c = sub; c < nch; c += lpr) {
+            uint2 q[R];
+            uint8_t sb[R];
+#pragma unroll
+            for (int i = 0; i < R; i++)
+                if (i < nr) {
+                    const int r = r0 + i * rstep;
+                    q[i] = __ldg(
+                        reinterpret_cast<const uint2 *>(base + (int64_t)r * (w.row_stride / 2)) +
+                        c);
+                    sb[i] = __ldg(sbase + (int64_t)r * w.bscale_stride + c);
+                }
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                if (t < nt) {
+                    const float4 *xp = reinterpret_cast<const float4 *>(x + t * ldx + c * 16);
+                    float p[R];
+#pragma unroll
+                    for (int i = 0; i < R; i++)
+                        p[i] = 0.0f;
+#pragma unroll
+                    for (int k = 0; k < 2; k++) {
+                        const float4 xl = __ldg(xp + 2 * k), xh = __ldg(xp + 2 * k + 1);
+#pragma unroll
+                        for (int i = 0; i < R; i++) {
+                            if (i < nr) {
+                                const uint32_t u = k == 0 ? q[i].x : q[i].y;
+                                float2 f;
+                                float pp;
+                                f = e2m1x2_hi_to_f32_scaled(u);
+                                pp = f.x * xl.w + f.y * xh.w;
+                                f = e2m1x2_hi_to_f32_scaled(u << 4);
+                                pp += f.x * xl.z + f.y * xh.z;
+                                f = e2m1x2_hi_to_f32_scaled(u << 8);
+                                pp += f.x * xl.y + f.y * xh.y;
+                                f = e2m1x2_hi_to_f32_scaled(u << 12);
+                                pp += f.x * xl.x + f.y * xh.x;
+                                p[i] += pp;
+                            }
+                        }
+                    }
+#pragma unroll
+                    for (int i = 0; i < R; i++)
+                        if (i < nr)
+                            acc[i * NT + t] += p[i] * (e4m3_to_f32(sb[i]) * 16384.0f);
                 }
             }
         }
@@ -201,7 +285,7 @@ static __device__ __forceinline__ float group_sum(float v, int lpr)
 /* Lanes per row: enough to cover a row's chunks with one pass where possible. */
 static inline int kw_lanes_per_row(const kweight *w)
 {
-    int nch = w->cols / kw_chunk_elems(w->fmt);
+    int nch = w->cols / kw_chunk_of(*w);
     int lpr = 32;
     while (lpr > 4 && lpr / 2 >= nch)
         lpr >>= 1;
@@ -215,7 +299,8 @@ static inline int kweight_check_dev(const kweight *w)
         return ERR_INVAL;
     if (w->fmt != KW_FMT_BF16 && w->fmt != KW_FMT_FP8 && w->fmt != KW_FMT_NVFP4)
         return ERR_INVAL;
-    const int ch = kw_chunk_elems(w->fmt);
+    /* nvfp4: K % 16 == 0 (one scale block); the kernels pick 16- or 8-byte loads */
+    const int ch = w->fmt == KW_FMT_NVFP4 ? 16 : kw_chunk_elems(w->fmt);
     if (w->cols % ch || w->row_stride % ch || w->expert_stride % ch || w->row_stride < w->cols)
         return ERR_INVAL;
     if (((uintptr_t)w->data) % 16)
@@ -228,8 +313,7 @@ static inline int kweight_check_dev(const kweight *w)
             return ERR_INVAL;
     }
     if (w->fmt == KW_FMT_NVFP4) {
-        if (!w->bscale || w->bscale_stride < w->cols / 16 || w->bscale_stride % 2 ||
-            w->bscale_expert_stride % 2 || ((uintptr_t)w->bscale) % 2)
+        if (!w->bscale || w->bscale_stride < w->cols / 16 || w->bscale_expert_stride < 0)
             return ERR_INVAL;
     }
     return 0;

@@ -54,10 +54,13 @@ struct wk_engine_ops {
      * spec_window: the sequence in slot has run positions < pos and x is its next token (not
      * yet run); propose k (1..info.spec_k) drafts after x, run the window [x, drafts] at pos ..
      * pos+k and write logits (k+1, vocab): row i = the target distribution after window token
-     * i. spec_commit must follow: keep x and the first a drafts (the position becomes
-     * pos+a+1; the token after them is fed by the next item or window). 0 or ERR_*. */
+     * i. blocks/n_blocks: the sequence's block table as last sent, covering pos+k (engines
+     * with their own KV, like cpu, ignore it). spec_commit must follow: keep x and the first a
+     * drafts (the position becomes pos+a+1; the token after them is fed by the next item or
+     * window). 0 or ERR_*. */
     int (*spec_window)(struct wk_engine *e, uint32_t slot, uint32_t pos, uint32_t x, int k,
-                       int32_t *drafts, float *logits);
+                       const uint32_t *blocks, uint32_t n_blocks, int32_t *drafts,
+                       float *logits);
     int (*spec_commit)(struct wk_engine *e, uint32_t slot, int a);
 };
 

@@ -102,9 +102,12 @@ static void cpu_destroy(struct wk_engine *e)
 }
 
 static int cpu_spec_window(struct wk_engine *e, uint32_t slot, uint32_t pos, uint32_t x, int k,
-                           int32_t *drafts, float *logits)
+                           const uint32_t *blocks, uint32_t n_blocks, int32_t *drafts,
+                           float *logits)
 {
     struct cpu *c = e->impl;
+    (void)blocks; /* the CPU engine keeps its own per-slot KV */
+    (void)n_blocks;
     if (!c->spec)
         return ERR_UNSUPPORTED;
     if (slot >= e->info.n_slots || !c->open[slot] || (uint32_t)c->st[slot]->pos != pos ||

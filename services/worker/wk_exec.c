@@ -347,7 +347,7 @@ static void run_spec_rounds(struct wk_exec *x, struct job *jobs, uint32_t nj, st
         struct wk_seq *sq = j->sq;
         const float *rows = NULL;
         int r = wk_spec_round(x->spec, x->eng, (uint32_t)(sq - x->seqs), sq->pos, sq->last,
-                              j->spec_k, x->sc, &sq->sp, sq->hist, sq->n_hist, &sq->rng, toks,
+                              j->spec_k, sq->blocks, sq->n_blocks, x->sc, &sq->sp, sq->hist, sq->n_hist, &sq->rng, toks,
                               &rows);
         j->spec_k = 0;
         if (r < 0) {

@@ -68,7 +68,7 @@ int wk_spec_round_k(const struct wk_spec *s, const struct sample_params *sp, uin
 }
 
 int wk_spec_round(struct wk_spec *s, struct wk_engine *e, uint32_t slot, uint32_t pos, uint32_t x,
-                  int k, struct sample_ctx *sc, const struct sample_params *sp, const int32_t *hist,
+                  int k, const uint32_t *blocks, uint32_t n_blocks, struct sample_ctx *sc, const struct sample_params *sp, const int32_t *hist,
                   uint32_t n_hist, struct sample_rng *rng, uint32_t *out, const float **rows)
 {
     int32_t drafts[WK_SPEC_MAX], emitted[WK_SPEC_MAX + 1];
@@ -78,7 +78,7 @@ int wk_spec_round(struct wk_spec *s, struct wk_engine *e, uint32_t slot, uint32_
         s->cap_hist = n_hist + (uint32_t)k + 256;
         s->hist = xrealloc(s->hist, sizeof(int32_t) * s->cap_hist);
     }
-    int rc = e->ops->spec_window(e, slot, pos, x, k, drafts, s->logits);
+    int rc = e->ops->spec_window(e, slot, pos, x, k, blocks, n_blocks, drafts, s->logits);
     if (rc < 0)
         return rc;
     // the acceptance rule sees the history followed by the drafts (its penalties look at them)

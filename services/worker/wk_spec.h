@@ -42,14 +42,16 @@ int wk_spec_k(const struct wk_spec *s);
 int wk_spec_round_k(const struct wk_spec *s, const struct sample_params *sp, uint32_t pos,
                     uint32_t left, uint64_t cap);
 
-/* One round for the sequence in slot: k drafts after x (fed at pos), the verify window, the
+/* One round for the sequence in slot: k drafts after x (fed at pos; blocks/n_blocks is its block
+ * table, handed to the engine's spec_window), the verify window, the
  * acceptance against the target with sampling params sp over hist (n_hist tokens: prompt and
  * generated, ending with x), then the engine commit. Writes out (k+1) and *rows (the window's
  * logits, row i = the distribution out[i] was taken from; valid until the next round).
  * Returns the number of tokens emitted (1..k+1) or a negative status. */
 int wk_spec_round(struct wk_spec *s, struct wk_engine *e, uint32_t slot, uint32_t pos, uint32_t x,
-                  int k, struct sample_ctx *sc, const struct sample_params *sp, const int32_t *hist,
-                  uint32_t n_hist, struct sample_rng *rng, uint32_t *out, const float **rows);
+                  int k, const uint32_t *blocks, uint32_t n_blocks, struct sample_ctx *sc,
+                  const struct sample_params *sp, const int32_t *hist, uint32_t n_hist,
+                  struct sample_rng *rng, uint32_t *out, const float **rows);
 
 /* Counters since the previous take (for a StepResult); the totals keep growing. */
 void wk_spec_take(struct wk_spec *s, struct wk_spec_counts *delta);

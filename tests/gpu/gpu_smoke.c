@@ -4,6 +4,14 @@
  * at batch 1 (and a short run at batch 8), printing tokens/s.
  *   gpu_smoke CONFIG.json [n_decode=256] [max_model_len=1024]
  * Decode runs twice, eager launches and CUDA-graph replay, for both batch sizes.
+ * With an MTP head in the config (mtp_num_hidden_layers) and spec_k > 0 (4th argument, default
+ * 4) the runner keeps the MTP K/V on every plain step (so the decode numbers include that
+ * upkeep; pass 0 for the plain runner), and the speculation costs are measured at batch 1:
+ *   batch1 verify k=K rows=K+1 ms=M ratio=R   one verify step of K+1 rows (all logits) vs
+ *                                             one plain decode step (medians of 25)
+ *   batch1 window k=K ms=W draft_ms=D         spec_window + commit (drafting on the device,
+ *                                             then the verify window); D = W - verify
+ *   batch1 spec k=K p=P tokens_per_round=E tok_s=T   E = sum_{i=0..K} P^i, T = E / W
  * Exit 0 when everything ran and the logits stayed finite. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -50,15 +58,101 @@ static int copy_config(const char *src, char *dir, size_t dlen)
     return rc;
 }
 
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+#define REPS 25
+
+/* Verify and window costs at batch 1 (slot 1 for windows, slot 2 for plain steps), graphs on.
+ * Returns the number of failed calls. */
+static int measure_spec(struct gpu_model *g, const int32_t *prompt, int V, int kmax)
+{
+    int fails = 0;
+    float *lg = xmalloc(sizeof(float) * (size_t)(kmax + 1) * (size_t)V);
+    int32_t win[GPU_SPEC_MAX + 1], d[GPU_SPEC_MAX], x = 0;
+    double t[REPS], t_plain, t0;
+    gpu_model_set_graphs(g, 1);
+    /* plain decode step (graph replay), slot 2 */
+    gpu_model_seq_open(g, 2);
+    struct gpu_item it = { .slot = 2, .tokens = prompt, .n = PROMPT, .pos = 0, .argmax = &x };
+    fails += gpu_model_step(g, &it, 1) != 0 || it.rc != 0;
+    for (int r = 0; r < REPS && !fails; r++) {
+        struct gpu_item s1 = { .slot = 2, .tokens = &x, .n = 1, .pos = PROMPT + r, .argmax = &x };
+        t0 = now_s();
+        fails += gpu_model_step(g, &s1, 1) != 0 || s1.rc != 0;
+        t[r] = now_s() - t0;
+    }
+    t_plain = median(t, REPS);
+    printf("batch1 plain decode step ms=%.3f (graphs, mtp upkeep included)\n", 1e3 * t_plain);
+    for (int k = 1; k <= kmax && k <= 4 && !fails; k++) {
+        /* verify only: one item of k+1 rows with all logits (eager: more than one row) */
+        gpu_model_seq_open(g, 2);
+        it = (struct gpu_item){ .slot = 2, .tokens = prompt, .n = PROMPT, .pos = 0 };
+        fails += gpu_model_step(g, &it, 1) != 0 || it.rc != 0;
+        for (int i = 0; i <= k; i++)
+            win[i] = (int32_t)((i * 31 + 7) % V);
+        for (int r = 0; r < REPS && !fails; r++) {
+            struct gpu_item w = { .slot = 2, .tokens = win, .n = k + 1,
+                                  .pos = PROMPT + r * (k + 1), .logits = lg, .all_logits = 1 };
+            t0 = now_s();
+            fails += gpu_model_step(g, &w, 1) != 0 || w.rc != 0;
+            t[r] = now_s() - t0;
+        }
+        const double t_ver = median(t, REPS);
+        printf("batch1 verify k=%d rows=%d ms=%.3f ratio=%.2f\n", k, k + 1, 1e3 * t_ver,
+               t_ver / t_plain);
+        /* the whole window: drafting + verify, then commit everything */
+        gpu_model_seq_open(g, 1);
+        it = (struct gpu_item){ .slot = 1, .tokens = prompt, .n = PROMPT, .pos = 0, .argmax = &x };
+        fails += gpu_model_step(g, &it, 1) != 0 || it.rc != 0;
+        int pos = PROMPT;
+        for (int r = 0; r < REPS && !fails; r++) {
+            t0 = now_s();
+            fails += gpu_model_spec_window(g, 1, pos, x, k, NULL, 0, d, lg) != 0;
+            fails += gpu_model_spec_commit(g, 1, k) != 0;
+            t[r] = now_s() - t0;
+            pos += k + 1;
+            x = d[k - 1];
+        }
+        const double t_win = median(t, REPS);
+        printf("batch1 window k=%d ms=%.3f draft_ms=%.3f\n", k, 1e3 * t_win,
+               1e3 * (t_win - t_ver));
+        static const double ps[3] = { 0.5, 0.7, 0.9 };
+        for (int i = 0; i < 3; i++) {
+            double e = 0.0, pp = 1.0;
+            for (int j = 0; j <= k; j++, pp *= ps[i])
+                e += pp;
+            printf("batch1 spec k=%d p=%.1f tokens_per_round=%.3f tok_s=%.1f (plain %.1f)\n", k,
+                   ps[i], e, e / t_win, 1.0 / t_plain);
+        }
+    }
+    gpu_model_seq_close(g, 1);
+    gpu_model_seq_close(g, 2);
+    free(lg);
+    if (fails)
+        printf("batch1 spec measurement failed\n");
+    return fails;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: gpu_smoke CONFIG.json [n_decode] [max_model_len]\n");
+        fprintf(stderr, "usage: gpu_smoke CONFIG.json [n_decode] [max_model_len] [spec_k]\n");
         return 2;
     }
     log_init("gpu_smoke", LOG_LEVEL_INFO);
     const int n_dec = argc > 2 ? atoi(argv[2]) : 256;
     const int max_len = argc > 3 ? atoi(argv[3]) : 1024;
+    int spec_k = argc > 4 ? atoi(argv[4]) : 4;
     char dir[256];
     if (copy_config(argv[1], dir, sizeof dir) < 0) {
         fprintf(stderr, "cannot copy %s\n", argv[1]);
@@ -66,7 +160,7 @@ int main(int argc, char **argv)
     }
     char err[512];
     struct model *m = NULL;
-    struct model_load_opts lo = { .dummy = true, .dummy_seed = 1, .skip_mtp = true };
+    struct model_load_opts lo = { .dummy = true, .dummy_seed = 1, .skip_mtp = spec_k <= 0 };
     double t0 = now_s();
     int rc = model_load(&m, dir, &lo, err, sizeof err);
     double t_load = now_s() - t0;
@@ -79,8 +173,10 @@ int main(int argc, char **argv)
         return 1;
     }
     struct gpu_model *g = NULL;
+    if (!m->has_mtp)
+        spec_k = 0;
     struct gpu_model_opts go = { .n_slots = BATCH, .max_model_len = max_len, .block_tokens = 16,
-                                 .graphs = 1 };
+                                 .graphs = 1, .spec_k = spec_k > 0 ? spec_k : 0 };
     t0 = now_s();
     rc = gpu_model_create(&g, m, &go, err, sizeof err);
     double t_up = now_s() - t0;
@@ -137,7 +233,7 @@ int main(int argc, char **argv)
         finite &= isfinite(logits[v]) != 0;
     fails += !finite;
     const int graphs = gpu_model_set_graphs(g, 1);
-    printf("batch1: prefill %d tokens %.3f s (%.1f tok/s, token by token); decode %d tokens: "
+    printf("batch1: prefill %d tokens %.3f s (%.1f tok/s, one pass); decode %d tokens: "
            "eager %.2f tok/s (%.3f ms/token), graphs%s %.2f tok/s (%.3f ms/token); last logits "
            "finite=%d; ids:", PROMPT, t_pre, PROMPT / t_pre, n_dec, n_dec / t_dec[0],
            1e3 * t_dec[0] / n_dec, graphs ? "" : "(unavailable: eager)", n_dec / t_dec[1],
@@ -172,6 +268,8 @@ int main(int argc, char **argv)
         printf("batch%d %s: %d steps %.3f s = %.1f tok/s total (%.3f ms/step)\n", BATCH,
                pass ? "graphs" : "eager", steps, t_b, BATCH * steps / t_b, 1e3 * t_b / steps);
     }
+    if (spec_k > 0 && !fails)
+        fails += measure_spec(g, toks, V, spec_k);
     printf("smoke %s\n", fails ? "FAIL" : "PASS");
     free(toks);
     free(logits);

@@ -1,5 +1,9 @@
-/* rope, kv_write and attn_decode: GPU vs reference. The cache is filled through kv_write with a
- * shuffled block table; contexts of 1, odd lengths, and longer than several splits. */
+/* rope, kv_write and attn_decode: GPU vs reference, bf16 and fp8 (e4m3, per-tensor scales) KV.
+ * The cache is filled through kv_write with a shuffled block table; contexts of 1, odd lengths
+ * (partially filled last blocks), and longer than several splits. kv_write must match the
+ * reference byte for byte (both round to nearest even; fp8 saturates to +-448); attention
+ * reads identical cache bytes on both sides, so only fp32-vs-double accumulation and __expf
+ * differ: atol 2e-5, rtol 1e-4 (outputs are O(1)). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,15 +38,83 @@ static void test_rope(int n_tok, int heads, int hd, int rot, int64_t hstride)
     free(x), free(got), free(pos);
 }
 
-static void test_attn(int n_seq, int hq, int hkv, int hd, int bs, const int *lens)
+/* e4m3 rounding edge cases through kv_write (scale 1 and 0.5): ties to even in the normal and
+ * subnormal ranges, saturation, signed zero, a wide random exponent range. */
+static void test_kv_write_fp8(void)
+{
+    static const float special[] = {0.0f,    -0.0f,     1.0f,       1.0625f,     1.1875f,
+                                    448.0f,  -448.0f,   464.0f,     -480.0f,     1e6f,
+                                    -3e38f,  0.015625f, 0.0009765625f, 0.0029296875f,
+                                    0.001953125f, -0.0048828125f, 0.013671875f, 240.0f, 248.0f,
+                                    -1e-7f,  1e-30f,    17.0f,      0.01708984375f};
+    const int hkv = 3, hd = 64, n_tok = 37;
+    const size_t w = (size_t)hkv * hd, n = (size_t)n_tok * w, ns = sizeof(special) / 4;
+    const float scales[2] = {1.0f, 0.5f};
+    float *k = malloc(n * 4), *v = malloc(n * 4);
+    int32_t *sm = malloc((size_t)n_tok * 4);
+    uint8_t *kc = calloc(n + w, 1), *vc = calloc(n + w, 1), *chk = malloc(n + w);
+    for (size_t i = 0; i < n; i++) {
+        float m = ktest_uniform(1.0f, 2.0f) * ldexpf(1.0f, (int)(ktest_u32() % 24u) - 12);
+        k[i] = i < ns ? special[i] : (ktest_u32() & 1u ? -m : m);
+        v[i] = i < ns ? -special[i] : ktest_uniform(-600.0f, 600.0f);
+    }
+    for (int t = 0; t < n_tok; t++)
+        sm[t] = t == 5 ? -1 : (t * 7) % (n_tok + 1); /* token 5 skipped, slots permuted */
+    for (int si = 0; si < 2; si++) {
+        uint8_t *dkc = ktest_dev_from(kc, n + w), *dvc = ktest_dev_from(vc, n + w);
+        float *dk = ktest_dev_from(k, n * 4), *dv = ktest_dev_from(v, n * 4);
+        int32_t *dsm = ktest_dev_from(sm, (size_t)n_tok * 4);
+        uint8_t *rk = calloc(n + w, 1), *rv = calloc(n + w, 1);
+        size_t bad = 0;
+        CHECK_EQ_INT(kv_write_dtype_ref(rk, rv, k, v, sm, n_tok, hkv, hd, KV_DTYPE_FP8,
+                                        scales[si], 2.0f * scales[si]),
+                     0);
+        CHECK_EQ_INT(kv_write_dtype_cuda(dkc, dvc, dk, dv, dsm, n_tok, hkv, hd, KV_DTYPE_FP8,
+                                         scales[si], 2.0f * scales[si], 0),
+                     0);
+        ktest_to_host(chk, dkc, n + w);
+        for (size_t i = 0; i < n + w; i++) {
+            if (chk[i] != rk[i] && bad++ < 5)
+                fprintf(stderr, "  kv_write fp8 K[%zu]: got 0x%02x ref 0x%02x\n", i, chk[i],
+                        rk[i]);
+        }
+        ktest_to_host(chk, dvc, n + w);
+        for (size_t i = 0; i < n + w; i++) {
+            if (chk[i] != rv[i] && bad++ < 5)
+                fprintf(stderr, "  kv_write fp8 V[%zu]: got 0x%02x ref 0x%02x\n", i, chk[i],
+                        rv[i]);
+        }
+        /* spot-check the reference itself on the specials (scale 1) */
+        if (si == 0) {
+            const int slot0 = sm[0];
+            CHECK_EQ_INT(rk[slot0 * w + 2], 0x38); /* 1.0 */
+            CHECK_EQ_INT(rk[slot0 * w + 3], 0x38); /* 1.0625 ties to even -> 1.0 */
+            CHECK_EQ_INT(rk[slot0 * w + 4], 0x3a); /* 1.1875 ties to even -> 1.25 */
+            CHECK_EQ_INT(rk[slot0 * w + 7], 0x7e); /* 464 saturates to 448 */
+            CHECK_EQ_INT(rk[slot0 * w + 8], 0xfe); /* -480 saturates to -448 */
+            CHECK_EQ_INT(rk[slot0 * w + 12], 0x00); /* 2^-10 ties to even -> 0 */
+            CHECK_EQ_INT(rk[slot0 * w + 13], 0x02); /* 3*2^-10 ties to even -> 2*2^-9 */
+        }
+        fprintf(stderr, "kv_write fp8 scale=%g: byte mismatches=%zu %s\n", scales[si], bad,
+                bad ? "FAIL" : "ok");
+        CHECK(bad == 0);
+        ktest_free(dkc), ktest_free(dvc), ktest_free(dk), ktest_free(dv), ktest_free(dsm);
+        free(rk), free(rv);
+    }
+    free(k), free(v), free(sm), free(kc), free(vc), free(chk);
+}
+
+static void test_attn(int n_seq, int hq, int hkv, int hd, int bs, const int *lens, int dt,
+                      float ks, float vs)
 {
     int max_len = 0;
     for (int s = 0; s < n_seq; s++)
         max_len = lens[s] > max_len ? lens[s] : max_len;
     const int mb = (max_len + bs - 1) / bs, n_blocks = n_seq * mb + 3;
     const size_t w = (size_t)hkv * hd, ncache = (size_t)n_blocks * bs * w;
+    const size_t esz = (size_t)kv_dtype_bytes(dt);
     int32_t *bt = malloc((size_t)n_seq * mb * 4), *perm = malloc((size_t)n_blocks * 4);
-    uint16_t *kc = calloc(ncache, 2), *vc = calloc(ncache, 2);
+    uint8_t *kc = calloc(ncache, esz), *vc = calloc(ncache, esz);
     char what[96];
     for (int i = 0; i < n_blocks; i++)
         perm[i] = i;
@@ -53,7 +125,7 @@ static void test_attn(int n_seq, int hq, int hkv, int hd, int bs, const int *len
     }
     for (int i = 0; i < n_seq * mb; i++)
         bt[i] = perm[i];
-    uint16_t *dkc = ktest_dev_from(kc, ncache * 2), *dvc = ktest_dev_from(vc, ncache * 2);
+    uint8_t *dkc = ktest_dev_from(kc, ncache * esz), *dvc = ktest_dev_from(vc, ncache * esz);
     /* write every token of every sequence through kv_write (both sides) */
     for (int s = 0; s < n_seq; s++) {
         int n = lens[s];
@@ -61,26 +133,39 @@ static void test_attn(int n_seq, int hq, int hkv, int hd, int bs, const int *len
         int32_t *sm = malloc((size_t)n * 4);
         ktest_fill(k, (size_t)n * w, -1, 1);
         ktest_fill(v, (size_t)n * w, -1, 1);
+        if (n > 3 && dt == KV_DTYPE_FP8) { /* saturate in fp8 (to 448 * scale) */
+            k[3] = 1000.0f * ks;
+            if (vs < 0.05f) /* keeps |v| <= 448 * vs ~ 13, within the O(1) tolerances */
+                v[2 * w + 1] = -700.0f * vs;
+        }
         for (int j = 0; j < n; j++)
             sm[j] = bt[s * mb + j / bs] * bs + j % bs;
         float *dk = ktest_dev_from(k, (size_t)n * w * 4),
               *dv = ktest_dev_from(v, (size_t)n * w * 4);
         int32_t *dsm = ktest_dev_from(sm, (size_t)n * 4);
-        CHECK_EQ_INT(kv_write_ref(kc, vc, k, v, sm, n, hkv, hd), 0);
-        CHECK_EQ_INT(kv_write_cuda(dkc, dvc, dk, dv, dsm, n, hkv, hd, 0), 0);
+        if (dt == KV_DTYPE_BF16) { /* the original bf16 entry points */
+            CHECK_EQ_INT(kv_write_ref((uint16_t *)kc, (uint16_t *)vc, k, v, sm, n, hkv, hd), 0);
+            CHECK_EQ_INT(kv_write_cuda((uint16_t *)dkc, (uint16_t *)dvc, dk, dv, dsm, n, hkv, hd,
+                                       0),
+                         0);
+        } else {
+            CHECK_EQ_INT(kv_write_dtype_ref(kc, vc, k, v, sm, n, hkv, hd, dt, ks, vs), 0);
+            CHECK_EQ_INT(kv_write_dtype_cuda(dkc, dvc, dk, dv, dsm, n, hkv, hd, dt, ks, vs, 0),
+                         0);
+        }
         ktest_free(dk), ktest_free(dv), ktest_free(dsm);
         free(k), free(v), free(sm);
     }
     {
-        uint16_t *chk = malloc(ncache * 2);
+        uint8_t *chk = malloc(ncache * esz);
         size_t bad = 0;
-        ktest_to_host(chk, dkc, ncache * 2);
-        for (size_t i = 0; i < ncache; i++)
+        ktest_to_host(chk, dkc, ncache * esz);
+        for (size_t i = 0; i < ncache * esz; i++)
             bad += chk[i] != kc[i];
-        ktest_to_host(chk, dvc, ncache * 2);
-        for (size_t i = 0; i < ncache; i++)
+        ktest_to_host(chk, dvc, ncache * esz);
+        for (size_t i = 0; i < ncache * esz; i++)
             bad += chk[i] != vc[i];
-        fprintf(stderr, "kv_write: cache mismatches=%zu\n", bad);
+        fprintf(stderr, "kv_write dtype=%d: cache byte mismatches=%zu\n", dt, bad);
         CHECK(bad == 0);
         free(chk);
     }
@@ -94,25 +179,25 @@ static void test_attn(int n_seq, int hq, int hkv, int hd, int bs, const int *len
     float *ws = ktest_dev_alloc(attn_decode_ws_floats(n_seq, hq, hd, max_len) * 4);
     float *dy = ktest_dev_poison(nq);
     const float scale = 1.0f / sqrtf((float)hd);
-    CHECK_EQ_INT(attn_decode_ref(ref, NULL, q, gate, kc, vc, bt, lens, n_seq, hq, hkv, hd, bs, mb,
-                                 max_len, scale),
-                 0);
-    CHECK_EQ_INT(attn_decode_cuda(dy, ws, dq, dg, dkc, dvc, dbt, dl, n_seq, hq, hkv, hd, bs, mb,
-                                  max_len, scale, 0),
-                 0);
-    ktest_to_host(got, dy, nq * 4);
-    snprintf(what, sizeof(what), "attn_decode seq=%d hq=%d hkv=%d hd=%d bs=%d max_len=%d", n_seq,
-             hq, hkv, hd, bs, max_len);
-    CHECK(ktest_compare(what, got, ref, nq, 2e-5, 1e-4) == 0);
-    /* no gate */
-    CHECK_EQ_INT(attn_decode_ref(ref, NULL, q, NULL, kc, vc, bt, lens, n_seq, hq, hkv, hd, bs, mb,
-                                 max_len, scale),
-                 0);
-    CHECK_EQ_INT(attn_decode_cuda(dy, ws, dq, NULL, dkc, dvc, dbt, dl, n_seq, hq, hkv, hd, bs, mb,
-                                  max_len, scale, 0),
-                 0);
-    ktest_to_host(got, dy, nq * 4);
-    CHECK(ktest_compare("attn_decode (no gate)", got, ref, nq, 2e-5, 1e-4) == 0);
+    for (int with_gate = 1; with_gate >= 0; with_gate--) {
+        const float *hg = with_gate ? gate : NULL, *dgg = with_gate ? dg : NULL;
+        CHECK_EQ_INT(attn_decode_dtype_ref(ref, NULL, q, hg, kc, vc, dt, ks, vs, bt, lens, n_seq,
+                                           hq, hkv, hd, bs, mb, max_len, scale),
+                     0);
+        if (dt == KV_DTYPE_BF16)
+            CHECK_EQ_INT(attn_decode_cuda(dy, ws, dq, dgg, (const uint16_t *)dkc,
+                                          (const uint16_t *)dvc, dbt, dl, n_seq, hq, hkv, hd, bs,
+                                          mb, max_len, scale, 0),
+                         0);
+        else
+            CHECK_EQ_INT(attn_decode_dtype_cuda(dy, ws, dq, dgg, dkc, dvc, dt, ks, vs, dbt, dl,
+                                                n_seq, hq, hkv, hd, bs, mb, max_len, scale, 0),
+                         0);
+        ktest_to_host(got, dy, nq * 4);
+        snprintf(what, sizeof(what), "attn_decode dt=%d seq=%d hq=%d hkv=%d hd=%d bs=%d max_len=%d%s",
+                 dt, n_seq, hq, hkv, hd, bs, max_len, with_gate ? "" : " (no gate)");
+        CHECK(ktest_compare(what, got, ref, nq, 2e-5, 1e-4) == 0);
+    }
     ktest_free(dkc), ktest_free(dvc), ktest_free(dq), ktest_free(dg), ktest_free(dbt);
     ktest_free(dl), ktest_free(ws), ktest_free(dy);
     free(bt), free(perm), free(kc), free(vc), free(q), free(gate), free(ref), free(got);
@@ -126,13 +211,26 @@ int main(void)
     test_rope(3, 16, 256, 64, 512);
     test_rope(5, 2, 256, 64, 256);
     test_rope(2, 3, 128, 128, 128);
-    test_attn(1, 16, 2, 256, 16, l1);
-    test_attn(3, 16, 2, 256, 16, l2);
-    test_attn(4, 8, 2, 128, 32, l3);
-    test_attn(2, 4, 4, 64, 7, l2);
+    test_kv_write_fp8();
+    test_attn(1, 16, 2, 256, 16, l1, KV_DTYPE_BF16, 1.0f, 1.0f);
+    test_attn(3, 16, 2, 256, 16, l2, KV_DTYPE_BF16, 1.0f, 1.0f);
+    test_attn(4, 8, 2, 128, 32, l3, KV_DTYPE_BF16, 1.0f, 1.0f);
+    test_attn(2, 4, 4, 64, 7, l2, KV_DTYPE_BF16, 1.0f, 1.0f);
+    test_attn(1, 16, 2, 256, 16, l1, KV_DTYPE_FP8, 1.0f, 1.0f);
+    test_attn(3, 16, 2, 256, 16, l2, KV_DTYPE_FP8, 0.02f, 0.03f);
+    test_attn(4, 8, 2, 128, 32, l3, KV_DTYPE_FP8, 1.0f, 1.0f);
+    test_attn(2, 4, 4, 64, 7, l2, KV_DTYPE_FP8, 0.005f, 0.25f);
+    test_attn(2, 32, 4, 8, 5, l2, KV_DTYPE_FP8, 0.1f, 0.1f);
     CHECK_EQ_INT(attn_decode_cuda((float *)16, (float *)16, (float *)16, NULL, (uint16_t *)16,
                                   (uint16_t *)16, (int32_t *)16, (int32_t *)16, 1, 16, 2, 260, 16,
                                   1, 16, 1.0f, 0),
+                 ERR_INVAL);
+    CHECK_EQ_INT(attn_decode_dtype_cuda((float *)16, (float *)16, (float *)16, NULL, (void *)16,
+                                        (void *)16, KV_DTYPE_FP8, 0.0f, 1.0f, (int32_t *)16,
+                                        (int32_t *)16, 1, 16, 2, 256, 16, 1, 16, 1.0f, 0),
+                 ERR_INVAL);
+    CHECK_EQ_INT(kv_write_dtype_cuda((void *)16, (void *)16, (float *)16, (float *)16,
+                                     (int32_t *)16, 1, 2, 256, 7, 1.0f, 1.0f, 0),
                  ERR_INVAL);
     ktest_sync();
     return test_result();

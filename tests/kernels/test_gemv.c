@@ -1,5 +1,8 @@
 /* gemv: GPU vs reference for bf16, fp8 (tensor/channel/block 128x128) and nvfp4 weights, odd
- * row counts, several token counts (tile tails), an expert inside a stack, and bad arguments. */
+ * row counts, several token counts (tile tails), an expert inside a stack, and bad arguments.
+ * nvfp4 also on K % 32 == 16 (48, 208, 2064 columns), on views with padded row strides (8-byte
+ * aligned rows), and through every path: CUDA cores, tensor (mma), stream (1..8 tokens; also
+ * fp8). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -9,8 +12,16 @@
 #include "kweights.h"
 #include "test.h"
 
-static void run_path(int fmt, int scale_kind, int n_experts, int expert, int rows, int cols,
-                     int n_tok, int path)
+/* The stream kernel's limits: 1..8 tokens whose fp16 rows fit its 40 KB of shared memory. */
+static int stream_fits(int cols, int n_tok)
+{
+    return n_tok <= 8 && (size_t)n_tok * ((cols + 127) / 128 * 128 + 32) * 2 + 16 <= 40 * 1024;
+}
+
+/* cols_alloc > cols: the weight is a view of the first cols columns of a wider one (row_stride =
+ * cols_alloc), as a checkpoint with padded rows would give. */
+static void run_path_view(int fmt, int scale_kind, int n_experts, int expert, int rows, int cols,
+                          int cols_alloc, int n_tok, int path)
 {
     struct kw_pair w;
     char what[128];
@@ -19,7 +30,8 @@ static void run_path(int fmt, int scale_kind, int n_experts, int expert, int row
     float *got = malloc(sizeof(float) * (size_t)n_tok * rows);
     float *dx, *dy;
     double amax = 0;
-    kw_pair_make(&w, fmt, scale_kind, n_experts, rows, cols);
+    kw_pair_make(&w, fmt, scale_kind, n_experts, rows, cols_alloc);
+    w.host.cols = w.dev.cols = cols;
     ktest_fill(x, (size_t)n_tok * cols, -2.0f, 2.0f);
     dx = ktest_dev_from(x, sizeof(float) * (size_t)n_tok * cols);
     dy = ktest_dev_poison((size_t)n_tok * rows);
@@ -28,11 +40,13 @@ static void run_path(int fmt, int scale_kind, int n_experts, int expert, int row
     ktest_to_host(got, dy, sizeof(float) * (size_t)n_tok * rows);
     for (int i = 0; i < n_tok * rows; i++)
         amax = fabs(ref[i]) > amax ? fabs(ref[i]) : amax;
-    snprintf(what, sizeof(what), "gemv fmt=%d scale=%d e=%d/%d rows=%d cols=%d tok=%d path=%d", fmt,
-             scale_kind, expert, n_experts, rows, cols, n_tok, path);
-    /* the tensor-core path rounds activations to fp16 (2^-11 relative) */
-    if (path == GEMV_PATH_TENSOR ||
-        (path == GEMV_PATH_AUTO && fmt == KW_FMT_NVFP4 && cols % 128 == 0))
+    snprintf(what, sizeof(what), "gemv fmt=%d scale=%d e=%d/%d rows=%d cols=%d/%d tok=%d path=%d",
+             fmt, scale_kind, expert, n_experts, rows, cols, cols_alloc, n_tok, path);
+    /* the tensor-core and stream paths round activations to fp16 (2^-11 relative, random signs:
+     * the error of a dot is ~1e-4 of the largest output); weights are exact in fp16 */
+    if (path == GEMV_PATH_TENSOR || path == GEMV_PATH_STREAM ||
+        (path == GEMV_PATH_AUTO &&
+         (fmt == KW_FMT_NVFP4 || (fmt == KW_FMT_FP8 && stream_fits(cols, n_tok)))))
         CHECK(ktest_compare(what, got, ref, (size_t)n_tok * rows, 1e-3 * amax, 1e-3) == 0);
     else
         CHECK(ktest_compare(what, got, ref, (size_t)n_tok * rows, 1e-5 * amax, 1e-4) == 0);
@@ -44,17 +58,44 @@ static void run_path(int fmt, int scale_kind, int n_experts, int expert, int row
     free(got);
 }
 
+static void run_path(int fmt, int scale_kind, int n_experts, int expert, int rows, int cols,
+                     int n_tok, int path)
+{
+    run_path_view(fmt, scale_kind, n_experts, expert, rows, cols, cols, n_tok, path);
+}
+
+/* Every path that accepts the shape. The tensor path needs cols % 128 and 16-byte aligned rows,
+ * the stream path 1..8 tokens and staged activations within its shared memory (checked below
+ * with an explicit ERR_UNSUPPORTED case). */
+static void run_view(int fmt, int scale_kind, int n_experts, int expert, int rows, int cols,
+                     int cols_alloc, int n_tok)
+{
+    run_path_view(fmt, scale_kind, n_experts, expert, rows, cols, cols_alloc, n_tok,
+                  GEMV_PATH_CORES);
+    if (fmt == KW_FMT_FP8 && stream_fits(cols, n_tok)) /* fixtures: 128x128 blocks */
+        run_path_view(fmt, scale_kind, n_experts, expert, rows, cols, cols_alloc, n_tok,
+                      GEMV_PATH_STREAM);
+    if (fmt != KW_FMT_NVFP4)
+        return;
+    if (cols % 128 == 0 && cols_alloc % 128 == 0) /* also 8-byte aligned scale rows */
+        run_path_view(fmt, scale_kind, n_experts, expert, rows, cols, cols_alloc, n_tok,
+                      GEMV_PATH_TENSOR);
+    if (stream_fits(cols, n_tok))
+        run_path_view(fmt, scale_kind, n_experts, expert, rows, cols, cols_alloc, n_tok,
+                      GEMV_PATH_STREAM);
+    run_path_view(fmt, scale_kind, n_experts, expert, rows, cols, cols_alloc, n_tok,
+                  GEMV_PATH_AUTO);
+}
+
 static void run_case(int fmt, int scale_kind, int n_experts, int expert, int rows, int cols,
                      int n_tok)
 {
-    run_path(fmt, scale_kind, n_experts, expert, rows, cols, n_tok, GEMV_PATH_CORES);
-    if (fmt == KW_FMT_NVFP4 && cols % 128 == 0)
-        run_path(fmt, scale_kind, n_experts, expert, rows, cols, n_tok, GEMV_PATH_TENSOR);
+    run_view(fmt, scale_kind, n_experts, expert, rows, cols, cols, n_tok);
 }
 
 int main(void)
 {
-    static const int toks[] = {1, 3, 4, 9};
+    static const int toks[] = {1, 2, 3, 4, 8, 9};
     ktest_require_gpu();
     ktest_seed(42);
     for (size_t i = 0; i < sizeof(toks) / sizeof(toks[0]); i++) {
@@ -67,7 +108,30 @@ int main(void)
         run_case(KW_FMT_NVFP4, 0, 1, 0, 45, 96, t);
         run_case(KW_FMT_NVFP4, 0, 1, 0, 517, 2048, t);
         run_case(KW_FMT_NVFP4, 0, 1, 0, 255, 512, t);
+        /* K % 32 == 16: 8-byte aligned rows, partial last chunk */
+        run_case(KW_FMT_NVFP4, 0, 1, 0, 45, 48, t);
+        run_case(KW_FMT_NVFP4, 0, 1, 0, 133, 208, t);
+        run_case(KW_FMT_NVFP4, 0, 1, 0, 70, 2064, t);
+        run_case(KW_FMT_NVFP4, 0, 3, 1, 29, 80, t); /* expert stride % 32 == 16 */
+        /* padded views: stride % 32 == 16 with cols % 32 == 0, and 16-byte strides > cols */
+        run_view(KW_FMT_NVFP4, 0, 1, 0, 97, 512, 528, t);
+        run_view(KW_FMT_NVFP4, 0, 2, 1, 33, 256, 288, t);
+        run_view(KW_FMT_NVFP4, 0, 1, 0, 50, 96, 112, t);
     }
+    /* stream kernel: one row, long K (two rounds of 4 chunks per warp), 8 K-splits */
+    run_case(KW_FMT_NVFP4, 0, 1, 0, 1, 48, 1);
+    run_case(KW_FMT_NVFP4, 0, 1, 0, 300, 8192, 1);
+    run_case(KW_FMT_NVFP4, 0, 1, 0, 300, 8192, 2);
+    run_case(KW_FMT_NVFP4, 0, 1, 0, 1000, 4096, 4);
+    run_case(KW_FMT_NVFP4, 0, 1, 0, 2048, 512, 1);
+    run_case(KW_FMT_NVFP4, 0, 1, 0, 1024, 2048, 1);
+    run_case(KW_FMT_NVFP4, 0, 4, 3, 1024, 2048, 8);
+    run_case(KW_FMT_NVFP4, 0, 1, 0, 64, 8192, 4); /* stream does not fit: AUTO falls back */
+    /* fp8 stream: K % 128 != 0 with block scales, a stack, long K, 8 tokens */
+    run_case(KW_FMT_FP8, KW_SCALE_BLOCK, 1, 0, 300, 1040, 8);
+    run_case(KW_FMT_FP8, KW_SCALE_CHANNEL, 3, 2, 129, 2048, 2);
+    run_case(KW_FMT_FP8, KW_SCALE_TENSOR, 1, 0, 77, 8192, 1);
+    run_case(KW_FMT_FP8, KW_SCALE_BLOCK, 2, 1, 1000, 4096, 4);
     run_case(KW_FMT_NVFP4, 0, 3, 2, 130, 512, 2);
     run_case(KW_FMT_BF16, 0, 3, 1, 33, 256, 1);
     run_case(KW_FMT_FP8, KW_SCALE_BLOCK, 2, 1, 200, 384, 5);
@@ -77,20 +141,44 @@ int main(void)
     run_path(KW_FMT_NVFP4, 0, 1, 0, 33, 256, 5, GEMV_PATH_AUTO);
     run_path(KW_FMT_NVFP4, 0, 1, 0, 33, 256, 1, GEMV_PATH_AUTO);
     run_path(KW_FMT_BF16, 0, 1, 0, 33, 256, 2, GEMV_PATH_AUTO);
+    run_path(KW_FMT_FP8, KW_SCALE_CHANNEL, 1, 0, 33, 256, 3, GEMV_PATH_AUTO);
+    run_path(KW_FMT_FP8, KW_SCALE_BLOCK, 1, 0, 33, 256, 12, GEMV_PATH_AUTO);
 
     /* bad arguments */
     {
         struct kw_pair w;
         float *d = ktest_dev_alloc(4096);
         kw_pair_make(&w, KW_FMT_NVFP4, 0, 1, 8, 64);
-        w.dev.cols = 48; /* not a multiple of 32 */
+        w.dev.cols = 40; /* not a multiple of 16 */
         CHECK_EQ_INT(gemv_cuda(d, &w.dev, 0, d, 1, 0), ERR_INVAL);
         w.dev.cols = 64;
+        w.dev.row_stride = 72; /* row stride not a multiple of 16 */
+        CHECK_EQ_INT(gemv_cuda(d, &w.dev, 0, d, 1, 0), ERR_INVAL);
+        w.dev.row_stride = 64;
+        CHECK_EQ_INT(gemv_cuda_path(d, &w.dev, 0, d, 9, GEMV_PATH_STREAM, 0), ERR_UNSUPPORTED);
+        CHECK_EQ_INT(gemv_cuda_path(d, &w.dev, 0, d, 1, 7, 0), ERR_INVAL);
         CHECK_EQ_INT(gemv_cuda(d, &w.dev, 0, d + 1, 1, 0), ERR_INVAL); /* misaligned x */
         CHECK_EQ_INT(gemv_cuda(d, &w.dev, 0, d, 0, 0), ERR_INVAL);
         CHECK_EQ_INT(gemv_cuda_path(d, &w.dev, 0, d, 1, GEMV_PATH_TENSOR, 0), ERR_UNSUPPORTED);
         ktest_free(d);
         kw_pair_free(&w);
+    }
+    {
+        struct kw_pair w;
+        float *d = ktest_dev_alloc((size_t)4 * 8192 * 4);
+        kw_pair_make(&w, KW_FMT_NVFP4, 0, 1, 16, 8192);
+        /* 4 tokens x 8192 columns of staged fp16 exceed the stream kernel's shared memory */
+        CHECK_EQ_INT(gemv_cuda_path(d, &w.dev, 0, d, 4, GEMV_PATH_STREAM, 0), ERR_UNSUPPORTED);
+        kw_pair_free(&w);
+        kw_pair_make(&w, KW_FMT_BF16, 0, 1, 16, 64);
+        CHECK_EQ_INT(gemv_cuda_path(d, &w.dev, 0, d, 1, GEMV_PATH_STREAM, 0), ERR_UNSUPPORTED);
+        kw_pair_free(&w);
+        /* fp8 blocks narrower than a 128-column chunk */
+        kw_pair_make(&w, KW_FMT_FP8, KW_SCALE_BLOCK, 1, 16, 256);
+        w.dev.block_cols = 64;
+        CHECK_EQ_INT(gemv_cuda_path(d, &w.dev, 0, d, 1, GEMV_PATH_STREAM, 0), ERR_UNSUPPORTED);
+        kw_pair_free(&w);
+        ktest_free(d);
     }
     ktest_sync();
     return test_result();

@@ -82,8 +82,10 @@ static void test_expert_path(int fmt, int n_tok, int n_exp, int k, int hidden, i
         amax = fabs(ref[i]) > amax ? fabs(ref[i]) : amax;
     snprintf(what, sizeof(what), "moe_expert fmt=%d tok=%d E=%d k=%d H=%d I=%d acc=%d path=%d", fmt,
              n_tok, n_exp, k, hidden, inter, accumulate, path);
-    /* the tensor-core path rounds activations (x and silu(g)*u) to fp16 */
-    if (path == GEMV_PATH_TENSOR)
+    /* the tensor-core and stream paths round activations (x and silu(g)*u) to fp16; AUTO takes
+     * one of them for nvfp4 */
+    if (path == GEMV_PATH_TENSOR || path == GEMV_PATH_STREAM ||
+        (path == GEMV_PATH_AUTO && fmt == KW_FMT_NVFP4))
         CHECK(ktest_compare(what, got, ref, nx, 2e-3 * amax, 2e-3) == 0);
     else
         CHECK(ktest_compare(what, got, ref, nx, 1e-5 * amax, 1e-4) == 0);
@@ -98,6 +100,9 @@ static void test_expert(int fmt, int n_tok, int n_exp, int k, int hidden, int in
     test_expert_path(fmt, n_tok, n_exp, k, hidden, inter, accumulate, GEMV_PATH_CORES);
     if (fmt == KW_FMT_NVFP4 && hidden % 128 == 0 && inter % 128 == 0)
         test_expert_path(fmt, n_tok, n_exp, k, hidden, inter, accumulate, GEMV_PATH_TENSOR);
+    if (fmt == KW_FMT_NVFP4) /* any token count: the stream path loops over tokens in the grid */
+        test_expert_path(fmt, n_tok, n_exp, k, hidden, inter, accumulate, GEMV_PATH_STREAM);
+    test_expert_path(fmt, n_tok, n_exp, k, hidden, inter, accumulate, GEMV_PATH_AUTO);
 }
 
 int main(void)
@@ -116,6 +121,29 @@ int main(void)
     test_expert(KW_FMT_NVFP4, 2, 8, 8, 2048, 512, 0);
     test_expert(KW_FMT_NVFP4, 3, 16, 8, 384, 128, 1);
     test_expert(KW_FMT_NVFP4, 9, 32, 4, 256, 384, 0);
+    /* K % 32 == 16 for both stages (hidden 272, inter 48 / 80), 1..8 tokens, top-1 */
+    test_expert(KW_FMT_NVFP4, 1, 8, 8, 272, 48, 0);
+    test_expert(KW_FMT_NVFP4, 4, 8, 8, 272, 80, 1);
+    test_expert(KW_FMT_NVFP4, 8, 16, 8, 2064, 144, 0);
+    test_expert(KW_FMT_NVFP4, 3, 1, 1, 256, 64, 1); /* the shared-expert form */
+    /* full-size shapes at 1 and 8 tokens (32 experts of 1024x2048 + 2048x512) */
+    test_expert(KW_FMT_NVFP4, 1, 32, 8, 2048, 512, 0);
+    test_expert(KW_FMT_NVFP4, 8, 32, 8, 2048, 512, 1);
+    {
+        /* the stream path refuses top_k * inter beyond its shared memory */
+        struct kw_pair gu, dn;
+        float *d = ktest_dev_alloc(4096 * 4);
+        int32_t *di = ktest_dev_alloc(64 * 4);
+        kw_pair_make(&gu, KW_FMT_NVFP4, 0, 2, 2 * 3072, 64);
+        kw_pair_make(&dn, KW_FMT_NVFP4, 0, 2, 64, 3072);
+        CHECK_EQ_INT(
+            moe_expert_cuda_path(d, d, d, di, d, 1, 8, 2, &gu.dev, &dn.dev, 0, GEMV_PATH_STREAM, 0),
+            ERR_UNSUPPORTED);
+        kw_pair_free(&gu);
+        kw_pair_free(&dn);
+        ktest_free(d);
+        ktest_free(di);
+    }
     CHECK_EQ_INT(moe_route_cuda(NULL, NULL, NULL, 1, 2000, 8, 0), ERR_INVAL);
     ktest_sync();
     return test_result();

@@ -2,8 +2,11 @@
  * all on the device: embed -> per layer (RMSNorm1p, GDN or gated attention, residual + norm,
  * MoE) -> final norm -> lm_head for the rows that need logits.
  *
- * Prefill: a chunk of n tokens runs as n sub-steps of the decode kernels (every item that
- * still has a token at that offset is batched into the sub-step). Correct, not fast.
+ * One pass per step over all rows (the tokens of every item, item by item): embed,
+ * projections and MoE on all rows at once; GDN through kernels/gdn_seq (per item, rows in order,
+ * state on chip); attention writes K/V for all rows first, then attends one query row per token
+ * with seq_len = pos+1 and the item's block table copied into that row, which is causal within
+ * the chunk. Logits only for the rows that need them, in batches of lrows.
  *
  * GDN with head dims other than 128 (tiny test models): gdn_step is built for 128-wide heads,
  * so q/k/v/z are copied into zero-padded 128-wide heads. With f^2 = Dk/128 (the q scale
@@ -23,8 +26,7 @@
 #include "common/xalloc.h"
 #include "embed.h"
 #include "fused_add_rmsnorm.h"
-#include "gdn_conv.h"
-#include "gdn_step.h"
+#include "gdn_seq.h"
 #include "gemv.h"
 #include "kv_write.h"
 #include "moe_expert.h"
@@ -39,7 +41,7 @@
             return rc_;        \
     } while (0)
 
-static int cu(cudaError_t e)
+int gpu_cu(cudaError_t e)
 {
     if (e == cudaSuccess)
         return 0;
@@ -51,23 +53,26 @@ static int cu(cudaError_t e)
 static int copy2d(struct gpu_model *g, float *dst, int dp, const float *src, int sp, int w,
                   int64_t rows)
 {
-    return cu(cudaMemcpy2DAsync(dst, sizeof(float) * (size_t)dp, src, sizeof(float) * (size_t)sp,
+    return gpu_cu(cudaMemcpy2DAsync(dst, sizeof(float) * (size_t)dp, src, sizeof(float) * (size_t)sp,
                                 sizeof(float) * (size_t)w, (size_t)rows,
                                 cudaMemcpyDeviceToDevice, g->stream));
 }
 
-static int gdn_mixer(struct gpu_model *g, struct gpu_layer *L, int n)
+static int gdn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_pass *p)
 {
     cudaStream_t st = g->stream;
-    const int32_t *slots = g->d_in + gpu_in_slots(g);
+    const int n = p->rows;
+    const int32_t *items = p->gitems;
     TRY(gemv_cuda(g->mix_raw, &L->qkv, 0, g->x, n, st));
     TRY(gemv_cuda(g->gz, &L->z, 0, g->x, n, st));
     TRY(gemv_cuda(g->gb, &L->b, 0, g->x, n, st));
     TRY(gemv_cuda(g->ga, &L->a, 0, g->x, n, st));
-    TRY(gdn_conv_cuda(g->mix, L->conv_state, g->mix_raw, L->conv_w, slots, n, g->cd, g->kc, st));
+    TRY(gdn_seq_conv_cuda(g->mix, L->conv_state, L->conv_snap, g->n_snap, g->mix_raw, L->conv_w,
+                          items, p->items, g->cd, g->kc, st));
     if (!g->gdn_pad) {
-        TRY(gdn_step_cuda(g->go, L->ssm, g->mix, g->gz, g->ga, g->gb, L->a_log, L->dt_bias,
-                          L->gnorm, slots, n, g->hk, g->hv, g->gdn_eps, st));
+        TRY(gdn_seq_step_cuda(g->go, L->ssm, L->ssm_snap, g->n_snap, g->mix, g->gz, g->ga, g->gb,
+                              L->a_log, L->dt_bias, L->gnorm, items, p->items, g->hk, g->hv,
+                              g->gdn_eps, st));
     } else {
         const int D = GPU_GDN_D, wp = (2 * g->hk + g->hv) * D;
         if (g->dk == g->dv) {
@@ -82,18 +87,21 @@ static int gdn_mixer(struct gpu_model *g, struct gpu_layer *L, int n)
             }
         }
         TRY(copy2d(g, g->z_p, D, g->gz, g->dv, g->dv, (int64_t)n * g->hv));
-        TRY(gdn_step_cuda(g->o_p, L->ssm, g->qkv_p, g->z_p, g->ga, g->gb, L->a_log, L->dt_bias,
-                          L->gnorm, slots, n, g->hk, g->hv, g->gdn_eps, st));
+        TRY(gdn_seq_step_cuda(g->o_p, L->ssm, L->ssm_snap, g->n_snap, g->qkv_p, g->z_p, g->ga,
+                              g->gb, L->a_log, L->dt_bias, L->gnorm, items, p->items, g->hk,
+                              g->hv, g->gdn_eps, st));
         TRY(copy2d(g, g->go, g->dv, g->o_p, D, g->dv, (int64_t)n * g->hv));
     }
     return gemv_cuda(g->y, &L->out, 0, g->go, n, st);
 }
 
-static int attn_mixer(struct gpu_model *g, struct gpu_layer *L, int n)
+int gpu_attn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_pass *p)
 {
     cudaStream_t st = g->stream;
-    const int32_t *pos = g->d_in + gpu_in_pos(g);
+    const int n = p->rows;
+    const int32_t *pos = p->pos;
     const int hd = g->hd, hq = g->hq, hkv = g->hkv;
+    const int64_t qd = (int64_t)hq * hd;
     const float eps = g->cfg.rms_eps, theta = g->cfg.rope_theta;
     const float *gate = NULL;
     if (g->cfg.attn_output_gate) {
@@ -108,18 +116,26 @@ static int attn_mixer(struct gpu_model *g, struct gpu_layer *L, int n)
     TRY(gemv_cuda(g->v, &L->v, 0, g->x, n, st));
     TRY(rmsnorm_cuda(g->q, g->q, L->q_norm, n * hq, hd, eps, 1.0f, st));
     TRY(rmsnorm_cuda(g->k, g->k, L->k_norm, n * hkv, hd, eps, 1.0f, st));
-    TRY(rope_cuda(g->q, pos, n, hq, hd, g->cfg.rotary_dim, (int64_t)hq * hd, hd, theta, st));
+    TRY(rope_cuda(g->q, pos, n, hq, hd, g->cfg.rotary_dim, qd, hd, theta, st));
     TRY(rope_cuda(g->k, pos, n, hkv, hd, g->cfg.rotary_dim, (int64_t)hkv * hd, hd, theta, st));
-    TRY(kv_write_cuda(L->k_cache, L->v_cache, g->k, g->v, g->d_in + gpu_in_map(g), n, hkv, hd,
-                      st));
-    TRY(attn_decode_cuda(g->ao, g->attn_ws, g->q, gate, L->k_cache, L->v_cache,
-                         g->d_in + gpu_in_table(g), g->d_in + gpu_in_lens(g), n, hq, hkv, hd,
-                         g->o.block_tokens, g->bps, g->o.max_model_len, 1.0f / sqrtf((float)hd),
-                         st));
+    /* every row's K/V first: row t of an item then sees rows 0..t of its chunk */
+    TRY(kv_write_cuda(L->k_cache, L->v_cache, g->k, g->v, p->map, n, hkv, hd, st));
+    /* the split workspace holds n_slots rows at max_model_len: longer passes go in groups */
+    const int64_t per_row = (int64_t)attn_decode_ws_floats(1, hq, hd, p->max_len);
+    int64_t grp = per_row > 0 ? g->attn_ws_floats / per_row : n;
+    if (grp < 1)
+        return ERR_INVAL; // cannot happen: max_len <= max_model_len
+    for (int r0 = 0; r0 < n; r0 += (int)grp) {
+        const int nr = (int)(n - r0 < grp ? n - r0 : grp);
+        TRY(attn_decode_cuda(g->ao + r0 * qd, g->attn_ws, g->q + r0 * qd,
+                             gate ? gate + r0 * qd : NULL, L->k_cache, L->v_cache,
+                             p->table + (int64_t)r0 * p->ts, p->lens + r0, nr, hq, hkv, hd, g->o.block_tokens,
+                             p->ts, p->max_len, 1.0f / sqrtf((float)hd), st));
+    }
     return gemv_cuda(g->y, &L->o, 0, g->ao, n, st);
 }
 
-static int moe_block(struct gpu_model *g, struct gpu_layer *L, int n)
+int gpu_moe_block(struct gpu_model *g, struct gpu_layer *L, int n)
 {
     cudaStream_t st = g->stream;
     TRY(gemv_cuda(g->moe_logits, &L->router, 0, g->x, n, st));
@@ -136,40 +152,54 @@ static int moe_block(struct gpu_model *g, struct gpu_layer *L, int n)
                            &L->sh_down, 1, st);
 }
 
-/* The n rows already in d_in: embed .. final norm into g->x. */
-int gpu_run_layers(struct gpu_model *g, int n)
+void gpu_pass_main(const struct gpu_model *g, struct gpu_pass *p, int rows, int items, int ts,
+                   int max_len)
+{
+    *p = (struct gpu_pass){ rows, items, ts, max_len, g->d_in + gpu_in_tokens(g),
+                            g->d_in + gpu_in_pos(g), g->d_in + gpu_in_map(g),
+                            g->d_in + gpu_in_lens(g), g->d_in + gpu_in_table(g),
+                            g->d_in + gpu_in_items(g) };
+}
+
+/* The pass over the rows already in d_in: embed .. final norm into g->x. */
+int gpu_run_layers(struct gpu_model *g, const struct gpu_pass *p)
 {
     cudaStream_t st = g->stream;
-    const int H = g->H;
+    const int H = g->H, n = p->rows;
     const float eps = g->cfg.rms_eps;
-    TRY(embed_cuda(g->h, g->embed, g->d_in + gpu_in_tokens(g), n, H, g->V, st));
+    if (n < 1 || n > g->R || p->items < 1 || p->items > g->o.n_slots || p->ts < 1 ||
+        p->ts > g->bps || p->max_len < 1 || p->max_len > p->ts * g->o.block_tokens ||
+        p->max_len > g->o.max_model_len)
+        return ERR_INVAL;
+    TRY(embed_cuda(g->h, g->embed, p->tokens, n, H, g->V, st));
     for (int l = 0; l < g->cfg.n_layers; l++) {
         struct gpu_layer *L = &g->layers[l];
         if (l == 0)
             TRY(rmsnorm_cuda(g->x, g->h, L->in_norm, n, H, eps, 1.0f, st));
         else
             TRY(fused_add_rmsnorm_cuda(g->x, g->h, g->y, L->in_norm, n, H, eps, 1.0f, st));
-        TRY(L->type == LAYER_FULL_ATTN ? attn_mixer(g, L, n) : gdn_mixer(g, L, n));
+        TRY(L->type == LAYER_FULL_ATTN ? gpu_attn_mixer(g, L, p) : gdn_mixer(g, L, p));
         TRY(fused_add_rmsnorm_cuda(g->x, g->h, g->y, L->post_norm, n, H, eps, 1.0f, st));
-        TRY(moe_block(g, L, n));
+        TRY(gpu_moe_block(g, L, n));
     }
     return fused_add_rmsnorm_cuda(g->x, g->h, g->y, g->final_norm, n, H, eps, 1.0f, st);
 }
 
-/* Validate an item; 0 or the item's error. */
-static int check_item(const struct gpu_model *g, const struct gpu_item *it, const bool *seen)
+/* Validate an item; 0 or the item's error. rows: the step's rows so far. */
+static int check_item(const struct gpu_model *g, const struct gpu_item *it, const bool *seen,
+                      int rows)
 {
     if (it->slot < 0 || it->slot >= g->o.n_slots || seen[it->slot])
         return ERR_INVAL;
-    if (g->pos[it->slot] < 0 || g->pos[it->slot] != it->pos)
+    if (g->pos[it->slot] < 0 || g->pos[it->slot] != it->pos || g->win_slot == it->slot)
         return ERR_STATE;
-    if (it->n < 1 || !it->tokens)
+    if (it->n < 1 || !it->tokens || (it->snap && (g->n_snap == 0 || it->n > g->spec_k + 1)))
         return ERR_INVAL;
     for (int t = 0; t < it->n; t++)
         if (it->tokens[t] < 0 || it->tokens[t] >= g->V)
             return ERR_INVAL;
     const int64_t end = (int64_t)it->pos + it->n;
-    if (end > g->o.max_model_len)
+    if (end > g->o.max_model_len || (int64_t)rows + it->n > g->R)
         return ERR_FULL;
     const int64_t need = CEIL_DIV(end, (int64_t)g->o.block_tokens);
     if (it->blocks) {
@@ -184,90 +214,144 @@ static int check_item(const struct gpu_model *g, const struct gpu_item *it, cons
     return 0;
 }
 
-int gpu_model_step(struct gpu_model *g, struct gpu_item *items, int n_items)
+/* Fill h_in for the valid items (rows item by item) with table stride ts. */
+static void fill_inputs(struct gpu_model *g, const struct gpu_item *items, int n_items, int ts)
+{
+    const int bt = g->o.block_tokens;
+    int32_t *hin = g->h_in;
+    int r = 0, ni = 0;
+    for (int i = 0; i < n_items; i++) {
+        const struct gpu_item *it = &items[i];
+        if (it->rc != 0)
+            continue;
+        int32_t *gi = hin + gpu_in_items(g) + (int64_t)ni++ * GDN_SEQ_ITEM_INTS;
+        gi[0] = r;
+        gi[1] = it->n;
+        gi[2] = it->slot;
+        gi[3] = it->snap ? it->slot * (g->spec_k + 1) : -1;
+        int32_t *tab0 = hin + gpu_in_table(g) + (int64_t)r * ts;
+        for (int b = 0; b < ts; b++)
+            tab0[b] = it->blocks ? (b < it->n_blocks ? (int32_t)it->blocks[b] : 0)
+                                 : it->slot * g->bps + b;
+        for (int t = 0; t < it->n; t++, r++) {
+            const int p = it->pos + t;
+            if (t > 0)
+                memcpy(hin + gpu_in_table(g) + (int64_t)r * ts, tab0, sizeof(int32_t) * (size_t)ts);
+            hin[gpu_in_tokens(g) + r] = it->tokens[t];
+            hin[gpu_in_pos(g) + r] = p;
+            hin[gpu_in_slots(g) + r] = it->slot;
+            hin[gpu_in_map(g) + r] = tab0[p / bt] * bt + p % bt;
+            hin[gpu_in_lens(g) + r] = p + 1;
+        }
+    }
+}
+
+/* lm_head (+ argmax) for the nl rows listed in h_rows / h_item, in batches of lrows; copies
+ * each logits row to its item (row k of the item's n when all_logits, else the last row). */
+static int emit_logits(struct gpu_model *g, struct gpu_item *items, const int *row_start, int nl)
+{
+    const int64_t V = g->V, H = g->H;
+    for (int j0 = 0; j0 < nl; j0 += g->lrows) {
+        const int nb = nl - j0 < g->lrows ? nl - j0 : g->lrows;
+        int want_argmax = 0, want_logits = 0;
+        for (int j = 0; j < nb; j++) {
+            const struct gpu_item *it = &items[g->h_item[j0 + j]];
+            TRY(gpu_cu(cudaMemcpyAsync(g->xl + j * H, g->x + (int64_t)g->h_rows[j0 + j] * H,
+                                   sizeof(float) * (size_t)H, cudaMemcpyDeviceToDevice,
+                                   g->stream)));
+            want_argmax |= it->argmax != NULL;
+            want_logits |= it->logits != NULL;
+        }
+        TRY(gemv_cuda(g->logits, &g->lm_head, 0, g->xl, nb, g->stream));
+        if (want_argmax) {
+            TRY(argmax_cuda(g->argmax_ids, g->logits, nb, g->V, g->stream));
+            TRY(gpu_cu(cudaMemcpyAsync(g->h_argmax, g->argmax_ids, sizeof(int32_t) * (size_t)nb,
+                                   cudaMemcpyDeviceToHost, g->stream)));
+        }
+        if (want_logits)
+            TRY(gpu_cu(cudaMemcpyAsync(g->h_logits, g->logits, sizeof(float) * (size_t)(nb * V),
+                                   cudaMemcpyDeviceToHost, g->stream)));
+        TRY(gpu_cu(cudaStreamSynchronize(g->stream)));
+        for (int j = 0; j < nb; j++) {
+            const int i = g->h_item[j0 + j];
+            struct gpu_item *it = &items[i];
+            const int k = g->h_rows[j0 + j] - row_start[i]; // row within the item
+            if (it->logits) {
+                float *dst = it->logits + (it->all_logits ? (int64_t)k * V : 0);
+                memcpy(dst, g->h_logits + (int64_t)j * V, sizeof(float) * (size_t)V);
+            }
+            if (it->argmax && k == it->n - 1)
+                *it->argmax = g->h_argmax[j];
+        }
+    }
+    return 0;
+}
+
+int gpu_step_run(struct gpu_model *g, struct gpu_item *items, int n_items)
 {
     const int B = g->o.n_slots, bt = g->o.block_tokens;
     if (n_items < 0 || n_items > B)
         return ERR_INVAL;
     bool *seen = g->h_seen;
     memset(seen, 0, sizeof(bool) * (size_t)B);
-    int max_n = 0;
+    int rows = 0, ni = 0, max_end = 0, max_n = 0;
+    int *row_start = g->h_start;
     for (int i = 0; i < n_items; i++) {
         struct gpu_item *it = &items[i];
-        it->rc = check_item(g, it, seen);
-        if (it->rc == 0) {
-            seen[it->slot] = true;
-            if (it->n > max_n)
-                max_n = it->n;
+        it->rc = check_item(g, it, seen, rows);
+        row_start[i] = rows;
+        if (it->rc != 0)
+            continue;
+        seen[it->slot] = true;
+        rows += it->n;
+        ni++;
+        if (it->pos + it->n > max_end)
+            max_end = it->pos + it->n;
+        if (it->n > max_n)
+            max_n = it->n;
+    }
+    if (ni == 0)
+        return 0;
+    /* every item one token: the captured graph of ni rows (full-width table); else eager with
+     * a table only as wide as this step needs */
+    const bool graph = g->use_graphs && max_n == 1;
+    struct gpu_pass p;
+    if (graph)
+        gpu_pass_main(g, &p, rows, ni, g->bps, g->o.max_model_len);
+    else
+        gpu_pass_main(g, &p, rows, ni, (int)CEIL_DIV(max_end, bt), max_end);
+    fill_inputs(g, items, n_items, p.ts);
+    TRY(gpu_cu(cudaMemcpyAsync(g->d_in, g->h_in,
+                           sizeof(int32_t) * (size_t)(gpu_in_table(g) + (int64_t)rows * p.ts),
+                           cudaMemcpyHostToDevice, g->stream)));
+    if (graph)
+        TRY(gpu_cu(cudaGraphLaunch(g->graphs[rows], g->stream)));
+    else
+        TRY(gpu_run_layers(g, &p));
+    int nl = 0;
+    for (int i = 0; i < n_items; i++) {
+        const struct gpu_item *it = &items[i];
+        if (it->rc != 0 || (!it->logits && !it->argmax))
+            continue;
+        for (int t = it->logits && it->all_logits ? 0 : it->n - 1; t < it->n; t++) {
+            g->h_rows[nl] = row_start[i] + t;
+            g->h_item[nl++] = i;
         }
     }
-    int *act = g->h_act;
-    for (int t = 0; t < max_n; t++) {
-        int ns = 0;
-        for (int i = 0; i < n_items; i++)
-            if (items[i].rc == 0 && t < items[i].n)
-                act[ns++] = i;
-        if (ns == 0)
-            continue;
-        /* the previous sub-step must be done with h_in before it is rewritten */
-        TRY(cu(cudaStreamSynchronize(g->stream)));
-        int32_t *hin = g->h_in;
-        memset(hin + gpu_in_table(g), 0, sizeof(int32_t) * (size_t)B * (size_t)g->bps);
-        for (int r = 0; r < ns; r++) {
-            const struct gpu_item *it = &items[act[r]];
-            const int p = it->pos + t;
-            int32_t *tab = hin + gpu_in_table(g) + (int64_t)r * g->bps;
-            for (int b = 0; b < g->bps; b++)
-                tab[b] = it->blocks ? (b < it->n_blocks ? (int32_t)it->blocks[b] : 0)
-                                    : it->slot * g->bps + b;
-            hin[gpu_in_tokens(g) + r] = it->tokens[t];
-            hin[gpu_in_pos(g) + r] = p;
-            hin[gpu_in_slots(g) + r] = it->slot;
-            hin[gpu_in_map(g) + r] = tab[p / bt] * bt + p % bt;
-            hin[gpu_in_lens(g) + r] = p + 1;
-        }
-        TRY(cu(cudaMemcpyAsync(g->d_in, hin, sizeof(int32_t) * (size_t)gpu_in_count(g),
-                               cudaMemcpyHostToDevice, g->stream)));
-        if (g->use_graphs)
-            TRY(cu(cudaGraphLaunch(g->graphs[ns], g->stream)));
-        else
-            TRY(gpu_run_layers(g, ns));
-        /* rows that need logits: the last token of items that ask */
-        int *out_rows = g->h_rows, nl = 0, want_argmax = 0;
-        for (int r = 0; r < ns; r++) {
-            const struct gpu_item *it = &items[act[r]];
-            if (t != it->n - 1 || (!it->logits && !it->argmax))
-                continue;
-            want_argmax |= it->argmax != NULL;
-            TRY(cu(cudaMemcpyAsync(g->xl + (int64_t)nl * g->H, g->x + (int64_t)r * g->H,
-                                   sizeof(float) * (size_t)g->H, cudaMemcpyDeviceToDevice,
-                                   g->stream)));
-            out_rows[nl++] = act[r];
-        }
-        if (nl == 0)
-            continue;
-        TRY(gemv_cuda(g->logits, &g->lm_head, 0, g->xl, nl, g->stream));
-        if (want_argmax) {
-            TRY(argmax_cuda(g->argmax_ids, g->logits, nl, g->V, g->stream));
-            TRY(cu(cudaMemcpyAsync(g->h_argmax, g->argmax_ids, sizeof(int32_t) * (size_t)nl,
-                                   cudaMemcpyDeviceToHost, g->stream)));
-        }
-        for (int j = 0; j < nl; j++)
-            if (items[out_rows[j]].logits)
-                TRY(cu(cudaMemcpyAsync(g->h_logits + (int64_t)j * g->V,
-                                       g->logits + (int64_t)j * g->V,
-                                       sizeof(float) * (size_t)g->V, cudaMemcpyDeviceToHost,
-                                       g->stream)));
-        TRY(cu(cudaStreamSynchronize(g->stream)));
-        for (int j = 0; j < nl; j++) {
-            struct gpu_item *it = &items[out_rows[j]];
-            if (it->logits)
-                memcpy(it->logits, g->h_logits + (int64_t)j * g->V, sizeof(float) * (size_t)g->V);
-            if (it->argmax)
-                *it->argmax = g->h_argmax[j];
-        }
-    }
-    TRY(cu(cudaStreamSynchronize(g->stream)));
+    if (nl > 0)
+        TRY(emit_logits(g, items, row_start, nl));
+    return 0;
+}
+
+int gpu_model_step(struct gpu_model *g, struct gpu_item *items, int n_items)
+{
+    for (int i = 0; i < n_items; i++)
+        if (items[i].snap)
+            return ERR_INVAL; // snapshots are for speculative windows (gpu_spec.c) only
+    TRY(gpu_step_run(g, items, n_items));
+    if (g->spec_k > 0)
+        TRY(gpu_spec_after_step(g, items, n_items)); // keeps the MTP K/V complete
+    TRY(gpu_cu(cudaStreamSynchronize(g->stream)));
     for (int i = 0; i < n_items; i++)
         if (items[i].rc == 0)
             g->pos[items[i].slot] += items[i].n;

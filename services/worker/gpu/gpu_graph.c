@@ -9,7 +9,7 @@
 #include "common/xalloc.h"
 
 /* Launch gaps dominate a decode step (~600 small kernels for 40 layers), so every row count
- * gets its own graph of the whole stack. Kernel arguments are device pointers into fixed
+ * of a decode step (n items of one token each) gets its own graph of the whole stack. Kernel arguments are device pointers into fixed
  * buffers (d_in carries the per-step tokens, positions and tables), so one capture serves
  * every later step of that many rows. */
 int gpu_capture_graphs(struct gpu_model *g)
@@ -18,7 +18,9 @@ int gpu_capture_graphs(struct gpu_model *g)
     for (int n = 1; n <= g->o.n_slots; n++) {
         cudaGraph_t graph = NULL;
         cudaError_t e = cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal);
-        int rc = e == cudaSuccess ? gpu_run_layers(g, n) : ERR_CUDA;
+        struct gpu_pass p;
+        gpu_pass_main(g, &p, n, n, g->bps, g->o.max_model_len);
+        int rc = e == cudaSuccess ? gpu_run_layers(g, &p) : ERR_CUDA;
         if (e == cudaSuccess) {
             cudaError_t e2 = cudaStreamEndCapture(g->stream, &graph);
             if (e2 != cudaSuccess)

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "gdn_seq.h"
 #include "gpu_model.h"
 #include "kweight.h"
 
@@ -22,6 +23,8 @@ struct gpu_layer {
     float *gnorm;              // (128) plain w, padded with zeros and scaled when Dv != 128
     float *conv_state;         // (n_slots, cd, kc-1)
     float *ssm;                // (n_slots, Hv, 128, 128)
+    float *conv_snap;          // (n_snap, cd, kc-1) state after each row of snapped items; or NULL
+    float *ssm_snap;           // (n_snap, Hv, 128, 128); or NULL
     /* gated attention */
     struct kweight q, k, v, o;
     float *q_norm, *k_norm;    // (D)
@@ -36,10 +39,23 @@ struct gpu_layer {
     struct kweight sh_down;    // 1 x (H, Is)
 };
 
+/* The MTP head on the device. */
+struct gpu_mtp_w {
+    struct kweight fc;         // (H, 2H)
+    float *norm_emb, *norm_hid, *norm; // (H) each, 1+w norms
+    struct gpu_layer layer;    // full attention (own K/V) + MoE
+};
+
 struct gpu_model {
     struct model_config cfg;
     struct gpu_model_opts o;
     int bps;                   // max blocks per sequence = ceil(max_model_len / block_tokens)
+    int R;                     // max rows per step (opts.max_rows, resolved)
+    int lrows;                 // logits rows per lm_head batch
+    int n_snap;                // GDN snapshot rows (0: none) = n_slots * (spec_k + 1)
+    int spec_k;                // 0: speculation off
+    int win_slot;              // slot with an open speculative window, -1 = none
+    struct gpu_spec *spec;     // MTP head and speculation state (gpu_spec.c); NULL when off
     int sm;
     char dev_name[256];
     struct backend_plan plan;
@@ -60,8 +76,10 @@ struct gpu_model {
     /* per-slot host state */
     int *pos;                  // (n_slots) committed position, -1 = closed
     bool *h_seen;              // (n_slots) step scratch
-    int *h_act, *h_rows;       // (n_slots) step scratch
-    /* step activations (B = n_slots rows) */
+    int *h_rows;               // (R) step scratch: rows that need logits
+    int *h_item;               // (R) step scratch: item of each such row
+    int *h_start;              // (n_slots) step scratch: first row of each item
+    /* step activations (B = R rows) */
     float *h, *x, *y;          // (B, H)
     float *mix_raw, *mix;      // (B, cd)
     float *gz, *ga, *gb, *go;  // (B, Hv*Dv), (B, Hv), (B, Hv), (B, Hv*Dv)
@@ -70,29 +88,77 @@ struct gpu_model {
     float *attn_ws;
     float *moe_logits, *moe_w, *sh_logits, *sh_w, *moe_ws;
     int32_t *moe_ids, *sh_ids;
-    float *xl, *logits;        // (B, H), (B, V) rows that need logits
-    int32_t *argmax_ids;       // (B)
-    /* per sub-step inputs: one device block and its pinned host mirror */
-    int32_t *d_in, *h_in;      // tokens | pos | slots | slot_mapping | seq_lens | block_table
-    float *h_logits;           // pinned (B, V)
-    int32_t *h_argmax;         // pinned (B)
+    float *xl, *logits;        // (lrows, H), (lrows, V) rows that need logits
+    int32_t *argmax_ids;       // (lrows)
+    int64_t attn_ws_floats;    // attn_ws size: n_slots rows at max_model_len
+    /* per step inputs: one device block and its pinned host mirror */
+    int32_t *d_in, *h_in;      // tokens | pos | slots | slot_mapping | seq_lens | gdn items |
+                               //  block table (one row per step row, stride ts <= bps)
+    float *h_logits;           // pinned (lrows, V)
+    int32_t *h_argmax;         // pinned (lrows)
 };
 
-/* Offsets (in int32) into the d_in / h_in block for B rows. */
+/* The shape of one pass: rows (all items' tokens), items, the block-table stride of the pass
+ * (ts blocks per row) and the longest causal length of any row (<= ts * block_tokens). */
+struct gpu_pass {
+    int rows, items, ts, max_len;
+    /* device inputs: (rows) tokens, positions, KV cache slots, causal lengths; the block table
+     * (rows x ts); the gdn_seq item table (items x GDN_SEQ_ITEM_INTS; unused by the MTP) */
+    const int32_t *tokens, *pos, *map, *lens, *table, *gitems;
+};
+
+/* The attention mixer and the MoE block of one layer over pass p's rows (x -> y); shared by
+ * the MTP layer. */
+int gpu_attn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_pass *p);
+int gpu_moe_block(struct gpu_model *g, struct gpu_layer *L, int n);
+/* cudaError_t -> 0 or ERR_CUDA (logged). */
+int gpu_cu(cudaError_t e);
+/* A pass over the step inputs in d_in (gpu_forward.c). */
+void gpu_pass_main(const struct gpu_model *g, struct gpu_pass *p, int rows, int items, int ts,
+                   int max_len);
+
+/* Offsets (in int32) into the d_in / h_in block: per-row sections of R, the gdn_seq item table
+ * (n_slots x GDN_SEQ_ITEM_INTS), then the block table (R x bps at most). */
 static inline int64_t gpu_in_tokens(const struct gpu_model *g) { (void)g; return 0; }
-static inline int64_t gpu_in_pos(const struct gpu_model *g) { return g->o.n_slots; }
-static inline int64_t gpu_in_slots(const struct gpu_model *g) { return 2 * (int64_t)g->o.n_slots; }
-static inline int64_t gpu_in_map(const struct gpu_model *g) { return 3 * (int64_t)g->o.n_slots; }
-static inline int64_t gpu_in_lens(const struct gpu_model *g) { return 4 * (int64_t)g->o.n_slots; }
-static inline int64_t gpu_in_table(const struct gpu_model *g) { return 5 * (int64_t)g->o.n_slots; }
+static inline int64_t gpu_in_pos(const struct gpu_model *g) { return g->R; }
+static inline int64_t gpu_in_slots(const struct gpu_model *g) { return 2 * (int64_t)g->R; }
+static inline int64_t gpu_in_map(const struct gpu_model *g) { return 3 * (int64_t)g->R; }
+static inline int64_t gpu_in_lens(const struct gpu_model *g) { return 4 * (int64_t)g->R; }
+static inline int64_t gpu_in_items(const struct gpu_model *g) { return 5 * (int64_t)g->R; }
+static inline int64_t gpu_in_table(const struct gpu_model *g)
+{
+    return 5 * (int64_t)g->R + (int64_t)g->o.n_slots * GDN_SEQ_ITEM_INTS;
+}
 static inline int64_t gpu_in_count(const struct gpu_model *g)
 {
-    return 5 * (int64_t)g->o.n_slots + (int64_t)g->o.n_slots * g->bps;
+    return gpu_in_table(g) + (int64_t)g->R * g->bps;
 }
 
-/* The layer stack (embed .. final norm into x) for the n rows in d_in: eager launches. */
-int gpu_run_layers(struct gpu_model *g, int n);
-/* Capture gpu_run_layers(g, n) for n = 1..n_slots into g->graphs. 0, or a status (graphs are
+/* The layer stack (embed .. final norm into x) for the pass p over the inputs in d_in: eager
+ * launches. */
+int gpu_run_layers(struct gpu_model *g, const struct gpu_pass *p);
+/* Validate items, run the main pass over their rows and hand out their logits; positions
+ * are not moved and the stream is not synchronized unless logits were copied. Row starts of
+ * the items are left in h_start. */
+int gpu_step_run(struct gpu_model *g, struct gpu_item *items, int n_items);
+
+/* ---- MTP speculation (gpu_spec.c) ---- */
+/* gpu_model.c: upload m's MTP head into w (bytes in MODEL_GROUP_MTP); device allocations
+ * freed at destroy, counted in *acct when given. */
+int gpu_upload_mtp(struct gpu_model *g, const struct model *m, struct gpu_mtp_w *w, char *err,
+                   size_t errlen);
+void *gpu_dev_alloc(struct gpu_model *g, size_t bytes, int64_t *acct);
+/* Upload the MTP head of m and allocate the speculation buffers (spec_k = opts.spec_k). */
+int gpu_spec_create(struct gpu_model *g, const struct model *m, char *err, size_t errlen);
+void gpu_spec_destroy(struct gpu_model *g);
+/* After gpu_step_run of a plain step: the MTP over every position whose next token is now
+ * known (its K/V), and the slot's last hidden kept for the next round. */
+int gpu_spec_after_step(struct gpu_model *g, const struct gpu_item *items, int n_items);
+/* A new sequence in slot: forget its MTP entries. */
+void gpu_spec_reset(struct gpu_model *g, int slot);
+
+/* Capture gpu_run_layers for n = 1..n_slots one-token items (ts = bps, max_len =
+ * max_model_len) into g->graphs. 0, or a status (graphs are
  * then left off). */
 int gpu_capture_graphs(struct gpu_model *g);
 void gpu_destroy_graphs(struct gpu_model *g);

@@ -85,8 +85,8 @@ static int upload_stack(struct gpu_model *g, const struct stack_src *s, int64_t 
         if (w->fmt == QW_FP8 && w->scale_kind != w0->scale_kind)
             return fail(err, errlen, ERR_UNSUPPORTED, what, "fp8 parts differ in scale kind");
     }
-    /* the GEMV's chunk: 8 bf16 / 16 fp8 / 32 nvfp4 columns per 16-byte load */
-    const int64_t chunk = w0->fmt == QW_FP8 ? 16 : w0->fmt == QW_NVFP4 ? 32 : 8;
+    /* the kernels' column multiple: 8 bf16 / 16 fp8 / 16 nvfp4 (one scale group) */
+    const int64_t chunk = w0->fmt == QW_FP8 ? 16 : w0->fmt == QW_NVFP4 ? 16 : 8;
     if (cols % chunk) {
         char why[96];
         snprintf(why, sizeof why, "%s with %lld columns (the kernels need a multiple of %lld)",
@@ -373,6 +373,45 @@ static int upload_moe(struct gpu_model *g, const struct moe_w *w, struct gpu_lay
     return upload_stack(g, &c, acct, &L->sh_gate, what, err, errlen);
 }
 
+/* The MTP head (one full-attention layer with MoE, fc, three norms): uploaded like a main
+ * layer, then every byte it added is moved into MODEL_GROUP_MTP. */
+int gpu_upload_mtp(struct gpu_model *g, const struct model *m, struct gpu_mtp_w *w, char *err,
+                   size_t errlen)
+{
+    int64_t before[MODEL_GROUP_COUNT];
+    memcpy(before, g->mem.group, sizeof before);
+    const struct mtp_w *mw = &m->mtp;
+    const int l = g->cfg.n_layers; // named as the layer after the stack in errors
+    int rc = upload_one(g, &mw->fc, &g->mem.group[MODEL_GROUP_MTP], &w->fc, "mtp.fc", err, errlen);
+    if (rc == 0)
+        rc = upload_attn(g, &mw->layer.attn, &w->layer, l, err, errlen);
+    if (rc == 0)
+        rc = upload_moe(g, &mw->layer.moe, &w->layer, l, err, errlen);
+    if (rc < 0)
+        return rc;
+    int64_t *acct = &g->mem.group[MODEL_GROUP_MTP];
+    w->layer.type = LAYER_FULL_ATTN;
+    w->layer.in_norm = dev_floats(g, mw->layer.in_norm, g->H, g->H, 1.0f, acct);
+    w->layer.post_norm = dev_floats(g, mw->layer.post_norm, g->H, g->H, 1.0f, acct);
+    w->norm_emb = dev_floats(g, mw->pre_fc_norm_embedding, g->H, g->H, 1.0f, acct);
+    w->norm_hid = dev_floats(g, mw->pre_fc_norm_hidden, g->H, g->H, 1.0f, acct);
+    w->norm = dev_floats(g, mw->norm, g->H, g->H, 1.0f, acct);
+    if (!w->layer.in_norm || !w->layer.post_norm || !w->norm_emb || !w->norm_hid || !w->norm)
+        return fail(err, errlen, ERR_NOMEM, "mtp norms", "cudaMalloc failed");
+    for (int i = 0; i < MODEL_GROUP_COUNT; i++) {
+        if (i == MODEL_GROUP_MTP)
+            continue;
+        g->mem.group[MODEL_GROUP_MTP] += g->mem.group[i] - before[i];
+        g->mem.group[i] = before[i];
+    }
+    return 0;
+}
+
+void *gpu_dev_alloc(struct gpu_model *g, size_t bytes, int64_t *acct)
+{
+    return dev_alloc(g, bytes, acct);
+}
+
 /* ---- plan ---- */
 
 static int check_shapes(const struct model_config *c, char *err, size_t errlen)
@@ -394,21 +433,21 @@ static float *act(struct gpu_model *g, int64_t n)
 
 static int alloc_state(struct gpu_model *g, char *err, size_t errlen)
 {
-    const int64_t B = g->o.n_slots, H = g->H;
+    const int64_t B = g->R, H = g->H, L = g->lrows, S = g->o.n_slots;
     const int64_t kv_rows = (int64_t)g->o.kv_blocks * g->o.block_tokens * g->hkv * g->hd;
     for (int l = 0; l < g->cfg.n_layers; l++) {
-        struct gpu_layer *L = &g->layers[l];
-        if (L->type == LAYER_LINEAR_ATTN) {
-            L->conv_state = dev_alloc(g, sizeof(float) * (size_t)(B * g->cd * (g->kc - 1)),
-                                      &g->mem.gdn_state);
-            L->ssm = dev_alloc(g, sizeof(float) * (size_t)(B * g->hv * GPU_GDN_D * GPU_GDN_D),
-                               &g->mem.gdn_state);
-            if (!L->conv_state || !L->ssm)
+        struct gpu_layer *Ly = &g->layers[l];
+        if (Ly->type == LAYER_LINEAR_ATTN) {
+            Ly->conv_state = dev_alloc(g, sizeof(float) * (size_t)(S * g->cd * (g->kc - 1)),
+                                       &g->mem.gdn_state);
+            Ly->ssm = dev_alloc(g, sizeof(float) * (size_t)(S * g->hv * GPU_GDN_D * GPU_GDN_D),
+                                &g->mem.gdn_state);
+            if (!Ly->conv_state || !Ly->ssm)
                 return fail(err, errlen, ERR_NOMEM, "gdn state", "cudaMalloc failed");
         } else {
-            L->k_cache = dev_alloc(g, sizeof(uint16_t) * (size_t)kv_rows, &g->mem.kv_pool);
-            L->v_cache = dev_alloc(g, sizeof(uint16_t) * (size_t)kv_rows, &g->mem.kv_pool);
-            if (!L->k_cache || !L->v_cache)
+            Ly->k_cache = dev_alloc(g, sizeof(uint16_t) * (size_t)kv_rows, &g->mem.kv_pool);
+            Ly->v_cache = dev_alloc(g, sizeof(uint16_t) * (size_t)kv_rows, &g->mem.kv_pool);
+            if (!Ly->k_cache || !Ly->v_cache)
                 return fail(err, errlen, ERR_NOMEM, "kv pool", "cudaMalloc failed");
         }
     }
@@ -433,7 +472,10 @@ static int alloc_state(struct gpu_model *g, char *err, size_t errlen)
     g->k = act(g, B * g->hkv * g->hd);
     g->v = act(g, B * g->hkv * g->hd);
     g->ao = act(g, B * qd);
-    g->attn_ws = act(g, (int64_t)attn_decode_ws_floats((int)B, g->hq, g->hd, g->o.max_model_len));
+    /* attention splits for n_slots rows at full length; longer passes attend in row groups */
+    g->attn_ws_floats =
+        (int64_t)attn_decode_ws_floats(g->o.n_slots, g->hq, g->hd, g->o.max_model_len);
+    g->attn_ws = act(g, g->attn_ws_floats);
     g->moe_logits = act(g, B * g->E);
     g->moe_w = act(g, B * g->K);
     g->moe_ids = (int32_t *)act(g, B * g->K);
@@ -443,9 +485,9 @@ static int alloc_state(struct gpu_model *g, char *err, size_t errlen)
     size_t ws = moe_expert_ws_floats((int)B, g->K, g->I, g->H);
     size_t ws2 = moe_expert_ws_floats((int)B, 2, g->Is > 0 ? g->Is : 1, g->H);
     g->moe_ws = act(g, (int64_t)(ws > ws2 ? ws : ws2));
-    g->xl = act(g, B * H);
-    g->logits = act(g, B * g->V);
-    g->argmax_ids = (int32_t *)act(g, B);
+    g->xl = act(g, L * H);
+    g->logits = act(g, L * g->V);
+    g->argmax_ids = (int32_t *)act(g, L);
     g->d_in = (int32_t *)act(g, gpu_in_count(g));
     if (!g->h || !g->x || !g->y || !g->mix_raw || !g->mix || !g->gz || !g->ga || !g->gb ||
         !g->go || (g->gdn_pad && (!g->qkv_p || !g->z_p || !g->o_p)) || !g->qg || !g->q ||
@@ -459,8 +501,8 @@ static int alloc_state(struct gpu_model *g, char *err, size_t errlen)
          cudaMemset(g->z_p, 0, sizeof(float) * (size_t)(B * g->hv * GPU_GDN_D))))
         return fail(err, errlen, ERR_CUDA, "activations", "cudaMemset failed");
     if (cudaMallocHost((void **)&g->h_in, sizeof(int32_t) * (size_t)gpu_in_count(g)) ||
-        cudaMallocHost((void **)&g->h_logits, sizeof(float) * (size_t)(B * g->V)) ||
-        cudaMallocHost((void **)&g->h_argmax, sizeof(int32_t) * (size_t)B))
+        cudaMallocHost((void **)&g->h_logits, sizeof(float) * (size_t)(L * g->V)) ||
+        cudaMallocHost((void **)&g->h_argmax, sizeof(int32_t) * (size_t)L))
         return fail(err, errlen, ERR_NOMEM, "pinned host buffers", "cudaMallocHost failed");
     return 0;
 }
@@ -472,7 +514,9 @@ int gpu_model_create(struct gpu_model **out, const struct model *m,
     err[0] = '\0';
     const struct model_config *c = &m->cfg;
     if (!opts || opts->n_slots <= 0 || opts->max_model_len <= 0 || opts->block_tokens < 0 ||
-        opts->kv_blocks < 0)
+        opts->kv_blocks < 0 || opts->max_rows < 0 || opts->max_rows > 65535 ||
+        opts->n_slots > 65535 ||
+        opts->spec_k < 0 || opts->spec_k > GPU_SPEC_MAX)
         return fail(err, errlen, ERR_INVAL, "gpu_model_opts", "bad sizes");
     int rc = check_shapes(c, err, errlen);
     if (rc < 0)
@@ -504,12 +548,19 @@ int gpu_model_create(struct gpu_model **out, const struct model *m,
     g->gdn_eps = g->gdn_pad ? c->rms_eps * (float)g->dk * (float)g->dv /
                                   (float)(GPU_GDN_D * GPU_GDN_D)
                             : c->rms_eps;
+    g->win_slot = -1;
     g->pos = xmalloc(sizeof(int) * (size_t)g->o.n_slots);
     for (int s = 0; s < g->o.n_slots; s++)
         g->pos[s] = -1;
     g->h_seen = xcalloc((size_t)g->o.n_slots, sizeof(bool));
-    g->h_act = xcalloc((size_t)g->o.n_slots, sizeof(int));
-    g->h_rows = xcalloc((size_t)g->o.n_slots, sizeof(int));
+    g->R = g->o.max_rows > 0 ? g->o.max_rows : 256;
+    if (g->R < g->o.n_slots)
+        g->R = g->o.n_slots;
+    g->lrows = g->o.n_slots > 32 ? g->o.n_slots : 32; // >= GPU_SPEC_MAX + 1 (draft ids)
+    g->o.max_rows = g->R;
+    g->h_rows = xcalloc((size_t)g->R, sizeof(int));
+    g->h_item = xcalloc((size_t)g->R, sizeof(int));
+    g->h_start = xcalloc((size_t)g->o.n_slots, sizeof(int));
 
     struct cudaDeviceProp prop;
     if (cudaSetDevice(opts->device) != cudaSuccess ||
@@ -570,6 +621,11 @@ int gpu_model_create(struct gpu_model **out, const struct model *m,
         g->mem.weights += g->mem.group[i];
     if ((rc = alloc_state(g, err, errlen)) < 0)
         goto fail;
+    if (opts->spec_k > 0 && (rc = gpu_spec_create(g, m, err, errlen)) < 0)
+        goto fail;
+    g->mem.weights = 0;
+    for (int i = 0; i < MODEL_GROUP_COUNT; i++)
+        g->mem.weights += g->mem.group[i];
     g->mem.total = g->mem.weights + g->mem.gdn_state + g->mem.kv_pool + g->mem.activations;
     if (g->o.graphs)
         (void)gpu_capture_graphs(g); // failure leaves eager launches (logged)
@@ -589,6 +645,7 @@ void gpu_model_destroy(struct gpu_model *g)
     if (g->stream)
         cudaStreamSynchronize(g->stream);
     gpu_destroy_graphs(g);
+    gpu_spec_destroy(g);
     for (int i = 0; i < g->n_allocs; i++)
         cudaFree(g->allocs[i]);
     free(g->allocs);
@@ -603,17 +660,24 @@ void gpu_model_destroy(struct gpu_model *g)
     free(g->layers);
     free(g->pos);
     free(g->h_seen);
-    free(g->h_act);
     free(g->h_rows);
+    free(g->h_item);
+    free(g->h_start);
     free(g);
 }
 
 void gpu_model_log(const struct gpu_model *g)
 {
     LOG_INFO("gpu_device", "device=\"%s\" sm=%d slots=%d max_model_len=%d block_tokens=%d "
-             "kv_blocks=%d prefill=token_by_token gdn_padded=%d cuda_graphs=%d",
+             "kv_blocks=%d max_rows=%d prefill=one_pass gdn_padded=%d cuda_graphs=%d",
              g->dev_name, g->sm, g->o.n_slots, g->o.max_model_len, g->o.block_tokens,
-             g->o.kv_blocks, g->gdn_pad ? 1 : 0, g->use_graphs ? 1 : 0);
+             g->o.kv_blocks, g->R, g->gdn_pad ? 1 : 0, g->use_graphs ? 1 : 0);
+    if (g->spec_k > 0)
+        LOG_INFO("gpu_spec", "k=%d mtp_bytes=%lld snap_rows=%d", g->spec_k,
+                 (long long)g->mem.group[MODEL_GROUP_MTP], g->n_snap);
+    LOG_INFO("gpu_step_buffers", "max_rows=%d logit_rows=%d activations=%lld inputs=%lld",
+             g->R, g->lrows, (long long)g->mem.activations,
+             (long long)(sizeof(int32_t) * (size_t)gpu_in_count(g)));
     for (int c = 0; c < BACKEND_CLASS_COUNT; c++) {
         if (g->plan.cls[c].id == BACKEND_AUTO)
             continue;
@@ -637,6 +701,7 @@ int gpu_model_n_slots(const struct gpu_model *g) { return g->o.n_slots; }
 int gpu_model_max_len(const struct gpu_model *g) { return g->o.max_model_len; }
 int gpu_model_block_tokens(const struct gpu_model *g) { return g->o.block_tokens; }
 int gpu_model_kv_blocks(const struct gpu_model *g) { return g->o.kv_blocks; }
+int gpu_model_max_rows(const struct gpu_model *g) { return g->R; }
 const char *gpu_model_device_name(const struct gpu_model *g) { return g->dev_name; }
 
 int gpu_model_seq_open(struct gpu_model *g, int slot)
@@ -654,6 +719,8 @@ int gpu_model_seq_open(struct gpu_model *g, int slot)
             return ERR_CUDA;
     }
     g->pos[slot] = 0;
+    if (g->spec)
+        gpu_spec_reset(g, slot);
     return 0;
 }
 
@@ -666,4 +733,6 @@ void gpu_model_seq_close(struct gpu_model *g, int slot)
 {
     if (slot >= 0 && slot < g->o.n_slots)
         g->pos[slot] = -1;
+    if (g->spec && slot >= 0 && slot < g->o.n_slots)
+        gpu_spec_reset(g, slot);
 }

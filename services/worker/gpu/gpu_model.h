@@ -1,12 +1,14 @@
 /* gpu_model: the whole qwen3_5_moe text model on one CUDA device, driven from a loaded
  * struct model (model/model.h). gpu_model_create() uploads every weight into device struct
  * kweights and allocates, once and from one plan, the per-slot state (GDN conv windows and
- * recurrent S, a paged bf16 attention KV pool) and the activations of a step of up to n_slots
- * sequences; nothing is allocated on the token path. gpu_model_step() (gpu_forward.c) runs one
+ * recurrent S, a paged bf16 attention KV pool) and the activations of a step of up to
+ * opts.max_rows tokens; nothing is allocated on the token path. gpu_model_step() (gpu_forward.c) runs one
  * forward step over several sequences, each in its own slot with its own chunk of tokens.
  *
- * Prefill runs token by token through the decode kernels (one sub-step per chunk position,
- * all items that still have a token batched together): correct first, not fast.
+ * A step is one pass over all its rows (the tokens of every item, item by item, in order):
+ * projections and MoE over all rows, GDN per item in row order (kernels/gdn_seq), attention
+ * with one query row per token and its own causal length. Steps where every item has one token
+ * replay a captured CUDA graph; others launch eagerly.
  * GDN head dims other than 128 (the tiny test models) run through a zero-padded copy to 128
  * with an adjusted eps and norm weight, which is exact up to rounding (see gpu_forward.c). */
 #ifndef GPU_MODEL_H
@@ -30,7 +32,13 @@ struct gpu_model_opts {
                           //  0 = eager launches. A failed capture falls back to eager (logged).
     int force_moe;        // enum backend_id forced for the expert classes (0 = BACKEND_AUTO)
     int force_linear;     // enum backend_id forced for the dense classes (0 = BACKEND_AUTO)
+    int max_rows;         // most tokens in one step, all items together; 0 = max(n_slots, 256);
+                          //  raised to n_slots. Every step buffer is sized for it at create.
+    int spec_k;           // MTP drafts per speculative round (1..GPU_SPEC_MAX); 0 = no speculation.
+                          //  Needs a model with an MTP head (else ERR_UNSUPPORTED).
 };
+
+#define GPU_SPEC_MAX 16
 
 /* One item of a step: n tokens of the sequence in slot at positions pos .. pos+n-1. */
 struct gpu_item {
@@ -40,7 +48,10 @@ struct gpu_item {
     int pos;                 // must equal the slot's committed position
     const uint32_t *blocks;  // (n_blocks) KV block ids of the sequence, or NULL for the slot's
     int n_blocks;            //  default blocks [slot*bps, (slot+1)*bps) when the pool allows
-    float *logits;           // (vocab) out: last position's logits (host); NULL = not needed
+    float *logits;           // (vocab) out: last position's logits (host); NULL = not needed;
+                             //  (n, vocab): every position's, when all_logits is set
+    int all_logits;          // 1 = logits of all n positions (speculative verify windows)
+    int snap;                // internal (gpu_model_spec_window): must be 0 in gpu_model_step
     int32_t *argmax;         // out: greedy id of the last position (computed on the device); or NULL
     int rc;                  // out: 0 or ERR_* for this item alone
 };
@@ -74,6 +85,7 @@ int gpu_model_n_slots(const struct gpu_model *g);
 int gpu_model_max_len(const struct gpu_model *g);
 int gpu_model_block_tokens(const struct gpu_model *g);
 int gpu_model_kv_blocks(const struct gpu_model *g);
+int gpu_model_max_rows(const struct gpu_model *g);
 /* Device name (static for the model's lifetime). */
 const char *gpu_model_device_name(const struct gpu_model *g);
 
@@ -89,7 +101,27 @@ void gpu_model_seq_close(struct gpu_model *g, int slot);
 
 /* Run the items (each slot at most once). Per-item failures go to item.rc (ERR_STATE: slot
  * not open or wrong pos; ERR_INVAL: bad token id or count; ERR_FULL: past max_model_len or
- * the block table). Returns 0, or ERR_CUDA for a failure of the whole step. Synchronous. */
+ * the block table, or the item's tokens would take the step past max_rows). Returns 0, or
+ * ERR_CUDA for a failure of the whole step. Synchronous. */
 int gpu_model_step(struct gpu_model *g, struct gpu_item *items, int n_items);
+
+/* ---- MTP speculative decoding (MODEL.md §6; the acceptance rule is the caller's) ----
+ * With opts.spec_k > 0 the MTP head is resident with its own paged K/V (same block ids as the
+ * sequence's), every plain step also runs the MTP over the positions whose next token became
+ * known, and a round is spec_window then spec_commit. */
+int gpu_model_spec_k(const struct gpu_model *g);
+/* The sequence in slot has run positions < pos (its committed position) and x is its next
+ * token: draft k (1..spec_k) tokens greedily with the MTP head (argmax on the device), run the
+ * window [x, drafts] at pos .. pos+k through the main model as one item and write logits
+ * (k+1, vocab) (row i = the target distribution after window token i). blocks/n_blocks: the
+ * sequence's block table (NULL = the slot's default blocks), covering pos+k. The slot takes no
+ * step until gpu_model_spec_commit. 0, ERR_INVAL (k, x, slot), ERR_STATE (slot not open, no
+ * step run yet, pos wrong, a window open), ERR_FULL (window past max_model_len or the table),
+ * ERR_CUDA. */
+int gpu_model_spec_window(struct gpu_model *g, int slot, int pos, int32_t x, int k,
+                          const uint32_t *blocks, int n_blocks, int32_t *drafts, float *logits);
+/* Keep x and the first a drafts: the GDN state becomes the window's after row a, the position
+ * pos+a+1. 0, ERR_STATE (no window of this slot open, a out of 0..k), ERR_CUDA. */
+int gpu_model_spec_commit(struct gpu_model *g, int slot, int a);
 
 #endif

@@ -13,6 +13,7 @@
 #include "model/model_load.h"
 #include "wk_cfg.h"
 #include "wk_engine.h"
+#include "wk_spec_cpu.h"
 
 #define CUDA_DEFAULT_MAX_MODEL_LEN 32768
 
@@ -70,6 +71,25 @@ static int cuda_step(struct wk_engine *e, struct wk_engine_item *items, uint32_t
     return rc;
 }
 
+static int cuda_spec_window(struct wk_engine *e, uint32_t slot, uint32_t pos, uint32_t x, int k,
+                            const uint32_t *blocks, uint32_t n_blocks, int32_t *drafts,
+                            float *logits)
+{
+    struct cuda_eng *c = e->impl;
+    if (slot >= e->info.n_slots || x >= e->info.vocab_size)
+        return ERR_STATE;
+    return gpu_model_spec_window(c->g, (int)slot, (int)pos, (int32_t)x, k, blocks, (int)n_blocks,
+                                 drafts, logits);
+}
+
+static int cuda_spec_commit(struct wk_engine *e, uint32_t slot, int a)
+{
+    struct cuda_eng *c = e->impl;
+    if (slot >= e->info.n_slots)
+        return ERR_STATE;
+    return gpu_model_spec_commit(c->g, (int)slot, a);
+}
+
 static void cuda_destroy(struct wk_engine *e)
 {
     struct cuda_eng *c = e->impl;
@@ -87,6 +107,8 @@ static const struct wk_engine_ops CUDA_OPS = {
     .seq_close = cuda_seq_close,
     .step = cuda_step,
     .destroy = cuda_destroy,
+    .spec_window = cuda_spec_window, /* used only when info.spec_k > 0 */
+    .spec_commit = cuda_spec_commit,
 };
 
 int wk_engine_cuda_create(const struct wk_cfg *cfg, wk_engine_progress_cb progress, void *ctx,
@@ -101,6 +123,7 @@ int wk_engine_cuda_create(const struct wk_cfg *cfg, wk_engine_progress_cb progre
     e->name = "cuda";
     e->impl = c;
     struct model_load_opts lo = {.dummy = strcmp(cfg->load_format, "dummy") == 0};
+    /* the MTP head, when present, is loaded too: uploaded only when speculation is on */
     int rc = model_load(&m, cfg->model, &lo, err, sizeof err);
     if (rc < 0) {
         LOG_ERR("model_load_failed", "dir=%s err=%s msg=\"%s\"", cfg->model, err_str(rc), err);
@@ -123,6 +146,13 @@ int wk_engine_cuda_create(const struct wk_cfg *cfg, wk_engine_progress_cb progre
     for (int i = 0; i < mc->n_eos && in->n_eos < WK_ENGINE_MAX_EOS; i++)
         if (mc->eos_ids[i] >= 0)
             in->eos_ids[in->n_eos++] = (uint32_t)mc->eos_ids[i];
+    /* speculation (MODEL.md 6): K from the checkpoint and --speculative-tokens, one startup line
+     * (K and the head's bytes, or why it is off); an explicit request that cannot be served
+     * stops the worker */
+    int spec_k = 0;
+    rc = wk_spec_cpu_configure(m, cfg->speculative_tokens, &spec_k);
+    if (rc < 0)
+        goto fail;
     struct gpu_model_opts go = {
         .n_slots = cfg->max_seqs,
         .max_model_len = (int)len,
@@ -132,6 +162,8 @@ int wk_engine_cuda_create(const struct wk_cfg *cfg, wk_engine_progress_cb progre
         .graphs = 1,
         .force_moe = wk_cfg_backend(cfg->moe_backend),
         .force_linear = wk_cfg_backend(cfg->linear_backend),
+        .max_rows = cfg->max_step_tokens, // every step is one pass over at most this many rows
+        .spec_k = spec_k,
     };
     rc = gpu_model_create(&c->g, m, &go, err, sizeof err);
     model_destroy(m);
@@ -142,6 +174,7 @@ int wk_engine_cuda_create(const struct wk_cfg *cfg, wk_engine_progress_cb progre
     }
     gpu_model_log(c->g);
     in->kv_blocks = (uint32_t)gpu_model_kv_blocks(c->g);
+    in->spec_k = (uint32_t)gpu_model_spec_k(c->g);
     in->kv_bytes = (uint64_t)gpu_model_memory(c->g)->kv_pool;
     c->items = xcalloc(in->n_slots, sizeof *c->items);
     c->tok = xmalloc(sizeof(int32_t) * (in->max_step_tokens ? in->max_step_tokens : 1));

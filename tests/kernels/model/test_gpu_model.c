@@ -2,11 +2,14 @@
  * and the transformers logits of tests/reference/fixtures, plus two dummy-weight models with
  * real head dims (128: the unpadded GDN path, and NVFP4 W4A16 on the tensor-core path).
  *
- * Per fixture, three sequences share every step (batching, slots, block tables):
+ * Per fixture, four sequences share every step (batching, slots, block tables; each step is
+ * one pass over all rows, so chunks run next to other sequences' decode rows):
  *   slot 0: prompt ++ decode_tokens ++ cont_tokens, one token per step, logits every position;
- *   slot 1: the same stream as chunks [prompt] [d0] .. [d3] [cont] (token-by-token prefill
- *           inside one step), logits at each chunk end;
- *   slot 2: the stream reversed, starting 5 steps later, one token per step.
+ *   slot 1: the same stream as chunks [prompt] [d0] .. [d3] [cont] (the whole prompt as ONE
+ *           chunk), logits at each chunk end;
+ *   slot 2: the stream reversed, starting 5 steps later, one token per step;
+ *   slot 3: the same stream in irregular chunks (3, 1, 5, 2, 7, 4, ...) with all_logits: the
+ *           logits of every row of every chunk (causal attention and GDN order inside a chunk).
  * Each logits row is compared as rel_err = max_v |gpu - ref| / max_v |ref| (per row, max over
  * rows), with the argmax required to agree unless the reference's own top two are within
  * 1e-2 * max|ref|:
@@ -268,6 +271,7 @@ struct slot_plan {
     int n;
     const int *chunks;      // chunk sizes, summing to n
     int n_chunks;
+    bool all;               // all_logits: every row of each chunk
     int start_step;
     int next;               // next chunk
     int pos;
@@ -283,8 +287,8 @@ static void run_model(const char *name, struct model *m, const int32_t *seq, int
     const int V = m->cfg.vocab_size;
     char err[512];
     struct gpu_model *g = NULL;
-    struct gpu_model_opts o = { .n_slots = 3, .max_model_len = MAX_LEN, .block_tokens = 4,
-                                .graphs = graphs };
+    struct gpu_model_opts o = { .n_slots = 4, .max_model_len = MAX_LEN, .block_tokens = 4,
+                                .graphs = graphs, .max_rows = 3 * MAX_LEN };
     int rc = gpu_model_create(&g, m, &o, err, sizeof err);
     if (rc == ERR_UNSUPPORTED || rc == ERR_INVAL) {
         printf("fixture=%s SKIPPED: %s (%s)\n", name, err, err_str(rc));
@@ -303,29 +307,38 @@ static void run_model(const char *name, struct model *m, const int32_t *seq, int
     int *ones = xmalloc(sizeof(int) * (size_t)n);
     for (int i = 0; i < n; i++)
         ones[i] = 1;
-    struct slot_plan sp[3] = {
-        { seq, n, ones, n, 0, 0, 0, NULL, NULL },
-        { seq, n, chunks1, n_chunks1, 0, 0, 0, NULL, NULL },
-        { rev, n, ones, n, 5, 0, 0, NULL, NULL },
+    static const int pattern[] = { 3, 1, 5, 2, 7, 4 };
+    int *irr = xmalloc(sizeof(int) * (size_t)n), n_irr = 0;
+    for (int left = n; left > 0; n_irr++) {
+        int c = pattern[n_irr % 6];
+        irr[n_irr] = c < left ? c : left;
+        left -= irr[n_irr];
+    }
+    struct slot_plan sp[4] = {
+        { seq, n, ones, n, false, 0, 0, 0, NULL, NULL },
+        { seq, n, chunks1, n_chunks1, false, 0, 0, 0, NULL, NULL },
+        { rev, n, ones, n, false, 5, 0, 0, NULL, NULL },
+        { seq, n, irr, n_irr, true, 1, 0, 0, NULL, NULL },
     };
-    for (int s = 0; s < 3; s++) {
+    for (int s = 0; s < 4; s++) {
         sp[s].logits = xcalloc((size_t)n * (size_t)V, sizeof(float));
         sp[s].have = xcalloc((size_t)n, sizeof(bool));
         CHECK_EQ_INT(gpu_model_seq_open(g, s), 0);
     }
-    struct gpu_item items[3];
-    int order[3];
+    struct gpu_item items[4];
+    int order[4];
     for (int step = 0; rc == 0; step++) {
         int ni = 0;
-        for (int k = 0; k < 3; k++) {
-            const int s = (step + k) % 3; /* rotate the item order: slots are not rows */
+        for (int k = 0; k < 4; k++) {
+            const int s = (step + k) % 4; /* rotate the item order: slots are not rows */
             struct slot_plan *p = &sp[s];
             if (step < p->start_step || p->next >= p->n_chunks)
                 continue;
             const int c = p->chunks[p->next];
+            const size_t first = (size_t)(p->all ? p->pos : p->pos + c - 1);
             items[ni] = (struct gpu_item){ .slot = s, .tokens = p->seq + p->pos, .n = c,
-                                           .pos = p->pos,
-                                           .logits = p->logits + (size_t)(p->pos + c - 1) * V };
+                                           .pos = p->pos, .logits = p->logits + first * V,
+                                           .all_logits = p->all };
             order[ni++] = s;
         }
         if (ni == 0)
@@ -339,7 +352,8 @@ static void run_model(const char *name, struct model *m, const int32_t *seq, int
                 rc = items[i].rc;
                 break;
             }
-            p->have[p->pos + items[i].n - 1] = true;
+            for (int t = p->all ? 0 : items[i].n - 1; t < items[i].n; t++)
+                p->have[p->pos + t] = true;
             p->pos += items[i].n;
             p->next++;
             CHECK_EQ_INT(gpu_model_seq_pos(g, order[i]), p->pos);
@@ -371,6 +385,9 @@ static void run_model(const char *name, struct model *m, const int32_t *seq, int
            TOL);
     report(name, "slot2-reversed-vs-cpu_bf16store", compare(sp[2].logits, rev16, sp[2].have, n, V),
            TOL);
+    report(name, "slot3-irregular-all_logits-vs-cpu_bf16store",
+           compare(sp[3].logits, cpu16, sp[3].have, n, V), TOL);
+    CHECK(sp[3].have[0] && sp[3].have[n - 1]);
     /* against fp32 K/V (CPU backend, transformers): what bf16 storage costs on this model,
      * measured by the CPU pass with rounded K/V, may be added (x2) to TOL */
     struct cmp kv = compare(cpu16, cpu, all, n, V);
@@ -384,13 +401,14 @@ static void run_model(const char *name, struct model *m, const int32_t *seq, int
         report(name, "slot0-vs-transformers", compare(sp[0].logits, ref, sp[0].have, n, V), tol_r);
         report(name, "slot1-vs-transformers", compare(sp[1].logits, ref, sp[1].have, n, V), tol_r);
     }
-    for (int s = 0; s < 3; s++)
+    for (int s = 0; s < 4; s++)
         gpu_model_seq_close(g, s);
     check_greedy(name, m, g, seq, n_prompt, strict ? 1e-3 : 1e-2);
-    for (int s = 0; s < 3; s++) {
+    for (int s = 0; s < 4; s++) {
         free(sp[s].logits);
         free(sp[s].have);
     }
+    free(irr);
     free(cpu);
     free(cpu16);
     free(rev16);

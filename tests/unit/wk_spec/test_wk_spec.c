@@ -23,9 +23,11 @@ struct script {
 static struct script g_s; /* the engine's impl points here */
 
 static int s_window(struct wk_engine *e, uint32_t slot, uint32_t pos, uint32_t x, int k,
-                    int32_t *drafts, float *logits)
+                    const uint32_t *blocks, uint32_t n_blocks, int32_t *drafts, float *logits)
 {
     struct script *s = e->impl;
+    (void)blocks;
+    (void)n_blocks;
     (void)slot;
     (void)pos;
     (void)x;
@@ -95,7 +97,7 @@ int main(void)
     memcpy(g_s.drafts, (int32_t[]){10, 11, 12}, sizeof(int32_t) * 3);
     memcpy(g_s.target, (int32_t[]){10, 11, 20, 21}, sizeof(int32_t) * 4);
     g_s.last_a = -1;
-    int r = wk_spec_round(s, &e, 0, 4, 7, 3, sc, &greedy, hist, 4, &rng, out, &rows);
+    int r = wk_spec_round(s, &e, 0, 4, 7, 3, NULL, 0, sc, &greedy, hist, 4, &rng, out, &rows);
     CHECK_EQ_INT(r, 3);
     CHECK(out[0] == 10 && out[1] == 11 && out[2] == 20);
     CHECK_EQ_INT(g_s.last_a, 2);
@@ -103,7 +105,7 @@ int main(void)
 
     /* all accepted: the bonus from the last row */
     memcpy(g_s.target, (int32_t[]){10, 11, 12, 25}, sizeof(int32_t) * 4);
-    r = wk_spec_round(s, &e, 0, 4, 7, 3, sc, &greedy, hist, 4, &rng, out, &rows);
+    r = wk_spec_round(s, &e, 0, 4, 7, 3, NULL, 0, sc, &greedy, hist, 4, &rng, out, &rows);
     CHECK_EQ_INT(r, 4);
     CHECK(out[0] == 10 && out[1] == 11 && out[2] == 12 && out[3] == 25);
     CHECK_EQ_INT(g_s.last_a, 3);
@@ -115,7 +117,7 @@ int main(void)
 
     /* the first draft rejected, k = 1: one token, the correction */
     memcpy(g_s.target, (int32_t[]){30, 11}, sizeof(int32_t) * 2);
-    r = wk_spec_round(s, &e, 0, 4, 7, 1, sc, &greedy, hist, 4, &rng, out, &rows);
+    r = wk_spec_round(s, &e, 0, 4, 7, 1, NULL, 0, sc, &greedy, hist, 4, &rng, out, &rows);
     CHECK_EQ_INT(r, 1);
     CHECK(out[0] == 30);
     CHECK_EQ_INT(g_s.last_a, 0);
@@ -128,8 +130,8 @@ int main(void)
 
     /* refused: k above K, a history that does not end with x */
     int before = g_s.windows;
-    CHECK(wk_spec_round(s, &e, 0, 4, 7, 4, sc, &greedy, hist, 4, &rng, out, &rows) < 0);
-    CHECK(wk_spec_round(s, &e, 0, 4, 8, 2, sc, &greedy, hist, 4, &rng, out, &rows) < 0);
+    CHECK(wk_spec_round(s, &e, 0, 4, 7, 4, NULL, 0, sc, &greedy, hist, 4, &rng, out, &rows) < 0);
+    CHECK(wk_spec_round(s, &e, 0, 4, 8, 2, NULL, 0, sc, &greedy, hist, 4, &rng, out, &rows) < 0);
     CHECK_EQ_INT(g_s.windows, before);
 
     sample_ctx_destroy(sc);

@@ -1,0 +1,167 @@
+/* bench_attn: full-attention kernels on the GPU at the 35B-A3B shape (16 q heads, 2 kv heads,
+ * head_dim 256, 16-token blocks), bf16 and fp8 KV.
+ *   attn_prefill: one chunk of T rows at pos0 (causal), both paths (cores, mma), TFLOP/s
+ *                 counting 4*hd FLOP per (row, q head, visible key) (QK^T + PV), against
+ *                 989 TFLOP/s dense bf16 (H100/H200)
+ *   attn_decode:  1 and 8 sequences at ctx 4096 / 32768, GB/s of KV bytes read, against a
+ *                 device-to-device cudaMemcpy measured in the same run
+ * Usage: bench_attn. Times are medians of CUDA-event timings. */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn_decode.h"
+#include "attn_prefill.h"
+#include "ktest.h"
+#include "kv_write.h"
+
+#define HQ 16
+#define HKV 2
+#define HD 256
+#define BS 16
+
+struct copy_arg {
+    void *dst, *src;
+    size_t n;
+};
+
+static void run_copy(void *p)
+{
+    struct copy_arg *a = p;
+    cudaMemcpyAsync(a->dst, a->src, a->n, cudaMemcpyDeviceToDevice, 0);
+}
+
+struct pf_arg {
+    float *out, *q, *g;
+    void *kc, *vc;
+    int32_t *bt;
+    int dt, T, pos0, path;
+};
+
+static void run_prefill(void *p)
+{
+    struct pf_arg *a = p;
+    attn_prefill_path_cuda(a->out, a->q, a->g, a->kc, a->vc, a->dt, 1.0f, 1.0f, a->bt, a->T,
+                           a->pos0, HQ, HKV, HD, BS, 0.0625f, a->path, 0);
+}
+
+/* Cache of n_slots slots filled with a constant that is finite in bf16 and e4m3. */
+static void *cache_alloc(size_t n_slots, int dt)
+{
+    size_t n = n_slots * HKV * HD * (size_t)kv_dtype_bytes(dt);
+    void *c = ktest_dev_alloc(n);
+    cudaMemset(c, 0x3c, n);
+    return c;
+}
+
+static int32_t *table_alloc(int n)
+{
+    int32_t *bt = malloc((size_t)n * 4);
+    for (int i = 0; i < n; i++)
+        bt[i] = i;
+    int32_t *d = ktest_dev_from(bt, (size_t)n * 4);
+    free(bt);
+    return d;
+}
+
+static void bench_prefill(int dt, int T, int pos0, int path)
+{
+    struct pf_arg a;
+    const int ctx = pos0 + T, mb = (ctx + BS - 1) / BS;
+    const size_t nq = (size_t)T * HQ * HD;
+    a.dt = dt, a.T = T, a.pos0 = pos0, a.path = path;
+    a.kc = cache_alloc((size_t)mb * BS, dt);
+    a.vc = cache_alloc((size_t)mb * BS, dt);
+    a.bt = table_alloc(mb);
+    a.q = ktest_dev_alloc(nq * 4);
+    a.g = ktest_dev_alloc(nq * 4);
+    a.out = ktest_dev_alloc(nq * 4);
+    cudaMemset(a.q, 0x3c, nq * 4);
+    cudaMemset(a.g, 0x3c, nq * 4);
+    int rc = attn_prefill_path_cuda(a.out, a.q, a.g, a.kc, a.vc, dt, 1.0f, 1.0f, a.bt, T, pos0,
+                                    HQ, HKV, HD, BS, 0.0625f, path, 0);
+    double us = rc ? 0.0 : ktest_time_us(run_prefill, &a, 3, 11);
+    double keys = (double)T * pos0 + (double)T * (T + 1) / 2.0; /* visible (row, key) pairs */
+    double flop = 4.0 * HD * HQ * keys;
+    printf("attn_prefill %s %-5s T=%5d pos0=%5d ctx=%5d  rc=%d  %9.1f us  %6.1f TFLOP/s  %5.1f%% "
+           "of 989\n",
+           dt == KV_DTYPE_FP8 ? "fp8 " : "bf16", path == ATTN_PREFILL_PATH_MMA ? "mma" : "cores",
+           T, pos0, ctx, rc, us,
+           us > 0 ? flop / us * 1e-6 : 0.0, us > 0 ? 100.0 * flop / us * 1e-6 / 989.0 : 0.0);
+    ktest_free(a.kc), ktest_free(a.vc), ktest_free(a.bt), ktest_free(a.q), ktest_free(a.g);
+    ktest_free(a.out);
+}
+
+struct dec_arg {
+    float *out, *ws, *q, *g;
+    void *kc, *vc;
+    int32_t *bt, *lens;
+    int dt, n_seq, mb, len;
+};
+
+static void run_decode(void *p)
+{
+    struct dec_arg *a = p;
+    attn_decode_dtype_cuda(a->out, a->ws, a->q, a->g, a->kc, a->vc, a->dt, 1.0f, 1.0f, a->bt,
+                           a->lens, a->n_seq, HQ, HKV, HD, BS, a->mb, a->len, 0.0625f, 0);
+}
+
+static void bench_decode(int dt, int n_seq, int len, double copy_bw)
+{
+    struct dec_arg a;
+    a.dt = dt, a.n_seq = n_seq, a.len = len, a.mb = (len + BS - 1) / BS;
+    const size_t nslots = (size_t)n_seq * a.mb * BS, nq = (size_t)n_seq * HQ * HD;
+    a.kc = cache_alloc(nslots, dt);
+    a.vc = cache_alloc(nslots, dt);
+    a.bt = table_alloc(n_seq * a.mb);
+    int32_t *lens = malloc((size_t)n_seq * 4);
+    for (int i = 0; i < n_seq; i++)
+        lens[i] = len;
+    a.lens = ktest_dev_from(lens, (size_t)n_seq * 4);
+    a.q = ktest_dev_alloc(nq * 4);
+    a.g = ktest_dev_alloc(nq * 4);
+    a.out = ktest_dev_alloc(nq * 4);
+    cudaMemset(a.q, 0x3c, nq * 4);
+    cudaMemset(a.g, 0x3c, nq * 4);
+    a.ws = ktest_dev_alloc(attn_decode_ws_floats(n_seq, HQ, HD, len) * 4);
+    double us = ktest_time_us(run_decode, &a, 5, 41);
+    double bytes = (double)n_seq * len * HKV * HD * kv_dtype_bytes(dt) * 2;
+    printf("attn_decode  %s seq=%2d ctx=%6d (KV %7.1f MB)  %9.1f us  %7.0f GB/s  %5.1f%% of copy\n",
+           dt == KV_DTYPE_FP8 ? "fp8 " : "bf16", n_seq, len, bytes / 1e6, us, bytes / us * 1e-3,
+           100.0 * bytes / us * 1e-3 / copy_bw);
+    ktest_free(a.kc), ktest_free(a.vc), ktest_free(a.bt), ktest_free(a.lens), ktest_free(a.q);
+    ktest_free(a.g), ktest_free(a.out), ktest_free(a.ws);
+    free(lens);
+}
+
+int main(void)
+{
+    struct copy_arg c;
+    struct cudaDeviceProp prop;
+    ktest_require_gpu();
+    cudaGetDeviceProperties(&prop, 0);
+    printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+    c.n = (size_t)1 << 30;
+    c.src = ktest_dev_alloc(c.n);
+    c.dst = ktest_dev_alloc(c.n);
+    cudaMemset(c.src, 1, c.n);
+    double us = ktest_time_us(run_copy, &c, 3, 21);
+    const double copy_bw = 2.0 * c.n / us * 1e-3;
+    printf("copy d2d 1 GiB: %.1f us  %.0f GB/s (read + write)\n", us, copy_bw);
+    ktest_free(c.src), ktest_free(c.dst);
+    for (int dt = KV_DTYPE_BF16; dt <= KV_DTYPE_FP8; dt++) {
+        for (int path = ATTN_PREFILL_PATH_CORES; path <= ATTN_PREFILL_PATH_MMA; path++) {
+            bench_prefill(dt, 2048, 0, path);
+            bench_prefill(dt, 2048, 6144, path);
+            bench_prefill(dt, 8192, 0, path);
+            bench_prefill(dt, 1, 8191, path);
+        }
+        bench_decode(dt, 1, 4096, copy_bw);
+        bench_decode(dt, 1, 32768, copy_bw);
+        bench_decode(dt, 8, 4096, copy_bw);
+        bench_decode(dt, 8, 32768, copy_bw);
+    }
+    ktest_sync();
+    return 0;
+}

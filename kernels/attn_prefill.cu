@@ -1,0 +1,553 @@
+/* attn_prefill: flash-style causal attention, two paths: CUDA cores (first kernel) and tensor
+ * cores (attn_prefill_mma_kernel, described at its definition).
+ * CUDA cores: a block of 128 threads owns BM = 32
+ * "query rows" of one kv head: the flattened (token, head-of-the-group) pairs r = t*g + hi of one
+ * sequence chunk, so a GQA group shares every K/V tile. Per key tile (BK = 32 keys, converted to
+ * bf16 pairs in shared memory; e4m3 is exact in bf16, its scales are applied in fp32 to the
+ * scores and to the output): 4 threads per row compute 8 scores each, the row's online softmax
+ * (max, sum) is reduced over those 4 lanes, the probabilities go through shared memory and each
+ * thread accumulates P.V for head_dim/4 of the row's output dimensions in registers. */
+#include "attn_prefill.h"
+
+#include <limits.h>
+#include <math.h>
+
+#include "common/xalloc.h"
+#include "internal/kcuda.cuh"
+#include "kv_write.h"
+
+#define BM 32  /* query rows per block */
+#define BK 32  /* keys per tile */
+#define NT 128 /* threads: 4 per query row */
+#define MAXD ATTN_PREFILL_MAX_HEAD_DIM
+
+/* Dynamic shared memory for head dim hd: Q (BM x (hd+1)) fp32, K and V (BK x (hd/2+1)) bf16
+ * pairs, P (BM x (BK+1)) fp32. The +1 paddings make the strided accesses conflict-free. */
+static size_t smem_bytes(int hd)
+{
+    return sizeof(float) * ((size_t)BM * (hd + 1) + 2 * (size_t)BK * (hd / 2 + 1) +
+                            (size_t)BM * (BK + 1));
+}
+
+/* 8 consecutive cache elements -> 4 words of bf16 pairs (low half = even element). */
+static __device__ __forceinline__ uint4 load8_bf16x2(const uint16_t *p)
+{
+    return __ldg(reinterpret_cast<const uint4 *>(p));
+}
+
+static __device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint32_t two)
+{
+    const uint32_t lo = __float_as_uint(e4m3_to_f32((uint8_t)(two & 0xffu))) >> 16;
+    const uint32_t hi = __float_as_uint(e4m3_to_f32((uint8_t)(two >> 8))) >> 16;
+    return lo | (hi << 16);
+}
+
+static __device__ __forceinline__ uint4 load8_bf16x2(const uint8_t *p)
+{
+    const uint2 b = __ldg(reinterpret_cast<const uint2 *>(p));
+    return make_uint4(e4m3x2_to_bf16x2(b.x & 0xffffu), e4m3x2_to_bf16x2(b.x >> 16),
+                      e4m3x2_to_bf16x2(b.y & 0xffffu), e4m3x2_to_bf16x2(b.y >> 16));
+}
+
+static __device__ __forceinline__ float bf_lo(uint32_t w)
+{
+    return __uint_as_float(w << 16);
+}
+
+static __device__ __forceinline__ float bf_hi(uint32_t w)
+{
+    return __uint_as_float(w & 0xffff0000u);
+}
+
+/* T: uint16_t (bf16 cache) or uint8_t (e4m3). grid (tiles of max_rows*g, n_kv_heads, n_seqs);
+ * seqs NULL = the single descriptor `one`. qk_scale = scale * k_scale. */
+template <typename T>
+__global__ void __launch_bounds__(NT)
+    attn_prefill_kernel(float *out, const float *q, const float *gate, const T *k_cache,
+                        const T *v_cache, const int32_t *block_table, int max_blocks_per_seq,
+                        const struct attn_prefill_seq *seqs, struct attn_prefill_seq one, int hq,
+                        int hkv, int hd, int block_size, float qk_scale, float v_scale)
+{
+    extern __shared__ float smem[];
+    const int qstride = hd + 1, kw = hd / 2, kstride = kw + 1;
+    float *Qs = smem;
+    uint32_t *Ks = reinterpret_cast<uint32_t *>(Qs + BM * qstride);
+    uint32_t *Vs = Ks + BK * kstride;
+    float *Ps = reinterpret_cast<float *>(Vs + BK * kstride);
+
+    const struct attn_prefill_seq d = seqs ? seqs[blockIdx.z] : one;
+    const int g = hq / hkv, kvh = blockIdx.y;
+    const int n_flat = d.n_rows * g;
+    const int ntiles = (n_flat + BM - 1) / BM;
+    if ((int)blockIdx.x >= ntiles)
+        return; /* whole block: no barrier reached */
+    const int r0 = (ntiles - 1 - (int)blockIdx.x) * BM; /* longest contexts launch first */
+    const int32_t *bt = block_table + (int64_t)d.seq * max_blocks_per_seq;
+    const int kv_end = d.pos0 + (min(r0 + BM, n_flat) - 1) / g + 1; /* keys [0, kv_end) */
+
+    for (int e = threadIdx.x; e < BM * hd; e += NT) {
+        const int rr = e / hd, i = e - rr * hd, r = r0 + rr;
+        float x = 0.0f;
+        if (r < n_flat) {
+            const int t = r / g, h = kvh * g + (r - t * g);
+            x = q[((int64_t)(d.row_start + t) * hq + h) * hd + i] * qk_scale;
+        }
+        Qs[rr * qstride + i] = x;
+    }
+
+    const int rr = threadIdx.x >> 2, sub = threadIdx.x & 3;
+    const int my_r = min(r0 + rr, n_flat - 1);
+    const int my_pos = d.pos0 + my_r / g; /* keys j <= my_pos are visible */
+    const int nw4 = kw / 4;               /* words of output per thread */
+    float m = -INFINITY, l = 0.0f;
+    float acc[MAXD / 8][2];
+#pragma unroll
+    for (int c = 0; c < MAXD / 8; c++)
+        acc[c][0] = acc[c][1] = 0.0f;
+
+    for (int j0 = 0; j0 < kv_end; j0 += BK) {
+        __syncthreads(); /* previous tile's K/V/P fully consumed */
+        for (int e = threadIdx.x; e < BK * (hd / 8); e += NT) {
+            const int kk = e / (hd / 8), c8 = e - kk * (hd / 8), j = j0 + kk;
+            uint4 kv4 = make_uint4(0u, 0u, 0u, 0u), vv4 = kv4;
+            if (j < kv_end) {
+                const int64_t slot = (int64_t)bt[j / block_size] * block_size + j % block_size;
+                const int64_t off = (slot * hkv + kvh) * hd + c8 * 8;
+                kv4 = load8_bf16x2(k_cache + off);
+                vv4 = load8_bf16x2(v_cache + off);
+            }
+            uint32_t *kd = Ks + kk * kstride + c8 * 4, *vd = Vs + kk * kstride + c8 * 4;
+            kd[0] = kv4.x, kd[1] = kv4.y, kd[2] = kv4.z, kd[3] = kv4.w;
+            vd[0] = vv4.x, vd[1] = vv4.y, vd[2] = vv4.z, vd[3] = vv4.w;
+        }
+        __syncthreads(); /* K/V (and Q on the first tile) visible */
+
+        float s[BK / 4];
+#pragma unroll
+        for (int i = 0; i < BK / 4; i++)
+            s[i] = 0.0f;
+        const float *qrow = Qs + rr * qstride;
+        for (int w = 0; w < kw; w++) {
+            const float q0 = qrow[2 * w], q1 = qrow[2 * w + 1];
+#pragma unroll
+            for (int i = 0; i < BK / 4; i++) {
+                const uint32_t kk2 = Ks[(sub + 4 * i) * kstride + w];
+                s[i] = fmaf(q0, bf_lo(kk2), fmaf(q1, bf_hi(kk2), s[i]));
+            }
+        }
+        float mx = -INFINITY;
+#pragma unroll
+        for (int i = 0; i < BK / 4; i++) {
+            if (j0 + sub + 4 * i > my_pos)
+                s[i] = -INFINITY;
+            mx = fmaxf(mx, s[i]);
+        }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        /* key 0 is visible to every row and is in the first tile, so m_new is finite */
+        const float m_new = fmaxf(m, mx);
+        const float alpha = __expf(m - m_new); /* 0 on the first tile (m = -inf) */
+        float sum = 0.0f;
+#pragma unroll
+        for (int i = 0; i < BK / 4; i++) {
+            const float p = __expf(s[i] - m_new); /* 0 for masked keys */
+            Ps[rr * (BK + 1) + sub + 4 * i] = p;
+            sum += p;
+        }
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        l = l * alpha + sum;
+        m = m_new;
+        __syncwarp(); /* row rr's P was written by the 4 lanes of this warp that read it */
+
+#pragma unroll
+        for (int c = 0; c < MAXD / 8; c++) {
+            acc[c][0] *= alpha;
+            acc[c][1] *= alpha;
+        }
+        const float *prow = Ps + rr * (BK + 1);
+        for (int kk = 0; kk < BK; kk++) {
+            const float p = prow[kk];
+            const uint32_t *vrow = Vs + kk * kstride + sub;
+#pragma unroll
+            for (int c = 0; c < MAXD / 8; c++) {
+                if (c < nw4) {
+                    const uint32_t v2 = vrow[4 * c];
+                    acc[c][0] = fmaf(p, bf_lo(v2), acc[c][0]);
+                    acc[c][1] = fmaf(p, bf_hi(v2), acc[c][1]);
+                }
+            }
+        }
+    }
+
+    const int r = r0 + rr;
+    if (r >= n_flat)
+        return;
+    const int t = r / g, h = kvh * g + (r - t * g);
+    const int64_t base = ((int64_t)(d.row_start + t) * hq + h) * hd;
+    const float inv = v_scale / l; /* l >= exp(0) = 1 after the row's maximum key */
+#pragma unroll
+    for (int c = 0; c < MAXD / 8; c++) {
+        if (c < nw4) {
+            const int dim = 2 * (sub + 4 * c);
+            float o0 = acc[c][0] * inv, o1 = acc[c][1] * inv;
+            if (gate) {
+                o0 *= sigmoid_f32(gate[base + dim]);
+                o1 *= sigmoid_f32(gate[base + dim + 1]);
+            }
+            out[base + dim] = o0;
+            out[base + dim + 1] = o1;
+        }
+    }
+}
+
+/* ---- tensor-core path: mma.sync m16n8k16 bf16 x bf16 -> fp32 ----
+ * 4 warps, each owns 16 of the block's MBM = 64 query rows; keys in tiles of MBK = 32. Q is
+ * rounded to bf16 once (shared memory), K row-major and V transposed (dims x keys) as bf16 in
+ * shared memory; S = Q K^T in fp32 accumulators, scaled and masked in fp32, online softmax on the
+ * accumulator fragments (a row's 4 owners are lanes 4g..4g+3), P rounded to bf16 straight from
+ * the S fragments into the A operand of O += P V. Fragment layouts (PTX ISA, m16n8k16 .bf16):
+ * g = lane/4, c = lane%4; A a0:(g, 2c..2c+1) a1:(g+8, 2c..) a2:(g, 2c+8..) a3:(g+8, 2c+8..);
+ * B b0:(k 2c..2c+1, n g) b1:(k 2c+8.., n g); C c0,c1:(g, 2c..2c+1) c2,c3:(g+8, 2c..). */
+#define MBM 64
+#define MBK 32
+#define MNT 128
+
+static size_t mma_smem_bytes(int hd)
+{
+    return sizeof(uint32_t) * ((size_t)MBM * (hd / 2 + 4) + (size_t)MBK * (hd / 2 + 4) +
+                               (size_t)hd * (MBK / 2 + 4));
+}
+
+static __device__ __forceinline__ void mma_bf16(float *c, const uint32_t *a, uint32_t b0,
+                                                uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+static __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi)
+{
+    return (uint32_t)f32_to_bf16_bits(lo) | ((uint32_t)f32_to_bf16_bits(hi) << 16);
+}
+
+/* MAXHD: compile-time bound of the head dim (64 or 256); hd % 16 == 0, hd <= MAXHD. */
+template <typename T, int MAXHD>
+__global__ void __launch_bounds__(MNT)
+    attn_prefill_mma_kernel(float *out, const float *q, const float *gate, const T *k_cache,
+                            const T *v_cache, const int32_t *block_table, int max_blocks_per_seq,
+                            const struct attn_prefill_seq *seqs, struct attn_prefill_seq one,
+                            int hq, int hkv, int hd, int block_size, float qk_scale, float v_scale)
+{
+    extern __shared__ uint32_t msmem[];
+    const int qs_stride = hd / 2 + 4;  /* words; == 4 mod 8 words: conflict-free fragments */
+    const int vt_stride = MBK / 2 + 4; /* words per dim row of V^T */
+    uint32_t *Qs = msmem;
+    uint32_t *Ks = Qs + MBM * qs_stride;
+    uint32_t *Vt = Ks + MBK * qs_stride;
+    uint16_t *Vt16 = reinterpret_cast<uint16_t *>(Vt);
+
+    const struct attn_prefill_seq d = seqs ? seqs[blockIdx.z] : one;
+    const int g = hq / hkv, kvh = blockIdx.y;
+    const int n_flat = d.n_rows * g;
+    const int ntiles = (n_flat + MBM - 1) / MBM;
+    if ((int)blockIdx.x >= ntiles)
+        return;
+    const int r0 = (ntiles - 1 - (int)blockIdx.x) * MBM;
+    const int32_t *bt = block_table + (int64_t)d.seq * max_blocks_per_seq;
+    const int kv_end = d.pos0 + (min(r0 + MBM, n_flat) - 1) / g + 1;
+    const int kw = hd / 2;
+
+    for (int e = threadIdx.x; e < MBM * kw; e += MNT) {
+        const int rr = e / kw, i = e - rr * kw, r = r0 + rr;
+        uint32_t x = 0u;
+        if (r < n_flat) {
+            const int t = r / g, h = kvh * g + (r - t * g);
+            const float2 v2 = *reinterpret_cast<const float2 *>(
+                q + ((int64_t)(d.row_start + t) * hq + h) * hd + 2 * i);
+            x = pack_bf16x2(v2.x, v2.y);
+        }
+        Qs[rr * qs_stride + i] = x;
+    }
+
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, c4 = lane & 3;
+    const int ra = r0 + warp * 16 + gq, rb = ra + 8; /* this thread's two rows */
+    const int pos_a = d.pos0 + min(ra, n_flat - 1) / g, pos_b = d.pos0 + min(rb, n_flat - 1) / g;
+    float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;
+    float o[MAXHD / 8][4];
+#pragma unroll
+    for (int n = 0; n < MAXHD / 8; n++)
+        o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    const uint32_t *qa = Qs + (warp * 16 + gq) * qs_stride + c4;
+
+    for (int j0 = 0; j0 < kv_end; j0 += MBK) {
+        __syncthreads();
+        for (int e = threadIdx.x; e < MBK * (hd / 8); e += MNT) {
+            const int kk = e / (hd / 8), c8 = e - kk * (hd / 8), j = j0 + kk;
+            uint4 kv4 = make_uint4(0u, 0u, 0u, 0u), vv4 = kv4;
+            if (j < kv_end) {
+                const int64_t slot = (int64_t)bt[j / block_size] * block_size + j % block_size;
+                const int64_t off = (slot * hkv + kvh) * hd + c8 * 8;
+                kv4 = load8_bf16x2(k_cache + off);
+                vv4 = load8_bf16x2(v_cache + off);
+            }
+            uint32_t *kd = Ks + kk * qs_stride + c8 * 4;
+            kd[0] = kv4.x, kd[1] = kv4.y, kd[2] = kv4.z, kd[3] = kv4.w;
+            const uint32_t vw[4] = {vv4.x, vv4.y, vv4.z, vv4.w};
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                Vt16[(c8 * 8 + 2 * u) * (2 * vt_stride) + kk] = (uint16_t)(vw[u] & 0xffffu);
+                Vt16[(c8 * 8 + 2 * u + 1) * (2 * vt_stride) + kk] = (uint16_t)(vw[u] >> 16);
+            }
+        }
+        __syncthreads();
+
+        /* S (16 rows x 32 keys per warp) = Q K^T */
+        float s[MBK / 8][4];
+#pragma unroll
+        for (int nt = 0; nt < MBK / 8; nt++)
+            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll 4
+        for (int kk = 0; kk < hd / 16; kk++) {
+            uint32_t a[4];
+            a[0] = qa[kk * 8];
+            a[1] = qa[8 * qs_stride + kk * 8];
+            a[2] = qa[kk * 8 + 4];
+            a[3] = qa[8 * qs_stride + kk * 8 + 4];
+#pragma unroll
+            for (int nt = 0; nt < MBK / 8; nt++) {
+                const uint32_t *kb = Ks + (nt * 8 + gq) * qs_stride + kk * 8 + c4;
+                mma_bf16(s[nt], a, kb[0], kb[4]);
+            }
+        }
+        /* scale, mask, online softmax; rows a (c0,c1) and b (c2,c3) */
+        float mx_a = -INFINITY, mx_b = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < MBK / 8; nt++) {
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                const int j = j0 + nt * 8 + 2 * c4 + u;
+                s[nt][u] = j <= pos_a ? s[nt][u] * qk_scale : -INFINITY;
+                s[nt][2 + u] = j <= pos_b ? s[nt][2 + u] * qk_scale : -INFINITY;
+                mx_a = fmaxf(mx_a, s[nt][u]);
+                mx_b = fmaxf(mx_b, s[nt][2 + u]);
+            }
+        }
+        mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
+        mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
+        mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
+        mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
+        const float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b); /* finite: key 0 */
+        const float al_a = __expf(m_a - mn_a), al_b = __expf(m_b - mn_b);
+        float sum_a = 0.0f, sum_b = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < MBK / 8; nt++) {
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                s[nt][u] = __expf(s[nt][u] - mn_a);
+                s[nt][2 + u] = __expf(s[nt][2 + u] - mn_b);
+                sum_a += s[nt][u];
+                sum_b += s[nt][2 + u];
+            }
+        }
+        sum_a += __shfl_xor_sync(0xffffffffu, sum_a, 1);
+        sum_a += __shfl_xor_sync(0xffffffffu, sum_a, 2);
+        sum_b += __shfl_xor_sync(0xffffffffu, sum_b, 1);
+        sum_b += __shfl_xor_sync(0xffffffffu, sum_b, 2);
+        l_a = l_a * al_a + sum_a;
+        l_b = l_b * al_b + sum_b;
+        m_a = mn_a;
+        m_b = mn_b;
+#pragma unroll
+        for (int n = 0; n < MAXHD / 8; n++) {
+            o[n][0] *= al_a;
+            o[n][1] *= al_a;
+            o[n][2] *= al_b;
+            o[n][3] *= al_b;
+        }
+        /* O += P V: k = 16 keys per step, P from the S fragments */
+#pragma unroll
+        for (int kb = 0; kb < MBK / 16; kb++) {
+            uint32_t a[4];
+            a[0] = pack_bf16x2(s[2 * kb][0], s[2 * kb][1]);
+            a[1] = pack_bf16x2(s[2 * kb][2], s[2 * kb][3]);
+            a[2] = pack_bf16x2(s[2 * kb + 1][0], s[2 * kb + 1][1]);
+            a[3] = pack_bf16x2(s[2 * kb + 1][2], s[2 * kb + 1][3]);
+#pragma unroll
+            for (int n = 0; n < MAXHD / 8; n++) {
+                if (n * 8 < hd) {
+                    const uint32_t *vb = Vt + (n * 8 + gq) * vt_stride + kb * 8 + c4;
+                    mma_bf16(o[n], a, vb[0], vb[4]);
+                }
+            }
+        }
+    }
+
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int r = half ? rb : ra;
+        if (r >= n_flat)
+            continue;
+        const int t = r / g, h = kvh * g + (r - t * g);
+        const int64_t base = ((int64_t)(d.row_start + t) * hq + h) * hd;
+        const float inv = v_scale / (half ? l_b : l_a);
+#pragma unroll
+        for (int n = 0; n < MAXHD / 8; n++) {
+            if (n * 8 < hd) {
+                const int dim = n * 8 + 2 * c4;
+                float o0 = o[n][2 * half] * inv, o1 = o[n][2 * half + 1] * inv;
+                if (gate) {
+                    o0 *= sigmoid_f32(gate[base + dim]);
+                    o1 *= sigmoid_f32(gate[base + dim + 1]);
+                }
+                *reinterpret_cast<float2 *>(out + base + dim) = make_float2(o0, o1);
+            }
+        }
+    }
+}
+
+template <typename T>
+static cudaError_t launch_mma(dim3 grid, cudaStream_t stream, float *out, const float *q,
+                              const float *gate, const T *kc, const T *vc, const int32_t *bt,
+                              int mbps, const struct attn_prefill_seq *seqs,
+                              struct attn_prefill_seq one, int hq, int hkv, int hd, int bs,
+                              float qk_scale, float v_scale)
+{
+    const size_t smem = mma_smem_bytes(hd);
+    cudaError_t e;
+    if (hd <= 64) {
+        e = cudaFuncSetAttribute(attn_prefill_mma_kernel<T, 64>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e == cudaSuccess)
+            attn_prefill_mma_kernel<T, 64><<<grid, MNT, smem, stream>>>(
+                out, q, gate, kc, vc, bt, mbps, seqs, one, hq, hkv, hd, bs, qk_scale, v_scale);
+    } else {
+        e = cudaFuncSetAttribute(attn_prefill_mma_kernel<T, 256>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e == cudaSuccess)
+            attn_prefill_mma_kernel<T, 256><<<grid, MNT, smem, stream>>>(
+                out, q, gate, kc, vc, bt, mbps, seqs, one, hq, hkv, hd, bs, qk_scale, v_scale);
+    }
+    return e;
+}
+
+/* Path AUTO resolves to: */
+#define AUTO_PATH ATTN_PREFILL_PATH_CORES
+
+static int launch(float *out, const float *q, const float *gate, const void *k_cache,
+                  const void *v_cache, int kv_dtype, float k_scale, float v_scale,
+                  const int32_t *block_table, int max_blocks_per_seq,
+                  const struct attn_prefill_seq *seqs, struct attn_prefill_seq one, int n_seqs,
+                  int max_rows, int hq, int hkv, int hd, int block_size, float scale, int path,
+                  cudaStream_t stream)
+{
+    if (kv_dtype == KV_DTYPE_BF16)
+        k_scale = v_scale = 1.0f;
+    if (path == ATTN_PREFILL_PATH_AUTO)
+        path = AUTO_PATH == ATTN_PREFILL_PATH_MMA && hd % 16 == 0 ? ATTN_PREFILL_PATH_MMA
+                                                                   : ATTN_PREFILL_PATH_CORES;
+    if (!out || !q || !k_cache || !v_cache || !block_table || !kv_dtype_bytes(kv_dtype) ||
+        !(k_scale > 0.0f) || !(v_scale > 0.0f) || isinf(k_scale) || isinf(v_scale) ||
+        n_seqs < 0 || n_seqs > 65535 || max_rows < 0 || hq <= 0 || hkv <= 0 || hkv > 65535 ||
+        hq % hkv || hd <= 0 || hd % 8 || hd > MAXD || block_size <= 0 ||
+        max_blocks_per_seq < 0 || (int64_t)max_rows * (hq / hkv) > INT_MAX - MBM ||
+        ((uintptr_t)k_cache) % 16 || ((uintptr_t)v_cache) % 16 ||
+        (path != ATTN_PREFILL_PATH_CORES && path != ATTN_PREFILL_PATH_MMA))
+        return ERR_INVAL;
+    if (path == ATTN_PREFILL_PATH_MMA && (hd % 16 || ((uintptr_t)q) % 8 || ((uintptr_t)out) % 8))
+        return ERR_INVAL;
+    const int bm = path == ATTN_PREFILL_PATH_MMA ? MBM : BM;
+    const int ntiles = CEIL_DIV(max_rows * (hq / hkv), bm);
+    if (n_seqs == 0 || ntiles == 0)
+        return 0;
+    const dim3 grid(ntiles, hkv, n_seqs);
+    const float qk_scale = scale * k_scale;
+    const size_t smem = path == ATTN_PREFILL_PATH_MMA ? mma_smem_bytes(hd) : smem_bytes(hd);
+    cudaError_t e;
+    if (path == ATTN_PREFILL_PATH_MMA) {
+        if (kv_dtype == KV_DTYPE_BF16)
+            e = launch_mma<uint16_t>(grid, stream, out, q, gate, (const uint16_t *)k_cache,
+                                     (const uint16_t *)v_cache, block_table, max_blocks_per_seq,
+                                     seqs, one, hq, hkv, hd, block_size, qk_scale, v_scale);
+        else
+            e = launch_mma<uint8_t>(grid, stream, out, q, gate, (const uint8_t *)k_cache,
+                                    (const uint8_t *)v_cache, block_table, max_blocks_per_seq,
+                                    seqs, one, hq, hkv, hd, block_size, qk_scale, v_scale);
+    } else if (kv_dtype == KV_DTYPE_BF16) {
+        e = cudaFuncSetAttribute(attn_prefill_kernel<uint16_t>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e == cudaSuccess)
+            attn_prefill_kernel<uint16_t><<<grid, NT, smem, stream>>>(
+                out, q, gate, (const uint16_t *)k_cache, (const uint16_t *)v_cache, block_table,
+                max_blocks_per_seq, seqs, one, hq, hkv, hd, block_size, qk_scale, v_scale);
+    } else {
+        e = cudaFuncSetAttribute(attn_prefill_kernel<uint8_t>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e == cudaSuccess)
+            attn_prefill_kernel<uint8_t><<<grid, NT, smem, stream>>>(
+                out, q, gate, (const uint8_t *)k_cache, (const uint8_t *)v_cache, block_table,
+                max_blocks_per_seq, seqs, one, hq, hkv, hd, block_size, qk_scale, v_scale);
+    }
+    if (e != cudaSuccess) {
+        LOG_ERR("kernel_attr_failed", "op=attn_prefill path=%d smem=%zu err=\"%s\"", path, smem,
+                cudaGetErrorString(e));
+        return ERR_CUDA;
+    }
+    return kcuda_launch_status("attn_prefill");
+}
+
+int attn_prefill_batch_path_cuda(float *out, const float *q, const float *gate,
+                                 const void *k_cache, const void *v_cache, int kv_dtype,
+                                 float k_scale, float v_scale, const int32_t *block_table,
+                                 int max_blocks_per_seq, const struct attn_prefill_seq *seqs,
+                                 int n_seqs, int max_rows, int n_q_heads, int n_kv_heads,
+                                 int head_dim, int block_size, float scale, int path,
+                                 cudaStream_t stream)
+{
+    const struct attn_prefill_seq none = {0, 0, 0, 0};
+    if (!seqs)
+        return ERR_INVAL;
+    return launch(out, q, gate, k_cache, v_cache, kv_dtype, k_scale, v_scale, block_table,
+                  max_blocks_per_seq, seqs, none, n_seqs, max_rows, n_q_heads, n_kv_heads,
+                  head_dim, block_size, scale, path, stream);
+}
+
+int attn_prefill_batch_cuda(float *out, const float *q, const float *gate, const void *k_cache,
+                            const void *v_cache, int kv_dtype, float k_scale, float v_scale,
+                            const int32_t *block_table, int max_blocks_per_seq,
+                            const struct attn_prefill_seq *seqs, int n_seqs, int max_rows,
+                            int n_q_heads, int n_kv_heads, int head_dim, int block_size,
+                            float scale, cudaStream_t stream)
+{
+    return attn_prefill_batch_path_cuda(out, q, gate, k_cache, v_cache, kv_dtype, k_scale,
+                                        v_scale, block_table, max_blocks_per_seq, seqs, n_seqs,
+                                        max_rows, n_q_heads, n_kv_heads, head_dim, block_size,
+                                        scale, ATTN_PREFILL_PATH_AUTO, stream);
+}
+
+int attn_prefill_path_cuda(float *out, const float *q, const float *gate, const void *k_cache,
+                           const void *v_cache, int kv_dtype, float k_scale, float v_scale,
+                           const int32_t *block_table, int n_rows, int pos0, int n_q_heads,
+                           int n_kv_heads, int head_dim, int block_size, float scale, int path,
+                           cudaStream_t stream)
+{
+    const struct attn_prefill_seq one = {0, 0, n_rows, pos0};
+    if (n_rows < 0 || pos0 < 0)
+        return ERR_INVAL;
+    return launch(out, q, gate, k_cache, v_cache, kv_dtype, k_scale, v_scale, block_table, 0,
+                  NULL, one, 1, n_rows, n_q_heads, n_kv_heads, head_dim, block_size, scale, path,
+                  stream);
+}
+
+int attn_prefill_cuda(float *out, const float *q, const float *gate, const void *k_cache,
+                      const void *v_cache, int kv_dtype, float k_scale, float v_scale,
+                      const int32_t *block_table, int n_rows, int pos0, int n_q_heads,
+                      int n_kv_heads, int head_dim, int block_size, float scale,
+                      cudaStream_t stream)
+{
+    return attn_prefill_path_cuda(out, q, gate, k_cache, v_cache, kv_dtype, k_scale, v_scale,
+                                  block_table, n_rows, pos0, n_q_heads, n_kv_heads, head_dim,
+                                  block_size, scale, ATTN_PREFILL_PATH_AUTO, stream);
+}

@@ -1,0 +1,93 @@
+/* attn_prefill: causal gated full attention for chunks of query rows (prefill / chunked prefill)
+ * over the paged KV cache (bf16 or fp8 e4m3, see kv_write.h), MODEL.md §3.4. For query row t of a
+ * sequence chunk starting at position pos0 (t = 0..n_rows-1), query head h, kv head h/g
+ * (g = n_q_heads / n_kv_heads):
+ *   s_j = scale * q_{t,h} . k_{h/g}[j] for j <= pos0 + t;  a = softmax_j(s) (fp32);
+ *   out_{t,h} = (sum_j a_j v_{h/g}[j]) * sigmoid(gate_{t,h})   (no sigmoid factor if gate NULL).
+ * The chunk's own K/V must already be in the cache (kv_write), so keys 0..pos0+n_rows-1 exist.
+ * q must carry q-norm and RoPE. Layouts as attn_decode: q (rows, n_q_heads, head_dim) fp32,
+ * gate/out (rows, n_q_heads*head_dim) fp32 (gate pre-sigmoid).
+ * GPU: flash-style, one block per (query (row, head) pairs of one kv head group, kv head,
+ * sequence); keys in tiles of 32 through shared memory with an online softmax. Two paths:
+ * CORES: fp32 CUDA-core math (exact inputs, fp32 accumulation), 32 rows per block;
+ * MMA: mma.sync m16n8k16 bf16 tensor cores, 64 rows per block: q and the softmax probabilities
+ * are rounded to bf16 before their products (K/V are bf16 or e4m3 already, exact in bf16),
+ * fp32 accumulation; needs head_dim % 16 == 0 and 8-byte aligned q and out.
+ * PATH_AUTO (the plain entry points) picks AUTO_PATH in attn_prefill.cu (CORES until MMA has
+ * passed its GPU tests). */
+#ifndef KERNELS_ATTN_PREFILL_H
+#define KERNELS_ATTN_PREFILL_H
+
+#include <stdint.h>
+
+#include "kstream.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ATTN_PREFILL_MAX_HEAD_DIM 256
+
+enum attn_prefill_path {
+    ATTN_PREFILL_PATH_AUTO = 0,
+    ATTN_PREFILL_PATH_CORES = 1,
+    ATTN_PREFILL_PATH_MMA = 2
+};
+
+/* One sequence's chunk in a batched prefill step. */
+struct attn_prefill_seq {
+    int32_t seq;       /* row of block_table */
+    int32_t row_start; /* first row of q / gate / out */
+    int32_t n_rows;    /* query rows (tokens) of the chunk, >= 0 */
+    int32_t pos0;      /* position of the chunk's first row, >= 0 */
+};
+
+/* One sequence. block_table: this sequence's block ids (device, >= ceil((pos0+n_rows)/block_size)
+ * entries); q/gate/out start at the chunk's first row. kv_dtype: enum kv_dtype; k_scale, v_scale:
+ * the fp8 per-tensor scales (ignored for bf16). head_dim % 8 == 0, <= 256; caches 16-byte
+ * aligned. Device pointers. Returns 0, ERR_INVAL, ERR_CUDA. */
+int attn_prefill_cuda(float *out, const float *q, const float *gate, const void *k_cache,
+                      const void *v_cache, int kv_dtype, float k_scale, float v_scale,
+                      const int32_t *block_table, int n_rows, int pos0, int n_q_heads,
+                      int n_kv_heads, int head_dim, int block_size, float scale,
+                      cudaStream_t stream);
+int attn_prefill_ref(float *out, const float *q, const float *gate, const void *k_cache,
+                     const void *v_cache, int kv_dtype, float k_scale, float v_scale,
+                     const int32_t *block_table, int n_rows, int pos0, int n_q_heads,
+                     int n_kv_heads, int head_dim, int block_size, float scale);
+
+/* Several sequences in one launch. block_table: (n_seq_total, max_blocks_per_seq); seqs: n_seqs
+ * descriptors (device memory for the _cuda form, host for _ref); max_rows >= every n_rows (sizes
+ * the grid; rows of q/gate/out are row_start + t). The descriptors' row ranges must not overlap.
+ * n_seqs <= 65535. */
+int attn_prefill_batch_cuda(float *out, const float *q, const float *gate, const void *k_cache,
+                            const void *v_cache, int kv_dtype, float k_scale, float v_scale,
+                            const int32_t *block_table, int max_blocks_per_seq,
+                            const struct attn_prefill_seq *seqs, int n_seqs, int max_rows,
+                            int n_q_heads, int n_kv_heads, int head_dim, int block_size,
+                            float scale, cudaStream_t stream);
+/* The same with an explicit enum attn_prefill_path (tests, benchmarks). */
+int attn_prefill_path_cuda(float *out, const float *q, const float *gate, const void *k_cache,
+                           const void *v_cache, int kv_dtype, float k_scale, float v_scale,
+                           const int32_t *block_table, int n_rows, int pos0, int n_q_heads,
+                           int n_kv_heads, int head_dim, int block_size, float scale, int path,
+                           cudaStream_t stream);
+int attn_prefill_batch_path_cuda(float *out, const float *q, const float *gate,
+                                 const void *k_cache, const void *v_cache, int kv_dtype,
+                                 float k_scale, float v_scale, const int32_t *block_table,
+                                 int max_blocks_per_seq, const struct attn_prefill_seq *seqs,
+                                 int n_seqs, int max_rows, int n_q_heads, int n_kv_heads,
+                                 int head_dim, int block_size, float scale, int path,
+                                 cudaStream_t stream);
+int attn_prefill_batch_ref(float *out, const float *q, const float *gate, const void *k_cache,
+                           const void *v_cache, int kv_dtype, float k_scale, float v_scale,
+                           const int32_t *block_table, int max_blocks_per_seq,
+                           const struct attn_prefill_seq *seqs, int n_seqs, int max_rows,
+                           int n_q_heads, int n_kv_heads, int head_dim, int block_size,
+                           float scale);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

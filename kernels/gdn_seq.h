@@ -1,0 +1,55 @@
+/* gdn_seq: Gated DeltaNet over whole chunks: for each item (one sequence) its rows IN ORDER, the
+ * causal conv1d window update (gdn_conv's math) and the gated delta rule recurrence with the
+ * gated RMSNorm (gdn_step's math), each state kept on chip across the item's rows and written
+ * back once. Two launches ("a pair"), conv first, because the q/k channels of one key head feed
+ * several value heads:
+ *   gdn_seq_conv_cuda: one thread per (item, channel), looping over the item's rows;
+ *   gdn_seq_step_cuda: one 128-thread block per (item, value head), S (128x128) in registers.
+ * Items: a device int32 table (n_items, GDN_SEQ_ITEM_INTS) of
+ *   [row_start, n_rows, slot, snap]: rows row_start .. row_start+n_rows-1 of the inputs/outputs,
+ *   the state slot, and snap = -1 (keep nothing) or the first snapshot index: the state after
+ *   row t of the item is also stored at snapshot index snap + t (indices >= n_snap are skipped),
+ *   which lets a caller roll the state back to any row (speculative decoding).
+ * n_rows = 0 leaves the slot's state untouched. Two items must not share a slot. */
+#ifndef KERNELS_GDN_SEQ_H
+#define KERNELS_GDN_SEQ_H
+
+#include <stdint.h>
+
+#include "kstream.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GDN_SEQ_ITEM_INTS 4
+#define GDN_SEQ_HEAD_DIM 128
+
+/* out, x: (rows, channels); w: (channels, kc); state: (n_slots, channels, kc-1) oldest first,
+ * updated in place; snap: (n_snap, channels, kc-1) or NULL; items: see above. Device pointers.
+ * Returns 0, ERR_INVAL (kc < 2 or > 8, n_items > 65535, NULLs), ERR_CUDA. */
+int gdn_seq_conv_cuda(float *out, float *state, float *snap, int n_snap, const float *x,
+                      const float *w, const int32_t *items, int n_items, int channels, int kc,
+                      cudaStream_t stream);
+int gdn_seq_conv_ref(float *out, float *state, float *snap, int n_snap, const float *x,
+                     const float *w, const int32_t *items, int n_items, int channels, int kc);
+
+/* qkv: (rows, (2*n_k_heads + n_v_heads)*128) post-conv [q | k | v]; z, out: (rows,
+ * n_v_heads*128); a, b: (rows, n_v_heads); a_log, dt_bias: (n_v_heads,); norm_w: (128,);
+ * state: (n_slots, n_v_heads, 128 [k], 128 [v]) in place; snap: (n_snap, n_v_heads, 128, 128)
+ * or NULL. Same math per row as gdn_step. Returns 0, ERR_INVAL, ERR_CUDA. */
+int gdn_seq_step_cuda(float *out, float *state, float *snap, int n_snap, const float *qkv,
+                      const float *z, const float *a, const float *b, const float *a_log,
+                      const float *dt_bias, const float *norm_w, const int32_t *items,
+                      int n_items, int n_k_heads, int n_v_heads, float eps, cudaStream_t stream);
+/* Host reference: the single-step references (gdn_conv_ref, gdn_step_ref) row by row. */
+int gdn_seq_step_ref(float *out, float *state, float *snap, int n_snap, const float *qkv,
+                     const float *z, const float *a, const float *b, const float *a_log,
+                     const float *dt_bias, const float *norm_w, const int32_t *items,
+                     int n_items, int n_k_heads, int n_v_heads, float eps);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

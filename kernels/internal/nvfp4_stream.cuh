@@ -1,0 +1,475 @@
+/* nvfp4_stream.cuh: the NVFP4 (and FP8) weight-only decode kernel (W4A16 / W8A16, 1..8
+ * activation rows), built for memory bandwidth; shared by gemv.cu and moe_expert.cu.
+ *
+ * Block = 8 warps. A warp owns a 16-row tile; the block's warps form WR row tiles x WK K-splits
+ * (WR * WK = 8, WK picked on the host from the work per tile). The K dimension of a tile is a list
+ * of items (segment s, 128-column chunk ch); a warp takes NVS_U consecutive items per round and
+ * issues all their weight loads (per lane: 16 bytes of row g and of row g + 8 per item, plus the
+ * scale bytes) before decoding any of them, so 8 x 16 B per lane are in flight.
+ * Activations are staged once per block in shared memory as fp16, already permuted into the
+ * mma.m16n8k16 B-fragment order: one 16-byte ld.shared per lane per (item, word).
+ * Decode and mma as in nvfp4_mma.cuh (e2m1 * 2^-14 * e4m3 block scale, exact in fp16; fp32
+ * accumulation). Each item's 16x8 partial is folded into the accumulator times the segment's
+ * multiplier (gscale * 2^14, times the routing weight in COMBINE mode).
+ * K only needs to be a multiple of 16: the last chunk of a row is partial (lanes past K load
+ * nothing, staged activations past K are zero); rows whose byte stride is not 16-byte aligned
+ * (or whose scale rows are odd) use two 8-byte loads per 32 codes and byte scale loads
+ * (VEC16 = false).
+ * Modes:
+ *   NVS_PLAIN:   y[tok][r] = W[expert] x[tok], tok < n_tok (<= 8); one segment.
+ *   NVS_SLOT:    blockIdx.y = slot, e = ids[slot] (block exits if out of range); activation row
+ *                x + (slot / top_k) * ldx; output row y + slot * ldy. One segment.
+ *   NVS_COMBINE: blockIdx.y = token t; segment s < top_k is slot t*top_k + s with its expert, the
+ *                activation silu(x[slot][c]) * x[slot][c + cols] (x rows hold [gate | up]) and
+ *                the multiplier weights[slot]; y[t][r] (+)= sum over segments.
+ * FP8 = true (PLAIN only): e4m3 weights, 2 items per round (32 bytes per row per lane per item),
+ * pairs of adjacent columns decoded exactly to fp16 (activations staged in natural order inside
+ * each 16-byte unit); tensor scale in the multiplier, block scale per item (a block must hold
+ * whole 16 x 128 items), channel scale applied to the finished row. */
+#pragma once
+
+#include "kcuda.cuh"
+#include "kweight.h"
+#include "nvfp4_mma.cuh"
+
+#define NVS_WARPS 8
+#define NVS_U 4                      /* items (128-column chunks) in flight per warp */
+#define NVS_MAX_TOK 8                /* one mma n-tile */
+#define NVS_MAX_DYN_SMEM (40 * 1024) /* + 4 KB static reduction buffer, under the 48 KB default */
+
+enum nvs_mode { NVS_PLAIN = 0, NVS_SLOT = 1, NVS_COMBINE = 2 };
+
+struct nvs_args {
+    float *y;             // output rows
+    int64_t ldy;          // floats between output rows
+    const float *x;       // activation rows
+    int64_t ldx;          // floats between activation rows
+    const int32_t *ids;   // SLOT/COMBINE: (n_slots,) expert ids
+    const float *weights; // COMBINE: (n_slots,) routing weights
+    int n_tok;            // PLAIN: activation rows (1..8)
+    int top_k;            // SLOT: slots per activation row; COMBINE: segments per token
+    int n_experts;        // SLOT/COMBINE: valid id range
+    int expert;           // PLAIN: expert index
+    int wk;               // warps splitting K per row tile (1, 2, 4, 8); set by nvs_launch
+    int accumulate;       // COMBINE: add into y
+};
+
+/* Shapes the kernel accepts (the launchers have run kweight_check_dev already). */
+static inline bool nvs_ok(const kweight *w)
+{
+    return w->fmt == KW_FMT_NVFP4 && w->cols % 16 == 0 && w->row_stride % 16 == 0 &&
+           w->expert_stride % 16 == 0 && ((uintptr_t)w->data) % 16 == 0 && w->bscale;
+}
+
+/* FP8 (e4m3) weights on the same kernel (PLAIN mode only): tensor and channel scales, or 128x128
+ * style block scales whose blocks hold whole 16-row tiles and 128-column chunks. */
+static inline bool nvs_ok_fp8(const kweight *w)
+{
+    if (w->fmt != KW_FMT_FP8 || w->cols % 16 || w->row_stride % 16 || w->expert_stride % 16 ||
+        ((uintptr_t)w->data) % 16 || !w->scale)
+        return false;
+    if (w->scale_kind == KW_SCALE_TENSOR || w->scale_kind == KW_SCALE_CHANNEL)
+        return true;
+    return w->scale_kind == KW_SCALE_BLOCK && w->block_rows > 0 && w->block_rows % 16 == 0 &&
+           w->block_cols > 0 && w->block_cols % 128 == 0;
+}
+
+/* 16-byte weight loads possible (every row start and every 32-code slab 16-byte aligned) and
+ * 2-byte scale pairs aligned. */
+static inline bool nvs_vec16(const kweight *w)
+{
+    return w->cols % 32 == 0 && w->row_stride % 32 == 0 && w->expert_stride % 32 == 0 &&
+           w->bscale_stride % 2 == 0 && w->bscale_expert_stride % 2 == 0 &&
+           ((uintptr_t)w->bscale) % 2 == 0;
+}
+
+/* Staged activation row in halves: whole chunks plus 32 halves so consecutive rows start 64
+ * bytes apart modulo 128 (the two rows read by one quarter-warp hit different banks). */
+static __host__ __device__ __forceinline__ int nvs_row_halves(int cols)
+{
+    return (cols + 127) / 128 * 128 + 32;
+}
+
+static inline size_t nvs_smem_bytes(int cols, int n_xrows, int n_seg)
+{
+    return ((size_t)8 * n_seg + 15) / 16 * 16 + (size_t)n_xrows * nvs_row_halves(cols) * 2;
+}
+
+static inline bool nvs_fits(int cols, int n_xrows, int n_seg)
+{
+    return nvs_smem_bytes(cols, n_xrows, n_seg) <= NVS_MAX_DYN_SMEM;
+}
+
+/* Expert of segment s of this block (-1: empty slot), read from global memory so the first
+ * weight loads can be issued before the activations are staged. */
+template <int MODE> static __device__ __forceinline__ int nvs_seg_expert(const nvs_args &a, int s)
+{
+    if (MODE == NVS_PLAIN)
+        return a.expert;
+    const int e =
+        __ldg(a.ids + (MODE == NVS_SLOT ? (int)blockIdx.y : (int)blockIdx.y * a.top_k + s));
+    return e >= 0 && e < a.n_experts ? e : -1;
+}
+
+/* Issue the loads of NVS_U items g0.. for lane (g, t): 16 bytes (two 8-byte halves unless VEC16)
+ * of rows ra and rb per item and their two scale bytes each; zeros where the item, the row or
+ * the 16 columns of a half lie outside the weight. */
+template <int MODE, bool VEC16>
+static __device__ __forceinline__ void
+nvs_load_round(const kweight &w, const nvs_args &a, int g0, int n_items, int nch, int t, int ra,
+               int rb, bool va, bool vb, uint4 *qa, uint4 *qb, uint32_t *sc)
+{
+    const int K = w.cols;
+    const int64_t rowb = w.row_stride / 2; /* bytes per weight row */
+#pragma unroll
+    for (int u = 0; u < NVS_U; u++) {
+        qa[u] = make_uint4(0, 0, 0, 0);
+        qb[u] = make_uint4(0, 0, 0, 0);
+        sc[u] = 0;
+        const int it = g0 + u;
+        if (it >= n_items)
+            continue;
+        const int s = it / nch, ch = it - s * nch;
+        const int e = nvs_seg_expert<MODE>(a, s);
+        if (e < 0)
+            continue;
+        const int c0 = ch * 128 + 32 * t;
+        const bool h0 = c0 + 16 <= K, h1 = c0 + 32 <= K;
+        const uint8_t *wb = (const uint8_t *)w.data + (int64_t)e * (w.expert_stride / 2) +
+                            (int64_t)ch * 64 + 16 * t;
+        const uint8_t *sbp = w.bscale + (int64_t)e * w.bscale_expert_stride + ch * 8 + 2 * t;
+        if (VEC16) { /* K % 32 == 0 here, so h0 == h1 */
+            if (va && h1)
+                qa[u] = __ldg(reinterpret_cast<const uint4 *>(wb + ra * rowb));
+            if (vb && h1)
+                qb[u] = __ldg(reinterpret_cast<const uint4 *>(wb + rb * rowb));
+        } else {
+            uint2 l = make_uint2(0, 0), h = make_uint2(0, 0);
+            if (va && h0)
+                l = __ldg(reinterpret_cast<const uint2 *>(wb + ra * rowb));
+            if (va && h1)
+                h = __ldg(reinterpret_cast<const uint2 *>(wb + ra * rowb + 8));
+            qa[u] = make_uint4(l.x, l.y, h.x, h.y);
+            l = make_uint2(0, 0);
+            h = make_uint2(0, 0);
+            if (vb && h0)
+                l = __ldg(reinterpret_cast<const uint2 *>(wb + rb * rowb));
+            if (vb && h1)
+                h = __ldg(reinterpret_cast<const uint2 *>(wb + rb * rowb + 8));
+            qb[u] = make_uint4(l.x, l.y, h.x, h.y);
+        }
+        uint32_t s4 = 0;
+        if (VEC16) { /* the two scale bytes of the slab as one aligned 2-byte load per row */
+            if (va && h1)
+                s4 = __ldg(reinterpret_cast<const uint16_t *>(sbp + ra * w.bscale_stride));
+            if (vb && h1)
+                s4 |=
+                    (uint32_t)__ldg(reinterpret_cast<const uint16_t *>(sbp + rb * w.bscale_stride))
+                    << 16;
+            sc[u] = s4;
+            continue;
+        }
+        if (va && h0)
+            s4 |= (uint32_t)__ldg(sbp + ra * w.bscale_stride);
+        if (va && h1)
+            s4 |= (uint32_t)__ldg(sbp + ra * w.bscale_stride + 1) << 8;
+        if (vb && h0)
+            s4 |= (uint32_t)__ldg(sbp + rb * w.bscale_stride) << 16;
+        if (vb && h1)
+            s4 |= (uint32_t)__ldg(sbp + rb * w.bscale_stride + 1) << 24;
+        sc[u] = s4;
+    }
+}
+
+/* FP8 (PLAIN): NVS_U / 2 items g0.. per round; item u's 32 codes of row ra / rb in
+ * qa/qb[2u] (columns c0..c0+15) and [2u+1] (c0+16..c0+31), zeros past K or the last row. */
+static __device__ __forceinline__ void nvs_load_round_fp8(const kweight &w, int e, int g0,
+                                                          int n_items, int t, int ra, int rb,
+                                                          bool va, bool vb, uint4 *qa, uint4 *qb)
+{
+    const int K = w.cols;
+#pragma unroll
+    for (int u = 0; u < NVS_U / 2; u++) {
+        qa[2 * u] = qa[2 * u + 1] = qb[2 * u] = qb[2 * u + 1] = make_uint4(0, 0, 0, 0);
+        const int ch = g0 + u;
+        if (ch >= n_items)
+            continue;
+        const int c0 = ch * 128 + 32 * t;
+        const bool h0 = c0 + 16 <= K, h1 = c0 + 32 <= K;
+        const uint8_t *wb = (const uint8_t *)w.data + (int64_t)e * w.expert_stride + c0;
+        if (va && h0)
+            qa[2 * u] = __ldg(reinterpret_cast<const uint4 *>(wb + ra * w.row_stride));
+        if (va && h1)
+            qa[2 * u + 1] = __ldg(reinterpret_cast<const uint4 *>(wb + ra * w.row_stride + 16));
+        if (vb && h0)
+            qb[2 * u] = __ldg(reinterpret_cast<const uint4 *>(wb + rb * w.row_stride));
+        if (vb && h1)
+            qb[2 * u + 1] = __ldg(reinterpret_cast<const uint4 *>(wb + rb * w.row_stride + 16));
+    }
+}
+
+/* Two e4m3 codes (low byte = lower column) -> fp16 pair, exact. */
+static __device__ __forceinline__ uint32_t nvs_e4m3x2_h2(uint32_t v16)
+{
+    __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(v16 & 0xffff), __NV_E4M3);
+    return (uint32_t)h.x | ((uint32_t)h.y << 16);
+}
+
+template <int MODE, bool VEC16, bool FP8 = false>
+static __global__ void __launch_bounds__(NVS_WARPS * 32, 2)
+    nvs_kernel(const kweight w, const nvs_args a)
+{
+    extern __shared__ __align__(16) unsigned char nvs_smem[];
+    __shared__ float red[NVS_WARPS][4][32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int K = w.cols, nch = (K + 127) / 128, rs = nvs_row_halves(K);
+    const int S = MODE == NVS_COMBINE ? a.top_k : 1;
+    const int T = MODE == NVS_PLAIN ? a.n_tok : 1;
+    float *mult = reinterpret_cast<float *>(nvs_smem);
+    int *eseg = reinterpret_cast<int *>(nvs_smem + 4 * S);
+    __half *xs = reinterpret_cast<__half *>(nvs_smem + (8 * S + 15) / 16 * 16);
+
+    if (MODE == NVS_SLOT) {
+        const int e = a.ids[blockIdx.y];
+        if (e < 0 || e >= a.n_experts)
+            return; /* whole block, before any barrier */
+    }
+    const int wk = a.wk, wr = warp / wk, kw = warp - wr * wk;
+    const int m0 = (blockIdx.x * (NVS_WARPS / wk) + wr) * 16;
+    const int ra = m0 + g, rb = m0 + g + 8;
+    const bool va = ra < w.rows, vb = rb < w.rows;
+    const int n_items = S * nch;
+    constexpr int NU = FP8 ? NVS_U / 2 : NVS_U; /* items per round */
+    uint4 qa[NVS_U], qb[NVS_U];
+    uint32_t sc[NVS_U]; /* bytes: row g half 0, half 1, row g+8 half 0, half 1 (nvfp4) */
+    /* first round's weights in flight while the activations are staged */
+    if (FP8)
+        nvs_load_round_fp8(w, a.expert, kw * NU, n_items, t, ra, rb, va, vb, qa, qb);
+    else
+        nvs_load_round<MODE, VEC16>(w, a, kw * NU, n_items, nch, t, ra, rb, va, vb, qa, qb, sc);
+
+    for (int s = threadIdx.x; s < S; s += blockDim.x) {
+        const int e = nvs_seg_expert<MODE>(a, s);
+        float m = 0.0f;
+        if (e >= 0 && FP8)
+            m = w.scale_kind == KW_SCALE_TENSOR ? w.scale[(int64_t)e * w.scale_expert_stride]
+                                                : 1.0f;
+        else if (e >= 0)
+            m = (MODE == NVS_COMBINE ? a.weights[blockIdx.y * S + s] : 1.0f) *
+                (w.gscale_e ? w.gscale_e[e] : w.gscale) * 16384.0f;
+        mult[s] = m;
+        eseg[s] = e;
+    }
+    /* stage activations: float4 of columns c..c+3 (same lane slab t, word wd, half hi) goes to
+     * halves (wd*4 + t)*8 + 2j + hi, j = 0..3, of its chunk: the pair (x[8wd+j], x[8wd+j+4]) */
+    {
+        const int n4 = nch * 32; /* float4 groups per staged row */
+        const int total = S * T * n4;
+        for (int idx = threadIdx.x; idx < total; idx += blockDim.x) {
+            const int i = idx / n4, c = (idx - i * n4) * 4;
+            float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (c < K) {
+                if (MODE == NVS_PLAIN) {
+                    v = __ldg(reinterpret_cast<const float4 *>(a.x + (int64_t)i * a.ldx + c));
+                } else if (MODE == NVS_SLOT) {
+                    const float *xr = a.x + (int64_t)(blockIdx.y / a.top_k) * a.ldx;
+                    v = __ldg(reinterpret_cast<const float4 *>(xr + c));
+                } else {
+                    const int slot = blockIdx.y * S + i;
+                    const int e = a.ids[slot];
+                    if (e >= 0 && e < a.n_experts) {
+                        const float *xr = a.x + (int64_t)slot * a.ldx;
+                        const float4 gt = __ldg(reinterpret_cast<const float4 *>(xr + c));
+                        const float4 up = __ldg(reinterpret_cast<const float4 *>(xr + K + c));
+                        v.x = silu_f32(gt.x) * up.x;
+                        v.y = silu_f32(gt.y) * up.y;
+                        v.z = silu_f32(gt.z) * up.z;
+                        v.w = silu_f32(gt.w) * up.w;
+                    }
+                }
+            }
+            const int ch = c >> 7, cc = c & 127;
+            const int tt = cc >> 5, wd = (cc >> 3) & 3, hi = (cc >> 2) & 1;
+            /* fp8: natural order inside the unit (pairs of adjacent columns) */
+            const int st = FP8 ? 1 : 2, off = FP8 ? 4 * hi : hi;
+            __half *p = xs + (int64_t)i * rs + ch * 128 + (wd * 4 + tt) * 8 + off;
+            p[0] = __float2half_rn(v.x);
+            p[st] = __float2half_rn(v.y);
+            p[2 * st] = __float2half_rn(v.z);
+            p[3 * st] = __float2half_rn(v.w);
+        }
+    }
+    __syncthreads();
+
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+
+    for (int g0 = kw * NU; g0 < n_items; g0 += wk * NU) {
+        if (g0 != kw * NU) {
+            if (FP8)
+                nvs_load_round_fp8(w, a.expert, g0, n_items, t, ra, rb, va, vb, qa, qb);
+            else
+                nvs_load_round<MODE, VEC16>(w, a, g0, n_items, nch, t, ra, rb, va, vb, qa, qb, sc);
+        }
+#pragma unroll
+        for (int u = 0; u < NU; u++) {
+            const int it = g0 + u; /* warp-uniform */
+            if (it >= n_items)
+                break;
+            const int s = it / nch, ch = it - s * nch;
+            if (eseg[s] < 0)
+                continue;
+            uint32_t A[2][16]; /* [row g / g+8][pair index], pair order shared with B */
+            if (FP8) {
+                /* pair p = columns (2p, 2p+1) of the lane's 32: word p/2 of the two loads */
+#pragma unroll
+                for (int r = 0; r < 2; r++) {
+                    const uint4 l = r == 0 ? qa[2 * u] : qb[2 * u];
+                    const uint4 h = r == 0 ? qa[2 * u + 1] : qb[2 * u + 1];
+                    const uint32_t wv[8] = {l.x, l.y, l.z, l.w, h.x, h.y, h.z, h.w};
+#pragma unroll
+                    for (int q = 0; q < 8; q++) {
+                        A[r][2 * q] = nvs_e4m3x2_h2(wv[q]);
+                        A[r][2 * q + 1] = nvs_e4m3x2_h2(wv[q] >> 16);
+                    }
+                }
+            } else {
+                const __half2 sca[2] = {nvfp4_e4m3_h2((uint8_t)(sc[u] & 0xff)),
+                                        nvfp4_e4m3_h2((uint8_t)((sc[u] >> 8) & 0xff))};
+                const __half2 scb[2] = {nvfp4_e4m3_h2((uint8_t)((sc[u] >> 16) & 0xff)),
+                                        nvfp4_e4m3_h2((uint8_t)(sc[u] >> 24))};
+#pragma unroll
+                for (int wd = 0; wd < 4; wd++) {
+                    const uint32_t ua = wd == 0   ? qa[u].x
+                                        : wd == 1 ? qa[u].y
+                                        : wd == 2 ? qa[u].z
+                                                  : qa[u].w;
+                    const uint32_t ub = wd == 0   ? qb[u].x
+                                        : wd == 1 ? qb[u].y
+                                        : wd == 2 ? qb[u].z
+                                                  : qb[u].w;
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        A[0][wd * 4 + j] = nvfp4_h2u(
+                            __hmul2(nvfp4_u2h(nvfp4_h2_from_hi(ua << (12 - 4 * j))), sca[wd >> 1]));
+                        A[1][wd * 4 + j] = nvfp4_h2u(
+                            __hmul2(nvfp4_u2h(nvfp4_h2_from_hi(ub << (12 - 4 * j))), scb[wd >> 1]));
+                    }
+                }
+            }
+            uint32_t B[16]; /* [word*4 + j]: (x[8w+j], x[8w+j+4]) of token g */
+            if (g < T) {
+                const uint4 *xp = reinterpret_cast<const uint4 *>(xs + (int64_t)(s * T + g) * rs +
+                                                                  ch * 128 + t * 8);
+#pragma unroll
+                for (int wd = 0; wd < 4; wd++) {
+                    const uint4 b = xp[wd * 4]; /* unit (wd*4 + t): 16 bytes apart per t */
+                    B[wd * 4 + 0] = b.x;
+                    B[wd * 4 + 1] = b.y;
+                    B[wd * 4 + 2] = b.z;
+                    B[wd * 4 + 3] = b.w;
+                }
+            } else {
+#pragma unroll
+                for (int i = 0; i < 16; i++)
+                    B[i] = 0;
+            }
+            float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int st = 0; st < 8; st++) {
+                const int wd = st >> 1, j0 = 2 * (st & 1);
+                asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                             "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                             : "r"(A[0][wd * 4 + j0]), "r"(A[1][wd * 4 + j0]),
+                               "r"(A[0][wd * 4 + j0 + 1]), "r"(A[1][wd * 4 + j0 + 1]),
+                               "r"(B[wd * 4 + j0]), "r"(B[wd * 4 + j0 + 1]));
+            }
+            float m = mult[s];
+            if (FP8 && w.scale_kind == KW_SCALE_BLOCK) /* one block holds the 16 x 128 item */
+                m *= m0 < w.rows /* an idle tile must not read past the scales */
+                         ? __ldg(w.scale + (int64_t)a.expert * w.scale_expert_stride +
+                                 (int64_t)(m0 / w.block_rows) *
+                                     ((K + w.block_cols - 1) / w.block_cols) +
+                                 (ch * 128) / w.block_cols)
+                         : 0.0f;
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                acc[c] += d[c] * m;
+        }
+    }
+#pragma unroll
+    for (int c = 0; c < 4; c++)
+        red[warp][c][lane] = acc[c];
+    __syncthreads();
+    if (kw == 0) {
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            float v = 0.0f;
+            for (int k = 0; k < wk; k++)
+                v += red[wr * wk + k][c][lane];
+            const int row = (c & 2) ? rb : ra;
+            const int tok = 2 * t + (c & 1);
+            if (row >= w.rows || tok >= T)
+                continue;
+            if (FP8 && w.scale_kind == KW_SCALE_CHANNEL)
+                v *= __ldg(w.scale + (int64_t)a.expert * w.scale_expert_stride + row);
+            if (MODE == NVS_PLAIN) {
+                a.y[(int64_t)tok * a.ldy + row] = v;
+            } else if (MODE == NVS_SLOT) {
+                a.y[(int64_t)blockIdx.y * a.ldy + row] = v;
+            } else {
+                float *o = a.y + (int64_t)blockIdx.y * a.ldy + row;
+                *o = a.accumulate ? *o + v : v;
+            }
+        }
+    }
+}
+
+/* WK: split K over as many warps (power of two <= 8) as there are rounds of nu items. */
+static inline int nvs_pick_wk(int n_items, int nu)
+{
+    const int rounds = (n_items + nu - 1) / nu;
+    int wk = 1;
+    while (wk < NVS_WARPS && wk * 2 <= rounds)
+        wk *= 2;
+    return wk;
+}
+
+/* Launch over grid (row blocks, grid_y) with n_seg segments and n_xrows staged activation rows.
+ * 0, ERR_UNSUPPORTED (shape or shared memory), ERR_INVAL (grid) or ERR_CUDA. */
+template <int MODE>
+static inline int nvs_launch(const kweight *w, nvs_args a, int grid_y, int n_seg, int n_xrows,
+                             cudaStream_t stream)
+{
+    if (!nvs_ok(w) || n_seg <= 0 || n_xrows <= 0 || !nvs_fits(w->cols, n_xrows, n_seg))
+        return ERR_UNSUPPORTED;
+    if (MODE == NVS_PLAIN && (a.n_tok < 1 || a.n_tok > NVS_MAX_TOK))
+        return ERR_UNSUPPORTED;
+    if (grid_y <= 0 || grid_y > 65535)
+        return ERR_INVAL;
+    const int nch = (w->cols + 127) / 128;
+    a.wk = nvs_pick_wk(n_seg * nch, NVS_U);
+    const int rows_per_block = 16 * (NVS_WARPS / a.wk);
+    const dim3 grid((unsigned)((w->rows + rows_per_block - 1) / rows_per_block), (unsigned)grid_y);
+    const size_t smem = nvs_smem_bytes(w->cols, n_xrows, n_seg);
+    if (nvs_vec16(w))
+        nvs_kernel<MODE, true><<<grid, NVS_WARPS * 32, smem, stream>>>(*w, a);
+    else
+        nvs_kernel<MODE, false><<<grid, NVS_WARPS * 32, smem, stream>>>(*w, a);
+    return kcuda_launch_status("nvfp4_stream");
+}
+
+/* FP8 weights, PLAIN mode (gemv): same contract as nvs_launch. */
+static inline int nvs_launch_fp8(const kweight *w, nvs_args a, cudaStream_t stream)
+{
+    if (!nvs_ok_fp8(w) || a.n_tok < 1 || a.n_tok > NVS_MAX_TOK || !nvs_fits(w->cols, a.n_tok, 1))
+        return ERR_UNSUPPORTED;
+    const int nch = (w->cols + 127) / 128;
+    a.wk = nvs_pick_wk(nch, NVS_U / 2);
+    const int rows_per_block = 16 * (NVS_WARPS / a.wk);
+    const dim3 grid((unsigned)((w->rows + rows_per_block - 1) / rows_per_block), 1);
+    const size_t smem = nvs_smem_bytes(w->cols, a.n_tok, 1);
+    nvs_kernel<NVS_PLAIN, true, true><<<grid, NVS_WARPS * 32, smem, stream>>>(*w, a);
+    return kcuda_launch_status("fp8_stream");
+}

@@ -1,0 +1,382 @@
+/* moe_grouped: plan (one block), gate_up GEMM + SiLU*up, down GEMM, combine. The GEMM kernel
+ * computes a 64 x 64 output tile per 128-thread block (4 warps as 2 x 2, 32 x 32 each, mma.sync
+ * m16n8k16 bf16 with fp32 accumulation) over K in steps of 32: every thread loads two 8-element
+ * chunks of A (activations, converted to bf16) and two of B (weights, dequantized to bf16) into
+ * padded shared memory, then the warps run the mma steps. A block's rows are one tile of the
+ * expert-sorted slot list (all one expert); for gate_up its 64 columns are 32 intermediate
+ * indices, interleaved in groups of 8 as gate, up, gate, up so that every thread holds the gate
+ * and up value of the same (row, intermediate) in registers for the fused SiLU. */
+#include "moe_grouped.h"
+
+#include "common/xalloc.h"
+#include "internal/kcuda.cuh"
+#include "internal/wdot.cuh"
+
+static_assert(MOE_GROUPED_TILE_ROWS == 64, "the warp layout assumes 64-row tiles");
+
+#define MG_BM MOE_GROUPED_TILE_ROWS /* rows (slots) per tile: 2 warps x 32 */
+#define MG_BN 64                    /* output columns per tile (gate_up: 32 gate + 32 up) */
+#define MG_BK 32
+#define MG_PITCH (MG_BK + 8) /* bf16 per shared row: 80 bytes, conflict-free fragment loads */
+#define MG_THREADS 128
+#define MG_PLAN_THREADS 1024
+#define MG_MAX_EXPERTS 2048
+#define MG_MAX_SLOTS (1 << 21) /* keeps max_tiles <= 65535 (grid.y) */
+
+struct mg_ws {
+    int *offsets; /* (E+1) first sorted position of each expert */
+    int *perm;    /* (slots) sorted position -> slot t*top_k+j */
+    int *pos;     /* (slots) slot -> sorted position, -1 for an empty slot */
+    int *tile_e;  /* (max_tiles) expert of a tile, -1 past the last */
+    int *tile_r0; /* (max_tiles) first row of a tile, relative to offsets[tile_e] */
+    uint16_t *h;  /* (slots, inter) bf16 silu(gate)*up */
+    float *ys;    /* (slots, hidden) fp32 down projection per sorted position */
+    int max_tiles;
+};
+
+/* Same arithmetic as moe_grouped_ws_floats (moe_grouped_ref.c). */
+static mg_ws mg_ws_split(float *ws, size_t slots, int n_experts, int inter)
+{
+    mg_ws s;
+    const size_t tiles = (slots + MG_BM - 1) / MG_BM + (size_t)n_experts;
+    const size_t ints = (size_t)n_experts + 1 + 2 * slots + 2 * tiles;
+    const size_t h = (slots * (size_t)inter + 1) / 2;
+    int *ip = reinterpret_cast<int *>(ws);
+    s.offsets = ip;
+    s.perm = s.offsets + n_experts + 1;
+    s.pos = s.perm + slots;
+    s.tile_e = s.pos + slots;
+    s.tile_r0 = s.tile_e + tiles;
+    s.h = reinterpret_cast<uint16_t *>(ws + ((ints + 3) & ~(size_t)3));
+    s.ys = ws + ((ints + 3) & ~(size_t)3) + ((h + 3) & ~(size_t)3);
+    s.max_tiles = (int)tiles;
+    return s;
+}
+
+/* One block: count slots per expert (shared int atomics), prefix sums (thread 0), scatter, tile
+ * list. The order of rows inside one expert depends on atomic order, but no result does: every
+ * output row of the GEMMs is computed by the same operations wherever it sits in its tile. */
+__global__ void __launch_bounds__(MG_PLAN_THREADS)
+    moe_grouped_plan_kernel(mg_ws s, const int32_t *ids, int n_slots, int n_experts)
+{
+    extern __shared__ int mg_sm[];
+    int *cnt = mg_sm, *cur = mg_sm + n_experts, *toff = mg_sm + 2 * n_experts; /* toff: E+1 */
+    for (int e = threadIdx.x; e < n_experts; e += blockDim.x)
+        cnt[e] = 0;
+    __syncthreads();
+    for (int i = threadIdx.x; i < n_slots; i += blockDim.x) {
+        const int e = ids[i];
+        if (e >= 0 && e < n_experts)
+            atomicAdd(&cnt[e], 1);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int o = 0, t = 0;
+        for (int e = 0; e < n_experts; e++) {
+            s.offsets[e] = o;
+            cur[e] = o;
+            toff[e] = t;
+            o += cnt[e];
+            t += (cnt[e] + MG_BM - 1) / MG_BM;
+        }
+        s.offsets[n_experts] = o;
+        toff[n_experts] = t;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < n_slots; i += blockDim.x) {
+        const int e = ids[i];
+        int p = -1;
+        if (e >= 0 && e < n_experts) {
+            p = atomicAdd(&cur[e], 1);
+            s.perm[p] = i;
+        }
+        s.pos[i] = p;
+    }
+    for (int e = threadIdx.x; e < n_experts; e += blockDim.x)
+        for (int i = toff[e]; i < toff[e + 1]; i++) {
+            s.tile_e[i] = e;
+            s.tile_r0[i] = (i - toff[e]) * MG_BM; /* relative to offsets[e] */
+        }
+    for (int i = toff[n_experts] + threadIdx.x; i < s.max_tiles; i += blockDim.x)
+        s.tile_e[i] = -1;
+}
+
+static __device__ __forceinline__ uint32_t mg_pack_bf16(float a, float b)
+{
+    return (uint32_t)f32_to_bf16_bits(a) | ((uint32_t)f32_to_bf16_bits(b) << 16);
+}
+
+/* 8 consecutive weight elements W[e][r][k .. k+7] as loaded (k % 8 == 0, all < cols), decoded
+ * later by mg_decode_w8 so that the loads of the next K step stay in flight during the mma steps.
+ * bf16: q = the 8 values; fp8: q.x, q.y = 8 codes, s = the scale; nvfp4: q.x = 8 codes (element
+ * m in bits 4m..4m+3), q.y = the e4m3 block scale byte (k % 16 is 0 or 8: one block), s = the
+ * global scale. All zero (decodes to zeros) outside the tile. */
+struct mg_wraw {
+    uint4 q;
+    float s;
+};
+
+static __device__ __forceinline__ mg_wraw mg_fetch_w8(const kweight &w, int e, int r, int k)
+{
+    mg_wraw o;
+    const int64_t idx = (int64_t)e * w.expert_stride + (int64_t)r * w.row_stride + k;
+    o.q = make_uint4(0u, 0u, 0u, 0u);
+    o.s = 1.0f;
+    if (w.fmt == KW_FMT_BF16) {
+        o.q = __ldg(reinterpret_cast<const uint4 *>((const uint16_t *)w.data + idx));
+    } else if (w.fmt == KW_FMT_FP8) {
+        const uint2 v = __ldg(reinterpret_cast<const uint2 *>((const uint8_t *)w.data + idx));
+        const float *sb = w.scale + (int64_t)e * w.scale_expert_stride;
+        o.q.x = v.x;
+        o.q.y = v.y;
+        if (w.scale_kind == KW_SCALE_TENSOR)
+            o.s = __ldg(sb);
+        else if (w.scale_kind == KW_SCALE_CHANNEL)
+            o.s = __ldg(sb + r);
+        else
+            o.s = __ldg(sb +
+                        (int64_t)(r / w.block_rows) * ((w.cols + w.block_cols - 1) / w.block_cols) +
+                        k / w.block_cols);
+    } else {
+        o.q.x = __ldg(reinterpret_cast<const uint32_t *>((const uint8_t *)w.data + idx / 2));
+        o.q.y = __ldg(w.bscale + (int64_t)e * w.bscale_expert_stride +
+                      (int64_t)r * w.bscale_stride + k / 16);
+        o.s = w.gscale_e ? __ldg(w.gscale_e + e) : w.gscale;
+    }
+    return o;
+}
+
+/* The 8 values of a fetched chunk, scales applied, rounded to bf16 (element 0 lowest). */
+static __device__ __forceinline__ uint4 mg_decode_w8(int fmt, const mg_wraw &o)
+{
+    float v[8];
+    if (fmt == KW_FMT_BF16)
+        return o.q;
+    if (fmt == KW_FMT_FP8) {
+        const uint32_t u[2] = {o.q.x, o.q.y};
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                const __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(
+                    (__nv_fp8x2_storage_t)((u[i] >> (16 * j)) & 0xffffu), __NV_E4M3);
+                const float2 f = __half22float2(__half2(hr));
+                v[4 * i + 2 * j] = f.x * o.s;
+                v[4 * i + 2 * j + 1] = f.y * o.s;
+            }
+    } else {
+        /* decoded codes carry 2^-14 (e2m1x2_hi_to_f32_scaled): folded into the scale */
+        const float s = e4m3_to_f32((uint8_t)o.q.y) * 16384.0f * o.s;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const float2 f = e2m1x2_hi_to_f32_scaled(o.q.x << (12 - 4 * j)); /* elements j, j+4 */
+            v[j] = f.x * s;
+            v[j + 4] = f.y * s;
+        }
+    }
+    return make_uint4(mg_pack_bf16(v[0], v[1]), mg_pack_bf16(v[2], v[3]), mg_pack_bf16(v[4], v[5]),
+                      mg_pack_bf16(v[6], v[7]));
+}
+
+static __device__ __forceinline__ void mg_mma(float *c, const uint32_t *a, const uint32_t *b)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+/* GATE_UP: A = x rows of the tile's slots (fp32 -> bf16), W = gate_up (K = hidden), n_out =
+ * inter, writes h (slots, inter) bf16. Else: A = h rows (bf16), W = down (K = inter), n_out =
+ * hidden, writes ys (slots, hidden) fp32. grid (column tiles, max_tiles): the blocks of one row
+ * tile run together and share its activations in L2. The global loads of K step i+1 are issued
+ * before the mma steps of K step i (registers), decoded and stored after them. */
+template <bool GATE_UP>
+__global__ void __launch_bounds__(MG_THREADS)
+    moe_grouped_gemm_kernel(const kweight w, mg_ws s, const float *x, int top_k, int n_out)
+{
+    __shared__ __align__(16) uint16_t As[MG_BM * MG_PITCH];
+    __shared__ __align__(16) uint16_t Bs[MG_BN * MG_PITCH];
+    const int e = s.tile_e[blockIdx.y];
+    if (e < 0)
+        return; /* uniform over the block */
+    const int r0 = s.offsets[e] + s.tile_r0[blockIdx.y];
+    const int nrows = min(MG_BM, s.offsets[e + 1] - r0);
+    const int K = w.cols;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = lane >> 2, q = lane & 3;
+    const int wm = warp >> 1, wn = warp & 1;
+    const int n0 = blockIdx.x * (GATE_UP ? MG_BN / 2 : MG_BN);
+    /* load slots of this thread: tile rows lr and lr + 32, columns lc .. lc+7 of each K step */
+    const int lr = tid >> 2, lc = (tid & 3) * 8;
+    const float *xa[2] = {nullptr, nullptr};
+    const uint16_t *ha[2] = {nullptr, nullptr};
+    int wr[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int row = lr + 32 * i;
+        if (GATE_UP) {
+            if (row < nrows)
+                xa[i] = x + (int64_t)(s.perm[r0 + row] / top_k) * K;
+            /* virtual column row: group row/16 of 8 intermediates, gate (bit 3 clear) or up */
+            const int it = n0 + (row >> 4) * 8 + (row & 7);
+            wr[i] = it < n_out ? (((row >> 3) & 1) ? n_out + it : it) : -1;
+        } else {
+            if (row < nrows)
+                ha[i] = s.h + (int64_t)(r0 + row) * K;
+            wr[i] = n0 + row < n_out ? n0 + row : -1;
+        }
+    }
+    float acc[2][4][4];
+#pragma unroll
+    for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+        for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                acc[mi][ni][c] = 0.0f;
+
+    /* registers of the next K step: A raw (fp32 x: 8 floats as bits; h: 8 bf16 in a0), W raw */
+    uint4 a0[2], a1[2];
+    mg_wraw b[2];
+    auto fetch = [&](int k0) {
+        const int k = k0 + lc;
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            a0[i] = a1[i] = make_uint4(0u, 0u, 0u, 0u);
+            b[i].q = make_uint4(0u, 0u, 0u, 0u);
+            b[i].s = 1.0f;
+            if (k < K) { /* K % 8 == 0: a chunk is wholly inside or outside */
+                if (GATE_UP) {
+                    if (xa[i]) {
+                        a0[i] = __ldg(reinterpret_cast<const uint4 *>(xa[i] + k));
+                        a1[i] = __ldg(reinterpret_cast<const uint4 *>(xa[i] + k + 4));
+                    }
+                } else if (ha[i]) {
+                    a0[i] = *reinterpret_cast<const uint4 *>(ha[i] + k);
+                }
+                if (wr[i] >= 0)
+                    b[i] = mg_fetch_w8(w, e, wr[i], k);
+            }
+        }
+    };
+    fetch(0);
+    for (int k0 = 0; k0 < K; k0 += MG_BK) {
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            uint4 a = a0[i];
+            if (GATE_UP)
+                a = make_uint4(mg_pack_bf16(__uint_as_float(a0[i].x), __uint_as_float(a0[i].y)),
+                               mg_pack_bf16(__uint_as_float(a0[i].z), __uint_as_float(a0[i].w)),
+                               mg_pack_bf16(__uint_as_float(a1[i].x), __uint_as_float(a1[i].y)),
+                               mg_pack_bf16(__uint_as_float(a1[i].z), __uint_as_float(a1[i].w)));
+            const int row = lr + 32 * i;
+            *reinterpret_cast<uint4 *>(&As[row * MG_PITCH + lc]) = a;
+            *reinterpret_cast<uint4 *>(&Bs[row * MG_PITCH + lc]) = mg_decode_w8(w.fmt, b[i]);
+        }
+        __syncthreads();
+        if (k0 + MG_BK < K)
+            fetch(k0 + MG_BK);
+#pragma unroll
+        for (int kk = 0; kk < MG_BK; kk += 16) {
+            uint32_t af[2][4], bf[4][2];
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++) {
+                const uint16_t *p = &As[(wm * 32 + mi * 16 + g) * MG_PITCH + kk + 2 * q];
+                af[mi][0] = *reinterpret_cast<const uint32_t *>(p);
+                af[mi][1] = *reinterpret_cast<const uint32_t *>(p + 8 * MG_PITCH);
+                af[mi][2] = *reinterpret_cast<const uint32_t *>(p + 8);
+                af[mi][3] = *reinterpret_cast<const uint32_t *>(p + 8 * MG_PITCH + 8);
+            }
+#pragma unroll
+            for (int ni = 0; ni < 4; ni++) {
+                const uint16_t *p = &Bs[(wn * 32 + ni * 8 + g) * MG_PITCH + kk + 2 * q];
+                bf[ni][0] = *reinterpret_cast<const uint32_t *>(p);
+                bf[ni][1] = *reinterpret_cast<const uint32_t *>(p + 8);
+            }
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+                for (int ni = 0; ni < 4; ni++)
+                    mg_mma(acc[mi][ni], af[mi], bf[ni]);
+        }
+        __syncthreads();
+    }
+
+    /* accumulator c of tile (mi, ni): row wm*32 + mi*16 + g + 8*(c/2), column 2q + c%2 */
+#pragma unroll
+    for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            const int row = wm * 32 + mi * 16 + g + 8 * (c >> 1);
+            if (row >= nrows)
+                continue;
+            if (GATE_UP) {
+#pragma unroll
+                for (int p = 0; p < 2; p++) { /* n8 tiles 2p (gate) and 2p+1 (up) */
+                    const int it = n0 + (wn * 2 + p) * 8 + 2 * q + (c & 1);
+                    if (it < n_out)
+                        s.h[(int64_t)(r0 + row) * n_out + it] =
+                            f32_to_bf16_bits(silu_f32(acc[mi][2 * p][c]) * acc[mi][2 * p + 1][c]);
+                }
+            } else {
+#pragma unroll
+                for (int ni = 0; ni < 4; ni++) {
+                    const int n = n0 + wn * 32 + ni * 8 + 2 * q + (c & 1);
+                    if (n < n_out)
+                        s.ys[(int64_t)(r0 + row) * n_out + n] = acc[mi][ni][c];
+                }
+            }
+        }
+}
+
+/* out[t][h] (+)= sum_j weights[t,j] * ys[pos[t,j]][h], j in order. grid (n_tok, hidden/256). */
+__global__ void moe_grouped_combine_kernel(float *out, mg_ws s, const float *weights, int top_k,
+                                           int hidden, int accumulate)
+{
+    const int t = blockIdx.x, h = blockIdx.y * blockDim.x + threadIdx.x;
+    if (h >= hidden)
+        return;
+    float *o = out + (int64_t)t * hidden + h;
+    float acc = accumulate ? *o : 0.0f;
+    for (int j = 0; j < top_k; j++) {
+        const int p = s.pos[t * top_k + j];
+        if (p >= 0)
+            acc += weights[t * top_k + j] * s.ys[(int64_t)p * hidden + h];
+    }
+    *o = acc;
+}
+
+int moe_grouped_cuda(float *out, float *ws, const float *x, const int32_t *ids,
+                     const float *weights, int n_tok, int top_k, int n_experts,
+                     const struct kweight *gate_up, const struct kweight *down, int accumulate,
+                     cudaStream_t stream)
+{
+    int rc = kweight_check_dev(gate_up);
+    if (rc == 0)
+        rc = kweight_check_dev(down);
+    if (rc < 0)
+        return rc;
+    const int inter = down->cols, hidden = down->rows;
+    if (!out || !ws || !x || !ids || !weights || n_tok < 0 || top_k <= 0 || n_experts <= 0 ||
+        n_experts > MG_MAX_EXPERTS || gate_up->rows != 2 * inter || gate_up->cols != hidden ||
+        hidden % 8 || inter % 8 || gate_up->row_stride % 8 || gate_up->expert_stride % 8 ||
+        down->row_stride % 8 || down->expert_stride % 8 || ((uintptr_t)x) % 16 ||
+        ((uintptr_t)ws) % 16 || (int64_t)n_tok * top_k > MG_MAX_SLOTS)
+        return ERR_INVAL;
+    if (n_tok == 0)
+        return 0;
+    const int n_slots = n_tok * top_k;
+    const mg_ws s = mg_ws_split(ws, (size_t)n_slots, n_experts, inter);
+    const size_t plan_smem = sizeof(int) * (3 * (size_t)n_experts + 1);
+    moe_grouped_plan_kernel<<<1, MG_PLAN_THREADS, plan_smem, stream>>>(s, ids, n_slots, n_experts);
+    moe_grouped_gemm_kernel<true>
+        <<<dim3(CEIL_DIV(inter, MG_BN / 2), s.max_tiles), MG_THREADS, 0, stream>>>(*gate_up, s, x,
+                                                                                   top_k, inter);
+    moe_grouped_gemm_kernel<false>
+        <<<dim3(CEIL_DIV(hidden, MG_BN), s.max_tiles), MG_THREADS, 0, stream>>>(*down, s, nullptr,
+                                                                                top_k, hidden);
+    moe_grouped_combine_kernel<<<dim3(n_tok, CEIL_DIV(hidden, 256)), 256, 0, stream>>>(
+        out, s, weights, top_k, hidden, accumulate);
+    return kcuda_launch_status("moe_grouped");
+}

@@ -1,0 +1,51 @@
+/* moe_grouped: the routed-expert SwiGLU of a MoE block for prefill (many tokens), as grouped GEMMs
+ * on tensor cores. Same math and contract as moe_expert (moe_expert.h):
+ *   h[t,j,:] = silu(x[t] Wg[e]^T) * (x[t] Wu[e]^T),   e = ids[t,j]
+ *   out[t,:] (+)= sum_j weights[t,j] * (h[t,j,:] Wd[e]^T)
+ * Steps (five launches): plan (count slots per expert, prefix sum, scatter slot ids into an
+ * expert-sorted order, list of 64-row tiles), gate_up GEMM with SiLU*up fused (h stored in bf16),
+ * down GEMM (fp32 per slot), and a combine that gathers each token's top_k slot rows in slot order
+ * (deterministic, no float atomics). The GEMMs use mma.sync m16n8k16 bf16 x bf16 -> fp32: the
+ * activations (x, h) are rounded to bf16 and the weights (bf16, fp8 any scale kind, nvfp4) are
+ * dequantized (scales applied) and rounded to bf16 in shared memory, tile by tile. */
+#ifndef KERNELS_MOE_GROUPED_H
+#define KERNELS_MOE_GROUPED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kstream.h"
+#include "kweight.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Rows (expert slots) per GEMM tile; the scratch size depends on it. */
+#define MOE_GROUPED_TILE_ROWS 64
+
+/* Floats of scratch (ws) moe_grouped_cuda needs (int tables, bf16 h and fp32 per-slot outputs).
+ * At most moe_expert_ws_floats() of the same shape plus 4*n_experts + 16 (inter >= 8). */
+size_t moe_grouped_ws_floats(int n_tok, int top_k, int n_experts, int inter, int hidden);
+
+/* Same arguments as moe_expert_cuda; ws: moe_grouped_ws_floats() floats, 16-byte aligned.
+ * Extra preconditions (else ERR_INVAL): both weights pass the moe_expert checks
+ * (kweight_check_dev: cols and strides multiples of 8/16/16 for bf16/fp8/nvfp4, 16-byte aligned
+ * data), hidden % 8 == 0, inter % 8 == 0, strides % 8 == 0, n_experts <= 2048,
+ * n_tok * top_k <= 2^21. Slots with an id outside [0, n_experts) contribute
+ * nothing. Device pointers. Returns 0, ERR_INVAL, ERR_CUDA. Does not synchronize. */
+int moe_grouped_cuda(float *out, float *ws, const float *x, const int32_t *ids,
+                     const float *weights, int n_tok, int top_k, int n_experts,
+                     const struct kweight *gate_up, const struct kweight *down, int accumulate,
+                     cudaStream_t stream);
+/* Host reference: moe_expert_ref (the definition), with its own scratch. Returns 0, ERR_INVAL,
+ * ERR_NOMEM. */
+int moe_grouped_ref(float *out, const float *x, const int32_t *ids, const float *weights, int n_tok,
+                    int top_k, int n_experts, const struct kweight *gate_up,
+                    const struct kweight *down, int accumulate);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,210 @@
+/* gdn_seq (conv + step over whole chunks): against the single-step references run token by
+ * token. Items with 0, 1 and several rows (up to 37, more than any tile), slots permuted,
+ * snapshots on some items (with one index range cut by n_snap), GQA ratio 2 and 1.
+ * CPU part (runs everywhere): gdn_seq_*_ref equals the hand-rolled token-by-token loop exactly.
+ * GPU part: outputs, final states and every snapshot against the same loop; the step is fed the
+ * reference conv output so each kernel is checked alone. Tolerances: conv atol 1e-5 rtol 1e-4
+ * (fp32 sums of <= 8 taps, __expf in silu); step out atol 1e-4 rtol 1e-3 as test_gdn uses for
+ * gdn_step (fast-math exp/rsqrt, fp32 vs double reference, 128-term dot products); S and its
+ * snapshots atol 3e-5 rtol 3e-4, three times test_gdn's 6-step bound because an item here runs
+ * up to 37 updates in a row (fp32 rounding accumulates in S; a wrong row order or slot gives
+ * errors of order 1e-1). */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "gdn_conv.h"
+#include "gdn_seq.h"
+#include "gdn_step.h"
+#include "ktest.h"
+#include "test.h"
+
+#define D GDN_SEQ_HEAD_DIM
+#define MAX_ITEMS 8
+
+struct prob {
+    int n_items, rows, n_slots, n_snap, hk, hv, kc, ch;
+    int32_t items[MAX_ITEMS * GDN_SEQ_ITEM_INTS];
+};
+
+static void make_prob(struct prob *p, const int *lens, int n_items, int hk, int hv, int kc)
+{
+    memset(p, 0, sizeof *p);
+    p->n_items = n_items;
+    p->hk = hk;
+    p->hv = hv;
+    p->kc = kc;
+    p->ch = (2 * hk + hv) * D;
+    p->n_slots = n_items + 2;
+    int snap = 0;
+    for (int i = 0; i < n_items; i++) {
+        int32_t *it = p->items + i * GDN_SEQ_ITEM_INTS;
+        it[0] = p->rows;
+        it[1] = lens[i];
+        it[2] = (int32_t)(p->n_slots - 1 - i); /* distinct, reversed: slots are not items */
+        it[3] = (i % 2 == 0) ? snap : -1;
+        if (i % 2 == 0)
+            snap += lens[i];
+        p->rows += lens[i];
+    }
+    p->n_snap = snap > 1 ? snap - 1 : snap; /* the last snapshot falls outside: skipped */
+}
+
+/* The token-by-token loop with the single-step references; snaps as the contract says. */
+static void manual(const struct prob *p, float *cout, float *cst, float *csnap, const float *x,
+                   const float *w, float *sout, float *sst, float *ssnap, const float *qkv,
+                   const float *z, const float *a, const float *b, const float *alog,
+                   const float *dtb, const float *nw)
+{
+    const size_t win = (size_t)p->ch * (p->kc - 1), ss = (size_t)p->hv * D * D;
+    const size_t vw = (size_t)p->hv * D;
+    for (int i = 0; i < p->n_items; i++) {
+        const int32_t *it = p->items + i * GDN_SEQ_ITEM_INTS;
+        for (int t = 0; t < it[1]; t++) {
+            size_t r = (size_t)(it[0] + t);
+            gdn_conv_ref(cout + r * p->ch, cst, x + r * p->ch, w, &it[2], 1, p->ch, p->kc);
+            gdn_step_ref(sout + r * vw, sst, qkv + r * p->ch, z + r * vw, a + r * p->hv,
+                         b + r * p->hv, alog, dtb, nw, &it[2], 1, p->hk, p->hv, 1e-6f);
+            if (it[3] >= 0 && it[3] + t < p->n_snap) {
+                memcpy(csnap + (size_t)(it[3] + t) * win, cst + (size_t)it[2] * win, win * 4);
+                memcpy(ssnap + (size_t)(it[3] + t) * ss, sst + (size_t)it[2] * ss, ss * 4);
+            }
+        }
+    }
+}
+
+static void run(const int *lens, int n_items, int hk, int hv, int kc, bool gpu)
+{
+    struct prob p;
+    make_prob(&p, lens, n_items, hk, hv, kc);
+    const size_t R = (size_t)p.rows, win = (size_t)p.ch * (kc - 1), ss = (size_t)hv * D * D;
+    const size_t vw = (size_t)hv * D, nsnap = (size_t)(p.n_snap > 0 ? p.n_snap : 1);
+    const size_t ncs = p.n_slots * win, nss = p.n_slots * ss;
+    float *x = malloc(R * p.ch * 4 + 4), *w = malloc((size_t)p.ch * kc * 4);
+    float *cst0 = malloc(ncs * 4), *sst0 = malloc(nss * 4);
+    float *z = malloc(R * vw * 4 + 4), *a = malloc(R * hv * 4 + 4), *b = malloc(R * hv * 4 + 4);
+    float *alog = malloc(hv * 4), *dtb = malloc(hv * 4), *nw = malloc(D * 4);
+    /* [0]: manual loop, [1]: gdn_seq_*_ref, [2]: GPU */
+    float *cout[3], *cst[3], *csnap[3], *sout[3], *sst[3], *ssnap[3];
+    for (int k = 0; k < 3; k++) {
+        cout[k] = calloc(R * p.ch + 1, 4);
+        cst[k] = malloc(ncs * 4);
+        csnap[k] = calloc(nsnap * win, 4);
+        sout[k] = calloc(R * vw + 1, 4);
+        sst[k] = malloc(nss * 4);
+        ssnap[k] = calloc(nsnap * ss, 4);
+    }
+    ktest_fill(x, R * p.ch, -2, 2);
+    ktest_fill(w, (size_t)p.ch * kc, -1, 1);
+    ktest_fill(cst0, ncs, -1, 1);
+    ktest_fill(sst0, nss, -0.1f, 0.1f);
+    ktest_fill(z, R * vw, -2, 2);
+    ktest_fill(a, R * hv, -3, 3);
+    ktest_fill(b, R * hv, -3, 3);
+    if (R > 2)
+        a[hv + 1] = 25.0f; /* softplus threshold branch */
+    ktest_fill(alog, hv, -2, 1);
+    ktest_fill(dtb, hv, -1, 1);
+    ktest_fill(nw, D, 0.5f, 1.5f);
+    for (int k = 0; k < 3; k++) {
+        memcpy(cst[k], cst0, ncs * 4);
+        memcpy(sst[k], sst0, nss * 4);
+    }
+    /* the step's input is the manual conv output (each kernel checked alone) */
+    manual(&p, cout[0], cst[0], csnap[0], x, w, sout[0], sst[0], ssnap[0], x, z, a, b, alog, dtb,
+           nw);
+    /* manual() fed the step with x; redo its step part from the conv output */
+    memcpy(sst[0], sst0, nss * 4);
+    memset(ssnap[0], 0, nsnap * ss * 4);
+    {
+        float *tmpc = malloc(ncs * 4), *tmps = calloc(nsnap * win, 4), *tmpo = calloc(R * p.ch + 1, 4);
+        memcpy(tmpc, cst0, ncs * 4);
+        manual(&p, tmpo, tmpc, tmps, x, w, sout[0], sst[0], ssnap[0], cout[0], z, a, b, alog,
+               dtb, nw);
+        free(tmpc), free(tmps), free(tmpo);
+    }
+    char what[128];
+    CHECK_EQ_INT(gdn_seq_conv_ref(cout[1], cst[1], csnap[1], p.n_snap, x, w, p.items, n_items,
+                                  p.ch, kc), 0);
+    CHECK_EQ_INT(gdn_seq_step_ref(sout[1], sst[1], ssnap[1], p.n_snap, cout[0], z, a, b, alog,
+                                  dtb, nw, p.items, n_items, hk, hv, 1e-6f), 0);
+    snprintf(what, sizeof what, "ref rows=%zu items=%d hk=%d hv=%d kc=%d", R, n_items, hk, hv, kc);
+    CHECK(ktest_compare(what, cout[1], cout[0], R * p.ch, 0, 0) == 0);
+    CHECK(ktest_compare(what, cst[1], cst[0], ncs, 0, 0) == 0);
+    CHECK(ktest_compare(what, csnap[1], csnap[0], nsnap * win, 0, 0) == 0);
+    CHECK(ktest_compare(what, sout[1], sout[0], R * vw, 0, 0) == 0);
+    CHECK(ktest_compare(what, sst[1], sst[0], nss, 0, 0) == 0);
+    CHECK(ktest_compare(what, ssnap[1], ssnap[0], nsnap * ss, 0, 0) == 0);
+    if (gpu) {
+        int32_t *ditems = ktest_dev_from(p.items, sizeof(int32_t) * n_items * GDN_SEQ_ITEM_INTS);
+        float *dx = ktest_dev_from(x, R * p.ch * 4 + 4), *dw = ktest_dev_from(w, (size_t)p.ch * kc * 4);
+        float *dcst = ktest_dev_from(cst0, ncs * 4), *dsst = ktest_dev_from(sst0, nss * 4);
+        float *dcout = ktest_dev_poison(R * p.ch + 1), *dsout = ktest_dev_poison(R * vw + 1);
+        float *dcsnap = ktest_dev_from(csnap[2], nsnap * win * 4);
+        float *dssnap = ktest_dev_from(ssnap[2], nsnap * ss * 4);
+        float *dqkv = ktest_dev_from(cout[0], R * p.ch * 4 + 4), *dz = ktest_dev_from(z, R * vw * 4 + 4);
+        float *da = ktest_dev_from(a, R * hv * 4 + 4), *db = ktest_dev_from(b, R * hv * 4 + 4);
+        float *dalog = ktest_dev_from(alog, hv * 4), *ddtb = ktest_dev_from(dtb, hv * 4);
+        float *dnw = ktest_dev_from(nw, D * 4);
+        CHECK_EQ_INT(gdn_seq_conv_cuda(dcout, dcst, dcsnap, p.n_snap, dx, dw, ditems, n_items,
+                                       p.ch, kc, 0), 0);
+        CHECK_EQ_INT(gdn_seq_step_cuda(dsout, dsst, dssnap, p.n_snap, dqkv, dz, da, db, dalog,
+                                       ddtb, dnw, ditems, n_items, hk, hv, 1e-6f, 0), 0);
+        ktest_to_host(cout[2], dcout, R * p.ch * 4);
+        ktest_to_host(cst[2], dcst, ncs * 4);
+        ktest_to_host(csnap[2], dcsnap, nsnap * win * 4);
+        ktest_to_host(sout[2], dsout, R * vw * 4);
+        ktest_to_host(sst[2], dsst, nss * 4);
+        ktest_to_host(ssnap[2], dssnap, nsnap * ss * 4);
+        snprintf(what, sizeof what, "gpu rows=%zu items=%d hk=%d hv=%d kc=%d", R, n_items, hk,
+                 hv, kc);
+        printf("%s\n", what);
+        CHECK(ktest_compare("conv out", cout[2], cout[0], R * p.ch, 1e-5, 1e-4) == 0);
+        CHECK(ktest_compare("conv state", cst[2], cst[0], ncs, 1e-5, 1e-4) == 0);
+        CHECK(ktest_compare("conv snap", csnap[2], csnap[0], nsnap * win, 1e-5, 1e-4) == 0);
+        CHECK(ktest_compare("step out", sout[2], sout[0], R * vw, 1e-4, 1e-3) == 0);
+        CHECK(ktest_compare("step S", sst[2], sst[0], nss, 3e-5, 3e-4) == 0);
+        CHECK(ktest_compare("step snap", ssnap[2], ssnap[0], nsnap * ss, 3e-5, 3e-4) == 0);
+        ktest_free(ditems), ktest_free(dx), ktest_free(dw), ktest_free(dcst), ktest_free(dsst);
+        ktest_free(dcout), ktest_free(dsout), ktest_free(dcsnap), ktest_free(dssnap);
+        ktest_free(dqkv), ktest_free(dz), ktest_free(da), ktest_free(db), ktest_free(dalog);
+        ktest_free(ddtb), ktest_free(dnw);
+    }
+    for (int k = 0; k < 3; k++) {
+        free(cout[k]), free(cst[k]), free(csnap[k]), free(sout[k]), free(sst[k]), free(ssnap[k]);
+    }
+    free(x), free(w), free(cst0), free(sst0), free(z), free(a), free(b), free(alog), free(dtb);
+    free(nw);
+}
+
+static void all(bool gpu)
+{
+    ktest_seed(11);
+    const int l1[] = { 3, 1, 7, 0, 5 };
+    run(l1, 5, 2, 4, 4, gpu);
+    const int l2[] = { 37 };
+    run(l2, 1, 1, 1, 4, gpu);
+    const int l3[] = { 1, 1, 1, 1 };
+    run(l3, 4, 2, 2, 2, gpu);
+    const int l4[] = { 2, 9, 4 };
+    run(l4, 3, 1, 2, 3, gpu);
+}
+
+int main(void)
+{
+    all(false);
+    printf("cpu part: %s\n", test_result() == 0 ? "ok" : "FAIL");
+    ktest_require_gpu();
+    all(true);
+    CHECK_EQ_INT(gdn_seq_step_cuda((float *)8, (float *)8, NULL, 0, (float *)8, (float *)8,
+                                   (float *)8, (float *)8, (float *)8, (float *)8, (float *)8,
+                                   (int32_t *)8, 1, 3, 4, 1e-6f, 0),
+                 ERR_INVAL);
+    CHECK_EQ_INT(gdn_seq_conv_cuda((float *)8, (float *)8, NULL, 0, (float *)8, (float *)8,
+                                   (int32_t *)8, 1, 16, 9, 0),
+                 ERR_INVAL);
+    ktest_sync();
+    return test_result();
+}
