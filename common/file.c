@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 char *file_read(const char *path, size_t *len)
 {
@@ -46,4 +47,51 @@ char *file_read(const char *path, size_t *len)
     if (len)
         *len = n;
     return buf;
+}
+
+int file_tmpdir_copy(const char *src, const char *prefix, const char *name, char *dir, size_t dlen)
+{
+    size_t n = 0;
+    char *data = file_read(src, &n);
+    if (!data)
+        return -errno;
+    int rc = 0;
+    if (snprintf(dir, dlen, "/tmp/%s-XXXXXX", prefix) >= (int)dlen) {
+        rc = -ENAMETOOLONG;
+        goto out_data;
+    }
+    if (!mkdtemp(dir)) {
+        rc = -errno;
+        goto out_data;
+    }
+    char dst[4096];
+    if (snprintf(dst, sizeof dst, "%s/%s", dir, name) >= (int)sizeof dst) {
+        rc = -ENAMETOOLONG;
+        goto out_dir;
+    }
+    FILE *f = fopen(dst, "wb");
+    if (!f) {
+        rc = -errno;
+        goto out_dir;
+    }
+    if (fwrite(data, 1, n, f) != n)
+        rc = -(errno ? errno : EIO);
+    if (fclose(f) != 0 && rc == 0)
+        rc = -(errno ? errno : EIO);
+    if (rc == 0)
+        goto out_data;
+    unlink(dst);
+out_dir:
+    rmdir(dir);
+out_data:
+    free(data);
+    return rc;
+}
+
+void file_tmpdir_remove(const char *dir, const char *name)
+{
+    char p[4096];
+    if (snprintf(p, sizeof p, "%s/%s", dir, name) < (int)sizeof p)
+        unlink(p);
+    rmdir(dir);
 }

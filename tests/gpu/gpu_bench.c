@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/file.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "gpu_model.h"
@@ -130,36 +131,6 @@ static int parse_args(struct bench_opts *o, int argc, char **argv)
         if (o->batch[b] > o->chunk)
             return ERR_INVAL; // every sequence needs >= 1 row per prefill step
     return 0;
-}
-
-/* A temp dir holding CONFIG as config.json (model_load reads a directory). */
-static int config_dir(const char *src, char *dir, size_t dlen)
-{
-    snprintf(dir, dlen, "/tmp/tern-bench-XXXXXX");
-    if (!mkdtemp(dir))
-        return -1;
-    char dst[512];
-    snprintf(dst, sizeof dst, "%s/config.json", dir);
-    FILE *in = fopen(src, "rb"), *out = fopen(dst, "wb");
-    int rc = in && out ? 0 : -1;
-    char buf[65536];
-    size_t n;
-    while (rc == 0 && (n = fread(buf, 1, sizeof buf, in)) > 0)
-        if (fwrite(buf, 1, n, out) != n)
-            rc = -1;
-    if (in)
-        fclose(in);
-    if (out)
-        fclose(out);
-    return rc;
-}
-
-static void config_dir_remove(const char *dir)
-{
-    char p[600];
-    snprintf(p, sizeof p, "%s/config.json", dir);
-    unlink(p);
-    rmdir(dir);
 }
 
 /* Mean context (positions attended) over the gen-1 decode steps after a prompt of p tokens:
@@ -427,7 +398,7 @@ int main(int argc, char **argv)
     }
     log_init("gpu_bench", LOG_LEVEL_INFO);
     char dir[256], err[512] = "";
-    if (config_dir(o.config, dir, sizeof dir) < 0) {
+    if (file_tmpdir_copy(o.config, "tern-bench", "config.json", dir, sizeof dir) < 0) {
         fprintf(stderr, "cannot copy %s\n", o.config);
         return 1;
     }
@@ -512,6 +483,6 @@ cleanup:
     gpu_model_destroy(g);
     model_destroy(m);
     model_destroy(hm);
-    config_dir_remove(dir);
+    file_tmpdir_remove(dir, "config.json");
     return status;
 }

@@ -3,6 +3,7 @@
  * The bytes one decode step must move for a checkpoint (model/roofline.h), by part, and the
  * decode rate that the given memory bandwidth allows. Header-only: reads formats and shapes, no
  * weights (a config.json alone works with --load-format dummy). Errors: one line, exit 1. */
+#include "common/file.h"
 #include "model/model_load.h"
 #include "model/roofline.h"
 
@@ -12,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 int tern_cmd_roofline(int argc, char **argv);
 const char tern_cmd_roofline_help[] =
@@ -44,29 +44,12 @@ static bool parse_i64(const char *s, int64_t lo, int64_t *out)
 static int config_dir(const char *path, char *dir, size_t dlen, bool *tmp)
 {
     size_t n = strlen(path);
-    *tmp = false;
-    if (n < 5 || strcmp(path + n - 5, ".json") != 0) {
+    *tmp = n >= 5 && strcmp(path + n - 5, ".json") == 0;
+    if (!*tmp) {
         snprintf(dir, dlen, "%s", path);
         return 0;
     }
-    snprintf(dir, dlen, "/tmp/tern-roofline-XXXXXX");
-    if (!mkdtemp(dir))
-        return -1;
-    *tmp = true;
-    char dst[600];
-    snprintf(dst, sizeof dst, "%s/config.json", dir);
-    FILE *in = fopen(path, "rb"), *out = in ? fopen(dst, "wb") : NULL;
-    int rc = in && out ? 0 : -1;
-    char buf[8192];
-    size_t k;
-    while (rc == 0 && (k = fread(buf, 1, sizeof buf, in)) > 0)
-        if (fwrite(buf, 1, k, out) != k)
-            rc = -1;
-    if (in)
-        fclose(in);
-    if (out && fclose(out) != 0)
-        rc = -1;
-    return rc;
+    return file_tmpdir_copy(path, "tern-roofline", "config.json", dir, dlen);
 }
 
 static void print_text(const struct roofline_step *r, const struct roofline_opts *o, double bw)
@@ -163,12 +146,8 @@ int tern_cmd_roofline(int argc, char **argv)
         return fail("cannot read", path);
     struct model *m = NULL;
     int rc = model_load(&m, dir, &lo, err, sizeof err);
-    if (tmp) {
-        char cfg[600];
-        snprintf(cfg, sizeof cfg, "%s/config.json", dir);
-        unlink(cfg);
-        rmdir(dir);
-    }
+    if (tmp)
+        file_tmpdir_remove(dir, "config.json");
     if (rc < 0)
         return fail(err, NULL);
     struct roofline_step r;

@@ -100,6 +100,29 @@ static void test_errbuf(void)
     errbuf_set(NULL, 16, "%s", "x"); /* NULL: no crash */
 }
 
+/* file_tmpdir_copy: a fresh dir with the copy under the given name, byte-equal; a missing source
+ * fails with -ENOENT and leaves nothing; file_tmpdir_remove takes both away. */
+static void test_tmpdir_copy(void)
+{
+    char src[128], dir[256], copy[300];
+    snprintf(src, sizeof src, "%s/small.txt", g_dir);
+    CHECK_EQ_INT(file_tmpdir_copy(src, "tern-fileut-copy", "config.json", dir, sizeof dir), 0);
+    CHECK(strncmp(dir, "/tmp/tern-fileut-copy-", 22) == 0);
+    snprintf(copy, sizeof copy, "%s/config.json", dir);
+    size_t na = 0, nb = 0;
+    char *a = file_read(src, &na), *b = file_read(copy, &nb);
+    CHECK(a && b && na == nb && memcmp(a, b, na) == 0);
+    free(a);
+    free(b);
+    file_tmpdir_remove(dir, "config.json");
+    CHECK(access(copy, F_OK) != 0 && access(dir, F_OK) != 0);
+    char missing[160];
+    snprintf(missing, sizeof missing, "%s/no-such-file", g_dir);
+    CHECK_EQ_INT(file_tmpdir_copy(missing, "tern-fileut-copy", "x", dir, sizeof dir), -ENOENT);
+    char tiny[8];
+    CHECK(file_tmpdir_copy(src, "tern-fileut-copy", "x", tiny, sizeof tiny) < 0);
+}
+
 int main(void)
 {
     snprintf(g_dir, sizeof g_dir, "/tmp/tern-fileut-XXXXXX");
@@ -110,6 +133,7 @@ int main(void)
     test_regular();
     test_special();
     test_errbuf();
+    test_tmpdir_copy();
     char path[128];
     snprintf(path, sizeof path, "%s/small.txt", g_dir);
     unlink(path);

@@ -1,6 +1,7 @@
 /* roofline_decode against the loader's own byte accounting (model_load_stats groups, counted by
  * tensor name during the load: an independent path) for the full-size configs in tests/configs,
  * header-only with dummy weights (nothing allocated), and its scaling in batch and context. */
+#include "common/file.h"
 #include "model/model_load.h"
 #include "model/roofline.h"
 #include "test.h"
@@ -9,32 +10,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 static struct model *load_config(const char *name)
 {
     const char *src = getenv("TERN_SOURCE_DIR");
-    char path[1024], dir[] = "/tmp/tern-roofline-test-XXXXXX", dst[1100];
+    char path[1024], dir[256];
     snprintf(path, sizeof path, "%s/tests/configs/%s.json", src ? src : ".", name);
-    if (!mkdtemp(dir))
+    if (file_tmpdir_copy(path, "tern-roofline-test", "config.json", dir, sizeof dir) < 0)
         return NULL;
-    snprintf(dst, sizeof dst, "%s/config.json", dir);
-    FILE *in = fopen(path, "rb"), *out = fopen(dst, "wb");
-    char buf[4096];
-    size_t k;
-    while (in && out && (k = fread(buf, 1, sizeof buf, in)) > 0)
-        fwrite(buf, 1, k, out);
-    if (in)
-        fclose(in);
-    if (out)
-        fclose(out);
     struct model_load_opts o = {.header_only = true, .dummy = true};
     struct model *m = NULL;
     char err[512];
     if (model_load(&m, dir, &o, err, sizeof err) < 0)
         fprintf(stderr, "load %s: %s\n", name, err);
-    unlink(dst);
-    rmdir(dir);
+    file_tmpdir_remove(dir, "config.json");
     return m;
 }
 
