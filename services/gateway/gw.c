@@ -106,7 +106,7 @@ int gw_init(struct gw *gw, const struct gw_cfg *cfg)
         goto out_text;
     gw->metrics = gw_metrics_create(cfg->model_name);
     gw->sched = gw_sched_create(&gw->loop, cfg->sched_endpoint, cfg->sched_dead_ms,
-                               &cfg->curve);
+                                cfg->sched_resume_ms, &cfg->curve);
     if (!gw->sched) {
         rc = ERR_INVAL;
         goto out_loop;

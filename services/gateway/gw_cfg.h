@@ -41,6 +41,9 @@ struct gw_cfg {
     int drain_ms;              /* SIGTERM drain deadline, default 30000 */
     int retry_after_s;         /* Retry-After on 503, default 1 */
     int sched_dead_ms;         /* scheduler considered gone after this silence, default 3000 */
+    int sched_resume_ms;       /* open streams wait this long for a scheduler to come back and
+                                  continue from their tokens so far; 0 = fail them at once;
+                                  default 15000 */
     char log_level_name[16];   /* debug|info|warn|error, default info */
     int log_level;             /* enum log_level, from log_level_name */
     bool check_config;         /* --check-config: validate, print, exit */

@@ -23,10 +23,22 @@
 #define STATUS_EVERY_MS 200
 
 struct call {
-    uint64_t req_id;
+    uint64_t req_id;    // the id at the scheduler (a resubmission takes a fresh one)
+    uint64_t client_id; // the id the gateway submitted it with (gw_sched_abort's)
     gw_sched_ev_cb cb;
     void *ctx;
     struct call *next;
+    /* what a resubmission needs (owned copies) */
+    struct gw_sched_submit sub;
+    int32_t *prompt;    // (n_prompt) the original prompt, then the tokens received
+    size_t n_prompt0;   // original prompt length
+    size_t n_prompt;    // n_prompt0 + tokens received
+    size_t cap_prompt;
+    uint32_t *stop_ids;
+    char *model;
+    uint32_t gen_base;  // tokens received before the current submission
+    bool parked;        // waiting for a scheduler (link lost)
+    uint64_t parked_ms;
 };
 
 struct gw_sched {
@@ -49,10 +61,13 @@ struct gw_sched {
     struct gw_sched_status st;
     struct call *calls[CALL_BUCKETS];
     int n_calls;
+    int n_parked;
+    int resume_ms;
     bool stopped;
 };
 
 static void drain(struct gw_sched *s);
+static void resume_parked(struct gw_sched *s, uint64_t now);
 
 // ---- call table ----
 
@@ -71,8 +86,43 @@ static struct call *call_take(struct gw_sched *s, uint64_t id)
     if (c) {
         *pp = c->next;
         s->n_calls--;
+        if (c->parked)
+            s->n_parked--;
     }
     return c;
+}
+
+static void call_free(struct call *c)
+{
+    if (!c)
+        return;
+    free(c->prompt);
+    free(c->stop_ids);
+    free(c->model);
+    free(c);
+}
+
+/* Tokens received: appended to the prompt of a resubmission. */
+static void call_add_tokens(struct call *c, const uint32_t *ids, size_t n)
+{
+    if (c->n_prompt + n > c->cap_prompt) {
+        c->cap_prompt = (c->n_prompt + n) * 2;
+        c->prompt = xrealloc(c->prompt, sizeof(int32_t) * c->cap_prompt);
+    }
+    for (size_t i = 0; i < n; i++)
+        c->prompt[c->n_prompt++] = (int32_t)ids[i];
+}
+
+/* The terminal link_lost error for c (then freed). */
+static void call_fail_lost(struct call *c, const char *message)
+{
+    struct gw_sched_ev ev = {0};
+    ev.kind = GW_SCHED_EV_ERROR;
+    ev.link_lost = true;
+    ev.message = message;
+    ev.retry_after_ms = 1000;
+    c->cb(c->ctx, &ev);
+    call_free(c);
 }
 
 // ---- sending ----
@@ -191,28 +241,33 @@ out_close:
     return rc;
 }
 
-/* Every open request fails; the socket is replaced so nothing queued reaches a new scheduler. */
+/* Open requests are parked for a new scheduler (or fail, with resume_ms 0); the socket is
+ * replaced so nothing queued reaches a new scheduler. */
 static void link_lost(struct gw_sched *s, const char *why)
 {
     if (s->acked || s->n_calls)
-        LOG_WARN("sched_link_lost", "why=%s open_requests=%d", why, s->n_calls);
+        LOG_WARN("sched_link_lost", "why=%s open_requests=%d resume_ms=%d", why, s->n_calls,
+                 s->resume_ms);
     s->acked = false;
     s->sched_instance = 0;
-    bool was_up = s->st.up;
     memset(&s->st, 0, sizeof(s->st));
-    (void)was_up;
+    const uint64_t now = clock_now_ms();
     for (int b = 0; b < CALL_BUCKETS; b++) {
-        while (s->calls[b]) {
-            struct call *c = s->calls[b];
-            s->calls[b] = c->next;
+        struct call **pp = &s->calls[b];
+        while (*pp) {
+            struct call *c = *pp;
+            if (s->resume_ms > 0) {
+                if (!c->parked) {
+                    c->parked = true;
+                    c->parked_ms = now;
+                    s->n_parked++;
+                }
+                pp = &c->next;
+                continue;
+            }
+            *pp = c->next;
             s->n_calls--;
-            struct gw_sched_ev ev = {0};
-            ev.kind = GW_SCHED_EV_ERROR;
-            ev.link_lost = true;
-            ev.message = "the scheduler went away";
-            ev.retry_after_ms = 1000;
-            c->cb(c->ctx, &ev);
-            free(c);
+            call_fail_lost(c, "the scheduler went away");
         }
     }
     sock_close(s);
@@ -298,6 +353,10 @@ static void handle(struct gw_sched *s, Tern__Envelope *env, uint64_t now)
                 send_abort(s, env->req_id, "unknown_request");
             break;
         }
+        struct call *c = *pp;
+        if (c->parked) /* from a scheduler already given up on: not ours any more */
+            break;
+        call_add_tokens(c, te->token_ids, te->n_token_ids);
         struct gw_sched_ev ev = {0};
         ev.kind = GW_SCHED_EV_TOKENS;
         ev.ids = te->token_ids;
@@ -305,13 +364,16 @@ static void handle(struct gw_sched *s, Tern__Envelope *env, uint64_t now)
         ev.logprobs = te->logprobs;
         ev.n_logprobs = te->n_logprobs;
         ev.prompt_tokens = te->has_prompt_tokens ? te->prompt_tokens : 0;
-        (*pp)->cb((*pp)->ctx, &ev);
+        if (c->gen_base && ev.prompt_tokens) /* a resumed submission: the client's prompt */
+            ev.prompt_tokens = (uint32_t)c->n_prompt0;
+        c->cb(c->ctx, &ev);
         break;
     }
     case TERN__ENVELOPE__BODY_FINISH: {
-        struct call *c = call_take(s, env->req_id);
-        if (!c)
+        struct call **fp = call_slot(s, env->req_id);
+        if (!*fp || (*fp)->parked)
             break;
+        struct call *c = call_take(s, env->req_id);
         Tern__Finish *f = env->finish;
         struct gw_sched_ev ev = {0};
         ev.kind = GW_SCHED_EV_FINISH;
@@ -319,11 +381,15 @@ static void handle(struct gw_sched *s, Tern__Envelope *env, uint64_t now)
         if (f->usage) {
             ev.prompt_tokens = f->usage->prompt_tokens;
             ev.completion_tokens = f->usage->completion_tokens;
+            if (c->gen_base) { /* resumed: the client's prompt, all completion tokens */
+                ev.prompt_tokens = (uint32_t)c->n_prompt0;
+                ev.completion_tokens += c->gen_base;
+            }
         }
         ev.queue_ms = f->queue_ms;
         ev.ttft_ms = f->ttft_ms;
         c->cb(c->ctx, &ev);
-        free(c);
+        call_free(c);
         break;
     }
     case TERN__ENVELOPE__BODY_ERROR: {
@@ -333,16 +399,17 @@ static void handle(struct gw_sched *s, Tern__Envelope *env, uint64_t now)
                      e->message ? e->message : "");
             break;
         }
-        struct call *c = call_take(s, env->req_id);
-        if (!c)
+        struct call **ep = call_slot(s, env->req_id);
+        if (!*ep || (*ep)->parked)
             break;
+        struct call *c = call_take(s, env->req_id);
         struct gw_sched_ev ev = {0};
         ev.kind = GW_SCHED_EV_ERROR;
         ev.error_code = e->has_code ? (int)e->code : 0;
         ev.message = e->message ? e->message : "scheduler error";
         ev.retry_after_ms = e->retry_after_ms;
         c->cb(c->ctx, &ev);
-        free(c);
+        call_free(c);
         break;
     }
     default:
@@ -384,6 +451,8 @@ static void on_tick(uv_timer_t *t)
         if (rc < 0)
             return;
     }
+    if (s->n_parked > 0)
+        resume_parked(s, now);
     if (!s->acked) {
         if (now - s->last_hello_ms >= HELLO_EVERY_MS) {
             send_hello(s);
@@ -407,12 +476,13 @@ static void on_tick(uv_timer_t *t)
 
 // ---- public ----
 
-struct gw_sched *gw_sched_create(uv_loop_t *loop, const char *endpoint, int dead_ms,
+struct gw_sched *gw_sched_create(uv_loop_t *loop, const char *endpoint, int dead_ms, int resume_ms,
                                  const struct curve_link_cfg *curve)
 {
     struct gw_sched *s = xcalloc(1, sizeof(*s));
     s->loop = loop;
     s->dead_ms = dead_ms > 0 ? dead_ms : 3000;
+    s->resume_ms = resume_ms > 0 ? resume_ms : 0;
     s->hb_ms = 500;
     snprintf(s->endpoint, sizeof(s->endpoint), "%s", endpoint);
     uint64_t seed = clock_now_ns() ^ ((uint64_t)getpid() << 32);
@@ -476,7 +546,7 @@ void gw_sched_destroy(struct gw_sched *s)
         while (s->calls[b]) {
             struct call *c = s->calls[b];
             s->calls[b] = c->next;
-            free(c);
+            call_free(c);
         }
     if (s->sock_open)
         msg_sock_close(&s->sock);
@@ -490,11 +560,9 @@ uint64_t gw_sched_next_id(struct gw_sched *s)
     return s->id_prefix | (++s->id_next & 0xffffffffffull);
 }
 
-int gw_sched_submit(struct gw_sched *s, const struct gw_sched_submit *sub, gw_sched_ev_cb cb,
-                    void *ctx)
+/* Pack and send the Submit of sub. */
+static int send_submit(struct gw_sched *s, const struct gw_sched_submit *sub)
 {
-    if (!s->acked || !s->sock_open)
-        return ERR_CLOSED;
     Tern__Envelope env = TERN__ENVELOPE__INIT;
     Tern__Submit m = TERN__SUBMIT__INIT;
     Tern__SamplingParams sp = TERN__SAMPLING_PARAMS__INIT;
@@ -531,13 +599,35 @@ int gw_sched_submit(struct gw_sched *s, const struct gw_sched_submit *sub, gw_sc
     env.req_id = sub->req_id;
     env.body_case = TERN__ENVELOPE__BODY_SUBMIT;
     env.submit = &m;
-    int rc = send_env(s, &env);
+    return send_env(s, &env);
+}
+
+int gw_sched_submit(struct gw_sched *s, const struct gw_sched_submit *sub, gw_sched_ev_cb cb,
+                    void *ctx)
+{
+    if (!s->acked || !s->sock_open)
+        return ERR_CLOSED;
+    int rc = send_submit(s, sub);
     if (rc < 0)
         return rc;
     struct call *c = xcalloc(1, sizeof(*c));
-    c->req_id = sub->req_id;
+    c->req_id = c->client_id = sub->req_id;
     c->cb = cb;
     c->ctx = ctx;
+    c->sub = *sub;
+    c->n_prompt0 = c->n_prompt = sub->n_prompt_ids;
+    c->cap_prompt = sub->n_prompt_ids + 64;
+    c->prompt = xmalloc(sizeof(int32_t) * c->cap_prompt);
+    if (sub->n_prompt_ids)
+        memcpy(c->prompt, sub->prompt_ids, sizeof(int32_t) * sub->n_prompt_ids);
+    if (sub->n_stop_ids) {
+        c->stop_ids = xmalloc(sizeof(uint32_t) * sub->n_stop_ids);
+        memcpy(c->stop_ids, sub->stop_ids, sizeof(uint32_t) * sub->n_stop_ids);
+    }
+    c->model = sub->model ? xstrdup(sub->model) : NULL;
+    c->sub.stop_ids = c->stop_ids;
+    c->sub.model = c->model;
+    c->sub.prompt_ids = NULL; /* c->prompt, which may move */
     struct call **pp = call_slot(s, sub->req_id);
     c->next = *pp;
     *pp = c;
@@ -545,13 +635,83 @@ int gw_sched_submit(struct gw_sched *s, const struct gw_sched_submit *sub, gw_sc
     return 0;
 }
 
+/* Resubmit the parked requests to the scheduler that is now up with a ready worker (prompt +
+ * tokens so far, max_tokens less those), and fail those parked longer than resume_ms. */
+static void resume_parked(struct gw_sched *s, uint64_t now)
+{
+    const bool ready = s->acked && s->sock_open && s->st.workers_ready > 0;
+    for (int b = 0; b < CALL_BUCKETS && s->n_parked > 0; b++) {
+        struct call **pp = &s->calls[b];
+        while (*pp) {
+            struct call *c = *pp;
+            if (!c->parked) {
+                pp = &c->next;
+                continue;
+            }
+            const uint32_t got = (uint32_t)(c->n_prompt - c->n_prompt0);
+            const bool done = c->sub.max_tokens > 0 && got >= c->sub.max_tokens;
+            if (ready && !done) {
+                /* a fresh id: the old scheduler, if it is alive after all, may still hold the
+                 * old one until it notices this gateway's old socket is gone */
+                struct gw_sched_submit sub = c->sub;
+                sub.req_id = gw_sched_next_id(s);
+                sub.prompt_ids = c->prompt;
+                sub.n_prompt_ids = c->n_prompt;
+                if (sub.max_tokens > 0)
+                    sub.max_tokens -= got;
+                if (send_submit(s, &sub) != 0) {
+                    pp = &c->next; /* back-pressure: again at the next tick */
+                    continue;
+                }
+                LOG_INFO("req_resubmitted", "id=%llx new_id=%llx prompt_tokens=%zu received=%u",
+                         (unsigned long long)c->client_id, (unsigned long long)sub.req_id,
+                         c->n_prompt0, got);
+                *pp = c->next; /* re-key under the new id */
+                c->req_id = sub.req_id;
+                c->parked = false;
+                c->gen_base = got;
+                s->n_parked--;
+                struct call **np = call_slot(s, c->req_id);
+                c->next = *np;
+                *np = c;
+                continue;
+            }
+            if (!done && now - c->parked_ms < (uint64_t)s->resume_ms) {
+                pp = &c->next;
+                continue;
+            }
+            *pp = c->next;
+            s->n_calls--;
+            s->n_parked--;
+            if (done) { /* every token arrived, the Finish did not: finish it here */
+                struct gw_sched_ev ev = {0};
+                ev.kind = GW_SCHED_EV_FINISH;
+                ev.finish_reason = TERN__FINISH_REASON__FINISH_REASON_LENGTH;
+                ev.prompt_tokens = (uint32_t)c->n_prompt0;
+                ev.completion_tokens = got;
+                c->cb(c->ctx, &ev);
+                call_free(c);
+            } else {
+                call_fail_lost(c, "the scheduler went away and did not come back in time");
+            }
+        }
+    }
+}
+
 void gw_sched_abort(struct gw_sched *s, uint64_t req_id, const char *reason)
 {
     struct call *c = call_take(s, req_id);
+    for (int b = 0; !c && b < CALL_BUCKETS; b++) /* a resubmitted one has another id now */
+        for (struct call *x = s->calls[b]; x && !c; x = x->next)
+            if (x->client_id == req_id)
+                c = call_take(s, x->req_id);
     if (!c)
         return;
-    free(c);
-    send_abort(s, req_id, reason);
+    req_id = c->req_id;
+    bool parked = c->parked;
+    call_free(c);
+    if (!parked) /* a parked one is at no scheduler */
+        send_abort(s, req_id, reason);
 }
 
 void gw_sched_status_get(const struct gw_sched *s, struct gw_sched_status *out)

@@ -1,8 +1,14 @@
 /* gw_sched: the gateway's link to the scheduler: a DEALER socket whose fd is watched by a
  * uv_poll (edge-triggered: drained until ERR_AGAIN), hello/heartbeats, periodic status polls,
  * and the table of in-flight requests (req_id -> callback). When the scheduler goes silent or
- * restarts, every in-flight request gets a link_lost error event, the socket is reopened (so no
- * stale Submit is delivered to a new scheduler), and the link says hello again. */
+ * restarts, the socket is reopened (so no stale Submit is delivered to a new scheduler) and the
+ * link says hello again; the in-flight requests are parked: each keeps its Submit and the tokens
+ * it received, and once a scheduler with a ready worker answers, it is submitted again with
+ * those tokens appended to its prompt and max_tokens reduced by them, so its stream goes on
+ * (the events it then gets count the original prompt and all completion tokens). Greedy output
+ * is unchanged; a sampled one continues with a fresh draw (same seed, new sequence) and its
+ * presence/frequency penalties then see the earlier tokens as prompt. A request parked longer
+ * than resume_ms (or any, with resume_ms 0) gets a link_lost error event. */
 #ifndef GW_SCHED_H
 #define GW_SCHED_H
 
@@ -61,9 +67,10 @@ struct gw_sched_status {
 };
 
 struct curve_link_cfg;
-/* Connect (asynchronously) to endpoint; dead_ms: silence before the link counts as down.
+/* Connect (asynchronously) to endpoint; dead_ms: silence before the link counts as down;
+ * resume_ms: how long open requests wait for a scheduler to come back (0 = fail them at once).
  * curve: the CURVE flags (common/curve.h), may be NULL. */
-struct gw_sched *gw_sched_create(uv_loop_t *loop, const char *endpoint, int dead_ms,
+struct gw_sched *gw_sched_create(uv_loop_t *loop, const char *endpoint, int dead_ms, int resume_ms,
                                  const struct curve_link_cfg *curve);
 /* Closes its handles; call before closing the loop (runs the loop's close callbacks). */
 void gw_sched_destroy(struct gw_sched *s);

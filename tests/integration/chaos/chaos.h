@@ -52,7 +52,8 @@ struct load_stats {
     long hung;            /* no byte for the stall limit: closed by us */
     long marked;          /* streams in flight (with tokens) at a kill */
     long long max_end_after_kill_ms; /* the slowest of those to end */
-    long marked_late;     /* of those, ended more than 2 s after the kill */
+    long marked_late;     /* of those, ended later than allowed (2 s after the kill; 5 s after
+                             the restart for those a scheduler kill parked) */
 };
 
 struct load;
@@ -71,6 +72,10 @@ void load_pause(struct load *l, bool paused);
 int load_inflight(const struct load *l);
 /* A kill happened now: remember the streams in flight that have tokens. */
 void load_mark_kill(struct load *l);
+/* The streams marked at the last kill now count their time from now (the component is back)
+ * and must end within within_ms: for a scheduler kill, which the gateway's open streams wait
+ * out and then continue (their remaining tokens queue with the new load). */
+void load_mark_restart(struct load *l, long long within_ms);
 /* How many marked streams are still running. */
 int load_marked_open(const struct load *l);
 void load_stats_get(const struct load *l, struct load_stats *st);
