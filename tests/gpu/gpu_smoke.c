@@ -2,8 +2,9 @@
  * tests/configs/qwen3.6-35b-a3b.json) with --load-format dummy, upload it, print the backend
  * lines and resident bytes per group, then prefill a short prompt and decode N tokens greedily
  * at batch 1 (and a short run at batch 8), printing tokens/s.
- *   gpu_smoke CONFIG.json [n_decode=256] [max_model_len=1024]
- * Decode runs twice, eager launches and CUDA-graph replay, for both batch sizes.
+ *   gpu_smoke CONFIG.json [n_decode=256] [max_model_len=1024] [spec_k=4] [kv_dtype=bf16|fp8]
+ * Decode runs twice, eager launches and CUDA-graph replay, for both batch sizes. The prompt is
+ * one step (one multi-row pass). kv_dtype fp8 stores the paged K/V as e4m3 (scale 1).
  * With an MTP head in the config (mtp_num_hidden_layers) and spec_k > 0 (4th argument, default
  * 4) the runner keeps the MTP K/V on every plain step (so the decode numbers include that
  * upkeep; pass 0 for the plain runner), and the speculation costs are measured at batch 1:
@@ -22,6 +23,7 @@
 
 #include <time.h>
 #include "common/err.h"
+#include "common/kv_plan.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "gpu_model.h"
@@ -146,13 +148,19 @@ static int measure_spec(struct gpu_model *g, const int32_t *prompt, int V, int k
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: gpu_smoke CONFIG.json [n_decode] [max_model_len] [spec_k]\n");
+        fprintf(stderr, "usage: gpu_smoke CONFIG.json [n_decode] [max_model_len] [spec_k] "
+                        "[kv_dtype]\n");
         return 2;
     }
     log_init("gpu_smoke", LOG_LEVEL_INFO);
     const int n_dec = argc > 2 ? atoi(argv[2]) : 256;
     const int max_len = argc > 3 ? atoi(argv[3]) : 1024;
     int spec_k = argc > 4 ? atoi(argv[4]) : 4;
+    const int kv_dtype = argc > 5 ? kv_dtype_parse(argv[5]) : KV_DTYPE_AUTO;
+    if (kv_dtype < 0) {
+        fprintf(stderr, "kv_dtype \"%s\" is not auto|bf16|fp8\n", argv[5]);
+        return 2;
+    }
     char dir[256];
     if (copy_config(argv[1], dir, sizeof dir) < 0) {
         fprintf(stderr, "cannot copy %s\n", argv[1]);
@@ -176,7 +184,8 @@ int main(int argc, char **argv)
     if (!m->has_mtp)
         spec_k = 0;
     struct gpu_model_opts go = { .n_slots = BATCH, .max_model_len = max_len, .block_tokens = 16,
-                                 .graphs = 1, .spec_k = spec_k > 0 ? spec_k : 0 };
+                                 .graphs = 1, .spec_k = spec_k > 0 ? spec_k : 0,
+                                 .kv_dtype = kv_dtype };
     t0 = now_s();
     rc = gpu_model_create(&g, m, &go, err, sizeof err);
     double t_up = now_s() - t0;
@@ -196,17 +205,18 @@ int main(int argc, char **argv)
                    model_group_name((enum model_group)i), (long long)mem->group[i],
                    mem->group[i] / 1073741824.0);
     printf("  weights=%.2f GiB gdn_state=%.3f GiB (%d slots) kv_pool=%.3f GiB (%d blocks x %d "
-           "tokens) activations=%.3f GiB total=%.2f GiB\n",
+           "tokens, %s) activations=%.3f GiB total=%.2f GiB\n",
            mem->weights / 1073741824.0, mem->gdn_state / 1073741824.0, BATCH,
            mem->kv_pool / 1073741824.0, gpu_model_kv_blocks(g), gpu_model_block_tokens(g),
-           mem->activations / 1073741824.0, mem->total / 1073741824.0);
+           kv_dtype_name((enum kv_dtype)gpu_model_kv_dtype(g)), mem->activations / 1073741824.0,
+           mem->total / 1073741824.0);
 
     int32_t *toks = xmalloc(sizeof(int32_t) * (size_t)(PROMPT + 2 * n_dec + 1));
     for (int i = 0; i < PROMPT; i++)
         toks[i] = (int32_t)((i * 104729 + 17) % V);
     float *logits = xmalloc(sizeof(float) * (size_t)V);
     int fails = 0;
-    /* batch 1: prefill (token by token inside one step), then greedy decode */
+    /* batch 1: prefill (the prompt as one step), then greedy decode */
     gpu_model_seq_open(g, 0);
     struct gpu_item it = { .slot = 0, .tokens = toks, .n = PROMPT, .pos = 0,
                            .argmax = &toks[PROMPT] };

@@ -118,8 +118,10 @@ int gpu_attn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_pa
     TRY(rmsnorm_cuda(g->k, g->k, L->k_norm, n * hkv, hd, eps, 1.0f, st));
     TRY(rope_cuda(g->q, pos, n, hq, hd, g->cfg.rotary_dim, qd, hd, theta, st));
     TRY(rope_cuda(g->k, pos, n, hkv, hd, g->cfg.rotary_dim, (int64_t)hkv * hd, hd, theta, st));
-    /* every row's K/V first: row t of an item then sees rows 0..t of its chunk */
-    TRY(kv_write_cuda(L->k_cache, L->v_cache, g->k, g->v, p->map, n, hkv, hd, st));
+    /* every row's K/V first: row t of an item then sees rows 0..t of its chunk (bf16 or e4m3
+     * storage, scales 1.0) */
+    TRY(kv_write_dtype_cuda(L->k_cache, L->v_cache, g->k, g->v, p->map, n, hkv, hd, g->kv_dtype,
+                            1.0f, 1.0f, st));
     /* the split workspace holds n_slots rows at max_model_len: longer passes go in groups */
     const int64_t per_row = (int64_t)attn_decode_ws_floats(1, hq, hd, p->max_len);
     int64_t grp = per_row > 0 ? g->attn_ws_floats / per_row : n;
@@ -127,10 +129,11 @@ int gpu_attn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_pa
         return ERR_INVAL; // cannot happen: max_len <= max_model_len
     for (int r0 = 0; r0 < n; r0 += (int)grp) {
         const int nr = (int)(n - r0 < grp ? n - r0 : grp);
-        TRY(attn_decode_cuda(g->ao + r0 * qd, g->attn_ws, g->q + r0 * qd,
-                             gate ? gate + r0 * qd : NULL, L->k_cache, L->v_cache,
-                             p->table + (int64_t)r0 * p->ts, p->lens + r0, nr, hq, hkv, hd, g->o.block_tokens,
-                             p->ts, p->max_len, 1.0f / sqrtf((float)hd), st));
+        TRY(attn_decode_dtype_cuda(g->ao + r0 * qd, g->attn_ws, g->q + r0 * qd,
+                                   gate ? gate + r0 * qd : NULL, L->k_cache, L->v_cache,
+                                   g->kv_dtype, 1.0f, 1.0f, p->table + (int64_t)r0 * p->ts,
+                                   p->lens + r0, nr, hq, hkv, hd, g->o.block_tokens, p->ts,
+                                   p->max_len, 1.0f / sqrtf((float)hd), st));
     }
     return gemv_cuda(g->y, &L->o, 0, g->ao, n, st);
 }
@@ -138,18 +141,31 @@ int gpu_attn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_pa
 int gpu_moe_block(struct gpu_model *g, struct gpu_layer *L, int n)
 {
     cudaStream_t st = g->stream;
+    const int64_t H = g->H;
+    /* moe_expert_cuda puts rows x top_k on one grid axis (<= 65535, ERR_INVAL beyond): passes
+     * longer than that (max_rows > 8191 at top-8) go in row groups; one call otherwise */
+    const int grp = 65535 / (g->K > 2 ? g->K : 2);
     TRY(gemv_cuda(g->moe_logits, &L->router, 0, g->x, n, st));
     TRY(moe_route_cuda(g->moe_ids, g->moe_w, g->moe_logits, n, g->E, g->K, st));
-    TRY(moe_expert_cuda(g->y, g->moe_ws, g->x, g->moe_ids, g->moe_w, n, g->K, g->E, &L->gate_up,
-                        &L->down, 0, st));
+    for (int r0 = 0; r0 < n; r0 += grp) {
+        const int nr = n - r0 < grp ? n - r0 : grp;
+        const int64_t o = (int64_t)r0 * g->K;
+        TRY(moe_expert_cuda(g->y + r0 * H, g->moe_ws, g->x + r0 * H, g->moe_ids + o, g->moe_w + o,
+                            nr, g->K, g->E, &L->gate_up, &L->down, 0, st));
+    }
     if (!L->has_shared)
         return 0;
     /* sigmoid(s) as the top-2 softmax of [s, 0]; the zero row's slot (id 1) is outside the
      * one-expert stack and contributes nothing */
     TRY(gemv_cuda(g->sh_logits, &L->sh_gate, 0, g->x, n, st));
     TRY(moe_route_cuda(g->sh_ids, g->sh_w, g->sh_logits, n, 2, 2, st));
-    return moe_expert_cuda(g->y, g->moe_ws, g->x, g->sh_ids, g->sh_w, n, 2, 1, &L->sh_gate_up,
-                           &L->sh_down, 1, st);
+    for (int r0 = 0; r0 < n; r0 += grp) {
+        const int nr = n - r0 < grp ? n - r0 : grp;
+        TRY(moe_expert_cuda(g->y + r0 * H, g->moe_ws, g->x + r0 * H, g->sh_ids + 2 * (int64_t)r0,
+                            g->sh_w + 2 * (int64_t)r0, nr, 2, 1, &L->sh_gate_up, &L->sh_down, 1,
+                            st));
+    }
+    return 0;
 }
 
 void gpu_pass_main(const struct gpu_model *g, struct gpu_pass *p, int rows, int items, int ts,
@@ -228,7 +244,7 @@ static void fill_inputs(struct gpu_model *g, const struct gpu_item *items, int n
         gi[0] = r;
         gi[1] = it->n;
         gi[2] = it->slot;
-        gi[3] = it->snap ? it->slot * (g->spec_k + 1) : -1;
+        gi[3] = it->snap ? 0 : -1; // the one open window's rows: snapshots 0 .. n-1
         int32_t *tab0 = hin + gpu_in_table(g) + (int64_t)r * ts;
         for (int b = 0; b < ts; b++)
             tab0[b] = it->blocks ? (b < it->n_blocks ? (int32_t)it->blocks[b] : 0)
@@ -343,15 +359,36 @@ int gpu_step_run(struct gpu_model *g, struct gpu_item *items, int n_items)
     return 0;
 }
 
+void gpu_fail_slot(struct gpu_model *g, int slot, int rc, const char *where)
+{
+    /* nothing may still read the pinned inputs or write the state when the caller goes on */
+    (void)cudaStreamSynchronize(g->stream);
+    LOG_ERR("gpu_slot_failed", "slot=%d where=%s status=%s note=\"state unknown: slot closed\"",
+            slot, where, err_str(rc));
+    gpu_model_seq_close(g, slot);
+}
+
 int gpu_model_step(struct gpu_model *g, struct gpu_item *items, int n_items)
 {
+    if (n_items < 0 || n_items > g->o.n_slots)
+        return ERR_INVAL;
     for (int i = 0; i < n_items; i++)
         if (items[i].snap)
             return ERR_INVAL; // snapshots are for speculative windows (gpu_spec.c) only
-    TRY(gpu_step_run(g, items, n_items));
-    if (g->spec_k > 0)
-        TRY(gpu_spec_after_step(g, items, n_items)); // keeps the MTP K/V complete
-    TRY(gpu_cu(cudaStreamSynchronize(g->stream)));
+    int rc = gpu_step_run(g, items, n_items);
+    if (rc == 0 && g->spec_k > 0)
+        rc = gpu_spec_after_step(g, items, n_items); // keeps the MTP K/V complete
+    if (rc == 0)
+        rc = gpu_cu(cudaStreamSynchronize(g->stream));
+    if (rc < 0) {
+        /* a whole-step failure after validation: the run items' GDN state (and MTP entries) may
+         * be half advanced while their positions are not, so their slots are closed (later
+         * steps get ERR_STATE, not wrong logits); the caller fails those sequences anyway */
+        for (int i = 0; i < n_items; i++)
+            if (items[i].rc == 0)
+                gpu_fail_slot(g, items[i].slot, rc, "step");
+        return rc;
+    }
     for (int i = 0; i < n_items; i++)
         if (items[i].rc == 0)
             g->pos[items[i].slot] += items[i].n;

@@ -9,9 +9,10 @@
 #include "common/xalloc.h"
 
 /* Launch gaps dominate a decode step (~600 small kernels for 40 layers), so every row count
- * of a decode step (n items of one token each) gets its own graph of the whole stack. Kernel arguments are device pointers into fixed
- * buffers (d_in carries the per-step tokens, positions and tables), so one capture serves
- * every later step of that many rows. */
+ * of a decode step (n items of one token each) gets its own graph of the whole stack. Kernel
+ * arguments are device pointers into fixed buffers (d_in carries the per-step tokens,
+ * positions, tables and the gdn_seq item table), so one capture serves every later step of that
+ * many rows. */
 int gpu_capture_graphs(struct gpu_model *g)
 {
     g->graphs = xcalloc((size_t)g->o.n_slots + 1, sizeof *g->graphs);

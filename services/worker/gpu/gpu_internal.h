@@ -23,12 +23,12 @@ struct gpu_layer {
     float *gnorm;              // (128) plain w, padded with zeros and scaled when Dv != 128
     float *conv_state;         // (n_slots, cd, kc-1)
     float *ssm;                // (n_slots, Hv, 128, 128)
-    float *conv_snap;          // (n_snap, cd, kc-1) state after each row of snapped items; or NULL
+    float *conv_snap;          // (n_snap, cd, kc-1) state after each row of the open window; or NULL
     float *ssm_snap;           // (n_snap, Hv, 128, 128); or NULL
     /* gated attention */
     struct kweight q, k, v, o;
     float *q_norm, *k_norm;    // (D)
-    uint16_t *k_cache, *v_cache; // (kv_blocks*block_tokens, Hkv, D) bf16
+    void *k_cache, *v_cache;   // (kv_blocks*block_tokens, Hkv, D) of kv_dtype (bf16 or e4m3)
     /* moe */
     struct kweight router;     // (E, H)
     struct kweight gate_up;    // E x (2I, H), gate rows first
@@ -52,10 +52,12 @@ struct gpu_model {
     int bps;                   // max blocks per sequence = ceil(max_model_len / block_tokens)
     int R;                     // max rows per step (opts.max_rows, resolved)
     int lrows;                 // logits rows per lm_head batch
-    int n_snap;                // GDN snapshot rows (0: none) = n_slots * (spec_k + 1)
+    int n_snap;                // GDN snapshot rows (0: none) = spec_k + 1: one window is open at
+                               //  a time (win_slot), its row t's state at snapshot t
     int spec_k;                // 0: speculation off
     int win_slot;              // slot with an open speculative window, -1 = none
     struct gpu_spec *spec;     // MTP head and speculation state (gpu_spec.c); NULL when off
+    int kv_dtype;              // enum kv_dtype, resolved (KV_DTYPE_BF16 or KV_DTYPE_FP8)
     int sm;
     char dev_name[256];
     struct backend_plan plan;
@@ -113,6 +115,9 @@ int gpu_attn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_pa
 int gpu_moe_block(struct gpu_model *g, struct gpu_layer *L, int n);
 /* cudaError_t -> 0 or ERR_CUDA (logged). */
 int gpu_cu(cudaError_t e);
+/* After a failure that may have left slot's device state half updated: wait for the stream,
+ * log one line and close the slot (gpu_model_seq_close). */
+void gpu_fail_slot(struct gpu_model *g, int slot, int rc, const char *where);
 /* A pass over the step inputs in d_in (gpu_forward.c). */
 void gpu_pass_main(const struct gpu_model *g, struct gpu_pass *p, int rows, int items, int ts,
                    int max_len);

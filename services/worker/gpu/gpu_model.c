@@ -9,8 +9,10 @@
 
 #include "attn_decode.h"
 #include "common/err.h"
+#include "common/kv_plan.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "kv_write.h"
 #include "model/dtype.h"
 #include "moe_expert.h"
 
@@ -434,7 +436,8 @@ static float *act(struct gpu_model *g, int64_t n)
 static int alloc_state(struct gpu_model *g, char *err, size_t errlen)
 {
     const int64_t B = g->R, H = g->H, L = g->lrows, S = g->o.n_slots;
-    const int64_t kv_rows = (int64_t)g->o.kv_blocks * g->o.block_tokens * g->hkv * g->hd;
+    const size_t kv_bytes = (size_t)kv_dtype_bytes(g->kv_dtype) * (size_t)g->o.kv_blocks *
+                            (size_t)g->o.block_tokens * (size_t)g->hkv * (size_t)g->hd;
     for (int l = 0; l < g->cfg.n_layers; l++) {
         struct gpu_layer *Ly = &g->layers[l];
         if (Ly->type == LAYER_LINEAR_ATTN) {
@@ -445,8 +448,8 @@ static int alloc_state(struct gpu_model *g, char *err, size_t errlen)
             if (!Ly->conv_state || !Ly->ssm)
                 return fail(err, errlen, ERR_NOMEM, "gdn state", "cudaMalloc failed");
         } else {
-            Ly->k_cache = dev_alloc(g, sizeof(uint16_t) * (size_t)kv_rows, &g->mem.kv_pool);
-            Ly->v_cache = dev_alloc(g, sizeof(uint16_t) * (size_t)kv_rows, &g->mem.kv_pool);
+            Ly->k_cache = dev_alloc(g, kv_bytes, &g->mem.kv_pool);
+            Ly->v_cache = dev_alloc(g, kv_bytes, &g->mem.kv_pool);
             if (!Ly->k_cache || !Ly->v_cache)
                 return fail(err, errlen, ERR_NOMEM, "kv pool", "cudaMalloc failed");
         }
@@ -515,9 +518,18 @@ int gpu_model_create(struct gpu_model **out, const struct model *m,
     const struct model_config *c = &m->cfg;
     if (!opts || opts->n_slots <= 0 || opts->max_model_len <= 0 || opts->block_tokens < 0 ||
         opts->kv_blocks < 0 || opts->max_rows < 0 || opts->max_rows > 65535 ||
-        opts->n_slots > 65535 ||
-        opts->spec_k < 0 || opts->spec_k > GPU_SPEC_MAX)
+        opts->n_slots > 65535 || opts->spec_k < 0 || opts->spec_k > GPU_SPEC_MAX)
         return fail(err, errlen, ERR_INVAL, "gpu_model_opts", "bad sizes");
+    if (opts->kv_dtype != KV_DTYPE_AUTO && opts->kv_dtype != KV_DTYPE_BF16 &&
+        opts->kv_dtype != KV_DTYPE_FP8)
+        return fail(err, errlen, ERR_INVAL, "gpu_model_opts", "kv_dtype not auto|bf16|fp8");
+    /* cache slots (block * block_tokens + offset) are int32 on the device */
+    const int64_t bt = opts->block_tokens ? opts->block_tokens : 16;
+    const int64_t n_blocks =
+        opts->kv_blocks ? opts->kv_blocks : opts->n_slots * CEIL_DIV(opts->max_model_len, bt);
+    if (n_blocks * bt > INT32_MAX)
+        return fail(err, errlen, ERR_INVAL, "gpu_model_opts",
+                    "kv_blocks x block_tokens above 2^31 cache slots");
     int rc = check_shapes(c, err, errlen);
     if (rc < 0)
         return rc;
@@ -549,6 +561,7 @@ int gpu_model_create(struct gpu_model **out, const struct model *m,
                                   (float)(GPU_GDN_D * GPU_GDN_D)
                             : c->rms_eps;
     g->win_slot = -1;
+    g->kv_dtype = opts->kv_dtype == KV_DTYPE_FP8 ? KV_DTYPE_FP8 : KV_DTYPE_BF16;
     g->pos = xmalloc(sizeof(int) * (size_t)g->o.n_slots);
     for (int s = 0; s < g->o.n_slots; s++)
         g->pos[s] = -1;
@@ -556,6 +569,8 @@ int gpu_model_create(struct gpu_model **out, const struct model *m,
     g->R = g->o.max_rows > 0 ? g->o.max_rows : 256;
     if (g->R < g->o.n_slots)
         g->R = g->o.n_slots;
+    if (g->R < g->o.spec_k + 1)
+        g->R = g->o.spec_k + 1; // a verify window is one item of spec_k + 1 rows
     g->lrows = g->o.n_slots > 32 ? g->o.n_slots : 32; // >= GPU_SPEC_MAX + 1 (draft ids)
     g->o.max_rows = g->R;
     g->h_rows = xcalloc((size_t)g->R, sizeof(int));
@@ -689,8 +704,9 @@ void gpu_model_log(const struct gpu_model *g)
         if (g->mem.group[i])
             LOG_INFO("gpu_resident", "group=%s bytes=%lld", model_group_name((enum model_group)i),
                      (long long)g->mem.group[i]);
-    LOG_INFO("gpu_memory", "weights=%lld gdn_state=%lld kv_pool=%lld activations=%lld total=%lld",
-             (long long)g->mem.weights, (long long)g->mem.gdn_state, (long long)g->mem.kv_pool,
+    LOG_INFO("gpu_memory", "weights=%lld gdn_state=%lld kv_pool=%lld kv_dtype=%s activations=%lld "
+             "total=%lld", (long long)g->mem.weights, (long long)g->mem.gdn_state,
+             (long long)g->mem.kv_pool, kv_dtype_name((enum kv_dtype)g->kv_dtype),
              (long long)g->mem.activations, (long long)g->mem.total);
 }
 
@@ -702,6 +718,7 @@ int gpu_model_max_len(const struct gpu_model *g) { return g->o.max_model_len; }
 int gpu_model_block_tokens(const struct gpu_model *g) { return g->o.block_tokens; }
 int gpu_model_kv_blocks(const struct gpu_model *g) { return g->o.kv_blocks; }
 int gpu_model_max_rows(const struct gpu_model *g) { return g->R; }
+int gpu_model_kv_dtype(const struct gpu_model *g) { return g->kv_dtype; }
 const char *gpu_model_device_name(const struct gpu_model *g) { return g->dev_name; }
 
 int gpu_model_seq_open(struct gpu_model *g, int slot)

@@ -1,9 +1,9 @@
 /* gpu_model: the whole qwen3_5_moe text model on one CUDA device, driven from a loaded
  * struct model (model/model.h). gpu_model_create() uploads every weight into device struct
  * kweights and allocates, once and from one plan, the per-slot state (GDN conv windows and
- * recurrent S, a paged bf16 attention KV pool) and the activations of a step of up to
- * opts.max_rows tokens; nothing is allocated on the token path. gpu_model_step() (gpu_forward.c) runs one
- * forward step over several sequences, each in its own slot with its own chunk of tokens.
+ * recurrent S, a paged bf16 or fp8 attention KV pool) and the activations of a step of up to
+ * opts.max_rows tokens; nothing is allocated on the token path. gpu_model_step() (gpu_forward.c)
+ * runs one forward step over several sequences, each in its own slot with its own chunk of tokens.
  *
  * A step is one pass over all its rows (the tokens of every item, item by item, in order):
  * projections and MoE over all rows, GDN per item in row order (kernels/gdn_seq), attention
@@ -32,10 +32,13 @@ struct gpu_model_opts {
                           //  0 = eager launches. A failed capture falls back to eager (logged).
     int force_moe;        // enum backend_id forced for the expert classes (0 = BACKEND_AUTO)
     int force_linear;     // enum backend_id forced for the dense classes (0 = BACKEND_AUTO)
-    int max_rows;         // most tokens in one step, all items together; 0 = max(n_slots, 256);
-                          //  raised to n_slots. Every step buffer is sized for it at create.
+    int max_rows;         // most tokens in one step, all items together (<= 65535); 0 = 256;
+                          //  raised to n_slots and spec_k + 1. Every step buffer is sized for it.
     int spec_k;           // MTP drafts per speculative round (1..GPU_SPEC_MAX); 0 = no speculation.
                           //  Needs a model with an MTP head (else ERR_UNSUPPORTED).
+    int kv_dtype;         // enum kv_dtype (common/kv_plan.h) of the paged K/V (main layers and the
+                          //  MTP layer): 0 = AUTO = bf16; KV_DTYPE_FP8 = e4m3, scales 1.0 (vLLM's
+                          //  --kv-cache-dtype fp8 default). Anything else is ERR_INVAL.
 };
 
 #define GPU_SPEC_MAX 16
@@ -69,8 +72,9 @@ struct gpu_model_mem {
 struct gpu_model;
 
 /* Upload m (which must stay alive only during the call: nothing of it is kept) and plan the
- * memory. Returns 0, ERR_INVAL (bad opts), ERR_UNSUPPORTED (a weight or shape the kernels
- * cannot run; err says which), ERR_NOMEM (device memory), ERR_CUDA. err gets one line. */
+ * memory. Returns 0, ERR_INVAL (bad opts, e.g. kv_blocks * block_tokens > INT32_MAX: cache
+ * slots are int32), ERR_UNSUPPORTED (a weight or shape the kernels cannot run; err says which),
+ * ERR_NOMEM (device memory), ERR_CUDA. err gets one line. */
 int gpu_model_create(struct gpu_model **out, const struct model *m,
                      const struct gpu_model_opts *opts, char *err, size_t errlen);
 void gpu_model_destroy(struct gpu_model *g);
@@ -86,6 +90,8 @@ int gpu_model_max_len(const struct gpu_model *g);
 int gpu_model_block_tokens(const struct gpu_model *g);
 int gpu_model_kv_blocks(const struct gpu_model *g);
 int gpu_model_max_rows(const struct gpu_model *g);
+/* The K/V cache dtype in use (enum kv_dtype, resolved: KV_DTYPE_BF16 or KV_DTYPE_FP8). */
+int gpu_model_kv_dtype(const struct gpu_model *g);
 /* Device name (static for the model's lifetime). */
 const char *gpu_model_device_name(const struct gpu_model *g);
 

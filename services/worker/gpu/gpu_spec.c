@@ -19,6 +19,7 @@
 #include "embed.h"
 #include "fused_add_rmsnorm.h"
 #include "gemv.h"
+#include "kv_write.h"
 #include "rmsnorm.h"
 
 #define TRY(call)              \
@@ -76,10 +77,13 @@ int gpu_spec_create(struct gpu_model *g, const struct model *m, char *err, size_
     int rc = gpu_upload_mtp(g, m, &s->w, err, errlen);
     if (rc < 0)
         return rc;
-    const int64_t kv_rows = (int64_t)g->o.kv_blocks * g->o.block_tokens * g->hkv * g->hd;
-    s->w.layer.k_cache = gpu_dev_alloc(g, sizeof(uint16_t) * (size_t)kv_rows, &g->mem.kv_pool);
-    s->w.layer.v_cache = gpu_dev_alloc(g, sizeof(uint16_t) * (size_t)kv_rows, &g->mem.kv_pool);
-    g->n_snap = S * (K + 1);
+    /* the MTP layer's K/V: same blocks, same dtype as the main layers */
+    const size_t kv_bytes = (size_t)kv_dtype_bytes(g->kv_dtype) * (size_t)g->o.kv_blocks *
+                            (size_t)g->o.block_tokens * (size_t)g->hkv * (size_t)g->hd;
+    s->w.layer.k_cache = gpu_dev_alloc(g, kv_bytes, &g->mem.kv_pool);
+    s->w.layer.v_cache = gpu_dev_alloc(g, kv_bytes, &g->mem.kv_pool);
+    /* GDN snapshots for the one open window (win_slot): the state after each of its K+1 rows */
+    g->n_snap = K + 1;
     for (int l = 0; l < g->cfg.n_layers; l++) {
         struct gpu_layer *L = &g->layers[l];
         if (L->type != LAYER_LINEAR_ATTN)
@@ -261,28 +265,13 @@ int gpu_spec_after_step(struct gpu_model *g, const struct gpu_item *items, int n
     return 0;
 }
 
-int gpu_model_spec_window(struct gpu_model *g, int slot, int pos, int32_t x, int k,
-                          const uint32_t *blocks, int n_blocks, int32_t *drafts, float *logits)
+/* The device part of a window (the checks passed): drafting, then the verify item. Any failure
+ * leaves the slot's MTP entries consumed and its GDN state possibly advanced. */
+static int window_run(struct gpu_model *g, int slot, int pos, int32_t x, int k,
+                      const uint32_t *blocks, int n_blocks, int32_t *drafts, float *logits)
 {
     struct gpu_spec *s = g->spec;
-    if (!s || slot < 0 || slot >= g->o.n_slots || k < 1 || k > s->K || x < 0 || x >= g->V ||
-        !drafts || !logits)
-        return ERR_INVAL;
-    struct spec_slot *q = &s->sl[slot];
-    if (g->pos[slot] < 1 || g->pos[slot] != pos || g->win_slot >= 0 || !q->have_h)
-        return ERR_STATE;
-    const int64_t end = (int64_t)pos + k + 1, H = g->H;
-    if (end > g->o.max_model_len)
-        return ERR_FULL;
-    if (blocks) {
-        if (n_blocks < CEIL_DIV(end, (int64_t)g->o.block_tokens) || n_blocks > g->bps)
-            return ERR_FULL;
-        for (int b = 0; b < n_blocks; b++)
-            if (blocks[b] >= (uint32_t)g->o.kv_blocks)
-                return ERR_RANGE;
-    } else if ((int64_t)(slot + 1) * g->bps > g->o.kv_blocks) {
-        return ERR_FULL;
-    }
+    const int64_t H = g->H;
     /* drafting: the pending entries and (x, h_last) in one pass, then k-1 feedback rows at
      * pos, pos+1, ... whose token is the previous argmax (on the device) */
     int rc = 0;
@@ -316,33 +305,60 @@ int gpu_model_spec_window(struct gpu_model *g, int slot, int pos, int32_t x, int
                            .all_logits = 1, .snap = 1 };
     TRY(gpu_step_run(g, &it, 1));
     if (it.rc != 0)
-        return it.rc; // cannot happen: checked above
+        return it.rc; // cannot happen: checked by the caller (and max_rows >= spec_k + 1)
     TRY(d2d(g, s->win_hid, g->x, (int64_t)(k + 1) * H));
-    TRY(gpu_cu(cudaStreamSynchronize(g->stream)));
+    return gpu_cu(cudaStreamSynchronize(g->stream));
+}
+
+int gpu_model_spec_window(struct gpu_model *g, int slot, int pos, int32_t x, int k,
+                          const uint32_t *blocks, int n_blocks, int32_t *drafts, float *logits)
+{
+    struct gpu_spec *s = g->spec;
+    if (!s || slot < 0 || slot >= g->o.n_slots || k < 1 || k > s->K || x < 0 || x >= g->V ||
+        !drafts || !logits)
+        return ERR_INVAL;
+    struct spec_slot *q = &s->sl[slot];
+    if (g->pos[slot] < 1 || g->pos[slot] != pos || g->win_slot >= 0 || !q->have_h)
+        return ERR_STATE;
+    const int64_t end = (int64_t)pos + k + 1;
+    if (end > g->o.max_model_len)
+        return ERR_FULL;
+    if (blocks) {
+        if (n_blocks < CEIL_DIV(end, (int64_t)g->o.block_tokens) || n_blocks > g->bps)
+            return ERR_FULL;
+        for (int b = 0; b < n_blocks; b++)
+            if (blocks[b] >= (uint32_t)g->o.kv_blocks)
+                return ERR_RANGE;
+    } else if ((int64_t)(slot + 1) * g->bps > g->o.kv_blocks) {
+        return ERR_FULL;
+    }
+    const int rc = window_run(g, slot, pos, x, k, blocks, n_blocks, drafts, logits);
+    if (rc < 0) {
+        gpu_fail_slot(g, slot, rc, "spec_window");
+        return rc;
+    }
     g->win_slot = slot;
     s->win_pos = pos;
     s->win_k = k;
     return 0;
 }
 
-int gpu_model_spec_commit(struct gpu_model *g, int slot, int a)
+/* The device part of a commit: the GDN state after window row a (snapshot a), the MTP entries. */
+static int commit_run(struct gpu_model *g, int slot, int a)
 {
     struct gpu_spec *s = g->spec;
-    if (!s || slot < 0 || g->win_slot != slot || a < 0 || a > s->win_k)
-        return ERR_STATE;
-    const int64_t H = g->H, base = (int64_t)slot * (s->K + 1) + a;
+    const int64_t H = g->H;
     const size_t cw = sizeof(float) * (size_t)g->cd * (size_t)(g->kc - 1);
     const size_t sw = sizeof(float) * (size_t)g->hv * GPU_GDN_D * GPU_GDN_D;
-    g->win_slot = -1;
     for (int l = 0; l < g->cfg.n_layers; l++) {
         struct gpu_layer *L = &g->layers[l];
         if (L->type != LAYER_LINEAR_ATTN)
             continue;
         TRY(gpu_cu(cudaMemcpyAsync((char *)L->conv_state + cw * (size_t)slot,
-                                   (const char *)L->conv_snap + cw * (size_t)base, cw,
+                                   (const char *)L->conv_snap + cw * (size_t)a, cw,
                                    cudaMemcpyDeviceToDevice, g->stream)));
         TRY(gpu_cu(cudaMemcpyAsync((char *)L->ssm + sw * (size_t)slot,
-                                   (const char *)L->ssm_snap + sw * (size_t)base, sw,
+                                   (const char *)L->ssm_snap + sw * (size_t)a, sw,
                                    cudaMemcpyDeviceToDevice, g->stream)));
     }
     /* positions pos .. pos+a are kept; the token after pos+i is draft i for i < a, the one after
@@ -355,6 +371,20 @@ int gpu_model_spec_commit(struct gpu_model *g, int slot, int a)
     TRY(d2d(g, s->pend_hid + (int64_t)slot * (s->K + 1) * H, s->win_hid, (int64_t)a * H));
     TRY(d2d(g, s->h_last + (int64_t)slot * H, s->win_hid + (int64_t)a * H, H));
     q->have_h = true;
-    g->pos[slot] = s->win_pos + a + 1;
     return gpu_cu(cudaStreamSynchronize(g->stream));
+}
+
+int gpu_model_spec_commit(struct gpu_model *g, int slot, int a)
+{
+    struct gpu_spec *s = g->spec;
+    if (!s || slot < 0 || g->win_slot != slot || a < 0 || a > s->win_k)
+        return ERR_STATE;
+    g->win_slot = -1;
+    const int rc = commit_run(g, slot, a);
+    if (rc < 0) {
+        gpu_fail_slot(g, slot, rc, "spec_commit");
+        return rc;
+    }
+    g->pos[slot] = s->win_pos + a + 1;
+    return 0;
 }

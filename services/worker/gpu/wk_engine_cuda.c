@@ -1,12 +1,18 @@
-/* wk_engine_cuda: engine "cuda" (declared in wk_engine.h): model_load() on the host, gpu_model_create() uploads it and
- * plans every device buffer once, then the host copy is freed. Slots are the gpu_model's
- * slots; the scheduler's block table goes straight to the paged KV cache. Logs the backend
- * per layer class and the resident bytes per group at startup (gpu_model_log). */
+/* wk_engine_cuda: engine "cuda" (declared in wk_engine.h): model_load() on the host,
+ * gpu_model_create() uploads it and plans every device buffer once (slots and KV blocks from
+ * the KV plan under --kv-cache-memory-bytes, K/V in --kv-cache-dtype), then the host copy is
+ * freed. Slots are the gpu_model's slots; the scheduler's block table goes straight to the
+ * paged KV cache. Logs the backend per layer class and the resident bytes per group at startup
+ * (gpu_model_log). */
+#include "wk_engine_cuda.h"
+
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/err.h"
+#include "common/kv_plan.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "gpu_model.h"
@@ -14,8 +20,6 @@
 #include "wk_cfg.h"
 #include "wk_engine.h"
 #include "wk_spec_cpu.h"
-
-#define CUDA_DEFAULT_MAX_MODEL_LEN 32768
 
 struct cuda_eng {
     struct gpu_model *g;
@@ -111,6 +115,62 @@ static const struct wk_engine_ops CUDA_OPS = {
     .spec_commit = cuda_spec_commit,
 };
 
+int wk_engine_cuda_opts(const struct wk_cfg *cfg, const struct model *m, int spec_k,
+                        struct wk_engine_info *in, struct gpu_model_opts *go)
+{
+    const struct model_config *mc = &m->cfg;
+    memset(go, 0, sizeof *go);
+    const char *base = strrchr(cfg->model, '/');
+    const char *name = base && base[1] ? base + 1 : cfg->model;
+    snprintf(in->model_id, sizeof in->model_id, "%.*s", (int)sizeof in->model_id - 1, name);
+    in->vocab_size = (uint32_t)mc->vocab_size;
+    int64_t len = cfg->max_model_len ? cfg->max_model_len : mc->max_position_embeddings;
+    if (!cfg->max_model_len && len > WK_CUDA_DEFAULT_MAX_MODEL_LEN)
+        len = WK_CUDA_DEFAULT_MAX_MODEL_LEN;
+    in->max_model_len = (uint32_t)len;
+    in->n_slots = (uint32_t)cfg->max_seqs;
+    in->block_tokens = (uint32_t)cfg->block_tokens;
+    in->kv_blocks = (uint32_t)cfg->kv_blocks; // 0: the runner's n_slots x blocks per sequence
+    in->max_step_tokens = (uint32_t)cfg->max_step_tokens;
+    in->n_eos = 0;
+    for (int i = 0; i < mc->n_eos && in->n_eos < WK_ENGINE_MAX_EOS; i++)
+        if (mc->eos_ids[i] >= 0)
+            in->eos_ids[in->n_eos++] = (uint32_t)mc->eos_ids[i];
+    const int kv_dtype = kv_dtype_parse(cfg->kv_cache_dtype);
+    if (kv_dtype < 0)
+        return ERR_INVAL; // wk_cfg_validate refuses it first
+    if (cfg->max_step_tokens > WK_CUDA_MAX_STEP_TOKENS) {
+        LOG_ERR("engine_init_failed", "engine=cuda msg=\"max-step-tokens %d: at most %d (one step "
+                "is one pass; its rows ride a grid axis)\"", cfg->max_step_tokens,
+                WK_CUDA_MAX_STEP_TOKENS);
+        fprintf(stderr, "tern-worker: engine cuda takes --max-step-tokens up to %d (got %d)\n",
+                WK_CUDA_MAX_STEP_TOKENS, cfg->max_step_tokens);
+        return ERR_INVAL;
+    }
+    if (cfg->kv_cache_memory_bytes > 0) {
+        /* slots and blocks from the KV plan (the budget, the dtype, max_model_len) */
+        int rc = wk_engine_size_from_plan(cfg, mc, "cuda", in);
+        if (rc < 0)
+            return rc;
+        if (in->n_slots < 1 || in->n_slots > 65535 || in->kv_blocks > INT_MAX)
+            return ERR_INVAL;
+    }
+    *go = (struct gpu_model_opts){
+        .n_slots = (int)in->n_slots,
+        .max_model_len = (int)len,
+        .block_tokens = cfg->block_tokens,
+        .kv_blocks = (int)in->kv_blocks,
+        .device = cfg->device,
+        .graphs = 1,
+        .force_moe = wk_cfg_backend(cfg->moe_backend),
+        .force_linear = wk_cfg_backend(cfg->linear_backend),
+        .max_rows = cfg->max_step_tokens, // every step is one pass over at most this many rows
+        .spec_k = spec_k,
+        .kv_dtype = kv_dtype,
+    };
+    return 0;
+}
+
 int wk_engine_cuda_create(const struct wk_cfg *cfg, wk_engine_progress_cb progress, void *ctx,
                           struct wk_engine **out)
 {
@@ -131,21 +191,6 @@ int wk_engine_cuda_create(const struct wk_cfg *cfg, wk_engine_progress_cb progre
     }
     if (progress)
         progress(ctx, 0.5f, "weights");
-    const struct model_config *mc = &m->cfg;
-    const char *base = strrchr(cfg->model, '/');
-    const char *name = base && base[1] ? base + 1 : cfg->model;
-    snprintf(in->model_id, sizeof in->model_id, "%.*s", (int)sizeof in->model_id - 1, name);
-    in->vocab_size = (uint32_t)mc->vocab_size;
-    int64_t len = cfg->max_model_len ? cfg->max_model_len : mc->max_position_embeddings;
-    if (!cfg->max_model_len && len > CUDA_DEFAULT_MAX_MODEL_LEN)
-        len = CUDA_DEFAULT_MAX_MODEL_LEN;
-    in->max_model_len = (uint32_t)len;
-    in->n_slots = (uint32_t)cfg->max_seqs;
-    in->block_tokens = (uint32_t)cfg->block_tokens;
-    in->max_step_tokens = (uint32_t)cfg->max_step_tokens;
-    for (int i = 0; i < mc->n_eos && in->n_eos < WK_ENGINE_MAX_EOS; i++)
-        if (mc->eos_ids[i] >= 0)
-            in->eos_ids[in->n_eos++] = (uint32_t)mc->eos_ids[i];
     /* speculation (MODEL.md 6): K from the checkpoint and --speculative-tokens, one startup line
      * (K and the head's bytes, or why it is off); an explicit request that cannot be served
      * stops the worker */
@@ -153,18 +198,12 @@ int wk_engine_cuda_create(const struct wk_cfg *cfg, wk_engine_progress_cb progre
     rc = wk_spec_cpu_configure(m, cfg->speculative_tokens, &spec_k);
     if (rc < 0)
         goto fail;
-    struct gpu_model_opts go = {
-        .n_slots = cfg->max_seqs,
-        .max_model_len = (int)len,
-        .block_tokens = cfg->block_tokens,
-        .kv_blocks = cfg->kv_blocks,
-        .device = cfg->device,
-        .graphs = 1,
-        .force_moe = wk_cfg_backend(cfg->moe_backend),
-        .force_linear = wk_cfg_backend(cfg->linear_backend),
-        .max_rows = cfg->max_step_tokens, // every step is one pass over at most this many rows
-        .spec_k = spec_k,
-    };
+    struct gpu_model_opts go;
+    rc = wk_engine_cuda_opts(cfg, m, spec_k, in, &go);
+    if (rc < 0) {
+        LOG_ERR("engine_init_failed", "engine=cuda err=%s msg=\"worker flags\"", err_str(rc));
+        goto fail;
+    }
     rc = gpu_model_create(&c->g, m, &go, err, sizeof err);
     model_destroy(m);
     m = NULL;
@@ -181,8 +220,9 @@ int wk_engine_cuda_create(const struct wk_cfg *cfg, wk_engine_progress_cb progre
     if (progress)
         progress(ctx, 1.0f, "ready");
     LOG_INFO("engine_ready", "engine=cuda model=%s vocab=%u max_model_len=%u slots=%u "
-             "kv_blocks=%u eos=%u", in->model_id, in->vocab_size, in->max_model_len,
-             in->n_slots, in->kv_blocks, in->n_eos);
+             "kv_blocks=%u kv_dtype=%s eos=%u", in->model_id, in->vocab_size, in->max_model_len,
+             in->n_slots, in->kv_blocks,
+             kv_dtype_name((enum kv_dtype)gpu_model_kv_dtype(c->g)), in->n_eos);
     *out = e;
     return 0;
 fail:

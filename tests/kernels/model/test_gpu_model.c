@@ -23,6 +23,19 @@
  *     on the same tokens (the tiny fp32 models amplify bf16 weight rounding to a few %).
  * The runner launches eagerly by default; q_bf16, hf_b and small_nvfp4 run again replaying
  * CUDA graphs ("+graphs").
+ * fp8 K/V (opts.kv_dtype = KV_DTYPE_FP8, e4m3 with scale 1 as vLLM's --kv-cache-dtype fp8):
+ * q_bf16 once more, eager and with graphs ("+fp8kv"), the CPU pass storing K/V rows as e4m3
+ * instead of bf16, at TOL_FP8 = 2e-2 instead of TOL: on top of the arithmetic, a K/V element
+ * whose GPU and CPU values straddle an e4m3 rounding boundary lands one e4m3 step (6-12%) apart,
+ * against 0.4-0.8% for bf16. Measured on the CPU (q_bf16, hf_b): relative noise of 1e-3 on K/V
+ * before the e4m3 rounding moves the logits by <= 1.7e-3 of max|logit|, while e4m3 storage as a
+ * whole costs 5e-3 (q_bf16) .. 1.1e-2 (hf_b) against bf16; a wrong scale, byte layout or dtype
+ * path gives errors of order 1. Its greedy check accepts a divergence at a CPU margin below
+ * 2e-2 of max|logit| (the CPU runs fp32 K/V; e4m3 storage moves two logits apart by up to twice
+ * its cost, 2 x 5e-3 on q_bf16: 2x headroom);
+ * likewise its comparisons against fp32 K/V (CPU, transformers) let the argmax differ where the
+ * reference's top two are within that comparison's tolerance (e4m3 storage alone moves two
+ * logits apart by up to 2 x 5e-3 of max|logit| on q_bf16, the edge of TOL).
  * Then greedy generation of 64 tokens after the prompt (argmax on the device) must equal the
  * CPU's greedy tokens; a divergence is accepted only on a near-tie, where the CPU's top-two
  * margin at that step is below 1e-3 * max|logit| (bf16 fixtures) or 1e-2 (quantized ones).
@@ -37,6 +50,7 @@
 
 #include "common/err.h"
 #include "common/file.h"
+#include "common/kv_plan.h"
 #include "common/xalloc.h"
 #include "gpu_model.h"
 #include "model/forward.h"
@@ -46,10 +60,12 @@
 #include "test.h"
 
 #define TOL 1e-2
+#define TOL_FP8 2e-2
 #define GEN 64
 #define MAX_LEN 160
 
 static int graphs; /* 1: the runner replays CUDA graphs (second pass over three models) */
+static int kv_fp8; /* 1: the runner stores K/V as e4m3 (KV_DTYPE_FP8), the CPU pass too */
 
 /* Append the rows of ref.json entry key ({"file", "shape": [rows, V]}) to dst; rows read. */
 static int read_rows(const char *dir, const cJSON *ref, const char *key, int V, float *dst)
@@ -84,8 +100,10 @@ struct cmp {
     int argmax_bad;
 };
 
-/* Rows where have[t] is set. */
-static struct cmp compare(const float *got, const float *ref, const bool *have, int n, int V)
+/* Rows where have[t] is set. The argmax may differ where the reference's top two are within
+ * tie x max|ref| (TOL; with fp8 K/V the comparison's own tolerance, see the file comment). */
+static struct cmp compare_tie(const float *got, const float *ref, const bool *have, int n, int V,
+                              double tie)
 {
     struct cmp c = { 0.0, -1, 0 };
     for (int t = 0; t < n; t++) {
@@ -108,10 +126,15 @@ static struct cmp compare(const float *got, const float *ref, const bool *have, 
             c.rel_err = isnan(e) ? INFINITY : e;
             c.worst = t;
         }
-        if (ao != ar && !(r[ao] >= r[ar] - TOL * amax))
+        if (ao != ar && !(r[ao] >= r[ar] - tie * amax))
             c.argmax_bad++;
     }
     return c;
+}
+
+static struct cmp compare(const float *got, const float *ref, const bool *have, int n, int V)
+{
+    return compare_tie(got, ref, have, n, V, TOL);
 }
 
 static void report(const char *name, const char *what, struct cmp c, double tol)
@@ -122,23 +145,34 @@ static void report(const char *name, const char *what, struct cmp c, double tol)
     CHECK(ok);
 }
 
+/* K/V storage of the CPU pass: fp32 (the CPU backend's own), or rounded as the GPU cache stores
+ * it: bf16, or e4m3 with scale 1 (RNE, saturating at +-448, as kv_write's fp8 path). */
+enum kv_store { STORE_F32, STORE_BF16, STORE_E4M3 };
+
+static float store_round(float x, enum kv_store how)
+{
+    return how == STORE_BF16 ? dtype_round_bf16(x)
+                             : how == STORE_E4M3 ? dtype_e4m3_to_f32(dtype_f32_to_e4m3(x)) : x;
+}
+
 /* CPU logits of every position of seq (n tokens), one token at a time. round_kv: round each
- * new K/V row to bf16 as the GPU's cache stores it (same storage precision, CPU arithmetic). */
-static int cpu_logits(const struct model *m, const int32_t *seq, int n, float *out, bool round_kv)
+ * new K/V row as the GPU's cache stores it (same storage precision, CPU arithmetic). */
+static int cpu_logits(const struct model *m, const int32_t *seq, int n, float *out,
+                      enum kv_store round_kv)
 {
     struct forward_ctx *fc = forward_ctx_create(m, 1, MAX_LEN, NULL);
     struct seq_state *st = seq_state_create(m, MAX_LEN);
     int rc = fc && st ? 0 : ERR_NOMEM;
     for (int t = 0; t < n && rc == 0; t++) {
         rc = forward_run(fc, m, st, &seq[t], 1, out + (size_t)t * m->cfg.vocab_size, NULL, 0);
-        for (int l = 0; round_kv && rc == 0 && l < st->n_layers; l++) {
+        for (int l = 0; round_kv != STORE_F32 && rc == 0 && l < st->n_layers; l++) {
             if (!st->k[l])
                 continue;
             for (int i = 0; i < st->kv_width; i++) {
                 float *k = st->k[l] + (size_t)t * st->kv_width + i;
                 float *v = st->v[l] + (size_t)t * st->kv_width + i;
-                *k = dtype_round_bf16(*k);
-                *v = dtype_round_bf16(*v);
+                *k = store_round(*k, round_kv);
+                *v = store_round(*v, round_kv);
             }
         }
     }
@@ -288,7 +322,10 @@ static void run_model(const char *name, struct model *m, const int32_t *seq, int
     char err[512];
     struct gpu_model *g = NULL;
     struct gpu_model_opts o = { .n_slots = 4, .max_model_len = MAX_LEN, .block_tokens = 4,
-                                .graphs = graphs, .max_rows = 3 * MAX_LEN };
+                                .graphs = graphs, .max_rows = 3 * MAX_LEN,
+                                .kv_dtype = kv_fp8 ? KV_DTYPE_FP8 : KV_DTYPE_AUTO };
+    const enum kv_store store = kv_fp8 ? STORE_E4M3 : STORE_BF16;
+    const double tol = kv_fp8 ? TOL_FP8 : TOL;
     int rc = gpu_model_create(&g, m, &o, err, sizeof err);
     if (rc == ERR_UNSUPPORTED || rc == ERR_INVAL) {
         printf("fixture=%s SKIPPED: %s (%s)\n", name, err, err_str(rc));
@@ -301,6 +338,7 @@ static void run_model(const char *name, struct model *m, const int32_t *seq, int
         return;
     }
     gpu_model_log(g);
+    CHECK_EQ_INT(gpu_model_kv_dtype(g), kv_fp8 ? KV_DTYPE_FP8 : KV_DTYPE_BF16);
     int32_t *rev = xmalloc(sizeof(int32_t) * (size_t)n);
     for (int i = 0; i < n; i++)
         rev[i] = seq[n - 1 - i];
@@ -371,39 +409,47 @@ static void run_model(const char *name, struct model *m, const int32_t *seq, int
     bool *all = xmalloc(sizeof(bool) * (size_t)n);
     for (int i = 0; i < n; i++)
         all[i] = true;
-    CHECK_EQ_INT(cpu_logits(m, seq, n, cpu, false), 0);
+    CHECK_EQ_INT(cpu_logits(m, seq, n, cpu, STORE_F32), 0);
     static struct swap sw;
     round_weights(m, &sw);
     const int n_rounded = sw.n;
-    CHECK_EQ_INT(cpu_logits(m, seq, n, cpu16, true), 0);
-    CHECK_EQ_INT(cpu_logits(m, rev, n, rev16, true), 0);
+    CHECK_EQ_INT(cpu_logits(m, seq, n, cpu16, store), 0);
+    CHECK_EQ_INT(cpu_logits(m, rev, n, rev16, store), 0);
     restore_weights(&sw);
-    /* the arithmetic: against the CPU with the same storage (bf16 K/V; bf16 copies of fp32
-     * checkpoint weights), at TOL */
-    report(name, "slot0-vs-cpu_bf16store", compare(sp[0].logits, cpu16, sp[0].have, n, V), TOL);
-    report(name, "slot1-chunked-vs-cpu_bf16store", compare(sp[1].logits, cpu16, sp[1].have, n, V),
-           TOL);
-    report(name, "slot2-reversed-vs-cpu_bf16store", compare(sp[2].logits, rev16, sp[2].have, n, V),
-           TOL);
-    report(name, "slot3-irregular-all_logits-vs-cpu_bf16store",
-           compare(sp[3].logits, cpu16, sp[3].have, n, V), TOL);
+    /* the arithmetic: against the CPU with the same storage (bf16 or e4m3 K/V; bf16 copies of
+     * fp32 checkpoint weights), at TOL (TOL_FP8 for e4m3 K/V) */
+    const char *sn = kv_fp8 ? "fp8store" : "bf16store";
+    char part[96];
+    snprintf(part, sizeof part, "slot0-vs-cpu_%s", sn);
+    report(name, part, compare(sp[0].logits, cpu16, sp[0].have, n, V), tol);
+    snprintf(part, sizeof part, "slot1-chunked-vs-cpu_%s", sn);
+    report(name, part, compare(sp[1].logits, cpu16, sp[1].have, n, V), tol);
+    snprintf(part, sizeof part, "slot2-reversed-vs-cpu_%s", sn);
+    report(name, part, compare(sp[2].logits, rev16, sp[2].have, n, V), tol);
+    snprintf(part, sizeof part, "slot3-irregular-all_logits-vs-cpu_%s", sn);
+    report(name, part, compare(sp[3].logits, cpu16, sp[3].have, n, V), tol);
     CHECK(sp[3].have[0] && sp[3].have[n - 1]);
     /* against fp32 K/V (CPU backend, transformers): what bf16 storage costs on this model,
      * measured by the CPU pass with rounded K/V, may be added (x2) to TOL */
     struct cmp kv = compare(cpu16, cpu, all, n, V);
-    const double tol_kv = fmax(TOL, 2.0 * kv.rel_err);
-    printf("fixture=%s storage_cost rel_err=%.3g (cpu with bf16 K/V and %d fp32 weights rounded "
-           "to bf16, vs cpu) -> tol %.3g\n", name, kv.rel_err, n_rounded, tol_kv);
-    report(name, "slot0-vs-cpu", compare(sp[0].logits, cpu, sp[0].have, n, V), tol_kv);
+    const double tol_kv = fmax(tol, 2.0 * kv.rel_err);
+    printf("fixture=%s storage_cost rel_err=%.3g (cpu with %s K/V and %d fp32 weights rounded "
+           "to bf16, vs cpu) -> tol %.3g\n", name, kv.rel_err, kv_fp8 ? "e4m3" : "bf16", n_rounded,
+           tol_kv);
+    const double tie_kv = kv_fp8 ? tol_kv : TOL;
+    report(name, "slot0-vs-cpu", compare_tie(sp[0].logits, cpu, sp[0].have, n, V, tie_kv), tol_kv);
     if (ref) {
         struct cmp kr = compare(cpu16, ref, all, n, V);
-        const double tol_r = fmax(TOL, 2.0 * kr.rel_err);
-        report(name, "slot0-vs-transformers", compare(sp[0].logits, ref, sp[0].have, n, V), tol_r);
-        report(name, "slot1-vs-transformers", compare(sp[1].logits, ref, sp[1].have, n, V), tol_r);
+        const double tol_r = fmax(tol, 2.0 * kr.rel_err);
+        const double tie_r = kv_fp8 ? tol_r : TOL;
+        report(name, "slot0-vs-transformers",
+               compare_tie(sp[0].logits, ref, sp[0].have, n, V, tie_r), tol_r);
+        report(name, "slot1-vs-transformers",
+               compare_tie(sp[1].logits, ref, sp[1].have, n, V, tie_r), tol_r);
     }
     for (int s = 0; s < 4; s++)
         gpu_model_seq_close(g, s);
-    check_greedy(name, m, g, seq, n_prompt, strict ? 1e-3 : 1e-2);
+    check_greedy(name, m, g, seq, n_prompt, kv_fp8 ? TOL_FP8 : strict ? 1e-3 : 1e-2);
     for (int s = 0; s < 4; s++) {
         free(sp[s].logits);
         free(sp[s].have);
@@ -423,7 +469,7 @@ static void run_fixture(const char *src, const char *name, bool strict)
     char dir[1024], path[1100];
     snprintf(dir, sizeof dir, "%s/tests/reference/fixtures/%s", src, name);
     char label[64];
-    snprintf(label, sizeof label, "%s%s", name, graphs ? "+graphs" : "");
+    snprintf(label, sizeof label, "%s%s%s", name, graphs ? "+graphs" : "", kv_fp8 ? "+fp8kv" : "");
     snprintf(path, sizeof path, "%s/ref.json", dir);
     char *txt = file_read(path, NULL);
     cJSON *ref = txt ? cJSON_Parse(txt) : NULL;
@@ -532,5 +578,10 @@ int main(void)
         run_fixture(src, "hf_b", true);
     if (selected("small_nvfp4"))
         run_dummy(src, "small_nvfp4");
+    /* fp8 K/V (e4m3, scale 1): one bf16 fixture, eager and with graphs */
+    kv_fp8 = 1;
+    for (graphs = 0; graphs <= 1; graphs++)
+        if (selected("q_bf16"))
+            run_fixture(src, "q_bf16", true);
     return test_result();
 }

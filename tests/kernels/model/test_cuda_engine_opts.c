@@ -1,0 +1,151 @@
+/* Unit (CPU, no device): how the cuda engine turns the worker's flags into gpu_model_opts
+ * (wk_engine_cuda_opts, services/worker/gpu/wk_engine_cuda.h), on the built-in tiny model
+ * written by tiny_write() into a temp dir. Built where tern_worker_core holds the runner (CUDA
+ * builds); it makes no CUDA call, so it runs on machines without a GPU.
+ *
+ * The tiny geometry (as tests/unit/services/test_sched_wk_kv.c works it out): 1 full-attention
+ * layer of 2 KV heads x 32; 16-token blocks; GDN state 14,592 B per sequence; max_model_len 4096.
+ *   bf16 K/V: 256 B/token, 4,096 B/block; 8 MiB, 16 seqs -> 16 slots, (8,388,608 - 16 x 14,592)
+ *     / 4,096 = 1,991 blocks; 1 MiB is refused (one sequence = 1,063,168 B).
+ *   fp8 K/V: 128 B/token, 2,048 B/block; 8 MiB -> (8,388,608 - 233,472) / 2,048 = 3,982 blocks;
+ *     1 MiB now fits one sequence (524,288 + 14,592 B): the dtype reaches the plan.
+ * Checked: slots/blocks handed to the runner equal the plan's, kv_dtype is
+ * kv_dtype_parse(--kv-cache-dtype) (0 = auto = bf16 in the runner), without a budget the runner
+ * keeps its own default (kv_blocks 0 = n_slots x blocks per sequence), --kv-blocks passes
+ * through, max_rows / spec_k / max_model_len are the flags' (--max-step-tokens > 65535 is
+ * refused: one step is one pass of at most that many rows). Also gpu_model_create's option
+ * refusals that come before any device call (bad kv_dtype, cache slots past int32, max_rows,
+ * spec_k, n_slots): ERR_INVAL with a message. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/kv_plan.h"
+#include "common/log.h"
+#include "model/model_load.h"
+#include "model/tiny.h"
+#include "test.h"
+#include "wk_cfg.h"
+#include "wk_engine_cuda.h"
+
+static char model_dir[64] = "/tmp/tern-cudaopts-XXXXXX";
+
+/* Parse the flags (plus --engine cuda --model DIR --max-model-len 4096 --max-seqs 16) and run
+ * wk_engine_cuda_opts on m; returns its status. */
+static int opts(const struct model *m, const char *const *extra, int n_extra, int spec_k,
+                struct wk_engine_info *in, struct gpu_model_opts *go)
+{
+    char *argv[32] = { (char *)"tern-worker", (char *)"--engine", (char *)"cuda",
+                       (char *)"--model", model_dir, (char *)"--max-model-len", (char *)"4096",
+                       (char *)"--max-seqs", (char *)"16" };
+    int argc = 9;
+    for (int i = 0; i < n_extra && argc < 31; i++)
+        argv[argc++] = (char *)extra[i];
+    argv[argc] = NULL;
+    struct wk_cfg cfg;
+    int rc = wk_cfg_parse(&cfg, argc, argv);
+    CHECK_EQ_INT(rc, 0);
+    if (rc != 0)
+        return rc;
+    memset(in, 0, sizeof *in);
+    return wk_engine_cuda_opts(&cfg, m, spec_k, in, go);
+}
+
+int main(void)
+{
+    log_init("test", LOG_LEVEL_OFF);
+    CHECK(mkdtemp(model_dir) != NULL);
+    struct tiny_opts to;
+    tiny_opts_default(&to);
+    CHECK_EQ_INT(tiny_write(&to, model_dir), 0);
+    struct model *m = NULL;
+    char err[512];
+    CHECK_EQ_INT(model_load(&m, model_dir, NULL, err, sizeof err), 0);
+    if (!m) {
+        printf("model_load: %s\n", err);
+        return test_result();
+    }
+    struct wk_engine_info in;
+    struct gpu_model_opts go;
+
+    /* no budget: the runner's default pool, bf16 (auto) */
+    CHECK_EQ_INT(opts(m, NULL, 0, 0, &in, &go), 0);
+    CHECK_EQ_INT(go.n_slots, 16);
+    CHECK_EQ_INT(go.kv_blocks, 0);
+    CHECK_EQ_INT(go.kv_dtype, KV_DTYPE_AUTO);
+    CHECK_EQ_INT(go.max_model_len, 4096);
+    CHECK_EQ_INT(go.block_tokens, 16);
+    CHECK_EQ_INT(go.max_rows, 512);
+    CHECK_EQ_INT(go.spec_k, 0);
+    CHECK_EQ_INT(go.graphs, 1);
+    CHECK_EQ_INT(in.n_slots, 16);
+    CHECK_EQ_INT(in.max_model_len, 4096);
+    CHECK_EQ_INT(in.vocab_size, m->cfg.vocab_size);
+
+    /* --kv-blocks passes through; --kv-cache-dtype without a budget still sets the dtype */
+    const char *kb[] = { "--kv-blocks", "300", "--kv-cache-dtype", "fp8", "--max-step-tokens",
+                         "64" };
+    CHECK_EQ_INT(opts(m, kb, 6, 3, &in, &go), 0);
+    CHECK_EQ_INT(go.kv_blocks, 300);
+    CHECK_EQ_INT(in.kv_blocks, 300);
+    CHECK_EQ_INT(go.kv_dtype, KV_DTYPE_FP8);
+    CHECK_EQ_INT(go.max_rows, 64);
+    CHECK_EQ_INT(go.spec_k, 3);
+
+    /* one step is one pass of at most 65535 rows */
+    const char *big[] = { "--max-step-tokens", "65536" };
+    CHECK_EQ_INT(opts(m, big, 2, 0, &in, &go), ERR_INVAL);
+    const char *edge[] = { "--max-step-tokens", "65535" };
+    CHECK_EQ_INT(opts(m, edge, 2, 0, &in, &go), 0);
+    CHECK_EQ_INT(go.max_rows, 65535);
+
+    /* a budget: slots and blocks from the plan, bf16 */
+    const char *b16[] = { "--kv-cache-memory-bytes", "8388608" };
+    CHECK_EQ_INT(opts(m, b16, 2, 0, &in, &go), 0);
+    CHECK_EQ_INT(go.n_slots, 16);
+    CHECK_EQ_INT(go.kv_blocks, 1991);
+    CHECK_EQ_INT(in.n_slots, 16);
+    CHECK_EQ_INT(in.kv_blocks, 1991);
+    CHECK_EQ_INT(go.kv_dtype, KV_DTYPE_AUTO);
+
+    /* the same budget with fp8 K/V: twice the blocks (half the bytes per block) */
+    const char *b8[] = { "--kv-cache-memory-bytes", "8388608", "--kv-cache-dtype", "fp8" };
+    CHECK_EQ_INT(opts(m, b8, 4, 0, &in, &go), 0);
+    CHECK_EQ_INT(go.kv_dtype, KV_DTYPE_FP8);
+    CHECK_EQ_INT(go.n_slots, 16);
+    CHECK_EQ_INT(go.kv_blocks, 3982);
+    CHECK_EQ_INT(in.kv_blocks, 3982);
+
+    /* 1 MiB: one 4096-token sequence does not fit in bf16 (refused before any device work),
+     * fits in fp8 */
+    const char *s16[] = { "--kv-cache-memory-bytes", "1048576", "--kv-cache-dtype", "bf16" };
+    CHECK_EQ_INT(opts(m, s16, 4, 0, &in, &go), ERR_FULL);
+    const char *s8[] = { "--kv-cache-memory-bytes", "1048576", "--kv-cache-dtype", "fp8" };
+    CHECK_EQ_INT(opts(m, s8, 4, 0, &in, &go), 0);
+    CHECK(go.kv_blocks >= 256); // one max_model_len sequence: 4096 / 16 blocks
+    CHECK(go.n_slots >= 1);
+    CHECK_EQ_INT(go.kv_dtype, KV_DTYPE_FP8);
+
+    /* gpu_model_create refuses bad options before any device call */
+    const struct gpu_model_opts ok = { .n_slots = 2, .max_model_len = 64 };
+    struct gpu_model_opts bad[5] = { ok, ok, ok, ok, ok };
+    bad[0].kv_dtype = 7;                 // not auto|bf16|fp8
+    bad[1].kv_blocks = 1 << 28;          // x 16 tokens: cache slots past int32
+    bad[1].block_tokens = 16;
+    bad[2].max_rows = 65536;             // one pass's rows ride a grid axis
+    bad[3].spec_k = GPU_SPEC_MAX + 1;
+    bad[4].n_slots = 0;
+    for (int i = 0; i < 5; i++) {
+        struct gpu_model *g = NULL;
+        err[0] = '\0';
+        CHECK_EQ_INT(gpu_model_create(&g, m, &bad[i], err, sizeof err), ERR_INVAL);
+        CHECK(g == NULL && err[0] != '\0');
+    }
+
+    model_destroy(m);
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", model_dir);
+    CHECK_EQ_INT(system(cmd), 0);
+    return test_result();
+}
