@@ -30,19 +30,20 @@ void wk_engine_destroy(struct wk_engine *e)
 }
 
 int wk_engine_size_from_plan(const struct wk_cfg *cfg, const struct model_config *mc,
-                             const char *engine, struct wk_engine_info *in)
+                             const char *engine, int spec_k, struct wk_engine_info *in)
 {
     struct kv_geom g;
     struct kv_opts o;
     struct kv_plan p;
     char err[1024];
-    model_kv_geom(mc, false, &g);
+    model_kv_geom(mc, spec_k > 0, &g);
     memset(&o, 0, sizeof o);
     o.dtype = (enum kv_dtype)kv_dtype_parse(cfg->kv_cache_dtype);
     o.max_model_len = in->max_model_len;
     o.max_num_seqs = cfg->max_seqs;
     o.kv_cache_memory_bytes = cfg->kv_cache_memory_bytes;
     o.block_tokens = cfg->block_tokens;
+    o.spec_tokens = spec_k > 0 ? spec_k : 0;
     int rc = kv_plan_compute(&g, &o, &p, err, sizeof err);
     if (rc < 0) {
         LOG_ERR("kv_plan_refused", "engine=%s msg=\"%s\"", engine, err);

@@ -83,9 +83,10 @@ struct model_config;
 
 /* --kv-cache-memory-bytes: set in->n_slots, kv_blocks and kv_bytes from the model's KV plan
  * (common/kv_plan.h, docs/KV.md) for in->max_model_len and log the pool, or refuse in one line
- * (logged and printed) when one max_model_len sequence does not fit. 0 or the plan's status. */
+ * (logged and printed) when one max_model_len sequence does not fit. spec_k > 0: speculation is
+ * on, so the MTP layer's own KV is in the plan too. 0 or the plan's status. */
 int wk_engine_size_from_plan(const struct wk_cfg *cfg, const struct model_config *mc,
-                             const char *engine, struct wk_engine_info *in);
+                             const char *engine, int spec_k, struct wk_engine_info *in);
 
 /* The backends. */
 int wk_engine_fake_create(const struct wk_cfg *cfg, struct wk_engine **out);

@@ -167,8 +167,12 @@ int wk_engine_cpu_create(const struct wk_cfg *cfg, wk_engine_progress_cb progres
     in->kv_blocks = cfg->kv_blocks
                         ? (uint32_t)cfg->kv_blocks
                         : in->n_slots * (uint32_t)CEIL_DIV(in->max_model_len, in->block_tokens);
+    int spec_k = 0; /* first: with speculation on, the plan holds the MTP layer's KV too */
+    rc = wk_spec_cpu_configure(c->m, cfg->speculative_tokens, &spec_k);
+    if (rc < 0)
+        goto fail;
     if (cfg->kv_cache_memory_bytes > 0) {
-        rc = wk_engine_size_from_plan(cfg, mc, "cpu", in);
+        rc = wk_engine_size_from_plan(cfg, mc, "cpu", spec_k, in);
         if (rc < 0)
             goto fail;
     }
@@ -183,10 +187,6 @@ int wk_engine_cpu_create(const struct wk_cfg *cfg, wk_engine_progress_cb progres
         LOG_ERR("engine_init_failed", "engine=cpu err=%s", err_str(rc));
         goto fail;
     }
-    int spec_k = 0;
-    rc = wk_spec_cpu_configure(c->m, cfg->speculative_tokens, &spec_k);
-    if (rc < 0)
-        goto fail;
     if (spec_k > 0) {
         c->spec = wk_spec_cpu_create(c->m, c->fc, in->n_slots, spec_k, (int)in->max_step_tokens);
         if (!c->spec) {

@@ -8,7 +8,10 @@
  * window 128 x 3 x 2 B = 768 B, S = 4 x 16 x 16 x 4 B = 4,096 B -> 4,864 B/layer, 14,592 B/seq.
  * max_model_len 4096 = 256 blocks = 1,048,576 B (+ slot = 1,063,168 B).
  *   8 MiB, 16 seqs: 16 slots = 233,472 B; (8,388,608 - 233,472) / 4,096 = 1,991 blocks.
- *   1 MiB: refused (1,063,168 > 1,048,576). */
+ *   1 MiB: refused (1,063,168 > 1,048,576).
+ * With speculation on (the tiny model has an MTP head; the cpu engine's default K is 3), the MTP
+ * layer's own K/V doubles the attention KV: 8,192 B per block, (8,388,608 - 233,472) / 8,192 =
+ * 995 blocks. The other cases run with --speculative-tokens 0. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +25,7 @@
 
 static char model_dir[64] = "/tmp/tern-wkkv-XXXXXX";
 
-static int create(const char *engine, const char *budget, struct wk_engine **e)
+static int create(const char *engine, const char *budget, const char *spec, struct wk_engine **e)
 {
     char *argv[] = {(char *)"tern-worker", (char *)"--engine",
                     (char *)engine,        (char *)"--model",
@@ -30,9 +33,10 @@ static int create(const char *engine, const char *budget, struct wk_engine **e)
                     (char *)"4096",        (char *)"--max-seqs",
                     (char *)"16",          (char *)"--kv-cache-memory-bytes",
                     (char *)budget,        (char *)"--threads",
-                    (char *)"1",           NULL};
+                    (char *)"1",           (char *)"--speculative-tokens",
+                    (char *)spec,          NULL};
     struct wk_cfg cfg;
-    int rc = wk_cfg_parse(&cfg, 13, argv);
+    int rc = wk_cfg_parse(&cfg, 15, argv);
     CHECK_EQ_INT(rc, 0);
     if (rc != 0)
         return rc;
@@ -50,7 +54,7 @@ int main(void)
     const char *engines[] = {"fake", "cpu"};
     for (int i = 0; i < 2; i++) {
         struct wk_engine *e = NULL;
-        CHECK_EQ_INT(create(engines[i], "8388608", &e), 0);
+        CHECK_EQ_INT(create(engines[i], "8388608", "0", &e), 0);
         if (e) {
             CHECK_EQ_INT(e->info.max_model_len, 4096);
             CHECK_EQ_INT(e->info.n_slots, 16);
@@ -60,8 +64,17 @@ int main(void)
             wk_engine_destroy(e);
         }
         e = NULL;
-        CHECK_EQ_INT(create(engines[i], "1048576", &e), ERR_FULL);
+        CHECK_EQ_INT(create(engines[i], "1048576", "0", &e), ERR_FULL);
         CHECK(e == NULL);
+    }
+    /* cpu engine, speculation on by default: the MTP layer's KV is in the plan */
+    struct wk_engine *e = NULL;
+    CHECK_EQ_INT(create("cpu", "8388608", "-1", &e), 0);
+    if (e) {
+        CHECK_EQ_INT(e->info.spec_k, 3);
+        CHECK_EQ_INT(e->info.n_slots, 16);
+        CHECK_EQ_INT(e->info.kv_blocks, 995);
+        wk_engine_destroy(e);
     }
     char cmd[160];
     snprintf(cmd, sizeof cmd, "rm -rf %s", model_dir);
