@@ -114,7 +114,7 @@ if [ $sanitize = 1 ] && command -v compute-sanitizer > /dev/null; then
     [ $rc -eq 0 ] && st=PASS || { st="FAIL(rc=$rc)"; fail=1; }
     say "memcheck $n: $st ($errs)"
   done
-  for n in ${RACECHECK-ktest_gemv ktest_moe}; do
+  for n in ${RACECHECK-ktest_gemv ktest_moe ktest_moe_grouped ktest_gdn_seq ktest_sample}; do
     (cd "$root" && compute-sanitizer --tool racecheck --error-exitcode 99 "$build/bin/$n") > "$out/san_race_$n.log" 2>&1
     rc=$?
     errs=$(grep -m1 'RACECHECK SUMMARY' "$out/san_race_$n.log" || echo 'no summary')
@@ -130,6 +130,13 @@ if [ $bench = 1 ] && [ -x "$build/bin/bench_kernels" ]; then
   "$build/bin/bench_kernels" > "$out/bench.txt" 2>&1
   say "bench: rc=$?"
   cat "$out/bench.txt" | tee -a "$summary"
+  # prefill attention and the grouped expert / FP8 GEMMs (TFLOP/s against the bf16 peak)
+  for b in bench_attn bench_gemm; do
+    [ -x "$build/bin/$b" ] || continue
+    "$build/bin/$b" > "$out/$b.txt" 2>&1
+    say "$b: rc=$?"
+    cat "$out/$b.txt" | tee -a "$summary"
+  done
 fi
 # keep the per-test logs in one file (the transfer back takes few files)
 cat "$out"/test_*.log "$out"/ktest_*.log > "$out/tests.log" 2>/dev/null; rm -f "$out"/test_*.log "$out"/ktest_*.log
