@@ -24,6 +24,7 @@ struct gemm_fp8 {
     uint16_t *xb; /* (max_rows, max_k) bf16 (BLOCK path) */
     uint16_t *wb; /* (max_n, max_k) bf16 dequantized weight (BLOCK path) */
     int max_rows, max_n, max_k;
+    int n_fallback; /* calls of the fp8 path that ran the bf16 fallback */
 };
 
 static int gf_check_weight(const struct kweight *w)
@@ -133,18 +134,30 @@ __global__ void gemm_fp8_epilogue_kernel(float *y, const float *src, const float
     y[i] = accumulate ? y[i] + v : v;
 }
 
-/* wb[r][c] = bf16(e4m3(W[e][r][c]) * block scale); grid (n, k/256). */
-__global__ void gemm_fp8_dequant_kernel(uint16_t *wb, const kweight w, int e)
+/* wb[r][c] = bf16(e4m3(W[e][r][c]) * block scale), or with block_scaled == 0 the bare e4m3 value
+ * (exact in bf16: the fallback of the TENSOR/CHANNEL path); grid (n, k/256). */
+__global__ void gemm_fp8_dequant_kernel(uint16_t *wb, const kweight w, int e, int block_scaled)
 {
     const int r = blockIdx.x, c = blockIdx.y * blockDim.x + threadIdx.x;
     if (c >= w.cols)
         return;
     const uint8_t b =
         ((const uint8_t *)w.data)[(int64_t)e * w.expert_stride + (int64_t)r * w.row_stride + c];
-    const int nbc = (w.cols + w.block_cols - 1) / w.block_cols;
-    const float s = w.scale[(int64_t)e * w.scale_expert_stride + (int64_t)(r / w.block_rows) * nbc +
-                            c / w.block_cols];
+    float s = 1.0f;
+    if (block_scaled) {
+        const int nbc = (w.cols + w.block_cols - 1) / w.block_cols;
+        s = w.scale[(int64_t)e * w.scale_expert_stride + (int64_t)(r / w.block_rows) * nbc +
+                    c / w.block_cols];
+    }
     wb[(int64_t)r * w.cols + c] = f32_to_bf16_bits(e4m3_to_f32(b) * s);
+}
+
+/* xb[i] = bf16(e4m3 xq[i]) (exact). */
+__global__ void gemm_fp8_xq_to_bf16_kernel(uint16_t *xb, const uint8_t *xq, int64_t n)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        xb[i] = f32_to_bf16_bits(e4m3_to_f32(xq[i]));
 }
 
 __global__ void gemm_fp8_to_bf16_kernel(uint16_t *xb, const float *x, int64_t n)
@@ -180,7 +193,7 @@ static int gf_lt_matmul(struct gemm_fp8 *g, const uint8_t *wq, int64_t lda, int 
         goto out;
     if (cublasLtMatmulAlgoGetHeuristic(g->lt, op, la, lb, lc, lc, pref, 1, &heur, &found) ||
         found == 0) {
-        LOG_ERR("gemm_fp8_no_algo", "m=%d n=%d k=%d", m, n, k);
+        LOG_DEBUG("gemm_fp8_no_algo", "m=%d n=%d k=%d", m, n, k);
         rc = ERR_UNSUPPORTED;
         goto out;
     }
@@ -202,6 +215,11 @@ out:
     return rc;
 }
 
+int gemm_fp8_fallbacks(const struct gemm_fp8 *g)
+{
+    return g ? g->n_fallback : 0;
+}
+
 int gemm_fp8_cuda(struct gemm_fp8 *g, float *y, const float *x, int rows, const struct kweight *w,
                   int expert, int accumulate, cudaStream_t stream)
 {
@@ -215,7 +233,7 @@ int gemm_fp8_cuda(struct gemm_fp8 *g, float *y, const float *x, int rows, const 
     const dim3 eg(rows, CEIL_DIV(n, GF_EW_THREADS));
     if (w->scale_kind == KW_SCALE_BLOCK) {
         gemm_fp8_dequant_kernel<<<dim3(n, CEIL_DIV(k, GF_EW_THREADS)), GF_EW_THREADS, 0, stream>>>(
-            g->wb, *w, expert);
+            g->wb, *w, expert, 1);
         const int64_t nx = (int64_t)rows * k;
         gemm_fp8_to_bf16_kernel<<<(unsigned)CEIL_DIV(nx, GF_EW_THREADS), GF_EW_THREADS, 0,
                                   stream>>>(g->xb, x, nx);
@@ -234,6 +252,21 @@ int gemm_fp8_cuda(struct gemm_fp8 *g, float *y, const float *x, int rows, const 
     if (rc == 0)
         rc = gf_lt_matmul(g, (const uint8_t *)w->data + (int64_t)expert * w->expert_stride,
                           w->row_stride, rows, n, k, stream);
+    if (rc == ERR_UNSUPPORTED) {
+        /* no fp8 cuBLASLt algorithm for this shape / build: the same products in bf16 (e4m3
+         * values are exact in bf16, so only the fp32 summation order can differ) */
+        if (g->n_fallback++ == 0)
+            LOG_WARN("gemm_fp8_bf16_fallback", "m=%d n=%d k=%d", rows, n, k);
+        const int64_t nx = (int64_t)rows * k;
+        gemm_fp8_dequant_kernel<<<dim3(n, CEIL_DIV(k, GF_EW_THREADS)), GF_EW_THREADS, 0, stream>>>(
+            g->wb, *w, expert, 0);
+        gemm_fp8_xq_to_bf16_kernel<<<(unsigned)CEIL_DIV(nx, GF_EW_THREADS), GF_EW_THREADS, 0,
+                                     stream>>>(g->xb, g->xq, nx);
+        rc = kcuda_launch_status("gemm_fp8_fallback");
+        if (rc == 0)
+            rc = gemm_bf16_cuda(g->ytmp, g->xb, g->wb, rows, n, k, 0, g->lt, g->ws, g->ws_bytes,
+                                stream);
+    }
     if (rc < 0)
         return rc;
     gemm_fp8_epilogue_kernel<<<eg, GF_EW_THREADS, 0, stream>>>(

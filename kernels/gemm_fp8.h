@@ -29,13 +29,17 @@ struct gemm_fp8;
  * memory), ERR_CUDA. */
 int gemm_fp8_create(struct gemm_fp8 **out, int max_rows, int max_n, int max_k, size_t ws_bytes);
 void gemm_fp8_destroy(struct gemm_fp8 *g);
+/* Calls of g that took the bf16 fallback of the fp8 path (see gemm_fp8_cuda). */
+int gemm_fp8_fallbacks(const struct gemm_fp8 *g);
 
 /* y: (rows, w->rows) fp32; x: (rows, w->cols) fp32, 16-byte aligned; w: fp8 weight (device
  * pointers), expert e of a stack (0 for a plain weight). accumulate != 0 adds into y.
  * Constraints (else ERR_INVAL): 0 <= rows <= max_rows, w->rows <= max_n, w->cols <= max_k,
  * w->rows % 16 == 0, w->cols % 16 == 0, w->row_stride % 16 == 0, expert_stride % 16 == 0,
- * 16-byte aligned data, a scale kind. Returns 0, ERR_INVAL, ERR_UNSUPPORTED (no cuBLASLt
- * algorithm), ERR_CUDA. Does not synchronize. */
+ * 16-byte aligned data, a scale kind. When cuBLASLt has no fp8 algorithm for a TENSOR/CHANNEL
+ * call, the same products run through gemm_bf16 (e4m3 values are exact in bf16; logged once,
+ * counted by gemm_fp8_fallbacks). Returns 0, ERR_INVAL, ERR_UNSUPPORTED (no cuBLASLt
+ * algorithm at all), ERR_CUDA. Does not synchronize. */
 int gemm_fp8_cuda(struct gemm_fp8 *g, float *y, const float *x, int rows, const struct kweight *w,
                   int expert, int accumulate, cudaStream_t stream);
 
