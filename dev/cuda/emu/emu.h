@@ -1,0 +1,148 @@
+// Host emulation of the CUDA features the reviewed kernels use: one pthread per CUDA thread,
+// __syncthreads = block barrier, warp intrinsics through a per-warp exchange + warp barrier,
+// mma.sync m16n8k16 bf16 emulated with the PTX ISA fragment layout. Blocks run one at a time.
+#pragma once
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <functional>
+#include <vector>
+#include <algorithm>
+
+#undef __global__
+#undef __device__
+#undef __shared__
+#undef __forceinline__
+#undef __launch_bounds__
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
+
+struct emu_warp {
+    pthread_barrier_t bar;
+    uint64_t slot[32][8];
+};
+struct emu_block {
+    pthread_barrier_t bar;
+    int nthreads;
+    emu_warp warps[32];
+};
+extern emu_block *g_emu_block;
+extern thread_local dim3 threadIdx_;
+extern dim3 blockIdx_, blockDim_, gridDim_;
+#define threadIdx threadIdx_
+#define blockIdx blockIdx_
+#define blockDim blockDim_
+#define gridDim gridDim_
+extern unsigned char *g_emu_dyn_smem; /* the block's dynamic shared memory (exact size) */
+
+static inline void __syncthreads() { pthread_barrier_wait(&g_emu_block->bar); }
+static inline int emu_lane() { return (int)(threadIdx.x & 31); }
+static inline emu_warp &emu_w() { return g_emu_block->warps[threadIdx.x >> 5]; }
+static inline void __syncwarp(unsigned m = 0xffffffffu) { (void)m; pthread_barrier_wait(&emu_w().bar); }
+
+template <class T> static inline T emu_xchg(T v, int src)
+{
+    static_assert(sizeof(T) <= 8, "");
+    emu_warp &w = emu_w();
+    memcpy(&w.slot[emu_lane()][0], &v, sizeof(T));
+    pthread_barrier_wait(&w.bar);
+    T r;
+    memcpy(&r, &w.slot[src & 31][0], sizeof(T));
+    pthread_barrier_wait(&w.bar);
+    return r;
+}
+template <class T> static inline T __shfl_xor_sync(unsigned, T v, int o) { return emu_xchg(v, emu_lane() ^ o); }
+template <class T> static inline T __shfl_sync(unsigned, T v, int src) { return emu_xchg(v, src); }
+template <class T> static inline T __shfl_up_sync(unsigned, T v, int o)
+{
+    const int l = emu_lane();
+    T r = emu_xchg(v, l >= o ? l - o : l);
+    return r;
+}
+static inline int __any_sync(unsigned, int p)
+{
+    int any = 0;
+    for (int i = 0; i < 32; i++)
+        any |= __shfl_sync(0xffffffffu, p, i);
+    return any != 0;
+}
+static inline unsigned __match_any_sync(unsigned, int v)
+{
+    unsigned m = 0;
+    for (int i = 0; i < 32; i++)
+        if (__shfl_sync(0xffffffffu, v, i) == v)
+            m |= 1u << i;
+    return m;
+}
+static inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
+static inline int __popc(unsigned x) { return __builtin_popcount(x); }
+static inline int atomicAdd(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+static inline unsigned atomicAdd(unsigned *p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+static inline unsigned long long atomicAdd(unsigned long long *p, unsigned long long v)
+{
+    return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+}
+template <class T> static inline T __ldg(const T *p) { return *p; }
+static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
+static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+static inline int __float_as_int(float f) { int u; memcpy(&u, &f, 4); return u; }
+static inline float __int_as_float(int u) { float f; memcpy(&f, &u, 4); return f; }
+#define __expf expf
+static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline float __fmul_rn(float a, float b) { return a * b; }
+using std::min;
+using std::max;
+
+/* mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32, fragment layout of the PTX ISA:
+ * g = lane/4, t = lane%4; A regs: (g, 2t..), (g+8, 2t..), (g, 2t+8..), (g+8, 2t+8..);
+ * B regs: (k 2t.., n g), (k 2t+8.., n g); C: (g, 2t..), (g+8, 2t..). Low half = lower index. */
+static inline float emu_bf(uint32_t w, int hi) { return __uint_as_float(hi ? (w & 0xffff0000u) : (w << 16)); }
+static inline void emu_mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1)
+{
+    emu_warp &w = emu_w();
+    const int l = emu_lane();
+    uint32_t mine[6] = {a[0], a[1], a[2], a[3], b0, b1};
+    memcpy(&w.slot[l][0], mine, sizeof(mine));
+    pthread_barrier_wait(&w.bar);
+    float A[16][16], B[16][8];
+    for (int ln = 0; ln < 32; ln++) {
+        uint32_t r[6];
+        memcpy(r, &w.slot[ln][0], sizeof(r));
+        const int g = ln >> 2, t = ln & 3;
+        for (int j = 0; j < 2; j++) {
+            A[g][2 * t + j] = emu_bf(r[0], j);
+            A[g + 8][2 * t + j] = emu_bf(r[1], j);
+            A[g][2 * t + 8 + j] = emu_bf(r[2], j);
+            A[g + 8][2 * t + 8 + j] = emu_bf(r[3], j);
+            B[2 * t + j][g] = emu_bf(r[4], j);
+            B[2 * t + 8 + j][g] = emu_bf(r[5], j);
+        }
+    }
+    pthread_barrier_wait(&w.bar);
+    const int g = l >> 2, t = l & 3;
+    for (int i = 0; i < 4; i++) {
+        const int row = g + 8 * (i >> 1), col = 2 * t + (i & 1);
+        double s = c[i];
+        for (int k = 0; k < 16; k++)
+            s += (double)A[row][k] * B[k][col];
+        c[i] = (float)s;
+    }
+}
+
+/* Run body() as a grid of blocks of nthreads threads (blocks one after another), with smem bytes
+ * of dynamic shared memory (heap: out-of-bounds accesses show under -fsanitize=address). */
+void emu_launch(dim3 grid, int nthreads, const std::function<void()> &body, size_t smem = 0);
+
+/* 16-byte aligned heap buffer of n bytes rounded up to 16 (device-buffer stand-in). */
+static inline void *emu_alloc(size_t n) { return aligned_alloc(16, (n + 15) / 16 * 16); }

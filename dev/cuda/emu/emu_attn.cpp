@@ -1,0 +1,96 @@
+// attn_prefill kernels (real source, launchers cut) on the host emulator vs attn_prefill_batch_ref.
+#include "emu.h"
+#include "attn_prefill_emu.inc"
+
+static uint64_t rs = 88172645463325252ull;
+static uint32_t ru32() { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return (uint32_t)(rs >> 11); }
+static float runi(float lo, float hi) { return lo + (hi - lo) * (float)(ru32() & 0xffffff) / 16777216.0f; }
+
+static int run(int n, const int *T, const int *P, int hq, int hkv, int hd, int bs, int dt, float ks,
+               float vs, int path, int gate_on)
+{
+    int mb = 1, rows = 0, max_rows = 0;
+    for (int s = 0; s < n; s++) {
+        int ctx = P[s] + T[s], b = (ctx + bs - 1) / bs;
+        mb = b > mb ? b : mb;
+        rows += T[s];
+        max_rows = T[s] > max_rows ? T[s] : max_rows;
+    }
+    max_rows += 2;
+    const int n_blocks = n * mb + 2;
+    const size_t w = (size_t)hkv * hd, esz = (size_t)kv_dtype_bytes(dt), ncache = (size_t)n_blocks * bs * w;
+    int32_t *bt = (int32_t *)malloc((size_t)n * mb * 4), *perm = (int32_t *)malloc((size_t)n_blocks * 4);
+    uint8_t *kc = (uint8_t *)emu_alloc(ncache * esz), *vc = (uint8_t *)emu_alloc(ncache * esz);
+    memset(kc, 0, ncache * esz); memset(vc, 0, ncache * esz);
+    attn_prefill_seq *d = (attn_prefill_seq *)malloc(sizeof(*d) * n);
+    for (int i = 0; i < n_blocks; i++) perm[i] = i;
+    for (int i = n_blocks - 1; i > 0; i--) { int j = (int)(ru32() % (uint32_t)(i + 1)), t = perm[i]; perm[i] = perm[j]; perm[j] = t; }
+    for (int i = 0; i < n * mb; i++) bt[i] = perm[i];
+    for (int s = 0, r = rows; s < n; s++) { r -= T[s]; d[s] = attn_prefill_seq{n - 1 - s, r, T[s], P[s]}; }
+    for (int s = 0; s < n; s++) {
+        const int ctx = P[s] + T[s];
+        const int32_t *row = bt + (size_t)d[s].seq * mb;
+        float *k = (float *)malloc((size_t)ctx * w * 4 + 4), *v = (float *)malloc((size_t)ctx * w * 4 + 4);
+        int32_t *sm = (int32_t *)malloc((size_t)ctx * 4 + 4);
+        for (size_t i = 0; i < (size_t)ctx * w; i++) { k[i] = runi(-1, 1); v[i] = runi(-1, 1); }
+        for (int j = 0; j < ctx; j++) sm[j] = row[j / bs] * bs + j % bs;
+        kv_write_dtype_ref(kc, vc, k, v, sm, ctx, hkv, hd, dt, ks, vs);
+        free(k), free(v), free(sm);
+    }
+    const size_t nq = (size_t)rows * hq * hd;
+    float *q = (float *)emu_alloc(nq * 4), *gate = (float *)malloc(nq * 4 + 4),
+          *ref = (float *)malloc(nq * 4 + 4), *got = (float *)emu_alloc(nq * 4);
+    for (size_t i = 0; i < nq; i++) { q[i] = runi(-3, 3); gate[i] = runi(-3, 3); got[i] = NAN; }
+    const float scale = 1.0f / sqrtf((float)hd);
+    const float *hg = gate_on ? gate : NULL;
+    attn_prefill_batch_ref(ref, q, hg, kc, vc, dt, ks, vs, bt, mb, d, n, max_rows, hq, hkv, hd, bs, scale);
+    if (dt == KV_DTYPE_BF16) ks = vs = 1.0f;
+    const int g = hq / hkv, bm = path == ATTN_PREFILL_PATH_MMA ? MBM : BM;
+    const dim3 grid(CEIL_DIV(max_rows * g, bm), hkv, n);
+    const float qk = scale * ks;
+    attn_prefill_seq none = {0, 0, 0, 0};
+    if (path == ATTN_PREFILL_PATH_MMA) { /* MAXHD as launch_mma picks it */
+        if (dt == KV_DTYPE_BF16 && hd <= 64)
+            emu_launch(grid, MNT, [&] { attn_prefill_mma_kernel<uint16_t, 64>(got, q, hg, (const uint16_t *)kc, (const uint16_t *)vc, bt, mb, d, none, hq, hkv, hd, bs, qk, vs); }, mma_smem_bytes(hd));
+        else if (dt == KV_DTYPE_BF16)
+            emu_launch(grid, MNT, [&] { attn_prefill_mma_kernel<uint16_t, 256>(got, q, hg, (const uint16_t *)kc, (const uint16_t *)vc, bt, mb, d, none, hq, hkv, hd, bs, qk, vs); }, mma_smem_bytes(hd));
+        else if (hd <= 64)
+            emu_launch(grid, MNT, [&] { attn_prefill_mma_kernel<uint8_t, 64>(got, q, hg, kc, vc, bt, mb, d, none, hq, hkv, hd, bs, qk, vs); }, mma_smem_bytes(hd));
+        else
+            emu_launch(grid, MNT, [&] { attn_prefill_mma_kernel<uint8_t, 256>(got, q, hg, kc, vc, bt, mb, d, none, hq, hkv, hd, bs, qk, vs); }, mma_smem_bytes(hd));
+    } else {
+        if (dt == KV_DTYPE_BF16)
+            emu_launch(grid, NT, [&] { attn_prefill_kernel<uint16_t>(got, q, hg, (const uint16_t *)kc, (const uint16_t *)vc, bt, mb, d, none, hq, hkv, hd, bs, qk, vs); }, smem_bytes(hd));
+        else
+            emu_launch(grid, NT, [&] { attn_prefill_kernel<uint8_t>(got, q, hg, kc, vc, bt, mb, d, none, hq, hkv, hd, bs, qk, vs); }, smem_bytes(hd));
+    }
+    double mx = 0;
+    for (size_t i = 0; i < nq; i++) mx = fabs(ref[i]) > mx ? fabs(ref[i]) : mx;
+    const double tol = path == ATTN_PREFILL_PATH_CORES ? 1e-4 : 2e-2;
+    size_t bad = 0;
+    double maxe = 0;
+    for (size_t i = 0; i < nq; i++) {
+        double e = fabs((double)got[i] - ref[i]);
+        if (!(e <= tol * mx + tol * fabs(ref[i]))) { if (bad < 3) printf("  mismatch %zu got %g ref %g\n", i, got[i], ref[i]); bad++; }
+        if (e > maxe || e != e) maxe = e;
+    }
+    printf("attn_prefill emu path=%d dt=%d n=%d hq=%d hkv=%d hd=%d bs=%d rows=%d: max_err=%.3g (mx %.3g) bad=%zu %s\n",
+           path, dt, n, hq, hkv, hd, bs, rows, maxe, mx, bad, bad ? "FAIL" : "ok");
+    return bad != 0;
+}
+
+int main()
+{
+    static const int t3[] = {7, 1, 0, 40}, p3[] = {0, 70, 9, 5};
+    static const int t1[] = {33}, p1[] = {3};
+    int f = 0;
+    for (int path = 1; path <= 2; path++) {
+        f += run(4, t3, p3, 8, 2, 64, 16, KV_DTYPE_BF16, 1, 1, path, 1);
+        f += run(4, t3, p3, 6, 3, 32, 5, KV_DTYPE_FP8, 0.05f, 0.03f, path, 0);
+        f += run(1, t1, p1, 4, 1, 256, 7, KV_DTYPE_BF16, 1, 1, path, 1);
+        f += run(1, t1, p1, 16, 2, 256, 16, KV_DTYPE_FP8, 0.02f, 0.05f, path, 1);
+    }
+    f += run(1, t1, p1, 9, 3, 40, 5, KV_DTYPE_FP8, 0.1f, 0.1f, 1, 1);
+    printf("failures=%d\n", f);
+    return f != 0;
+}

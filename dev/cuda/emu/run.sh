@@ -1,0 +1,27 @@
+#!/bin/sh
+# Host emulation of the new CUDA kernels (no GPU needed): the real kernel bodies (launchers cut,
+# PTX asm swapped for host code by gen_inc.py) run with one pthread per CUDA thread, barriers for
+# __syncthreads / warp intrinsics and an mma.sync m16n8k16 emulation with the PTX fragment
+# layout, against the CPU references. Catches indexing / layout / tiling / barrier-logic bugs
+# (with EMU_SAN: out-of-bounds accesses, shared-memory races between barriers); not FTZ /
+# fast-math effects, hardware conversion corner cases, performance or cuBLASLt behaviour.
+# Usage: dev/cuda/emu/run.sh BUILD_DIR [TESTS]  (a tests/gpu build with tern_kernels_ref built;
+# TESTS default "emu_moe emu_attn emu_misc emu_sample"). EMU_SAN=address or EMU_SAN=thread builds
+# with that sanitizer (out-of-bounds global/shared accesses; shared-memory races between barriers).
+set -e
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}  # the harnesses do not free their buffers
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+b=${1:?usage: run.sh BUILD_DIR}
+out=$b/emu${EMU_SAN:+-$EMU_SAN}
+tests=${2:-emu_moe emu_attn emu_misc emu_sample}
+san=${EMU_SAN:+-fsanitize=$EMU_SAN}
+mkdir -p "$out"
+python3 "$here/gen_inc.py" "$root/kernels" "$out"
+libs="$b/kernels/libtern_kernels_ref.a $b/libtern_common.a -lm"
+for t in $tests; do
+  g++ -std=c++17 -O1 -g $san -ffp-contract=off -pthread -I"$out" -I"$root/kernels" \
+    -I"$root/common/include" -I/usr/local/cuda/include -o "$out/$t" "$here/$t.cpp" \
+    "$here/emu.cpp" $libs
+  "$out/$t" ${EMU_SAN:+quick}  # quick: smaller sizes where a harness has them
+done
