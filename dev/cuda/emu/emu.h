@@ -15,6 +15,7 @@
 #include <functional>
 #include <vector>
 #include <algorithm>
+#include <string>
 
 #undef __global__
 #undef __device__
@@ -93,22 +94,39 @@ static inline unsigned long long atomicAdd(unsigned long long *p, unsigned long 
 {
     return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
 }
-template <class T> static inline T __ldg(const T *p) { return *p; }
+/* __ldg also checks the type's natural alignment (a misaligned vector load faults on a GPU) */
+template <class T> static inline T __ldg(const T *p)
+{
+    if ((uintptr_t)p % alignof(T)) {
+        fprintf(stderr, "emu: misaligned __ldg of %zu bytes at %p\n", sizeof(T), (const void *)p);
+        abort();
+    }
+    return *p;
+}
 static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 static inline int __float_as_int(float f) { int u; memcpy(&u, &f, 4); return u; }
 static inline float __int_as_float(int u) { float f; memcpy(&f, &u, 4); return f; }
 #define __expf expf
+extern "C" float rsqrtf(float x); /* device-only in the CUDA headers; emu.cpp has the host one */
 static inline float __fdiv_rn(float a, float b) { return a / b; }
 static inline float __fmul_rn(float a, float b) { return a * b; }
 using std::min;
 using std::max;
 
-/* mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32, fragment layout of the PTX ISA:
+/* mma.sync.m16n8k16.row.col.f32.{bf16,f16}.{bf16,f16}.f32, fragment layout of the PTX ISA:
  * g = lane/4, t = lane%4; A regs: (g, 2t..), (g+8, 2t..), (g, 2t+8..), (g+8, 2t+8..);
- * B regs: (k 2t.., n g), (k 2t+8.., n g); C: (g, 2t..), (g+8, 2t..). Low half = lower index. */
+ * B regs: (k 2t.., n g), (k 2t+8.., n g); C: (g, 2t..), (g+8, 2t..). Low half = lower index.
+ * Products and sums in double (exact products; the hardware's fp32 sum order is unspecified). */
 static inline float emu_bf(uint32_t w, int hi) { return __uint_as_float(hi ? (w & 0xffff0000u) : (w << 16)); }
-static inline void emu_mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1)
+static inline float emu_h16(uint32_t w, int hi) /* IEEE binary16 half of w, exactly */
+{
+    const uint32_t h = hi ? w >> 16 : w & 0xffffu;
+    const int e = (int)((h >> 10) & 31), m = (int)(h & 1023);
+    const float v = e == 31 ? (m ? NAN : INFINITY) : e ? ldexpf((float)(1024 + m), e - 25) : ldexpf((float)m, -24);
+    return (h & 0x8000u) ? -v : v;
+}
+template <bool F16> static inline void emu_mma_t(float *c, const uint32_t *a, uint32_t b0, uint32_t b1)
 {
     emu_warp &w = emu_w();
     const int l = emu_lane();
@@ -121,12 +139,15 @@ static inline void emu_mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1
         memcpy(r, &w.slot[ln][0], sizeof(r));
         const int g = ln >> 2, t = ln & 3;
         for (int j = 0; j < 2; j++) {
-            A[g][2 * t + j] = emu_bf(r[0], j);
-            A[g + 8][2 * t + j] = emu_bf(r[1], j);
-            A[g][2 * t + 8 + j] = emu_bf(r[2], j);
-            A[g + 8][2 * t + 8 + j] = emu_bf(r[3], j);
-            B[2 * t + j][g] = emu_bf(r[4], j);
-            B[2 * t + 8 + j][g] = emu_bf(r[5], j);
+            float v[6];
+            for (int q = 0; q < 6; q++)
+                v[q] = F16 ? emu_h16(r[q], j) : emu_bf(r[q], j);
+            A[g][2 * t + j] = v[0];
+            A[g + 8][2 * t + j] = v[1];
+            A[g][2 * t + 8 + j] = v[2];
+            A[g + 8][2 * t + 8 + j] = v[3];
+            B[2 * t + j][g] = v[4];
+            B[2 * t + 8 + j][g] = v[5];
         }
     }
     pthread_barrier_wait(&w.bar);
@@ -139,10 +160,23 @@ static inline void emu_mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1
         c[i] = (float)s;
     }
 }
+static inline void emu_mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) { emu_mma_t<false>(c, a, b0, b1); }
+static inline void emu_mma_f16(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) { emu_mma_t<true>(c, a, b0, b1); }
 
-/* Run body() as a grid of blocks of nthreads threads (blocks one after another), with smem bytes
- * of dynamic shared memory (heap: out-of-bounds accesses show under -fsanitize=address). */
+/* Run body() as a grid of blocks of nthreads threads (blocks one after another, in x-fastest
+ * order, or the reverse with EMU_BLOCK_ORDER=reverse: results must not depend on it), with smem
+ * bytes of dynamic shared memory (heap: out-of-bounds accesses show under -fsanitize=address). */
 void emu_launch(dim3 grid, int nthreads, const std::function<void()> &body, size_t smem = 0);
+/* A real launcher's kernel<<<grid, block, smem, stream>>>(...) as rewritten by gen_inc.py: CUDA's
+ * launch limits checked first (grid.x < 2^31, grid.y/z <= 65535, no zero dimension, 1..1024
+ * threads (emulator: a multiple of 32), dynamic shared memory <= 48 KB without an opt-in); a
+ * violation runs nothing, is logged, and the next cudaGetLastError() returns it, as on a GPU. */
+void emu_launch_cfg(dim3 grid, dim3 block, size_t smem, const char *name,
+                    const std::function<void()> &body);
+/* Launches emu_launch_cfg refused so far (harnesses that expect none check it), and the names of
+ * the kernels it ran, "name;" each, since the harness last cleared it. */
+extern int g_emu_bad_launches;
+extern std::string g_emu_launched;
 
 /* 16-byte aligned heap buffer of n bytes rounded up to 16 (device-buffer stand-in). */
 static inline void *emu_alloc(size_t n) { return aligned_alloc(16, (n + 15) / 16 * 16); }

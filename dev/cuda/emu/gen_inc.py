@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Cut the launchers off the reviewed kernels/*.cu and swap the PTX asm for host code, so the
-real kernel bodies compile as host C++ against emu.h. Usage: gen_inc.py KERNELS_DIR OUT_DIR."""
+"""Cut the launchers off the reviewed kernels/*.cu (or keep them, their <<<>>> launches rewritten
+to emu_launch_cfg) and swap the PTX asm for host code, so the real kernel bodies compile as host
+C++ against emu.h. Usage: gen_inc.py KERNELS_DIR OUT_DIR."""
 import os
+import re
 import sys
 
 kdir, out = sys.argv[1], sys.argv[2]
@@ -26,6 +28,89 @@ def write(name, s):
     open(os.path.join(out, name), 'w').write(s)
 
 
+def split_top(s):
+    """s split at the commas outside brackets, each part stripped."""
+    parts, depth, cur = [], 0, ''
+    for ch in s:
+        depth += ch in '([{'
+        depth -= ch in ')]}'
+        if ch == ',' and depth == 0:
+            parts.append(cur.strip())
+            cur = ''
+        else:
+            cur += ch
+    return parts + [cur.strip()]
+
+
+def close_paren(s, i):
+    """Index just past the parenthesis closing the one at s[i]."""
+    depth = 0
+    for j in range(i, len(s)):
+        depth += s[j] == '('
+        depth -= s[j] == ')'
+        if depth == 0:
+            return j + 1
+    raise ValueError('unbalanced parentheses')
+
+
+def emu_launches(s):
+    """Every `kern<T..>\n<<<grid, block[, smem[, stream]]>>>(args);` becomes
+    `emu_launch_cfg(grid, block, smem, "kern<T..>", [&] { kern<T..>(args); });`: the real
+    launchers run, with CUDA's launch limits checked (emu.cpp), errors reported through
+    cudaGetLastError and the kernel names logged (a harness can check which path ran)."""
+    res = ''
+    while True:
+        i = s.find('<<<')
+        if i < 0:
+            return res + s
+        j = i
+        while s[j - 1].isspace():
+            j -= 1
+        if s[j - 1] == '>':  # template arguments (no nested <> in the kernels)
+            j = s.rindex('<', 0, j)
+        while s[j - 1].isalnum() or s[j - 1] == '_':
+            j -= 1
+        name = ' '.join(s[j:i].split())
+        k = s.index('>>>', i)
+        cfg = split_top(s[i + 3:k])
+        assert 2 <= len(cfg) <= 4, cfg
+        p = k + 3
+        while s[p].isspace():
+            p += 1
+        assert s[p] == '(', s[i:p + 20]
+        q = close_paren(s, p)
+        assert s[q] == ';', s[i:q + 20]
+        smem = cfg[2] if len(cfg) > 2 else '0'
+        res += s[:j] + 'emu_launch_cfg(%s, %s, %s, "%s", [&] { %s%s; });' % (
+            cfg[0], cfg[1], smem, name, name, s[p:q])
+        s = s[q + 1:]
+
+
+MMA_RE = re.compile(r'asm volatile\(\s*"mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.(bf16|f16)\.'
+                    r'\1\.f32 "(.*?)\);', re.S)
+
+
+def mma_host(m):
+    c = re.findall(r'"\+f"\(([^)]*)\)', m.group(2))
+    r = re.findall(r'"r"\(([^)]*)\)', m.group(2))
+    assert len(c) == 4 and len(r) == 6, m.group(0)
+    back = ' '.join('%s = c_[%d];' % (v, n) for n, v in enumerate(c))
+    return ('{ float c_[4] = {%s}; const uint32_t a_[4] = {%s}; %s(c_, a_, %s, %s); %s }' %
+            (', '.join(c), ', '.join(r[:4]), 'emu_mma' if m.group(1) == 'bf16' else 'emu_mma_f16',
+             r[4], r[5], back))
+
+
+def swap_mma_all(s):
+    """Every mma.sync m16n8k16 (bf16 or f16 inputs, f32 accumulators) asm statement -> emu_mma*."""
+    return MMA_RE.sub(mma_host, s)
+
+
+def hostify(s):
+    s = swap_mma_all(emu_launches(s))
+    assert 'asm' not in s and '<<<' not in s
+    return s
+
+
 s = cut(read('moe_grouped.cu'), 'int moe_grouped_cuda(')
 s = s.replace('#include "internal/wdot.cuh"\n', '')
 s = s.replace('extern __shared__ int mg_sm[];', 'int *mg_sm = (int *)g_emu_dyn_smem;')
@@ -48,3 +133,17 @@ write('kv_write_emu.inc', cut(read('kv_write.cu'), 'int kv_write_dtype_cuda('))
 s = cut(read('gemm_fp8.cu'), '/* D(n, m) fp32 = op_T').replace('#include <cublasLt.h>\n', '')
 a, b = s.index('void gemm_fp8_destroy'), s.index('/* One block per row')
 write('gemm_fp8_emu.inc', s[:a] + s[b:])
+
+# kernels/internal/*.cuh: host copies next to the generated .inc files, which include them as
+# "internal/..." (a quoted include looks in the including file's directory first)
+os.makedirs(os.path.join(out, 'internal'), exist_ok=True)
+for name in sorted(os.listdir(os.path.join(kdir, 'internal'))):
+    if name.endswith('.cuh'):
+        s = hostify(read(os.path.join('internal', name)))
+        s = s.replace('extern __shared__ __align__(16) unsigned char nvs_smem[];',
+                      'unsigned char *nvs_smem = g_emu_dyn_smem;')
+        assert 'extern __shared__' not in s, name
+        write(os.path.join('internal', name), s)
+# whole files, launchers included (they run on the host through emu_launch_cfg)
+for name in ('gdn_seq', 'gemv', 'moe_expert'):
+    write(name + '_emu.inc', hostify(read(name + '.cu')))

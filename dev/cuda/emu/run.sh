@@ -1,20 +1,26 @@
 #!/bin/sh
-# Host emulation of the new CUDA kernels (no GPU needed): the real kernel bodies (launchers cut,
-# PTX asm swapped for host code by gen_inc.py) run with one pthread per CUDA thread, barriers for
+# Host emulation of the new CUDA kernels (no GPU needed): the real kernel bodies (PTX asm swapped
+# for host code by gen_inc.py; launchers cut, or run) with one pthread per CUDA thread, barriers for
 # __syncthreads / warp intrinsics and an mma.sync m16n8k16 emulation with the PTX fragment
 # layout, against the CPU references. Catches indexing / layout / tiling / barrier-logic bugs
 # (with EMU_SAN: out-of-bounds accesses, shared-memory races between barriers); not FTZ /
 # fast-math effects, hardware conversion corner cases, performance or cuBLASLt behaviour.
 # Usage: dev/cuda/emu/run.sh BUILD_DIR [TESTS]  (a tests/gpu build with tern_kernels_ref built;
-# TESTS default "emu_moe emu_attn emu_misc emu_sample"). EMU_SAN=address or EMU_SAN=thread builds
-# with that sanitizer (out-of-bounds global/shared accesses; shared-memory races between barriers).
+# TESTS default "emu_moe emu_attn emu_misc emu_sample emu_gdn emu_gemv emu_moe_expert"; the last
+# three run the real launchers too: gen_inc.py rewrites their <<<>>> launches into
+# emu_launch_cfg, which checks CUDA's launch limits and logs the kernel names). EMU_SAN=address
+# or EMU_SAN=thread builds with that sanitizer (out-of-bounds global/shared accesses;
+# shared-memory races between barriers); EMU_SAN=alignment: misaligned vector loads/stores
+# (emu.h's __ldg checks alignment always). EMU_BLOCK_ORDER=reverse runs the blocks of every
+# launch in reverse order (a result that depends on the block order is a race on a GPU).
 set -e
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}  # the harnesses do not free their buffers
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}  # EMU_SAN=alignment
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 b=${1:?usage: run.sh BUILD_DIR}
 out=$b/emu${EMU_SAN:+-$EMU_SAN}
-tests=${2:-emu_moe emu_attn emu_misc emu_sample}
+tests=${2:-emu_moe emu_attn emu_misc emu_sample emu_gdn emu_gemv emu_moe_expert}
 san=${EMU_SAN:+-fsanitize=$EMU_SAN}
 mkdir -p "$out"
 python3 "$here/gen_inc.py" "$root/kernels" "$out"

@@ -1,0 +1,131 @@
+// gdn_seq (conv + step over whole items, rows in order, snapshots) through its real launchers
+// (gdn_seq_conv_cuda / gdn_seq_step_cuda, kernels on the host emulator) vs gdn_seq_*_ref.
+// Shapes as tests/kernels/test_gdn_seq.c: item lengths 0, 1, 3..37, slots permuted (random, not
+// the item order), snapshots on some items with the last index range cut by n_snap, GQA ratio 1,
+// 2 and 4, kc 2..4, head dim 128. Each kernel is checked alone (the step gets the reference conv
+// output). Outputs start as NaN (a row not written shows), state slots not named by an item and
+// snapshot indices not written must stay bit-identical. Tolerances: test_gdn_seq.c's.
+#include "emu.h"
+#include "gdn_seq_emu.inc"
+#undef D
+
+static uint64_t rs = 88172645463325252ull;
+static uint32_t ru32() { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return (uint32_t)(rs >> 11); }
+static float runi(float lo, float hi) { return lo + (hi - lo) * (float)(ru32() & 0xffffff) / 16777216.0f; }
+static float *fill(size_t n, float lo, float hi)
+{
+    float *p = (float *)emu_alloc(n * 4 + 4);
+    for (size_t i = 0; i < n; i++) p[i] = runi(lo, hi);
+    return p;
+}
+static float *dup(const float *s, size_t n)
+{
+    float *p = (float *)emu_alloc(n * 4 + 4);
+    memcpy(p, s, n * 4);
+    return p;
+}
+
+/* |got - ref| <= atol + rtol |ref| everywhere (NaN fails); the worst error printed. */
+static size_t cmp(const char *what, const float *got, const float *ref, size_t n, double atol, double rtol, double *maxe)
+{
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double e = fabs((double)got[i] - ref[i]);
+        if (!(e <= atol + rtol * fabs(ref[i]))) {
+            if (bad < 3) printf("  %s mismatch %zu got %g ref %g\n", what, i, got[i], ref[i]);
+            bad++;
+        }
+        if (e > *maxe || e != e) *maxe = e;
+    }
+    return bad;
+}
+
+/* cut: snapshot indices cut off the end by n_snap; < 0: no snapshot buffers (NULL) */
+static int run(const int *lens, int n_items, int hk, int hv, int kc, int cut)
+{
+    const bool nosnap = cut < 0;
+    const int D = GDN_SEQ_HEAD_DIM, ch = (2 * hk + hv) * D, n_slots = n_items + 3;
+    std::vector<int32_t> items((size_t)n_items * GDN_SEQ_ITEM_INTS), perm(n_slots);
+    for (int i = 0; i < n_slots; i++) perm[i] = i;
+    for (int i = n_slots - 1; i > 0; i--) std::swap(perm[i], perm[ru32() % (uint32_t)(i + 1)]);
+    int rows = 0, nsnap = 0;
+    for (int i = 0; i < n_items; i++) {
+        int32_t *it = &items[(size_t)i * GDN_SEQ_ITEM_INTS];
+        it[0] = rows, it[1] = lens[i], it[2] = perm[i], it[3] = (i % 2 == 0) ? nsnap : -1;
+        if (i % 2 == 0) nsnap += lens[i];
+        rows += lens[i];
+    }
+    const int n_snap = nosnap ? 5 : nsnap > cut ? nsnap - cut : nsnap; /* the last index range cut */
+    const size_t R = (size_t)rows, win = (size_t)ch * (kc - 1), ss = (size_t)hv * D * D, vw = (size_t)hv * D;
+    const size_t ns1 = (size_t)(n_snap > 0 ? n_snap : 1);
+    float *x = fill(R * ch, -2, 2), *w = fill((size_t)ch * kc, -1, 1), *cst0 = fill(n_slots * win, -1, 1);
+    float *sst0 = fill(n_slots * ss, -0.1f, 0.1f), *z = fill(R * vw, -2, 2), *a = fill(R * hv, -3, 3);
+    float *b = fill(R * hv, -3, 3), *alog = fill(hv, -2, 1), *dtb = fill(hv, -1, 1), *nw = fill(D, 0.5f, 1.5f);
+    if (R > 2) a[hv + 1] = 25.0f; /* softplus threshold branch */
+    float *csn0 = fill(ns1 * win, -9, -8), *ssn0 = fill(ns1 * ss, -9, -8); /* never-written marker values */
+    /* reference */
+    float *rcout = fill(R * ch, 0, 0), *rcst = dup(cst0, n_slots * win), *rcsn = dup(csn0, ns1 * win);
+    float *rsout = fill(R * vw, 0, 0), *rsst = dup(sst0, n_slots * ss), *rssn = dup(ssn0, ns1 * ss);
+    float *gcout = fill(R * ch, NAN, NAN), *gcst = dup(cst0, n_slots * win), *gcsn = dup(csn0, ns1 * win);
+    float *gsout = fill(R * vw, NAN, NAN), *gsst = dup(sst0, n_slots * ss), *gssn = dup(ssn0, ns1 * ss);
+    if (nosnap) rcsn = rssn = gcsn = gssn = NULL;
+    int rc = gdn_seq_conv_ref(rcout, rcst, rcsn, n_snap, x, w, items.data(), n_items, ch, kc);
+    rc |= gdn_seq_step_ref(rsout, rsst, rssn, n_snap, rcout, z, a, b, alog, dtb, nw, items.data(), n_items, hk, hv, 1e-6f);
+    /* emulated kernels through the launchers */
+    int32_t *ditems = (int32_t *)emu_alloc(items.size() * 4);
+    memcpy(ditems, items.data(), items.size() * 4);
+    rc |= gdn_seq_conv_cuda(gcout, gcst, gcsn, n_snap, x, w, ditems, n_items, ch, kc, 0);
+    rc |= gdn_seq_step_cuda(gsout, gsst, gssn, n_snap, rcout, z, a, b, alog, dtb, nw, ditems, n_items, hk, hv, 1e-6f, 0);
+    double e[6] = {0, 0, 0, 0, 0, 0};
+    size_t bad = 0;
+    bad += cmp("conv out", gcout, rcout, R * ch, 1e-5, 1e-4, &e[0]);
+    bad += cmp("conv state", gcst, rcst, n_slots * win, 1e-5, 1e-4, &e[1]);
+    if (!nosnap) bad += cmp("conv snap", gcsn, rcsn, ns1 * win, 1e-5, 1e-4, &e[2]);
+    bad += cmp("step out", gsout, rsout, R * vw, 1e-4, 1e-3, &e[3]);
+    bad += cmp("step S", gsst, rsst, n_slots * ss, 3e-5, 3e-4, &e[4]);
+    if (!nosnap) bad += cmp("step snap", gssn, rssn, ns1 * ss, 3e-5, 3e-4, &e[5]);
+    /* untouched: slots of no item (and of empty items), and the snapshot marker where no row wrote */
+    size_t moved = 0;
+    for (int s = 0; s < n_slots; s++) {
+        bool used = false;
+        for (int i = 0; i < n_items; i++) used |= items[(size_t)i * GDN_SEQ_ITEM_INTS + 2] == s && lens[i] > 0;
+        if (!used) {
+            moved += memcmp(gcst + s * win, cst0 + s * win, win * 4) != 0;
+            moved += memcmp(gsst + s * ss, sst0 + s * ss, ss * 4) != 0;
+        }
+    }
+    printf("gdn_seq emu items=%d rows=%zu hk=%d hv=%d kc=%d n_snap=%d%s: max_err conv out/state/snap=%.2g/%.2g/%.2g "
+           "step out/S/snap=%.2g/%.2g/%.2g bad=%zu untouched_changed=%zu rc=%d %s\n",
+           n_items, R, hk, hv, kc, n_snap, nosnap ? "(NULL)" : "", e[0], e[1], e[2], e[3], e[4], e[5], bad, moved, rc,
+           bad || moved || rc ? "FAIL" : "ok");
+    return bad || moved || rc;
+}
+
+int main(int argc, char **argv)
+{
+    const bool quick = argc > 1 && strcmp(argv[1], "quick") == 0;
+    int f = 0;
+    static const int l1[] = {3, 1, 7, 0, 5}, l2[] = {37}, l3[] = {1, 1, 1, 1}, l4[] = {2, 9, 4}, l5[] = {6, 0, 2, 0};
+    f += run(l1, 5, 2, 4, 4, 1);
+    f += run(l3, 4, 2, 2, 2, 0);
+    f += run(l5, 4, 1, 4, 4, 2);
+    if (!quick) {
+        f += run(l2, 1, 1, 1, 4, 1);
+        f += run(l4, 3, 1, 2, 3, 3);
+        f += run(l1, 5, 2, 2, 3, -1); /* no snapshot buffers */
+        static const int lf[] = {4, 1};
+        f += run(lf, 2, 16, 32, 4, 1); /* the model's head counts: 8192 conv channels, 32 value heads */
+    }
+    /* launcher argument checks (nothing launched) */
+    float *p = (float *)8;
+    const int32_t *ip = (const int32_t *)8;
+    int inval = 0;
+    inval += gdn_seq_step_cuda(p, p, NULL, 0, p, p, p, p, p, p, p, ip, 1, 3, 4, 1e-6f, 0) == ERR_INVAL;
+    inval += gdn_seq_conv_cuda(p, p, NULL, 0, p, p, ip, 1, 16, 9, 0) == ERR_INVAL;
+    inval += gdn_seq_conv_cuda(p, p, NULL, 0, p, p, ip, 65536, 16, 4, 0) == ERR_INVAL;
+    inval += gdn_seq_conv_cuda(p, p, NULL, 0, p, p, ip, 0, 16, 4, 0) == 0;
+    printf("gdn_seq emu launcher checks: %d/4 ok, refused launches=%d\n", inval, g_emu_bad_launches);
+    f += inval != 4 || g_emu_bad_launches != 0;
+    printf("failures=%d\n", f);
+    return f != 0;
+}

@@ -1,0 +1,120 @@
+// gemv through its real launcher (gemv_cuda_path: path selection, nvs_launch / nvs_launch_fp8 /
+// CUDA-core launches; kernels on the host emulator) vs gemv_ref:
+//   - the NVFP4 stream kernel (internal/nvfp4_stream.cuh, PLAIN mode) at 1..8 tokens: K % 128 != 0,
+//     K % 32 == 16 (8-byte loads, byte scales), padded row strides (views), expert stacks with
+//     expert stride % 32 == 16, long K (8 K-split warps), a single row;
+//   - the FP8 stream kernel: tensor / channel / block (128x128 and 32x256) scales, K % 128 != 0,
+//     padded views, stacks, 1..8 tokens;
+//   - GEMV_PATH_AUTO: which kernel it picks (checked by name) and its result, including bf16 and
+//     fp8 at 1 token on the CUDA cores (internal/wdot.cuh per-format kernels: fp8 block scales
+//     64 columns wide or K beyond the stream kernel's shared memory), and the nvfp4 tensor path;
+//   - GEMV_PATH_CORES for every format incl. narrow nvfp4 (K % 32 == 16), 1 token (4 rows per
+//     lane group) and 3 / 5 tokens (4-token tiles).
+// Tolerances (test_gemv.c's): stream / tensor 1e-3 * amax + 1e-3 |ref| (activations rounded to
+// fp16), cores 1e-5 * amax + 1e-4 |ref|; plus for stream / tensor a tight check, 2e-5 * amax,
+// against the reference on fp16-rounded activations (only fp32 sum order differs). Outputs and a
+// guard past them start as NaN; padding of views holds NaN codes.
+#include "emu_kw.h"
+#include "gemv_emu.inc"
+
+static const char *path_name(int p)
+{
+    return p == GEMV_PATH_AUTO ? "auto" : p == GEMV_PATH_CORES ? "cores" : p == GEMV_PATH_TENSOR ? "tensor" : "stream";
+}
+
+/* expect: substring of the launched kernel names that must appear (the path taken) */
+static int run(int fmt, int sk, int E, int e, int rows, int cols, int cols_alloc, int n_tok, int path,
+               const char *expect, int br = 128, int bc = 128)
+{
+    kweight w = kw_make(fmt, sk, E, rows, cols, cols_alloc, br, bc);
+    const size_t nx = (size_t)n_tok * cols, ny = (size_t)n_tok * rows;
+    float *x = (float *)emu_alloc(nx * 4), *xh = (float *)emu_alloc(nx * 4);
+    for (size_t i = 0; i < nx; i++) x[i] = runi(-2, 2);
+    kw_round_f16(xh, x, nx);
+    float *ref = (float *)malloc(ny * 4), *ref16 = (float *)malloc(ny * 4), *y = kw_out(ny);
+    int rc = gemv_ref(ref, &w, e, x, n_tok);
+    rc |= gemv_ref(ref16, &w, e, xh, n_tok);
+    g_emu_launched.clear();
+    rc |= gemv_cuda_path(y, &w, e, x, n_tok, path, 0);
+    const bool f16 = g_emu_launched.find("nvs_kernel") != std::string::npos ||
+                     g_emu_launched.find("nvfp4_mma_kernel") != std::string::npos;
+    const kw_cmp c = kw_compare(y, ref, ny, f16 ? 1e-3 : 1e-5, f16 ? 1e-3 : 1e-4);
+    kw_cmp t = {0, 0, 0, 0};
+    if (f16) t = kw_compare(y, ref16, ny, 2e-5, 0);
+    const bool path_ok = g_emu_launched.find(expect) != std::string::npos;
+    const bool guard = kw_guard_ok(y, ny);
+    const int fail = rc || c.bad || t.bad || !path_ok || !guard;
+    printf("gemv emu fmt=%d sk=%d blk=%dx%d e=%d/%d rows=%d cols=%d/%d tok=%d path=%s ran=%s: max_err/amax=%.2e "
+           "rel_rms=%.2e tight=%.2e bad=%zu/%zu guard=%d rc=%d %s\n",
+           fmt, sk, br, bc, e, E, rows, cols, cols_alloc, n_tok, path_name(path), g_emu_launched.c_str(),
+           c.max_err / c.amax, c.rel_rms, f16 ? t.max_err / t.amax : 0.0, c.bad, t.bad, guard, rc,
+           fail ? "FAIL" : "ok");
+    return fail;
+}
+
+int main(int argc, char **argv)
+{
+    const bool quick = argc > 1 && strcmp(argv[1], "quick") == 0;
+    const int S = GEMV_PATH_STREAM, A = GEMV_PATH_AUTO, C = GEMV_PATH_CORES;
+    const int NV = KW_FMT_NVFP4, F8 = KW_FMT_FP8, BF = KW_FMT_BF16;
+    const int TS = KW_SCALE_TENSOR, CS = KW_SCALE_CHANNEL, BS = KW_SCALE_BLOCK;
+    const char *NVS = "nvs_kernel<MODE, true>", *NVS8 = "nvs_kernel<MODE, false>"; /* source text */
+    const char *FP8S = "nvs_kernel<NVS_PLAIN, true, true>";
+    int f = 0;
+    /* nvfp4 stream (the non-VEC16 instance: K, row or expert stride % 32 == 16) */
+    f += run(NV, 0, 1, 0, 45, 96, 96, 3, S, NVS);
+    f += run(NV, 0, 1, 0, 45, 48, 48, 1, S, NVS8);
+    f += run(NV, 0, 3, 1, 29, 80, 80, 2, S, NVS8);
+    f += run(NV, 0, 1, 0, 97, 512, 528, 1, S, NVS8);
+    f += run(NV, 0, 2, 1, 33, 256, 288, 4, S, NVS);
+    f += run(NV, 0, 1, 0, 1, 48, 48, 1, A, NVS8);
+    /* fp8 stream */
+    f += run(F8, TS, 1, 0, 133, 272, 272, 1, S, FP8S);
+    f += run(F8, BS, 1, 0, 259, 400, 400, 2, A, FP8S);
+    f += run(F8, CS, 1, 0, 50, 256, 272, 3, A, FP8S);
+    /* CUDA cores through AUTO at 1 token, and explicit */
+    f += run(BF, 0, 3, 1, 33, 256, 256, 1, A, "gemv_kernel<1, GEMV_ROWS_T1, KF>");
+    f += run(F8, BS, 1, 0, 70, 272, 272, 1, A, "gemv_kernel<1, GEMV_ROWS_T1, KF>", 128, 64);
+    f += run(NV, 0, 1, 0, 45, 48, 48, 1, C, "gemv_kernel<1");
+    f += run(F8, TS, 1, 0, 37, 64, 64, 3, C, "gemv_kernel<4, 1, KF>");
+    if (!quick) {
+        f += run(NV, 0, 1, 0, 133, 208, 208, 8, S, NVS8);
+        f += run(NV, 0, 1, 0, 70, 2064, 2064, 2, S, NVS8);
+        f += run(NV, 0, 1, 0, 517, 2048, 2048, 1, A, NVS);
+        f += run(NV, 0, 3, 2, 130, 512, 512, 8, S, NVS);
+        f += run(NV, 0, 1, 0, 50, 96, 112, 5, S, NVS8);
+        f += run(NV, 0, 1, 0, 300, 8192, 8192, 1, S, NVS);  /* 8 K-split warps, 2 rounds */
+        f += run(NV, 0, 1, 0, 64, 8192, 8192, 4, A, "nvfp4_mma_kernel<1, false>"); /* stream does not fit */
+        f += run(NV, 0, 1, 0, 77, 640, 640, 9, A, "nvfp4_mma_kernel<8, false>");
+        f += run(F8, CS, 1, 0, 70, 1024, 1024, 3, S, FP8S);
+        f += run(F8, BS, 1, 0, 300, 1040, 1040, 8, S, FP8S);
+        f += run(F8, CS, 3, 2, 129, 2048, 2048, 2, A, FP8S);
+        f += run(F8, BS, 2, 1, 200, 384, 384, 5, S, FP8S);
+        f += run(F8, BS, 1, 0, 100, 384, 384, 1, S, FP8S, 32, 256);
+        f += run(F8, TS, 1, 0, 77, 8192, 8192, 1, A, FP8S);
+        f += run(F8, TS, 1, 0, 20, 20480, 20480, 1, A, "gemv_kernel<1, GEMV_ROWS_T1, KF>"); /* too long for stream */
+        f += run(F8, BS, 2, 1, 130, 400, 400, 1, A, "gemv_kernel<1, GEMV_ROWS_T1, KF>", 16, 64);
+        f += run(F8, CS, 1, 0, 70, 1024, 1024, 1, C, "gemv_kernel<1");
+        f += run(F8, BS, 1, 0, 259, 400, 400, 5, C, "gemv_kernel<4");
+        f += run(BF, 0, 1, 0, 37, 64, 64, 1, A, "gemv_kernel<1");
+        f += run(BF, 0, 1, 0, 301, 2056, 2056, 1, A, "gemv_kernel<1");
+        f += run(BF, 0, 1, 0, 301, 2056, 2056, 3, A, "gemv_kernel<4");
+        f += run(NV, 0, 1, 0, 133, 208, 208, 1, C, "gemv_kernel<1");
+        f += run(NV, 0, 2, 1, 33, 256, 288, 5, C, "gemv_kernel<4");
+        f += run(NV, 0, 1, 0, 255, 512, 512, 1, C, "gemv_kernel<1");
+    }
+    /* launcher checks: the stream kernel refuses what it cannot do, nothing is launched */
+    {
+        kweight w = kw_make(NV, 0, 1, 16, 8192, 8192);
+        float *d = (float *)emu_alloc((size_t)9 * 8192 * 4);
+        int ok = gemv_cuda_path(d, &w, 0, d, 4, S, 0) == ERR_UNSUPPORTED; /* 4 x 8192 fp16 > 40 KB */
+        ok &= gemv_cuda_path(d, &w, 0, d, 9, S, 0) == ERR_UNSUPPORTED;
+        kweight b = kw_make(F8, BS, 1, 16, 256, 256, 128, 64);
+        ok &= gemv_cuda_path(d, &b, 0, d, 1, S, 0) == ERR_UNSUPPORTED;
+        ok &= gemv_cuda_path(d, &b, 0, d + 1, 1, A, 0) == ERR_INVAL;
+        printf("gemv emu launcher checks: %s, refused launches=%d\n", ok ? "ok" : "FAIL", g_emu_bad_launches);
+        f += !ok || g_emu_bad_launches != 0;
+    }
+    printf("failures=%d\n", f);
+    return f != 0;
+}
