@@ -14,7 +14,7 @@ static const char *endpoint_name(enum lg_endpoint e)
     return e == LG_ENDPOINT_CHAT ? "chat" : "completions";
 }
 
-static void print_dist(FILE *f, const char *name, const struct lg_dist *d)
+static void print_dist(FILE *f, const char *name, const struct stats_dist *d)
 {
     fprintf(f, "%-26s mean %10.2f  p50 %10.2f  p90 %10.2f  p99 %10.2f\n", name, d->mean, d->p50,
             d->p90, d->p99);
@@ -50,7 +50,7 @@ void lg_report_print(FILE *f, const struct lg_cfg *c, const struct lg_result *r)
     print_dist(f, "prefill tok/s", &r->prefill_tok_s);
 }
 
-static void add_dist(cJSON *o, const char *name, const struct lg_dist *d)
+static void add_dist(cJSON *o, const char *name, const struct stats_dist *d)
 {
     cJSON *j = cJSON_AddObjectToObject(o, name);
     cJSON_AddNumberToObject(j, "n", (double)d->n);

@@ -308,12 +308,12 @@ static void summarise(struct run *run, struct lg_result *res)
         res->output_tok_per_s = (double)run->output_tokens / res->duration_s;
         res->total_tok_per_s = (double)(run->output_tokens + run->prompt_tokens) / res->duration_s;
     }
-    lg_stats_dist(run->ttft.v, run->ttft.n, &res->ttft_ms);
-    lg_stats_dist(run->itl.v, run->itl.n, &res->itl_ms);
-    lg_stats_dist(run->tpot.v, run->tpot.n, &res->tpot_ms);
-    lg_stats_dist(run->e2e.v, run->e2e.n, &res->e2e_ms);
-    lg_stats_dist(run->decode.v, run->decode.n, &res->decode_tok_s);
-    lg_stats_dist(run->prefill.v, run->prefill.n, &res->prefill_tok_s);
+    stats_dist(run->ttft.v, run->ttft.n, &res->ttft_ms);
+    stats_dist(run->itl.v, run->itl.n, &res->itl_ms);
+    stats_dist(run->tpot.v, run->tpot.n, &res->tpot_ms);
+    stats_dist(run->e2e.v, run->e2e.n, &res->e2e_ms);
+    stats_dist(run->decode.v, run->decode.n, &res->decode_tok_s);
+    stats_dist(run->prefill.v, run->prefill.n, &res->prefill_tok_s);
 }
 
 int lg_run(const struct lg_cfg *c, struct lg_result *res, char *err, size_t errlen)

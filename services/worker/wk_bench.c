@@ -2,7 +2,6 @@
 #include "wk_bench.h"
 
 #include <cjson/cJSON.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,9 +10,11 @@
 #include "common/err.h"
 #include "common/kv_plan.h"
 #include "common/log.h"
+#include "common/stats.h"
 #include "common/xalloc.h"
 #include "model/model_load.h"
 #include "model/roofline.h"
+#include "model/sample.h"
 #include "wk_cfg.h"
 #include "wk_engine.h"
 
@@ -32,29 +33,6 @@ struct bench {
     double prefill_s, first_s, decode_s;
     int prefill_steps;
 };
-
-static uint32_t argmax_row(const float *l, uint32_t V)
-{
-    uint32_t best = 0;
-    for (uint32_t i = 1; i < V; i++)
-        if (l[i] > l[best])
-            best = i;
-    return best;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double pct(const double *sorted, int n, double p)
-{
-    if (n <= 0)
-        return 0;
-    int i = (int)ceil(p / 100.0 * n) - 1;
-    return sorted[i < 0 ? 0 : (i >= n ? n - 1 : i)];
-}
 
 /* One engine step over the items built in b->items; any per-item failure fails the run. */
 static int bench_step(struct bench *b, int n_items, const char *what)
@@ -103,7 +81,7 @@ static int bench_prefill(struct bench *b)
             if (b->pos[s] < b->P)
                 done_all = 0;
             else
-                b->next[s] = argmax_row(b->logits + (size_t)s * V, V);
+                b->next[s] = (uint32_t)sample_argmax(b->logits + (size_t)s * V, (int)V);
         }
     }
     b->prefill_s = (double)(clock_now_ns() - t0) / 1e9;
@@ -131,7 +109,7 @@ static int bench_decode(struct bench *b)
             return rc;
         for (int s = 0; s < b->B; s++) {
             b->pos[s]++;
-            b->next[s] = argmax_row(b->logits + (size_t)s * V, V);
+            b->next[s] = (uint32_t)sample_argmax(b->logits + (size_t)s * V, (int)V);
         }
         b->step_ms[g] = (double)(clock_now_ns() - ts) / 1e6;
     }
@@ -168,12 +146,9 @@ static int bench_roofline(const struct bench *b, struct roofline_step *r)
 static int bench_report(const struct bench *b)
 {
     const struct wk_cfg *c = b->cfg;
-    double *sorted = xmalloc(sizeof(double) * (size_t)(b->G > 0 ? b->G : 1));
-    memcpy(sorted, b->step_ms, sizeof(double) * (size_t)b->G);
-    qsort(sorted, (size_t)b->G, sizeof(double), cmp_double);
-    const double p50 = pct(sorted, b->G, 50), p90 = pct(sorted, b->G, 90),
-                 p99 = pct(sorted, b->G, 99);
-    free(sorted);
+    struct stats_dist d;
+    stats_dist(b->step_ms, (size_t)b->G, &d);
+    const double p50 = d.p50, p90 = d.p90, p99 = d.p99;
     const double prefill_tps = b->prefill_s > 0 ? (double)b->B * b->P / b->prefill_s : 0;
     const double decode_tps = b->decode_s > 0 ? (double)b->B * b->G / b->decode_s : 0;
     struct roofline_step r;

@@ -28,6 +28,7 @@
 
 #include "common/err.h"
 #include "common/file.h"
+#include "common/stats.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "gpu_model.h"
@@ -170,12 +171,6 @@ static void print_roof(const char *cfg, const struct model *hm)
 
 /* ---- copy bandwidth ---- */
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* GB/s of a 1 GiB device-to-device copy counting read + write; 0 when it cannot run. */
 static double copy_bandwidth(void)
 {
@@ -198,8 +193,9 @@ static double copy_bandwidth(void)
             goto cleanup;
         t[i] = ms * 1e-3;
     }
-    qsort(t, 9, sizeof t[0], cmp_double);
-    gbs = t[4] > 0 ? 2.0 * (double)n / t[4] * 1e-9 : 0.0;
+    struct stats_dist d;
+    stats_dist(t, 9, &d);
+    gbs = d.p50 > 0 ? 2.0 * (double)n / d.p50 * 1e-9 : 0.0;
 cleanup:
     (void)cudaGetLastError();
     if (e0)
@@ -212,14 +208,6 @@ cleanup:
 }
 
 /* ---- one run ---- */
-
-static double pct(const double *sorted, int n, double p)
-{
-    if (n <= 0)
-        return 0.0;
-    int i = (int)ceil(p / 100.0 * n) - 1; // nearest rank
-    return sorted[i < 0 ? 0 : i >= n ? n - 1 : i];
-}
 
 static int bench_run(struct gpu_model *g, const struct bench_opts *o, int B, int P,
                      struct run_result *res)
@@ -309,10 +297,11 @@ static int bench_run(struct gpu_model *g, const struct bench_opts *o, int B, int
         for (int v = 0; v < V; v++)
             res->finite &= isfinite(logits[v]) != 0;
     res->fails += !res->finite;
-    qsort(itl, (size_t)(steps > 0 ? steps : 0), sizeof itl[0], cmp_double);
-    res->itl_p50 = pct(itl, steps, 50);
-    res->itl_p90 = pct(itl, steps, 90);
-    res->itl_p99 = pct(itl, steps, 99);
+    struct stats_dist d;
+    stats_dist(itl, (size_t)(steps > 0 ? steps : 0), &d);
+    res->itl_p50 = d.p50;
+    res->itl_p90 = d.p90;
+    res->itl_p99 = d.p99;
 cleanup:
     for (int s = 0; s < B; s++)
         gpu_model_seq_close(g, s);

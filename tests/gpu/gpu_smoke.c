@@ -23,6 +23,8 @@
 
 #include <time.h>
 #include "common/err.h"
+#include "common/file.h"
+#include "common/stats.h"
 #include "common/kv_plan.h"
 #include "common/log.h"
 #include "common/xalloc.h"
@@ -39,37 +41,12 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int copy_config(const char *src, char *dir, size_t dlen)
+/* the median of v[0..n) */
+static double median(const double *v, int n)
 {
-    snprintf(dir, dlen, "/tmp/tern-smoke-XXXXXX");
-    if (!mkdtemp(dir))
-        return -1;
-    char dst[512];
-    snprintf(dst, sizeof dst, "%s/config.json", dir);
-    FILE *in = fopen(src, "rb"), *out = fopen(dst, "wb");
-    int rc = in && out ? 0 : -1;
-    char buf[65536];
-    size_t n;
-    while (rc == 0 && (n = fread(buf, 1, sizeof buf, in)) > 0)
-        if (fwrite(buf, 1, n, out) != n)
-            rc = -1;
-    if (in)
-        fclose(in);
-    if (out)
-        fclose(out);
-    return rc;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    struct stats_dist d;
+    stats_dist(v, (size_t)n, &d);
+    return d.p50;
 }
 
 #define REPS 25
@@ -162,7 +139,7 @@ int main(int argc, char **argv)
         return 2;
     }
     char dir[256];
-    if (copy_config(argv[1], dir, sizeof dir) < 0) {
+    if (file_tmpdir_copy(argv[1], "tern-smoke", "config.json", dir, sizeof dir) < 0) {
         fprintf(stderr, "cannot copy %s\n", argv[1]);
         return 1;
     }
@@ -172,10 +149,7 @@ int main(int argc, char **argv)
     double t0 = now_s();
     int rc = model_load(&m, dir, &lo, err, sizeof err);
     double t_load = now_s() - t0;
-    char p[600];
-    snprintf(p, sizeof p, "%s/config.json", dir);
-    unlink(p);
-    rmdir(dir);
+    file_tmpdir_remove(dir, "config.json");
     if (rc < 0) {
         fprintf(stderr, "model_load: %s (%s)\n", err, err_str(rc));
         return 1;

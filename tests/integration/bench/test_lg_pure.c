@@ -10,8 +10,8 @@ static void test_percentiles(void)
 {
     /* 1..4: rank = q/100 * 3 -> p50 = 2.5, p90 = 3.7, p99 = 3.97 */
     double v[] = {4, 1, 3, 2};
-    struct lg_dist d;
-    lg_stats_dist(v, 4, &d);
+    struct stats_dist d;
+    stats_dist(v, 4, &d);
     CHECK_EQ_INT(d.n, 4);
     CHECK_NEAR(d.mean, 2.5, 1e-12);
     CHECK_NEAR(d.p50, 2.5, 1e-12);
@@ -21,16 +21,16 @@ static void test_percentiles(void)
     CHECK_NEAR(d.max, 4, 0);
     CHECK_NEAR(v[0], 4, 0); /* input untouched */
     double one = 7;
-    lg_stats_dist(&one, 1, &d);
+    stats_dist(&one, 1, &d);
     CHECK_NEAR(d.p99, 7, 0);
-    lg_stats_dist(NULL, 0, &d);
+    stats_dist(NULL, 0, &d);
     CHECK_EQ_INT(d.n, 0);
     /* 0..100: pN == N exactly */
     struct lg_vec x;
     lg_vec_init(&x);
     for (int i = 100; i >= 0; i--)
         lg_vec_push(&x, i);
-    lg_stats_dist(x.v, x.n, &d);
+    stats_dist(x.v, x.n, &d);
     CHECK_NEAR(d.p50, 50, 1e-9);
     CHECK_NEAR(d.p90, 90, 1e-9);
     CHECK_NEAR(d.p99, 99, 1e-9);

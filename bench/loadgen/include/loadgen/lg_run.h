@@ -42,9 +42,9 @@ struct lg_result {
     long long prompt_tokens, output_tokens; /* completed requests, from usage */
     int prompt_len_min, prompt_len_max;     /* actual prompt tokens seen (usage) */
     double req_per_s, output_tok_per_s, total_tok_per_s;
-    struct lg_dist ttft_ms, itl_ms, tpot_ms, e2e_ms; /* itl: per chunk / tokens per chunk */
-    struct lg_dist decode_tok_s;                     /* per stream: (output - 1) / (e2e - ttft) */
-    struct lg_dist prefill_tok_s;                    /* per request: prompt tokens / ttft */
+    struct stats_dist ttft_ms, itl_ms, tpot_ms, e2e_ms; /* itl: per chunk / tokens per chunk */
+    struct stats_dist decode_tok_s;                     /* per stream: (output - 1) / (e2e - ttft) */
+    struct stats_dist prefill_tok_s;                    /* per request: prompt tokens / ttft */
 };
 
 /* Run one point. Returns 0 when the run took place (requests may have failed: see r->failed),
