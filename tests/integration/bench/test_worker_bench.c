@@ -135,6 +135,22 @@ static void test_cpu(void)
     }
     cJSON_Delete(rr);
     cJSON_Delete(j);
+    /* tern roofline on bad input: exit 1 with one line naming the problem */
+    const char *bad[][2] = {{"--batch 0", "--batch needs an integer"},
+                            {"--kv-cache-dtype fp4", "unknown --kv-cache-dtype"},
+                            {"--bw -3", "--bw needs GB/s > 0"}};
+    for (int i = 0; i < 3; i++) {
+        snprintf(cmd, sizeof cmd, "%s roofline %s %s > %s/roof.err 2>&1", g_tern, model,
+                 bad[i][0], g_dir);
+        CHECK_EQ_INT(run(cmd), 1);
+        snprintf(rj, sizeof rj, "%s/roof.err", g_dir);
+        size_t en;
+        char *s = file_read(rj, &en);
+        CHECK(s && strstr(s, bad[i][1]) && strchr(s, '\n') == s + en - 1);
+        free(s);
+    }
+    snprintf(cmd, sizeof cmd, "%s roofline %s/no-such-dir > /dev/null 2>&1", g_tern, g_dir);
+    CHECK_EQ_INT(run(cmd), 1);
 }
 
 static void expect_refusal(const char *flags, const char *needle)
