@@ -69,15 +69,8 @@ __global__ void __launch_bounds__(THREADS)
     const int kvh = h / (n_q_heads / n_kv_heads);
     const int32_t *bt = block_table + (int64_t)b * max_blocks_per_seq;
     float *w = ws + (((int64_t)b * n_q_heads + h) * n_splits + sp) * (head_dim + 2);
-    if (j0 >= j1) {
-        for (int i = threadIdx.x; i < head_dim; i += THREADS)
-            w[i] = 0.0f;
-        if (threadIdx.x == 0) {
-            w[head_dim] = -INFINITY;
-            w[head_dim + 1] = 0.0f;
-        }
-        return;
-    }
+    if (j0 >= j1)
+        return; /* past this sequence's keys: the merge reads only its ceil(len / SPLIT) splits */
     const float *qh = q + ((int64_t)b * n_q_heads + h) * head_dim;
     for (int i = threadIdx.x; i < head_dim; i += THREADS)
         qs[i] = qh[i] * scale;
@@ -147,11 +140,15 @@ __global__ void __launch_bounds__(THREADS)
     }
 }
 
-__global__ void attn_merge_kernel(float *out, const float *ws, const float *gate, int n_q_heads,
-                                  int head_dim, int n_splits)
+/* Merges the splits that hold keys of sequence b (a captured graph sizes the grid for the longest
+ * context; the rest of the splits returned at once and wrote nothing). */
+__global__ void attn_merge_kernel(float *out, const float *ws, const float *gate,
+                                  const int32_t *seq_lens, int n_q_heads, int head_dim,
+                                  int n_splits_grid)
 {
     const int h = blockIdx.x, b = blockIdx.y;
-    const float *w = ws + ((int64_t)b * n_q_heads + h) * n_splits * (head_dim + 2);
+    const float *w = ws + ((int64_t)b * n_q_heads + h) * n_splits_grid * (head_dim + 2);
+    const int n_splits = min(n_splits_grid, (max(seq_lens[b], 0) + SPLIT - 1) / SPLIT);
     float M = -INFINITY;
     for (int s = 0; s < n_splits; s++)
         M = fmaxf(M, w[s * (head_dim + 2) + head_dim]);
@@ -208,7 +205,8 @@ int attn_decode_dtype_cuda(float *out, float *ws, const float *q, const float *g
             n_q_heads, n_kv_heads, head_dim, block_size, max_blocks_per_seq, n_splits,
             scale * k_scale, v_scale);
     dim3 g2(n_q_heads, n_seq);
-    attn_merge_kernel<<<g2, 128, 0, stream>>>(out, ws, gate, n_q_heads, head_dim, n_splits);
+    attn_merge_kernel<<<g2, 128, 0, stream>>>(out, ws, gate, seq_lens, n_q_heads, head_dim,
+                                              n_splits);
     return kcuda_launch_status("attn_decode");
 }
 

@@ -18,6 +18,16 @@ extern "C" {
  * ERR_CUDA. */
 int gemm_bf16_cuda(float *y, const uint16_t *x, const uint16_t *w, int m, int n, int k,
                    int accumulate, void *lt, void *workspace, size_t ws_bytes, cudaStream_t stream);
+/* The same with row pitches: y rows ldy >= n floats apart, w rows ldw >= k elements apart (a
+ * column block of a wider output, a weight with padded rows). */
+int gemm_bf16_ld_cuda(float *y, int64_t ldy, const uint16_t *x, const uint16_t *w, int64_t ldw,
+                      int m, int n, int k, int accumulate, void *lt, void *workspace,
+                      size_t ws_bytes, cudaStream_t stream);
+/* The same on fp32 x and w (cuBLASLt fp32, no TF32: the products as exact as a CUDA-core dot),
+ * for small weights whose outputs pick discrete choices (the MoE router). */
+int gemm_f32_ld_cuda(float *y, int64_t ldy, const float *x, const float *w, int64_t ldw, int m,
+                     int n, int k, int accumulate, void *lt, void *workspace, size_t ws_bytes,
+                     cudaStream_t stream);
 /* Same contract on host pointers (lt/workspace unused). */
 int gemm_bf16_ref(float *y, const uint16_t *x, const uint16_t *w, int m, int n, int k,
                   int accumulate);

@@ -10,6 +10,7 @@
 
 #include "common/xalloc.h"
 #include "internal/kcuda.cuh"
+#include "internal/kw_dequant.cuh"
 #include "internal/wdot.cuh"
 
 static_assert(MOE_GROUPED_TILE_ROWS == 64, "the warp layout assumes 64-row tiles");
@@ -101,82 +102,6 @@ __global__ void __launch_bounds__(MG_PLAN_THREADS)
         s.tile_e[i] = -1;
 }
 
-static __device__ __forceinline__ uint32_t mg_pack_bf16(float a, float b)
-{
-    return (uint32_t)f32_to_bf16_bits(a) | ((uint32_t)f32_to_bf16_bits(b) << 16);
-}
-
-/* 8 consecutive weight elements W[e][r][k .. k+7] as loaded (k % 8 == 0, all < cols), decoded
- * later by mg_decode_w8 so that the loads of the next K step stay in flight during the mma steps.
- * bf16: q = the 8 values; fp8: q.x, q.y = 8 codes, s = the scale; nvfp4: q.x = 8 codes (element
- * m in bits 4m..4m+3), q.y = the e4m3 block scale byte (k % 16 is 0 or 8: one block), s = the
- * global scale. All zero (decodes to zeros) outside the tile. */
-struct mg_wraw {
-    uint4 q;
-    float s;
-};
-
-static __device__ __forceinline__ mg_wraw mg_fetch_w8(const kweight &w, int e, int r, int k)
-{
-    mg_wraw o;
-    const int64_t idx = (int64_t)e * w.expert_stride + (int64_t)r * w.row_stride + k;
-    o.q = make_uint4(0u, 0u, 0u, 0u);
-    o.s = 1.0f;
-    if (w.fmt == KW_FMT_BF16) {
-        o.q = __ldg(reinterpret_cast<const uint4 *>((const uint16_t *)w.data + idx));
-    } else if (w.fmt == KW_FMT_FP8) {
-        const uint2 v = __ldg(reinterpret_cast<const uint2 *>((const uint8_t *)w.data + idx));
-        const float *sb = w.scale + (int64_t)e * w.scale_expert_stride;
-        o.q.x = v.x;
-        o.q.y = v.y;
-        if (w.scale_kind == KW_SCALE_TENSOR)
-            o.s = __ldg(sb);
-        else if (w.scale_kind == KW_SCALE_CHANNEL)
-            o.s = __ldg(sb + r);
-        else
-            o.s = __ldg(sb +
-                        (int64_t)(r / w.block_rows) * ((w.cols + w.block_cols - 1) / w.block_cols) +
-                        k / w.block_cols);
-    } else {
-        o.q.x = __ldg(reinterpret_cast<const uint32_t *>((const uint8_t *)w.data + idx / 2));
-        o.q.y = __ldg(w.bscale + (int64_t)e * w.bscale_expert_stride +
-                      (int64_t)r * w.bscale_stride + k / 16);
-        o.s = w.gscale_e ? __ldg(w.gscale_e + e) : w.gscale;
-    }
-    return o;
-}
-
-/* The 8 values of a fetched chunk, scales applied, rounded to bf16 (element 0 lowest). */
-static __device__ __forceinline__ uint4 mg_decode_w8(int fmt, const mg_wraw &o)
-{
-    float v[8];
-    if (fmt == KW_FMT_BF16)
-        return o.q;
-    if (fmt == KW_FMT_FP8) {
-        const uint32_t u[2] = {o.q.x, o.q.y};
-#pragma unroll
-        for (int i = 0; i < 2; i++)
-#pragma unroll
-            for (int j = 0; j < 2; j++) {
-                const __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(
-                    (__nv_fp8x2_storage_t)((u[i] >> (16 * j)) & 0xffffu), __NV_E4M3);
-                const float2 f = __half22float2(__half2(hr));
-                v[4 * i + 2 * j] = f.x * o.s;
-                v[4 * i + 2 * j + 1] = f.y * o.s;
-            }
-    } else {
-        /* decoded codes carry 2^-14 (e2m1x2_hi_to_f32_scaled): folded into the scale */
-        const float s = e4m3_to_f32((uint8_t)o.q.y) * 16384.0f * o.s;
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            const float2 f = e2m1x2_hi_to_f32_scaled(o.q.x << (12 - 4 * j)); /* elements j, j+4 */
-            v[j] = f.x * s;
-            v[j + 4] = f.y * s;
-        }
-    }
-    return make_uint4(mg_pack_bf16(v[0], v[1]), mg_pack_bf16(v[2], v[3]), mg_pack_bf16(v[4], v[5]),
-                      mg_pack_bf16(v[6], v[7]));
-}
 
 static __device__ __forceinline__ void mg_mma(float *c, const uint32_t *a, const uint32_t *b)
 {
@@ -238,7 +163,7 @@ __global__ void __launch_bounds__(MG_THREADS)
 
     /* registers of the next K step: A raw (fp32 x: 8 floats as bits; h: 8 bf16 in a0), W raw */
     uint4 a0[2], a1[2];
-    mg_wraw b[2];
+    kwd_wraw b[2];
     auto fetch = [&](int k0) {
         const int k = k0 + lc;
 #pragma unroll
@@ -256,7 +181,7 @@ __global__ void __launch_bounds__(MG_THREADS)
                     a0[i] = *reinterpret_cast<const uint4 *>(ha[i] + k);
                 }
                 if (wr[i] >= 0)
-                    b[i] = mg_fetch_w8(w, e, wr[i], k);
+                    b[i] = kwd_fetch_w8(w, e, wr[i], k);
             }
         }
     };
@@ -266,13 +191,13 @@ __global__ void __launch_bounds__(MG_THREADS)
         for (int i = 0; i < 2; i++) {
             uint4 a = a0[i];
             if (GATE_UP)
-                a = make_uint4(mg_pack_bf16(__uint_as_float(a0[i].x), __uint_as_float(a0[i].y)),
-                               mg_pack_bf16(__uint_as_float(a0[i].z), __uint_as_float(a0[i].w)),
-                               mg_pack_bf16(__uint_as_float(a1[i].x), __uint_as_float(a1[i].y)),
-                               mg_pack_bf16(__uint_as_float(a1[i].z), __uint_as_float(a1[i].w)));
+                a = make_uint4(kwd_pack_bf16(__uint_as_float(a0[i].x), __uint_as_float(a0[i].y)),
+                               kwd_pack_bf16(__uint_as_float(a0[i].z), __uint_as_float(a0[i].w)),
+                               kwd_pack_bf16(__uint_as_float(a1[i].x), __uint_as_float(a1[i].y)),
+                               kwd_pack_bf16(__uint_as_float(a1[i].z), __uint_as_float(a1[i].w)));
             const int row = lr + 32 * i;
             *reinterpret_cast<uint4 *>(&As[row * MG_PITCH + lc]) = a;
-            *reinterpret_cast<uint4 *>(&Bs[row * MG_PITCH + lc]) = mg_decode_w8(w.fmt, b[i]);
+            *reinterpret_cast<uint4 *>(&Bs[row * MG_PITCH + lc]) = kwd_decode_w8(w.fmt, b[i]);
         }
         __syncthreads();
         if (k0 + MG_BK < K)

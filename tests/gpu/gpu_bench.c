@@ -2,7 +2,7 @@
  * (--load-format dummy from a config.json alone), against the HBM roofline measured in the
  * same run.
  *   gpu_bench CONFIG.json [--prompt-len N[,N..]] [--gen N] [--batch B[,B..]] [--chunk R]
- *             [--graphs 0|1] [--json FILE] [--seed S]
+ *             [--graphs 0|1] [--json FILE] [--seed S] [--few-row-paths]
  *   gpu_bench CONFIG.json --roofline-only [--prompt-len ..] [--gen ..] [--batch ..]  (no GPU)
  * For every (batch, prompt length): B sequences get distinct pseudo-random prompts of N tokens,
  * prefilled together in steps of at most R rows (R/B per sequence; default R = 2048; the runner
@@ -16,7 +16,9 @@
  * bandwidth (cudaMemcpy D2D of
  * 1 GiB, read + write counted, median of 9), roofline steps/s = BW / bytes and the fraction
  * achieved. One "bench ..." line per run on stdout; --json appends one JSON object per run
- * (JSON Lines). Exit 0 when every step ran and the last logits were finite. */
+ * (JSON Lines). --few-row-paths runs every step on the GEMV / moe_expert / attn_decode kernels
+ * (gpu_model_opts gemm_min_rows = grouped_min_rows = prefill_attn = -1): the runner before the
+ * many-row dispatch, for an A/B in the same run. Exit 0 when every step ran and the last logits were finite. */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -46,6 +48,7 @@ struct bench_opts {
     int gen;
     int chunk;
     int graphs;
+    int few_row_paths;
     unsigned seed;
     const char *json;
     int roofline_only;
@@ -99,6 +102,9 @@ static int parse_args(struct bench_opts *o, int argc, char **argv)
         int used = 1, rc = 0;
         if (strcmp(a, "--roofline-only") == 0) {
             o->roofline_only = 1;
+            used = 0;
+        } else if (strcmp(a, "--few-row-paths") == 0) {
+            o->few_row_paths = 1;
             used = 0;
         } else if (!v && a[0] == '-') {
             return ERR_INVAL;
@@ -331,19 +337,20 @@ static void report(const struct bench_opts *o, const struct model *hm, const cha
     const double dec_stream = step_s > 0 ? 1.0 / step_s : 0, dec_total = B * dec_stream;
     const double roof_steps = bw_gbs > 0 ? bw_gbs * 1e9 / bytes : 0;
     const double frac = roof_steps > 0 ? dec_stream / roof_steps : 0;
-    printf("bench config=%s experts=%s batch=%d prompt=%d gen=%d chunk=%d graphs=%d "
+    printf("bench config=%s experts=%s paths=%s batch=%d prompt=%d gen=%d chunk=%d graphs=%d "
            "prefill_tok_s=%.1f ttft_ms=%.1f decode_tok_s_stream=%.2f decode_tok_s_total=%.1f "
            "itl_p50_ms=%.3f itl_p90_ms=%.3f itl_p99_ms=%.3f mean_ctx=%.1f bytes_per_step=%.0f "
            "experts_touched=%.2f copy_gbs=%.0f roofline_steps_s=%.1f fraction=%.3f finite=%d "
            "status=%s\n",
-           o->config, efmt, B, res->prompt, res->gen, o->chunk, graphs, pre_tps,
-           1e3 * res->ttft_s, dec_stream, dec_total, 1e3 * res->itl_p50, 1e3 * res->itl_p90,
+           o->config, efmt, o->few_row_paths ? "few_row" : "dispatch", B, res->prompt, res->gen,
+           o->chunk, graphs, pre_tps, 1e3 * res->ttft_s, dec_stream, dec_total, 1e3 * res->itl_p50, 1e3 * res->itl_p90,
            1e3 * res->itl_p99, ctx, bytes, r.experts_touched, bw_gbs, roof_steps, frac,
            res->finite, res->fails ? "FAIL" : "ok");
     if (!json)
         return;
     fprintf(json,
-            "{\"config\":\"%s\",\"device\":\"%s\",\"experts_format\":\"%s\",\"batch\":%d,"
+            "{\"config\":\"%s\",\"device\":\"%s\",\"experts_format\":\"%s\",\"paths\":\"%s\","
+            "\"batch\":%d,"
             "\"prompt_len\":%d,\"gen\":%d,\"chunk\":%d,\"graphs\":%d,\"prefill_s\":%.6f,"
             "\"prefill_tok_s\":%.3f,\"ttft_ms\":%.3f,\"decode_s\":%.6f,\"decode_steps\":%d,"
             "\"decode_tok_s_stream\":%.3f,\"decode_tok_s_total\":%.3f,\"itl_ms\":{\"p50\":%.4f,"
@@ -351,8 +358,8 @@ static void report(const struct bench_opts *o, const struct model *hm, const cha
             "\"dense\":%.0f,\"lm_head\":%.0f,\"expert_one\":%.0f,\"experts_touched\":%.3f,"
             "\"experts\":%.0f,\"gdn_state_rw\":%.0f,\"kv\":%.0f,\"copy_gbs\":%.1f,"
             "\"steps_s\":%.3f,\"fraction\":%.4f},\"finite\":%d,\"ok\":%s}\n",
-            o->config, device, efmt, B, res->prompt, res->gen, o->chunk, graphs,
-            res->prefill_s, pre_tps, 1e3 * res->ttft_s, res->decode_s, steps, dec_stream,
+            o->config, device, efmt, o->few_row_paths ? "few_row" : "dispatch", B, res->prompt,
+            res->gen, o->chunk, graphs, res->prefill_s, pre_tps, 1e3 * res->ttft_s, res->decode_s, steps, dec_stream,
             dec_total, 1e3 * res->itl_p50, 1e3 * res->itl_p90, 1e3 * res->itl_p99, ctx, bytes,
             r.dense, r.lm_head, r.expert_bytes, r.experts_touched, r.experts, r.gdn_state, r.kv,
             bw_gbs, roof_steps, frac, res->finite,
@@ -422,7 +429,10 @@ int main(int argc, char **argv)
     for (int p = 0; p < o.n_prompt; p++)
         max_p = o.prompt[p] > max_p ? o.prompt[p] : max_p;
     struct gpu_model_opts go = { .n_slots = max_b, .max_model_len = max_p + o.gen + 16,
-                                 .block_tokens = 16, .graphs = o.graphs, .max_rows = o.chunk };
+                                 .block_tokens = 16, .graphs = o.graphs, .max_rows = o.chunk,
+                                 .gemm_min_rows = o.few_row_paths ? -1 : 0,
+                                 .grouped_min_rows = o.few_row_paths ? -1 : 0,
+                                 .prefill_attn = o.few_row_paths ? -1 : 0 };
     t0 = now_s();
     rc = gpu_model_create(&g, m, &go, err, sizeof err);
     const double t_up = now_s() - t0;

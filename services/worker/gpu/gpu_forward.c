@@ -21,15 +21,14 @@
 
 #include "argmax.h"
 #include "attn_decode.h"
+#include "attn_prefill.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "embed.h"
 #include "fused_add_rmsnorm.h"
 #include "gdn_seq.h"
-#include "gemv.h"
 #include "kv_write.h"
-#include "moe_expert.h"
 #include "moe_route.h"
 #include "rmsnorm.h"
 #include "rope.h"
@@ -63,10 +62,10 @@ static int gdn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_
     cudaStream_t st = g->stream;
     const int n = p->rows;
     const int32_t *items = p->gitems;
-    TRY(gemv_cuda(g->mix_raw, &L->qkv, 0, g->x, n, st));
-    TRY(gemv_cuda(g->gz, &L->z, 0, g->x, n, st));
-    TRY(gemv_cuda(g->gb, &L->b, 0, g->x, n, st));
-    TRY(gemv_cuda(g->ga, &L->a, 0, g->x, n, st));
+    TRY(gpu_linear(g, g->mix_raw, &L->qkv, g->x, n));
+    TRY(gpu_linear(g, g->gz, &L->z, g->x, n));
+    TRY(gpu_linear(g, g->gb, &L->b, g->x, n));
+    TRY(gpu_linear(g, g->ga, &L->a, g->x, n));
     TRY(gdn_seq_conv_cuda(g->mix, L->conv_state, L->conv_snap, g->n_snap, g->mix_raw, L->conv_w,
                           items, p->items, g->cd, g->kc, st));
     if (!g->gdn_pad) {
@@ -92,7 +91,7 @@ static int gdn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_
                               g->hv, g->gdn_eps, st));
         TRY(copy2d(g, g->go, g->dv, g->o_p, D, g->dv, (int64_t)n * g->hv));
     }
-    return gemv_cuda(g->y, &L->out, 0, g->go, n, st);
+    return gpu_linear(g, g->y, &L->out, g->go, n);
 }
 
 int gpu_attn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_pass *p)
@@ -105,15 +104,15 @@ int gpu_attn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_pa
     const float eps = g->cfg.rms_eps, theta = g->cfg.rope_theta;
     const float *gate = NULL;
     if (g->cfg.attn_output_gate) {
-        TRY(gemv_cuda(g->qg, &L->q, 0, g->x, n, st));
+        TRY(gpu_linear(g, g->qg, &L->q, g->x, n));
         TRY(copy2d(g, g->q, hd, g->qg, 2 * hd, hd, (int64_t)n * hq));
         TRY(copy2d(g, g->gate, hd, g->qg + hd, 2 * hd, hd, (int64_t)n * hq));
         gate = g->gate;
     } else {
-        TRY(gemv_cuda(g->q, &L->q, 0, g->x, n, st));
+        TRY(gpu_linear(g, g->q, &L->q, g->x, n));
     }
-    TRY(gemv_cuda(g->k, &L->k, 0, g->x, n, st));
-    TRY(gemv_cuda(g->v, &L->v, 0, g->x, n, st));
+    TRY(gpu_linear(g, g->k, &L->k, g->x, n));
+    TRY(gpu_linear(g, g->v, &L->v, g->x, n));
     TRY(rmsnorm_cuda(g->q, g->q, L->q_norm, n * hq, hd, eps, 1.0f, st));
     TRY(rmsnorm_cuda(g->k, g->k, L->k_norm, n * hkv, hd, eps, 1.0f, st));
     TRY(rope_cuda(g->q, pos, n, hq, hd, g->cfg.rotary_dim, qd, hd, theta, st));
@@ -122,6 +121,16 @@ int gpu_attn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_pa
      * storage, scales 1.0) */
     TRY(kv_write_dtype_cuda(L->k_cache, L->v_cache, g->k, g->v, p->map, n, hkv, hd, g->kv_dtype,
                             1.0f, 1.0f, st));
+    if (p->aseqs && p->max_n >= g->disp.attn_prefill_rows) {
+        /* items of several rows: flash-style prefill over every item at once; the block table
+         * row of item i is its first row's (seq = row_start) */
+        TRY(attn_prefill_batch_path_cuda(g->ao, g->q, gate, L->k_cache, L->v_cache, g->kv_dtype,
+                                         1.0f, 1.0f, p->table, p->ts,
+                                         (const struct attn_prefill_seq *)p->aseqs, p->items,
+                                         p->max_n, hq, hkv, hd, g->o.block_tokens,
+                                         1.0f / sqrtf((float)hd), g->disp.attn_prefill_path, st));
+        return gpu_linear(g, g->y, &L->o, g->ao, n);
+    }
     /* the split workspace holds n_slots rows at max_model_len: longer passes go in groups */
     const int64_t per_row = (int64_t)attn_decode_ws_floats(1, hq, hd, p->max_len);
     int64_t grp = per_row > 0 ? g->attn_ws_floats / per_row : n;
@@ -135,7 +144,7 @@ int gpu_attn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_pa
                                    p->lens + r0, nr, hq, hkv, hd, g->o.block_tokens, p->ts,
                                    p->max_len, 1.0f / sqrtf((float)hd), st));
     }
-    return gemv_cuda(g->y, &L->o, 0, g->ao, n, st);
+    return gpu_linear(g, g->y, &L->o, g->ao, n);
 }
 
 int gpu_moe_block(struct gpu_model *g, struct gpu_layer *L, int n)
@@ -145,25 +154,24 @@ int gpu_moe_block(struct gpu_model *g, struct gpu_layer *L, int n)
     /* moe_expert_cuda puts rows x top_k on one grid axis (<= 65535, ERR_INVAL beyond): passes
      * longer than that (max_rows > 8191 at top-8) go in row groups; one call otherwise */
     const int grp = 65535 / (g->K > 2 ? g->K : 2);
-    TRY(gemv_cuda(g->moe_logits, &L->router, 0, g->x, n, st));
+    TRY(gpu_router(g, L, n));
     TRY(moe_route_cuda(g->moe_ids, g->moe_w, g->moe_logits, n, g->E, g->K, st));
     for (int r0 = 0; r0 < n; r0 += grp) {
         const int nr = n - r0 < grp ? n - r0 : grp;
         const int64_t o = (int64_t)r0 * g->K;
-        TRY(moe_expert_cuda(g->y + r0 * H, g->moe_ws, g->x + r0 * H, g->moe_ids + o, g->moe_w + o,
-                            nr, g->K, g->E, &L->gate_up, &L->down, 0, st));
+        TRY(gpu_experts(g, g->y + r0 * H, g->x + r0 * H, g->moe_ids + o, g->moe_w + o, nr, g->K,
+                        g->E, &L->gate_up, &L->down, 0));
     }
     if (!L->has_shared)
         return 0;
     /* sigmoid(s) as the top-2 softmax of [s, 0]; the zero row's slot (id 1) is outside the
      * one-expert stack and contributes nothing */
-    TRY(gemv_cuda(g->sh_logits, &L->sh_gate, 0, g->x, n, st));
+    TRY(gpu_linear(g, g->sh_logits, &L->sh_gate, g->x, n));
     TRY(moe_route_cuda(g->sh_ids, g->sh_w, g->sh_logits, n, 2, 2, st));
     for (int r0 = 0; r0 < n; r0 += grp) {
         const int nr = n - r0 < grp ? n - r0 : grp;
-        TRY(moe_expert_cuda(g->y + r0 * H, g->moe_ws, g->x + r0 * H, g->sh_ids + 2 * (int64_t)r0,
-                            g->sh_w + 2 * (int64_t)r0, nr, 2, 1, &L->sh_gate_up, &L->sh_down, 1,
-                            st));
+        TRY(gpu_experts(g, g->y + r0 * H, g->x + r0 * H, g->sh_ids + 2 * (int64_t)r0,
+                        g->sh_w + 2 * (int64_t)r0, nr, 2, 1, &L->sh_gate_up, &L->sh_down, 1));
     }
     return 0;
 }
@@ -174,7 +182,7 @@ void gpu_pass_main(const struct gpu_model *g, struct gpu_pass *p, int rows, int 
     *p = (struct gpu_pass){ rows, items, ts, max_len, g->d_in + gpu_in_tokens(g),
                             g->d_in + gpu_in_pos(g), g->d_in + gpu_in_map(g),
                             g->d_in + gpu_in_lens(g), g->d_in + gpu_in_table(g),
-                            g->d_in + gpu_in_items(g) };
+                            g->d_in + gpu_in_items(g), g->d_in + gpu_in_aseqs(g), 1 };
 }
 
 /* The pass over the rows already in d_in: embed .. final norm into g->x. */
@@ -245,6 +253,11 @@ static void fill_inputs(struct gpu_model *g, const struct gpu_item *items, int n
         gi[1] = it->n;
         gi[2] = it->slot;
         gi[3] = it->snap ? 0 : -1; // the one open window's rows: snapshots 0 .. n-1
+        int32_t *as = hin + gpu_in_aseqs(g) + (int64_t)(ni - 1) * 4; // struct attn_prefill_seq
+        as[0] = r;      // block table row: the item's first row
+        as[1] = r;      // first query row
+        as[2] = it->n;
+        as[3] = it->pos;
         int32_t *tab0 = hin + gpu_in_table(g) + (int64_t)r * ts;
         for (int b = 0; b < ts; b++)
             tab0[b] = it->blocks ? (b < it->n_blocks ? (int32_t)it->blocks[b] : 0)
@@ -278,7 +291,7 @@ static int emit_logits(struct gpu_model *g, struct gpu_item *items, const int *r
             want_argmax |= it->argmax != NULL;
             want_logits |= it->logits != NULL;
         }
-        TRY(gemv_cuda(g->logits, &g->lm_head, 0, g->xl, nb, g->stream));
+        TRY(gpu_lm_head(g, g->logits, g->xl, nb));
         if (want_argmax) {
             TRY(argmax_cuda(g->argmax_ids, g->logits, nb, g->V, g->stream));
             TRY(gpu_cu(cudaMemcpyAsync(g->h_argmax, g->argmax_ids, sizeof(int32_t) * (size_t)nb,
@@ -336,6 +349,7 @@ int gpu_step_run(struct gpu_model *g, struct gpu_item *items, int n_items)
         gpu_pass_main(g, &p, rows, ni, g->bps, g->o.max_model_len);
     else
         gpu_pass_main(g, &p, rows, ni, (int)CEIL_DIV(max_end, bt), max_end);
+    p.max_n = max_n;
     fill_inputs(g, items, n_items, p.ts);
     TRY(gpu_cu(cudaMemcpyAsync(g->d_in, g->h_in,
                            sizeof(int32_t) * (size_t)(gpu_in_table(g) + (int64_t)rows * p.ts),

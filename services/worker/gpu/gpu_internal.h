@@ -9,6 +9,7 @@
 #include "gdn_seq.h"
 #include "gpu_model.h"
 #include "kweight.h"
+#include "linear.h"
 
 #define GPU_GDN_D 128 // gdn_step's fixed head dim
 
@@ -31,12 +32,27 @@ struct gpu_layer {
     void *k_cache, *v_cache;   // (kv_blocks*block_tokens, Hkv, D) of kv_dtype (bf16 or e4m3)
     /* moe */
     struct kweight router;     // (E, H)
+    float *router_f32;         // (E, H) fp32 copy for the many-row router GEMM; or NULL
     struct kweight gate_up;    // E x (2I, H), gate rows first
     struct kweight down;       // E x (H, I)
     bool has_shared;
     struct kweight sh_gate;    // (2, H): shared_expert_gate, then a zero row (softmax = sigmoid)
     struct kweight sh_gate_up; // 1 x (2Is, H)
     struct kweight sh_down;    // 1 x (H, Is)
+};
+
+/* The kernel path of a step's layers by rows and weight format (gpu_dispatch.c): computed once
+ * at create, printed at startup (gpu_dispatch lines) and read by every call below, so the log
+ * says what runs. Index: enum kw_fmt (1..3). INT_MAX = never. */
+struct gpu_dispatch {
+    int gemm_rows[4];          // dense weights: LINEAR_PATH_GEMM from this many rows, else GEMV
+    int lm_rows[4];            // the lm_head: the same, its own thresholds
+    int router_rows;           // the router: fp32 cuBLASLt GEMM (router_f32) from this many rows
+    int grouped_rows[4];       // expert stacks: moe_grouped from this many rows, else moe_expert
+    int attn_prefill_rows;     // items of at least this many rows attend through attn_prefill
+                               //  (all items of the pass, one launch); else attn_decode per row
+    int attn_prefill_path;     // enum attn_prefill_path of that launch (MMA when head_dim % 16 == 0)
+    char why[160];             // where the thresholds came from (measured table, options)
 };
 
 /* The MTP head on the device. */
@@ -61,6 +77,8 @@ struct gpu_model {
     int sm;
     char dev_name[256];
     struct backend_plan plan;
+    struct gpu_dispatch disp;
+    struct linear_ctx *lin;    // GEMM path scratch and cuBLASLt (NULL: no dense GEMM path)
     struct gpu_model_mem mem;
     cudaStream_t stream;
     cudaGraphExec_t *graphs;   // [n_slots + 1]: the layer stack for n rows; NULL when eager
@@ -107,6 +125,11 @@ struct gpu_pass {
     /* device inputs: (rows) tokens, positions, KV cache slots, causal lengths; the block table
      * (rows x ts); the gdn_seq item table (items x GDN_SEQ_ITEM_INTS; unused by the MTP) */
     const int32_t *tokens, *pos, *map, *lens, *table, *gitems;
+    /* the attn_prefill descriptors of the items (items x 4 ints: struct attn_prefill_seq, seq =
+     * the item's first row of table) and the most rows of one item; NULL / 0: attention runs
+     * one query row at a time (attn_decode) */
+    const int32_t *aseqs;
+    int max_n;
 };
 
 /* The attention mixer and the MoE block of one layer over pass p's rows (x -> y); shared by
@@ -123,21 +146,45 @@ void gpu_pass_main(const struct gpu_model *g, struct gpu_pass *p, int rows, int 
                    int max_len);
 
 /* Offsets (in int32) into the d_in / h_in block: per-row sections of R, the gdn_seq item table
- * (n_slots x GDN_SEQ_ITEM_INTS), then the block table (R x bps at most). */
+ * (n_slots x GDN_SEQ_ITEM_INTS), the attn_prefill descriptors (n_slots x 4), then the block table
+ * (R x bps at most). */
 static inline int64_t gpu_in_tokens(const struct gpu_model *g) { (void)g; return 0; }
 static inline int64_t gpu_in_pos(const struct gpu_model *g) { return g->R; }
 static inline int64_t gpu_in_slots(const struct gpu_model *g) { return 2 * (int64_t)g->R; }
 static inline int64_t gpu_in_map(const struct gpu_model *g) { return 3 * (int64_t)g->R; }
 static inline int64_t gpu_in_lens(const struct gpu_model *g) { return 4 * (int64_t)g->R; }
 static inline int64_t gpu_in_items(const struct gpu_model *g) { return 5 * (int64_t)g->R; }
-static inline int64_t gpu_in_table(const struct gpu_model *g)
+static inline int64_t gpu_in_aseqs(const struct gpu_model *g)
 {
     return 5 * (int64_t)g->R + (int64_t)g->o.n_slots * GDN_SEQ_ITEM_INTS;
+}
+static inline int64_t gpu_in_table(const struct gpu_model *g)
+{
+    return gpu_in_aseqs(g) + 4 * (int64_t)g->o.n_slots;
 }
 static inline int64_t gpu_in_count(const struct gpu_model *g)
 {
     return gpu_in_table(g) + (int64_t)g->R * g->bps;
 }
+
+/* ---- dispatch (gpu_dispatch.c) ---- */
+/* Fill g->disp from the weight formats and opts (gemm_min_rows, grouped_min_rows,
+ * prefill_attn), create g->lin when a GEMM path can run; 0 or a status (err set). */
+int gpu_dispatch_init(struct gpu_model *g, char *err, size_t errlen);
+void gpu_dispatch_destroy(struct gpu_model *g);
+/* The startup lines: one per layer class present, its format and path at 1 row and at many. */
+void gpu_dispatch_log(const struct gpu_model *g);
+/* y = x W^T over n rows on the path g->disp names for w's format and n (gpu_lm_head: the
+ * lm_head's thresholds; gpu_router: L's router logits of g->x into g->moe_logits). */
+int gpu_linear(struct gpu_model *g, float *y, const struct kweight *w, const float *x, int n);
+int gpu_lm_head(struct gpu_model *g, float *y, const float *x, int n);
+int gpu_router(struct gpu_model *g, struct gpu_layer *L, int n);
+/* out (+)= the SwiGLU experts ids/weights of n rows (moe_expert or moe_grouped by g->disp). */
+int gpu_experts(struct gpu_model *g, float *out, const float *x, const int32_t *ids,
+                const float *weights, int n, int top_k, int n_experts, const struct kweight *gate_up,
+                const struct kweight *down, int accumulate);
+/* Scratch floats gpu_experts needs for n rows (both paths). */
+size_t gpu_experts_ws_floats(int n, int top_k, int n_experts, int inter, int hidden);
 
 /* The layer stack (embed .. final norm into x) for the pass p over the inputs in d_in: eager
  * launches. */

@@ -14,7 +14,6 @@
 #include "common/xalloc.h"
 #include "kv_write.h"
 #include "model/dtype.h"
-#include "moe_expert.h"
 
 /* ---- device allocation with accounting ---- */
 
@@ -330,6 +329,20 @@ static int upload_attn(struct gpu_model *g, const struct attn_w *w, struct gpu_l
     return 0;
 }
 
+/* The router's fp32 copy (E, H) for the many-row router GEMM (gpu_dispatch.c), counted in
+ * mem.dispatch. */
+static int upload_router_f32(struct gpu_model *g, const struct qweight *w, struct gpu_layer *L,
+                             char *err, size_t errlen)
+{
+    const int64_t E = w->rows, H = w->cols;
+    float *h = xmalloc(sizeof(float) * (size_t)(E * H));
+    for (int64_t r = 0; r < E; r++)
+        qweight_dequant_row(w, r, h + r * H);
+    L->router_f32 = dev_floats(g, h, E * H, E * H, 1.0f, &g->mem.dispatch);
+    free(h);
+    return L->router_f32 ? 0 : fail(err, errlen, ERR_NOMEM, "router fp32 copy", "cudaMalloc failed");
+}
+
 static int upload_moe(struct gpu_model *g, const struct moe_w *w, struct gpu_layer *L, int l,
                       char *err, size_t errlen)
 {
@@ -338,6 +351,8 @@ static int upload_moe(struct gpu_model *g, const struct moe_w *w, struct gpu_lay
     snprintf(what, sizeof what, "layers.%d.mlp.gate", l);
     if ((rc = upload_one(g, &w->router, &g->mem.group[MODEL_GROUP_ROUTER], &L->router, what, err,
                          errlen)) < 0)
+        return rc;
+    if (g->o.gemm_min_rows >= 0 && (rc = upload_router_f32(g, &w->router, L, err, errlen)) < 0)
         return rc;
     const struct qweight **gu = xmalloc(sizeof(*gu) * (size_t)(2 * g->E));
     const struct qweight **dn = xmalloc(sizeof(*dn) * (size_t)g->E);
@@ -485,8 +500,8 @@ static int alloc_state(struct gpu_model *g, char *err, size_t errlen)
     g->sh_logits = act(g, B * 2);
     g->sh_w = act(g, B * 2);
     g->sh_ids = (int32_t *)act(g, B * 2);
-    size_t ws = moe_expert_ws_floats((int)B, g->K, g->I, g->H);
-    size_t ws2 = moe_expert_ws_floats((int)B, 2, g->Is > 0 ? g->Is : 1, g->H);
+    size_t ws = gpu_experts_ws_floats((int)B, g->K, g->E, g->I, g->H);
+    size_t ws2 = gpu_experts_ws_floats((int)B, 2, 1, g->Is > 0 ? g->Is : 8, g->H);
     g->moe_ws = act(g, (int64_t)(ws > ws2 ? ws : ws2));
     g->xl = act(g, L * H);
     g->logits = act(g, L * g->V);
@@ -634,6 +649,8 @@ int gpu_model_create(struct gpu_model **out, const struct model *m,
     }
     for (int i = 0; i < MODEL_GROUP_COUNT; i++)
         g->mem.weights += g->mem.group[i];
+    if ((rc = gpu_dispatch_init(g, err, errlen)) < 0)
+        goto fail;
     if ((rc = alloc_state(g, err, errlen)) < 0)
         goto fail;
     if (opts->spec_k > 0 && (rc = gpu_spec_create(g, m, err, errlen)) < 0)
@@ -641,7 +658,8 @@ int gpu_model_create(struct gpu_model **out, const struct model *m,
     g->mem.weights = 0;
     for (int i = 0; i < MODEL_GROUP_COUNT; i++)
         g->mem.weights += g->mem.group[i];
-    g->mem.total = g->mem.weights + g->mem.gdn_state + g->mem.kv_pool + g->mem.activations;
+    g->mem.total = g->mem.weights + g->mem.gdn_state + g->mem.kv_pool + g->mem.activations +
+                   g->mem.dispatch;
     if (g->o.graphs)
         (void)gpu_capture_graphs(g); // failure leaves eager launches (logged)
     *out = g;
@@ -661,6 +679,7 @@ void gpu_model_destroy(struct gpu_model *g)
         cudaStreamSynchronize(g->stream);
     gpu_destroy_graphs(g);
     gpu_spec_destroy(g);
+    gpu_dispatch_destroy(g);
     for (int i = 0; i < g->n_allocs; i++)
         cudaFree(g->allocs[i]);
     free(g->allocs);
@@ -700,14 +719,15 @@ void gpu_model_log(const struct gpu_model *g)
         LOG_INFO("gpu_backend", "%s",
                  backend_choice_str((enum backend_class)c, &g->plan.cls[c], buf, sizeof buf));
     }
+    gpu_dispatch_log(g);
     for (int i = 0; i < MODEL_GROUP_COUNT; i++)
         if (g->mem.group[i])
             LOG_INFO("gpu_resident", "group=%s bytes=%lld", model_group_name((enum model_group)i),
                      (long long)g->mem.group[i]);
     LOG_INFO("gpu_memory", "weights=%lld gdn_state=%lld kv_pool=%lld kv_dtype=%s activations=%lld "
-             "total=%lld", (long long)g->mem.weights, (long long)g->mem.gdn_state,
+             "dispatch=%lld total=%lld", (long long)g->mem.weights, (long long)g->mem.gdn_state,
              (long long)g->mem.kv_pool, kv_dtype_name((enum kv_dtype)g->kv_dtype),
-             (long long)g->mem.activations, (long long)g->mem.total);
+             (long long)g->mem.activations, (long long)g->mem.dispatch, (long long)g->mem.total);
 }
 
 const struct gpu_model_mem *gpu_model_memory(const struct gpu_model *g) { return &g->mem; }

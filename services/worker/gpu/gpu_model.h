@@ -39,6 +39,13 @@ struct gpu_model_opts {
     int kv_dtype;         // enum kv_dtype (common/kv_plan.h) of the paged K/V (main layers and the
                           //  MTP layer): 0 = AUTO = bf16; KV_DTYPE_FP8 = e4m3, scales 1.0 (vLLM's
                           //  --kv-cache-dtype fp8 default). Anything else is ERR_INVAL.
+    int gemm_min_rows;    // dense layers of at least this many rows run as tensor-core GEMMs
+                          //  (kernels/linear.h), fewer as GEMVs: 0 = the measured default per
+                          //  weight format (gpu_dispatch.c), -1 = never
+    int grouped_min_rows; // expert blocks of at least this many rows run as grouped GEMMs
+                          //  (kernels/moe_grouped.h): 0 = default, -1 = never
+    int prefill_attn;     // items of several rows attend through attn_prefill: 0 = yes (from 2
+                          //  rows), -1 = no (attn_decode one query row at a time)
 };
 
 #define GPU_SPEC_MAX 16
@@ -66,6 +73,8 @@ struct gpu_model_mem {
     int64_t gdn_state;                // conv windows + S, all slots
     int64_t kv_pool;                  // K + V of every attention layer
     int64_t activations;              // step scratch
+    int64_t dispatch;                 // many-row paths: GEMM scratch, cuBLASLt workspace, fp32
+                                      //  router copies (gpu_dispatch.c)
     int64_t total;
 };
 

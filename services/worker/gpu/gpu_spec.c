@@ -191,7 +191,7 @@ static int mtp_pass(struct gpu_model *g, const int32_t *tokens, const float *hid
         return ERR_INVAL;
     const struct gpu_pass p = { n, 0, ts, max_len, tokens, s->d_min + in_pos(s) + r0,
                                 s->d_min + in_map(s) + r0, s->d_min + in_lens(s) + r0,
-                                s->d_min + in_table(s) + (int64_t)r0 * ts, NULL };
+                                s->d_min + in_table(s) + (int64_t)r0 * ts, NULL, NULL, 0 };
     const size_t row = sizeof(float) * (size_t)H;
     TRY(embed_cuda(g->h, g->embed, tokens, n, H, g->V, st));
     TRY(rmsnorm_cuda(g->y, g->h, s->w.norm_emb, n, H, eps, 1.0f, st));
@@ -200,7 +200,7 @@ static int mtp_pass(struct gpu_model *g, const int32_t *tokens, const float *hid
     TRY(rmsnorm_cuda(g->y, hid, s->w.norm_hid, n, H, eps, 1.0f, st));
     TRY(gpu_cu(cudaMemcpy2DAsync(s->cat + H, 2 * row, g->y, row, row, (size_t)n,
                                  cudaMemcpyDeviceToDevice, st)));
-    TRY(gemv_cuda(g->h, &s->w.fc, 0, s->cat, n, st));
+    TRY(gpu_linear(g, g->h, &s->w.fc, s->cat, n));
     struct gpu_layer *L = &s->w.layer;
     TRY(rmsnorm_cuda(g->x, g->h, L->in_norm, n, H, eps, 1.0f, st));
     TRY(gpu_attn_mixer(g, L, &p));

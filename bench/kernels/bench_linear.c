@@ -1,0 +1,188 @@
+/* bench_linear: where the many-row paths start to pay, on the full-size Qwen3.6-35B-A3B shapes.
+ *   dense: linear_cuda GEMV vs GEMM path (kernels/linear.h) for GDN qkv 8192x2048, GDN out
+ *     2048x4096, the router 256x2048 and the lm_head 248320x2048, in bf16, fp8 (channel
+ *     scales) and nvfp4, at n = 1 .. 512 rows;
+ *   experts: moe_expert vs moe_grouped, E=256, top-8, I=512, H=2048, same formats and rows.
+ * Weights rotate over copies of >= 192 MB (3x the 60 MB L2) so the cache does not serve them.
+ * Times are medians of CUDA-event timings (host launch work included, as the runner pays it).
+ * One line per (kind, format, shape, n) with both times, then per (kind, format, shape) the
+ * smallest n from which the many-row path is faster at every larger n: the row thresholds of
+ * services/worker/gpu/gpu_dispatch.c come from these lines.
+ * Usage: bench_linear [quick] (quick: nvfp4 and bf16, GDN qkv and experts only). */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ktest.h"
+#include "kweights.h"
+#include "linear.h"
+#include "moe_expert.h"
+#include "moe_grouped.h"
+
+#define MAX_COPIES 64
+#define ROTATE_BYTES (192.0 * 1024 * 1024)
+
+static const int NS[] = { 1, 2, 4, 8, 9, 12, 16, 24, 32, 48, 64, 96, 128, 256, 512 };
+#define NN ((int)(sizeof NS / sizeof NS[0]))
+
+struct arg {
+    struct linear_ctx *c;
+    struct kw_pair *w[MAX_COPIES], *dn[MAX_COPIES];
+    int nc, next;
+    float *x, *y, *ws, *rw;
+    int32_t *ids;
+    int n, path, moe, E, K;
+};
+
+static void run(void *p)
+{
+    struct arg *a = p;
+    const int i = a->next++ % a->nc;
+    int rc;
+    if (!a->moe)
+        rc = linear_cuda(a->c, a->y, &a->w[i]->dev, 0, a->x, a->n, a->path, 0);
+    else if (a->path == LINEAR_PATH_GEMM)
+        rc = moe_grouped_cuda(a->y, a->ws, a->x, a->ids, a->rw, a->n, a->K, a->E, &a->w[i]->dev,
+                              &a->dn[i]->dev, 0, 0);
+    else
+        rc = moe_expert_cuda(a->y, a->ws, a->x, a->ids, a->rw, a->n, a->K, a->E, &a->w[i]->dev,
+                             &a->dn[i]->dev, 0, 0);
+    if (rc)
+        fprintf(stderr, "bench_linear: rc=%d\n", rc);
+}
+
+static int copies_for(double bytes)
+{
+    int nc = (int)(ROTATE_BYTES / bytes) + 1;
+    return nc > MAX_COPIES ? MAX_COPIES : nc;
+}
+
+/* times[n][path-1]; prints the lines and the threshold */
+static void sweep(struct arg *a, const char *kind, const char *fname, const char *shape)
+{
+    double t[NN][2];
+    for (int i = 0; i < NN; i++) {
+        a->n = NS[i];
+        for (int p = 1; p <= 2; p++) {
+            a->path = p;
+            t[i][p - 1] = ktest_time_us(run, a, 3, 15);
+        }
+        printf("%s fmt=%s shape=%s n=%d few_us=%.1f many_us=%.1f ratio=%.2f\n", kind, fname,
+               shape, NS[i], t[i][0], t[i][1], t[i][1] / t[i][0]);
+    }
+    int from = NN;
+    while (from > 0 && t[from - 1][1] < t[from - 1][0])
+        from--;
+    printf("threshold %s fmt=%s shape=%s many_rows_from=%s%d\n", kind, fname, shape,
+           from == NN ? ">" : "", from == NN ? NS[NN - 1] : NS[from]);
+    fflush(stdout);
+}
+
+static void dense(struct linear_ctx *c, float *x, float *y, const char *fname, int fmt, int rows,
+                  int cols)
+{
+    struct arg a;
+    memset(&a, 0, sizeof a);
+    a.c = c;
+    a.x = x;
+    a.y = y;
+    struct kw_pair *w = malloc(sizeof(struct kw_pair) * MAX_COPIES);
+    kw_pair_make(&w[0], fmt, KW_SCALE_CHANNEL, 1, rows, cols);
+    a.nc = copies_for(kw_pair_bytes(&w[0]));
+    a.w[0] = &w[0];
+    for (int i = 1; i < a.nc; i++) {
+        kw_pair_make(&w[i], fmt, KW_SCALE_CHANNEL, 1, rows, cols);
+        a.w[i] = &w[i];
+    }
+    char shape[32];
+    snprintf(shape, sizeof shape, "%dx%d", rows, cols);
+    sweep(&a, "dense", fname, shape);
+    for (int i = 0; i < a.nc; i++)
+        kw_pair_free(&w[i]);
+    free(w);
+}
+
+static void experts(float *x, float *y, const char *fname, int fmt)
+{
+    const int E = 256, K = 8, I = 512, H = 2048, T = NS[NN - 1];
+    struct arg a;
+    memset(&a, 0, sizeof a);
+    a.moe = 1;
+    a.E = E;
+    a.K = K;
+    a.x = x;
+    a.y = y;
+    struct kw_pair *gu = malloc(sizeof(struct kw_pair) * MAX_COPIES);
+    struct kw_pair *dn = malloc(sizeof(struct kw_pair) * MAX_COPIES);
+    kw_pair_make(&gu[0], fmt, KW_SCALE_CHANNEL, E, 2 * I, H);
+    kw_pair_make(&dn[0], fmt, KW_SCALE_CHANNEL, E, H, I);
+    a.nc = copies_for(E * (kw_pair_bytes(&gu[0]) + kw_pair_bytes(&dn[0])));
+    for (int i = 0; i < a.nc; i++) {
+        if (i > 0) {
+            kw_pair_make(&gu[i], fmt, KW_SCALE_CHANNEL, E, 2 * I, H);
+            kw_pair_make(&dn[i], fmt, KW_SCALE_CHANNEL, E, H, I);
+        }
+        a.w[i] = &gu[i];
+        a.dn[i] = &dn[i];
+    }
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)T * K);
+    float *rw = malloc(sizeof(float) * (size_t)T * K);
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < K; j++) {
+            int e, dup;
+            do {
+                e = (int)(ktest_u32() % E);
+                dup = 0;
+                for (int i = 0; i < j; i++)
+                    dup |= ids[t * K + i] == e;
+            } while (dup);
+            ids[t * K + j] = e;
+            rw[t * K + j] = 0.125f;
+        }
+    a.ids = ktest_dev_from(ids, sizeof(int32_t) * (size_t)T * K);
+    a.rw = ktest_dev_from(rw, sizeof(float) * (size_t)T * K);
+    size_t w1 = moe_expert_ws_floats(T, K, I, H), w2 = moe_grouped_ws_floats(T, K, E, I, H);
+    a.ws = ktest_dev_alloc(sizeof(float) * (w1 > w2 ? w1 : w2));
+    sweep(&a, "experts", fname, "E256xK8xI512xH2048");
+    ktest_free(a.ids), ktest_free(a.rw), ktest_free(a.ws);
+    for (int i = 0; i < a.nc; i++) {
+        kw_pair_free(&gu[i]);
+        kw_pair_free(&dn[i]);
+    }
+    free(gu), free(dn), free(ids), free(rw);
+}
+
+int main(int argc, char **argv)
+{
+    const int quick = argc > 1 && strcmp(argv[1], "quick") == 0;
+    ktest_require_gpu();
+    ktest_seed(3);
+    const int T = NS[NN - 1], KMAX = 4096;
+    float *hx = malloc(sizeof(float) * (size_t)T * KMAX);
+    ktest_fill(hx, (size_t)T * KMAX, -1, 1);
+    float *x = ktest_dev_from(hx, sizeof(float) * (size_t)T * KMAX);
+    float *y = ktest_dev_alloc(sizeof(float) * (size_t)T * 248320);
+    struct linear_ctx *c = NULL;
+    if (linear_ctx_create(&c, T, KMAX, (int64_t)32 << 20, 32u << 20) != 0) {
+        fprintf(stderr, "bench_linear: linear_ctx_create failed\n");
+        return 1;
+    }
+    static const struct {
+        const char *name;
+        int fmt;
+    } F[] = { { "nvfp4", KW_FMT_NVFP4 }, { "bf16", KW_FMT_BF16 }, { "fp8", KW_FMT_FP8 } };
+    for (int f = 0; f < (quick ? 2 : 3); f++) {
+        dense(c, x, y, F[f].name, F[f].fmt, 8192, 2048);
+        if (!quick) {
+            dense(c, x, y, F[f].name, F[f].fmt, 2048, 4096);
+            dense(c, x, y, F[f].name, F[f].fmt, 256, 2048);
+            dense(c, x, y, F[f].name, F[f].fmt, 248320, 2048);
+        }
+        experts(x, y, F[f].name, F[f].fmt);
+    }
+    linear_ctx_destroy(c);
+    ktest_free(x), ktest_free(y);
+    free(hx);
+    return 0;
+}

@@ -1,0 +1,150 @@
+/* linear: the GEMV / GEMM dispatch target of the runner (kernels/linear.h). The GEMM path decodes
+ * a quantized weight into bf16 with one 16-byte store per 8 elements (kw_dequant.cuh, the same
+ * decode as moe_grouped's tiles), then runs cuBLASLt through gemm_bf16. */
+#include "linear.h"
+
+#include <cublasLt.h>
+
+#include "cast_bf16.h"
+#include "common/xalloc.h"
+#include "gemm_bf16.h"
+#include "gemv.h"
+#include "internal/kcuda.cuh"
+#include "internal/kw_dequant.cuh"
+#include "internal/wdot.cuh"
+
+struct linear_ctx {
+    cublasLtHandle_t lt;
+    void *ws;           // cuBLASLt workspace
+    size_t ws_bytes;
+    uint16_t *xb;       // (max_rows, max_k) bf16 activations
+    uint16_t *wb;       // (w_elems) bf16 decoded weight rows
+    int max_rows, max_k;
+    int64_t w_elems;
+};
+
+__global__ void linear_dequant_kernel(uint16_t *out, kweight w, int e, int r0, int nr)
+{
+    const int cpr = w.cols / 8; // chunks of 8 per row
+    const int64_t n = (int64_t)nr * cpr;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int r = (int)(i / cpr), k = (int)(i % cpr) * 8;
+        const uint4 v = kwd_decode_w8(w.fmt, kwd_fetch_w8(w, e, r0 + r, k));
+        *reinterpret_cast<uint4 *>(out + (int64_t)r * w.cols + k) = v;
+    }
+}
+
+int linear_dequant_bf16_cuda(uint16_t *out, const struct kweight *w, int expert, int r0, int nr,
+                             cudaStream_t stream)
+{
+    if (!out || kweight_check_dev(w) || w->cols % 8 || r0 < 0 || nr < 0 || r0 + nr > w->rows ||
+        expert < 0 || ((uintptr_t)out) % 16)
+        return ERR_INVAL;
+    if (nr == 0)
+        return 0;
+    const int64_t chunks = (int64_t)nr * (w->cols / 8);
+    const int64_t blocks = CEIL_DIV(chunks, 256);
+    linear_dequant_kernel<<<(unsigned)(blocks < 8192 ? blocks : 8192), 256, 0, stream>>>(
+        out, *w, expert, r0, nr);
+    return kcuda_launch_status("linear_dequant");
+}
+
+int linear_ctx_create(struct linear_ctx **out, int max_rows, int max_k, int64_t w_elems,
+                      size_t ws_bytes)
+{
+    *out = NULL;
+    if (max_rows < 1 || max_k < 8 || w_elems < 16LL * max_k)
+        return ERR_INVAL;
+    struct linear_ctx *c = (struct linear_ctx *)calloc(1, sizeof *c);
+    if (!c)
+        return ERR_NOMEM;
+    int rc = ERR_NOMEM;
+    c->max_rows = max_rows;
+    c->max_k = max_k;
+    c->w_elems = w_elems;
+    c->ws_bytes = ws_bytes;
+    if (cublasLtCreate(&c->lt) != CUBLAS_STATUS_SUCCESS) {
+        c->lt = NULL;
+        rc = ERR_CUDA;
+        goto fail;
+    }
+    if ((ws_bytes && cudaMalloc(&c->ws, ws_bytes) != cudaSuccess) ||
+        cudaMalloc((void **)&c->xb, sizeof(uint16_t) * (size_t)max_rows * (size_t)max_k) !=
+            cudaSuccess ||
+        cudaMalloc((void **)&c->wb, sizeof(uint16_t) * (size_t)w_elems) != cudaSuccess) {
+        (void)cudaGetLastError();
+        goto fail;
+    }
+    *out = c;
+    return 0;
+fail:
+    linear_ctx_destroy(c);
+    return rc;
+}
+
+void linear_ctx_destroy(struct linear_ctx *c)
+{
+    if (!c)
+        return;
+    cudaFree(c->wb);
+    cudaFree(c->xb);
+    cudaFree(c->ws);
+    if (c->lt)
+        cublasLtDestroy(c->lt);
+    free(c);
+}
+
+int64_t linear_ctx_bytes(const struct linear_ctx *c)
+{
+    return (int64_t)c->ws_bytes + 2 * (int64_t)c->max_rows * c->max_k + 2 * c->w_elems;
+}
+
+static int linear_gemm(struct linear_ctx *c, float *y, const struct kweight *w, int e,
+                       const float *x, int n, cudaStream_t st)
+{
+    if (n > c->max_rows || w->cols > c->max_k || w->cols % 8 || kweight_check_dev(w) || e < 0)
+        return ERR_INVAL;
+    int rc = cast_bf16_cuda(c->xb, x, (int64_t)n * w->cols, st);
+    if (rc < 0)
+        return rc;
+    if (w->fmt == KW_FMT_BF16)
+        return gemm_bf16_ld_cuda(y, w->rows, c->xb,
+                                 (const uint16_t *)w->data + (int64_t)e * w->expert_stride,
+                                 w->row_stride, n, w->rows, w->cols, 0, c->lt, c->ws, c->ws_bytes,
+                                 st);
+    /* decoded row chunks: a multiple of 16 rows (16-byte aligned output columns) */
+    int64_t chunk = c->w_elems / w->cols;
+    chunk = chunk >= w->rows ? w->rows : chunk / 16 * 16;
+    if (chunk < 1)
+        return ERR_INVAL;
+    for (int r0 = 0; r0 < w->rows; r0 += (int)chunk) {
+        const int nr = (int)(w->rows - r0 < chunk ? w->rows - r0 : chunk);
+        if ((rc = linear_dequant_bf16_cuda(c->wb, w, e, r0, nr, st)) < 0 ||
+            (rc = gemm_bf16_ld_cuda(y + r0, w->rows, c->xb, c->wb, w->cols, n, nr, w->cols, 0,
+                                    c->lt, c->ws, c->ws_bytes, st)) < 0)
+            return rc;
+    }
+    return 0;
+}
+
+int linear_cuda(struct linear_ctx *c, float *y, const struct kweight *w, int expert, const float *x,
+                int n, int path, cudaStream_t stream)
+{
+    if (!y || !w || !x || n < 1)
+        return ERR_INVAL;
+    if (path == LINEAR_PATH_GEMV)
+        return gemv_cuda(y, w, expert, x, n, stream);
+    if (path == LINEAR_PATH_GEMM && c)
+        return linear_gemm(c, y, w, expert, x, n, stream);
+    return ERR_INVAL;
+}
+
+int linear_f32_cuda(struct linear_ctx *c, float *y, const float *w, int rows, int cols,
+                    const float *x, int n, cudaStream_t stream)
+{
+    if (!c || !y || !w || !x || n < 1 || n > c->max_rows || rows < 1 || cols < 1)
+        return ERR_INVAL;
+    return gemm_f32_ld_cuda(y, rows, x, w, cols, n, rows, cols, 0, c->lt, c->ws, c->ws_bytes,
+                            stream);
+}

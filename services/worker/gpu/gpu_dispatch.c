@@ -1,0 +1,210 @@
+/* gpu_dispatch: which kernel runs each linear layer, expert block and attention of a step, by
+ * rows and weight format. The table is data: gpu_dispatch_init fills it once, gpu_dispatch_log
+ * prints it, and gpu_linear / gpu_experts / the attention mixer read it on every call.
+ *
+ * Default thresholds (rows from which the many-row path runs), per weight format, from the H200
+ * sweep in docs/PERF.md ("many-row dispatch"): below them the GEMV / moe_expert kernels, which
+ * stream each weight once per call, are faster; from them on the tensor-core GEMMs are. */
+#include "gpu_internal.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "attn_prefill.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "moe_expert.h"
+#include "moe_grouped.h"
+
+/* index enum kw_fmt: -, bf16, fp8, nvfp4 (bench_linear on the H200, docs/PERF.md) */
+static const int DEFAULT_GEMM_ROWS[4] = { 0, 9, 9, 24 };
+static const int DEFAULT_LM_ROWS[4] = { 0, 2, 9, 16 };
+static const int DEFAULT_GROUPED_ROWS[4] = { 0, 96, 96, 64 };
+static const int DEFAULT_ROUTER_ROWS = 9;
+
+static const char *const FMT_NAME[4] = { "?", "bf16", "fp8", "nvfp4" };
+
+#define LIN_WS_BYTES ((size_t)32 << 20)
+#define LIN_W_ELEMS_CAP ((int64_t)32 << 20) // decoded-weight scratch cap: 64 MiB of bf16
+
+static int fmt_ok(int fmt) { return fmt >= KW_FMT_BF16 && fmt <= KW_FMT_NVFP4; }
+
+/* widest cols and largest rows x cols of the dense weights (lm_head counts for cols only: it is
+ * decoded in row chunks) */
+static void dense_extent(const struct gpu_model *g, int *max_k, int64_t *max_el)
+{
+    *max_k = 2 * g->H; // the MTP head's fc (H, 2H)
+    *max_el = 0;
+    const struct kweight *lm = &g->lm_head;
+    if (lm->cols > *max_k)
+        *max_k = lm->cols;
+    for (int l = 0; l < g->cfg.n_layers; l++) {
+        const struct gpu_layer *L = &g->layers[l];
+        const struct kweight *ws[] = { &L->qkv, &L->z, &L->b, &L->a, &L->out, &L->q, &L->k,
+                                       &L->v, &L->o, &L->router, &L->sh_gate };
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) {
+            if (!ws[i]->data)
+                continue;
+            if (ws[i]->cols > *max_k)
+                *max_k = ws[i]->cols;
+            const int64_t el = (int64_t)ws[i]->rows * ws[i]->cols;
+            if (el > *max_el)
+                *max_el = el;
+        }
+    }
+}
+
+int gpu_dispatch_init(struct gpu_model *g, char *err, size_t errlen)
+{
+    struct gpu_dispatch *d = &g->disp;
+    const int gm = g->o.gemm_min_rows, gr = g->o.grouped_min_rows;
+    for (int f = 0; f < 4; f++) {
+        d->gemm_rows[f] = gm < 0 ? INT_MAX : gm > 0 ? gm : DEFAULT_GEMM_ROWS[f];
+        d->lm_rows[f] = gm < 0 ? INT_MAX : gm > 0 ? gm : DEFAULT_LM_ROWS[f];
+        d->grouped_rows[f] = gr < 0 ? INT_MAX : gr > 0 ? gr : DEFAULT_GROUPED_ROWS[f];
+    }
+    d->router_rows = gm < 0 ? INT_MAX : gm > 0 ? gm : DEFAULT_ROUTER_ROWS;
+    d->attn_prefill_rows = g->o.prefill_attn < 0 ? INT_MAX : 2;
+    /* the tensor-core flash kernel (bench_attn: 2.5x the CUDA-core one at 2K-8K context) */
+    d->attn_prefill_path = g->hd % 16 == 0 ? ATTN_PREFILL_PATH_MMA : ATTN_PREFILL_PATH_CORES;
+    snprintf(d->why, sizeof d->why, "%s%s%s",
+             gm == 0 && gr == 0 ? "measured defaults (docs/PERF.md)" : "",
+             gm != 0 ? " gemm_min_rows option" : "", gr != 0 ? " grouped_min_rows option" : "");
+    if (gm < 0)
+        return 0; // no dense GEMM path: no cuBLASLt context
+    int max_k;
+    int64_t max_el;
+    dense_extent(g, &max_k, &max_el);
+    if (max_el > LIN_W_ELEMS_CAP)
+        max_el = LIN_W_ELEMS_CAP;
+    if (max_el < 16LL * max_k)
+        max_el = 16LL * max_k;
+    const int rows = g->R > g->lrows ? g->R : g->lrows;
+    int rc = linear_ctx_create(&g->lin, rows, max_k, max_el, LIN_WS_BYTES);
+    if (rc < 0) {
+        snprintf(err, errlen, "linear GEMM context (%d rows x %d, %lld weight elements): %s",
+                 rows, max_k, (long long)max_el, err_str(rc));
+        return rc;
+    }
+    g->mem.dispatch += linear_ctx_bytes(g->lin);
+    return 0;
+}
+
+void gpu_dispatch_destroy(struct gpu_model *g)
+{
+    linear_ctx_destroy(g->lin);
+    g->lin = NULL;
+}
+
+static int linear_path(const struct gpu_model *g, const struct kweight *w, int n)
+{
+    return g->lin && fmt_ok(w->fmt) && n >= g->disp.gemm_rows[w->fmt] ? LINEAR_PATH_GEMM
+                                                                      : LINEAR_PATH_GEMV;
+}
+
+int gpu_linear(struct gpu_model *g, float *y, const struct kweight *w, const float *x, int n)
+{
+    return linear_cuda(g->lin, y, w, 0, x, n, linear_path(g, w, n), g->stream);
+}
+
+int gpu_lm_head(struct gpu_model *g, float *y, const float *x, int n)
+{
+    const struct kweight *w = &g->lm_head;
+    const int path = g->lin && fmt_ok(w->fmt) && n >= g->disp.lm_rows[w->fmt] ? LINEAR_PATH_GEMM
+                                                                              : LINEAR_PATH_GEMV;
+    return linear_cuda(g->lin, y, w, 0, x, n, path, g->stream);
+}
+
+int gpu_router(struct gpu_model *g, struct gpu_layer *L, int n)
+{
+    if (g->lin && L->router_f32 && n >= g->disp.router_rows)
+        return linear_f32_cuda(g->lin, g->moe_logits, L->router_f32, L->router.rows,
+                               L->router.cols, g->x, n, g->stream);
+    return linear_cuda(NULL, g->moe_logits, &L->router, 0, g->x, n, LINEAR_PATH_GEMV, g->stream);
+}
+
+size_t gpu_experts_ws_floats(int n, int top_k, int n_experts, int inter, int hidden)
+{
+    const size_t a = moe_expert_ws_floats(n, top_k, inter, hidden);
+    const size_t b = moe_grouped_ws_floats(n, top_k, n_experts, inter, hidden);
+    return a > b ? a : b;
+}
+
+int gpu_experts(struct gpu_model *g, float *out, const float *x, const int32_t *ids,
+                const float *weights, int n, int top_k, int n_experts, const struct kweight *gate_up,
+                const struct kweight *down, int accumulate)
+{
+    const int f = gate_up->fmt;
+    if (fmt_ok(f) && n >= g->disp.grouped_rows[f])
+        return moe_grouped_cuda(out, g->moe_ws, x, ids, weights, n, top_k, n_experts, gate_up,
+                                down, accumulate, g->stream);
+    return moe_expert_cuda(out, g->moe_ws, x, ids, weights, n, top_k, n_experts, gate_up, down,
+                           accumulate, g->stream);
+}
+
+/* "gemv<32 gemm>=32" for a threshold */
+static const char *paths(char *buf, size_t len, const char *few, const char *many, int from)
+{
+    if (from == INT_MAX)
+        snprintf(buf, len, "%s", few);
+    else if (from <= 1)
+        snprintf(buf, len, "%s", many);
+    else
+        snprintf(buf, len, "rows<%d:%s,rows>=%d:%s", from, few, from, many);
+    return buf;
+}
+
+static void log_dense(const struct gpu_model *g, const char *cls, const struct kweight *w,
+                      const int *rows)
+{
+    char b[128];
+    if (!w || !w->data || !fmt_ok(w->fmt))
+        return;
+    const int from = g->lin ? rows[w->fmt] : INT_MAX;
+    LOG_INFO("gpu_dispatch", "class=%s fmt=%s path=\"%s\"", cls, FMT_NAME[w->fmt],
+             paths(b, sizeof b, "gemv", w->fmt == KW_FMT_BF16 ? "gemm_cublaslt"
+                                                                : "dequant_bf16+gemm_cublaslt",
+                   from));
+}
+
+static void log_experts(const struct gpu_model *g, const char *cls, const struct kweight *w)
+{
+    char b[128];
+    if (!w || !w->data || !fmt_ok(w->fmt))
+        return;
+    LOG_INFO("gpu_dispatch", "class=%s fmt=%s path=\"%s\"", cls, FMT_NAME[w->fmt],
+             paths(b, sizeof b, "moe_expert", "moe_grouped", g->disp.grouped_rows[w->fmt]));
+}
+
+void gpu_dispatch_log(const struct gpu_model *g)
+{
+    const struct gpu_layer *gdn = NULL, *att = NULL;
+    for (int l = 0; l < g->cfg.n_layers; l++) {
+        const struct gpu_layer *L = &g->layers[l];
+        if (L->type == LAYER_FULL_ATTN && !att)
+            att = L;
+        if (L->type == LAYER_LINEAR_ATTN && !gdn)
+            gdn = L;
+    }
+    if (gdn)
+        log_dense(g, "linear_attn", &gdn->qkv, g->disp.gemm_rows);
+    if (att)
+        log_dense(g, "attention", &att->q, g->disp.gemm_rows);
+    const struct gpu_layer *L0 = &g->layers[0];
+    char b[128];
+    LOG_INFO("gpu_dispatch", "class=router fmt=%s path=\"%s\"", FMT_NAME[L0->router.fmt],
+             paths(b, sizeof b, "gemv", "gemm_cublaslt_fp32",
+                   g->lin && L0->router_f32 ? g->disp.router_rows : INT_MAX));
+    log_experts(g, "moe", &L0->gate_up);
+    if (L0->has_shared)
+        log_experts(g, "shared_expert", &L0->sh_gate_up);
+    log_dense(g, "lm_head", &g->lm_head, g->disp.lm_rows);
+    LOG_INFO("gpu_dispatch", "class=attention_core path=\"%s\" note=\"main passes; the MTP "
+             "pass attends row by row\" source=\"%s\"",
+             paths(b, sizeof b, "attn_decode",
+                   g->disp.attn_prefill_path == ATTN_PREFILL_PATH_MMA ? "attn_prefill_mma"
+                                                                      : "attn_prefill_cores",
+                   g->disp.attn_prefill_rows),
+             g->disp.why);
+}
