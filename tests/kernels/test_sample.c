@@ -174,7 +174,16 @@ static int batch_check(const char *what, const struct batch *bt, int32_t *tokens
     for (int b = 0; b < B; b++) {
         const struct sample_row *r = &bt->rows[b];
         if (memcmp(lgot + (size_t)b * V, lref + (size_t)b * V, (size_t)V * 4) != 0 && bad_l++ < 3)
-            fprintf(stderr, "  %s: row %d penalised logits differ\n", what, b);
+            for (int i = 0; i < V; i++) {
+                uint32_t g, e;
+                memcpy(&g, lgot + (size_t)b * V + i, 4);
+                memcpy(&e, lref + (size_t)b * V + i, 4);
+                if (g != e) { // the first differing logit, as bits (a NaN's payload shows here)
+                    fprintf(stderr, "  %s: row %d penalised logit %d got 0x%08x ref 0x%08x\n",
+                            what, b, i, g, e);
+                    break;
+                }
+            }
         if (tgot[b] != tref[b] && bad++ < 8)
             fprintf(stderr,
                     "  %s: row %d token got %d ref %d (T=%g k=%d p=%g minp=%g rp=%g pen=%d u=%.17g "
