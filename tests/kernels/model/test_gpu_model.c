@@ -202,8 +202,9 @@ struct swap {
     int n;
 };
 
-static void swap_one(struct swap *sw, struct qweight *w)
+static void swap_one(struct qweight *w, void *ctx)
 {
+    struct swap *sw = ctx;
     if (w->fmt != QW_F32 || !w->data || sw->n == 4096)
         return;
     float *c = xmalloc(sizeof(float) * (size_t)(w->rows * w->cols));
@@ -220,22 +221,8 @@ static void swap_one(struct swap *sw, struct qweight *w)
 static void round_weights(struct model *m, struct swap *sw)
 {
     sw->n = 0;
-    swap_one(sw, &m->embed);
-    swap_one(sw, &m->lm_head);
-    for (int l = 0; l < m->cfg.n_layers; l++) {
-        struct layer_w *L = &m->layers[l];
-        struct qweight *ws[] = { &L->attn.q, &L->attn.k, &L->attn.v, &L->attn.o, &L->gdn.qkv,
-                                 &L->gdn.z, &L->gdn.b, &L->gdn.a, &L->gdn.out, &L->moe.router,
-                                 &L->moe.sh_gate, &L->moe.sh_up, &L->moe.sh_down,
-                                 &L->moe.sh_expert_gate };
-        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
-            swap_one(sw, ws[i]);
-        for (int e = 0; e < m->cfg.n_experts; e++) {
-            swap_one(sw, &L->moe.gate[e]);
-            swap_one(sw, &L->moe.up[e]);
-            swap_one(sw, &L->moe.down[e]);
-        }
-    }
+    swap_one(&m->embed, sw);
+    model_for_each_linear(m, swap_one, sw);
 }
 
 static void restore_weights(struct swap *sw)

@@ -68,8 +68,9 @@ struct dq {
     int n;
 };
 
-static void dq_one(struct dq *d, struct qweight *w)
+static void dq_one(struct qweight *w, void *ctx)
 {
+    struct dq *d = ctx;
     if (w->fmt != QW_NVFP4 || !w->act_fp4 || !w->data || d->n == 4096)
         return;
     float *c = xmalloc(sizeof(float) * (size_t)(w->rows * w->cols));
@@ -80,28 +81,6 @@ static void dq_one(struct dq *d, struct qweight *w)
     w->data = c;
     w->row_stride = w->cols;
     w->act_fp4 = false;
-}
-
-/* Every W4A4 weight of the decoder layers and lm_head; returns how many. */
-static int dequantize_w4a4(struct model *m, struct dq *d)
-{
-    d->n = 0;
-    dq_one(d, &m->lm_head);
-    for (int l = 0; l < m->cfg.n_layers; l++) {
-        struct layer_w *L = &m->layers[l];
-        struct qweight *ws[] = { &L->attn.q, &L->attn.k, &L->attn.v, &L->attn.o, &L->gdn.qkv,
-                                 &L->gdn.z, &L->gdn.b, &L->gdn.a, &L->gdn.out, &L->moe.router,
-                                 &L->moe.sh_gate, &L->moe.sh_up, &L->moe.sh_down,
-                                 &L->moe.sh_expert_gate };
-        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
-            dq_one(d, ws[i]);
-        for (int e = 0; L->moe.gate && e < m->cfg.n_experts; e++) {
-            dq_one(d, &L->moe.gate[e]);
-            dq_one(d, &L->moe.up[e]);
-            dq_one(d, &L->moe.down[e]);
-        }
-    }
-    return d->n;
 }
 
 // ---- one fixture ----
@@ -140,7 +119,9 @@ static void run_fixture(const char *root, const char *name, bool w4a4)
     CHECK_EQ_INT(prefill(m, tok, n, aq, 0), 0);
     CHECK_EQ_INT(prefill(m, tok, n, wo, FORWARD_W4A4_WEIGHT_ONLY), 0);
     static struct dq d;
-    const int n_dq = dequantize_w4a4(mdq, &d);
+    d.n = 0;
+    model_for_each_linear(mdq, dq_one, &d); /* every W4A4 weight -> fp32 */
+    const int n_dq = d.n;
     CHECK_EQ_INT(prefill(mdq, tok, n, dql, 0), 0);
     const cJSON *pf = cJSON_GetObjectItemCaseSensitive(ref, "prefill");
     const cJSON *file = pf ? cJSON_GetObjectItemCaseSensitive(pf, "file") : NULL;
