@@ -360,10 +360,10 @@ int backend_plan_without_w4a4_mma(struct backend_plan *plan, char *err, size_t e
         if (ch->id != BACKEND_NVFP4_W4A4_MMA)
             continue;
         if (ch->forced) {
+            const bool moe = backend_class_is_moe((enum backend_class)i);
             snprintf(err, errlen, "--%s-backend nvfp4_w4a4_mma: the cuda runner does not dispatch "
                      "the fp4 mma.sync kernel (kernels/mma_w4a4.cu) yet; nvfp4_w4a16 runs the "
-                     "%s weight-only", backend_class_is_moe((enum backend_class)i) ? "moe" : "linear",
-                     CLASS_PHRASE[i]);
+                     "%s weight-only", moe ? "moe" : "linear", CLASS_PHRASE[i]);
             return ERR_UNSUPPORTED;
         }
         ch->id = BACKEND_NVFP4_W4A16;

@@ -48,7 +48,7 @@ struct forward_ctx {
     /* mtp */
     float *mtp_cat;            // (T, 2H) or NULL without MTP
     /* per call (forward_run / mtp_run flags) */
-    bool act_quant;            // W4A4 weights quantize their activations (!FORWARD_W4A4_WEIGHT_ONLY)
+    bool act_quant;            // W4A4 weights quantize activations (no FORWARD_W4A4_WEIGHT_ONLY)
 };
 
 /* The cache of one decoder layer for one sequence. */

@@ -346,8 +346,9 @@ static void run_model(const char *name, struct model *m, const int32_t *seq, int
     if (w4a4)
         printf("fixture=%s w4a4=%s sm=%d: the CPU reference runs %s\n", name,
                w4a4_wonly ? "weight_only" : "act_quant", gpu_model_plan(g)->sm,
-               w4a4_wonly ? "FORWARD_W4A4_WEIGHT_ONLY (weights dequantized, activations unquantized)"
-                          : "with activations quantized per 16 (CHECKPOINTS.md 1.5)");
+               w4a4_wonly
+                   ? "FORWARD_W4A4_WEIGHT_ONLY (weights dequantized, activations unquantized)"
+                   : "with activations quantized per 16 (CHECKPOINTS.md 1.5)");
     int32_t *rev = xmalloc(sizeof(int32_t) * (size_t)n);
     for (int i = 0; i < n; i++)
         rev[i] = seq[n - 1 - i];
