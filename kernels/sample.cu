@@ -308,6 +308,8 @@ __global__ void __launch_bounds__(NT)
             if (t < 0 || t >= V || c <= 0)
                 continue;
             float x = l[t];
+            if ((__float_as_uint(x) & 0x7fffffffu) > 0x7f800000u)
+                continue; // NaN: left as it is (an op would give 0x7fffffff, see sample.h)
             if (r.repetition_penalty != 1.0f) {
                 const int xb = __float_as_int(x);
                 const bool pos = xb > 0 && xb <= 0x7f800000; // x > 0, subnormals included

@@ -5,7 +5,10 @@
  *   1. penalties, in place on the logits, for each (token, count) pair of the row (tokens unique
  *      within a row; ids outside [0, V) or count <= 0 ignored), skipped when all are neutral:
  *        l = rp != 1 ? (l > 0 ? l / rp : l * rp) : l;  l -= presence;  l -= frequency * count
- *      (fp32, each operation rounded, as in sample.c). NaN logits then count as -inf, -0 as +0.
+ *      (fp32, each operation rounded, as in sample.c). A NaN logit is left as it is, bit for bit
+ *      (any fp32 op on it would return the device's canonical NaN 0x7fffffff but the operand's
+ *      payload on x86, e.g. 0x7fc00000: the penalised rows would differ in their bits).
+ *      NaN logits then count as -inf, -0 as +0.
  *   2. greedy when temperature <= 0 or top_k == 1, or when the max logit is not finite:
  *      argmax, the lowest index on ties (a row of -inf gives 0).
  *   3. weights q_i = floor(2^44 * e_i), e_i = sample_kexp((l_i - max) * (1/T)) (fp32, a fixed

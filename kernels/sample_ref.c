@@ -101,8 +101,8 @@ static void row_penalise(float *l, const struct sample_row *r, const int32_t *pe
                    r->frequency_penalty != 0.0f;
     for (int j = 0; on && j < r->pen_n; j++) {
         const int32_t t = pen_tok[r->pen_off + j], c = pen_cnt[r->pen_off + j];
-        if (t < 0 || t >= V || c <= 0)
-            continue;
+        if (t < 0 || t >= V || c <= 0 || isnan(l[t]))
+            continue; // a NaN logit is left as it is (bit for bit: see sample.h)
         float x = l[t];
         if (r->repetition_penalty != 1.0f)
             x = x > 0.0f ? f_div(x, r->repetition_penalty) : f_mul(x, r->repetition_penalty);

@@ -79,9 +79,9 @@ void attn_layer_forward(struct forward_ctx *fc, const struct model_config *c,
 {
     const int D = c->head_dim, hq = c->n_heads, hkv = c->n_kv_heads;
     const int64_t kvw = (int64_t)hkv * D;
-    qweight_matmul(&w->q, x, n, fc->att_qg, fc->tp);
-    qweight_matmul(&w->k, x, n, fc->att_k, fc->tp);
-    qweight_matmul(&w->v, x, n, fc->att_v, fc->tp);
+    fwd_matmul(fc, &w->q, x, n, fc->att_qg);
+    fwd_matmul(fc, &w->k, x, n, fc->att_k);
+    fwd_matmul(fc, &w->v, x, n, fc->att_v);
     for (int t = 0; t < n; t++) {
         const int p = pos0 + t;
         for (int h = 0; h < hq; h++) {
@@ -100,5 +100,5 @@ void attn_layer_forward(struct forward_ctx *fc, const struct model_config *c,
     }
     struct attn_job aj = { fc, c, lc, n, pos0 };
     tpool_for(fc->tp, hq, 1, attn_heads, &aj);
-    qweight_matmul(&w->o, fc->att_o, n, out, fc->tp);
+    fwd_matmul(fc, &w->o, fc->att_o, n, out);
 }

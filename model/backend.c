@@ -2,7 +2,8 @@
  * CHECKPOINTS.md §3.3 restated for tern's own kernels: FP4 tensor cores need both operands in
  * FP4, so only a W4A4 checkpoint on sm_120/sm_121 (mma.sync kind::mxf4nvf4) takes the native
  * path; sm_100's tcgen05 path is not written, so there and on Hopper NVFP4 weights run the
- * weight-only dequant-in-registers kernels and W4A4 activation scales go unused. */
+ * weight-only dequant-in-registers kernels and W4A4 activation scales go unused. The cuda runner
+ * does not dispatch the sm_120 path yet either: backend_plan_without_w4a4_mma says so. */
 #include "model/backend.h"
 
 #include "common/err.h"
@@ -75,8 +76,9 @@ const char *backend_scheme_str(const struct backend_scheme *s)
 const char *backend_choice_str(enum backend_class c, const struct backend_choice *ch, char *buf,
                                size_t len)
 {
-    snprintf(buf, len, "%s_backend=%s reason=\"%s\"", backend_class_name(c), backend_name(ch->id),
-             ch->reason);
+    snprintf(buf, len, "%s_backend=%s%s reason=\"%s\"", backend_class_name(c),
+             backend_name(ch->id),
+             !ch->w4a4 ? "" : ch->act_quant ? " w4a4=act_quant" : " w4a4=weight_only", ch->reason);
     return buf;
 }
 
@@ -245,11 +247,13 @@ static void choose_auto(const struct backend_scheme *s, int sm, struct backend_c
         } else if (s->act_fp4 && sm >= 100) {
             ch->id = BACKEND_NVFP4_W4A16;
             snprintf(ch->reason, L, "W4A4 checkpoint, but sm_%d needs the tcgen05 fp4 path, which "
-                     "tern has not written: weight-only dequant, activation scales unused", sm);
+                     "tern has not written: weights dequantized, activations unquantized "
+                     "(activation scales unused)", sm);
         } else if (s->act_fp4) {
             ch->id = BACKEND_NVFP4_W4A16;
-            snprintf(ch->reason, L, "fp4 tensor cores need sm_100+ (this GPU is sm_%d): "
-                     "weight-only dequant in registers, activation scales unused", sm);
+            snprintf(ch->reason, L, "fp4 tensor cores need sm_100+ (this GPU is sm_%d): weights "
+                     "dequantized in registers, activations unquantized (activation scales "
+                     "unused)", sm);
         } else if (sm >= 100) {
             ch->id = BACKEND_NVFP4_W4A16;
             snprintf(ch->reason, L, "checkpoint has no activation quantization; fp4 tensor cores "
@@ -321,6 +325,7 @@ int backend_plan_compute(const struct backend_scheme sch[BACKEND_CLASS_COUNT], i
         if (!can_run(f, s, sm))
             return forced_error(c, f, s, sm, gpu_name, err, errlen);
         ch->id = f;
+        ch->forced = true;
         snprintf(ch->reason, sizeof(ch->reason), "forced by --%s-backend",
                  backend_class_is_moe(c) ? "moe" : "linear");
         if (!backend_class_is_moe(c))
@@ -330,7 +335,11 @@ int backend_plan_compute(const struct backend_scheme sch[BACKEND_CLASS_COUNT], i
         return forced_error(first_dense, force_linear, &sch[first_dense], sm, gpu_name, err,
                             errlen);
     for (int i = 0; i < BACKEND_CLASS_COUNT; i++) {
-        if (plan->cls[i].id == BACKEND_NONE) {
+        struct backend_choice *ch = &plan->cls[i];
+        ch->w4a4 = sch[i].present && sch[i].kind == QUANT_KIND_NVFP4 && sch[i].act_fp4;
+        ch->act_quant =
+            ch->w4a4 && (ch->id == BACKEND_NVFP4_W4A4_MMA || ch->id == BACKEND_CPU_REF);
+        if (ch->id == BACKEND_NONE) {
             snprintf(err, errlen, "no backend can run the %s (%s) on %s%s: %s", CLASS_PHRASE[i],
                      backend_scheme_str(&sch[i]), gpu_name ? gpu_name : "this device",
                      sm ? "" : " (no GPU)", plan->cls[i].reason);
@@ -338,4 +347,42 @@ int backend_plan_compute(const struct backend_scheme sch[BACKEND_CLASS_COUNT], i
         }
     }
     return 0;
+}
+
+// ---- what a runner dispatches ----
+
+int backend_plan_without_w4a4_mma(struct backend_plan *plan, char *err, size_t errlen)
+{
+    if (errlen > 0)
+        err[0] = '\0';
+    for (int i = 0; i < BACKEND_CLASS_COUNT; i++) {
+        struct backend_choice *ch = &plan->cls[i];
+        if (ch->id != BACKEND_NVFP4_W4A4_MMA)
+            continue;
+        if (ch->forced) {
+            const bool moe = backend_class_is_moe((enum backend_class)i);
+            snprintf(err, errlen, "--%s-backend nvfp4_w4a4_mma: the cuda runner does not dispatch "
+                     "the fp4 mma.sync kernel (kernels/mma_w4a4.cu) yet; nvfp4_w4a16 runs the "
+                     "%s weight-only", moe ? "moe" : "linear", CLASS_PHRASE[i]);
+            return ERR_UNSUPPORTED;
+        }
+        ch->id = BACKEND_NVFP4_W4A16;
+        ch->act_quant = false;
+        snprintf(ch->reason, sizeof(ch->reason), "W4A4 checkpoint on sm_%d, whose fp4 mma.sync the "
+                 "cuda runner does not dispatch yet (kernels/mma_w4a4.cu unwired): weights "
+                 "dequantized in registers, activations unquantized (activation scales unused)",
+                 plan->sm);
+    }
+    return 0;
+}
+
+bool backend_plan_w4a4_weight_only(const struct backend_plan *plan)
+{
+    bool any = false;
+    for (int i = 0; i < BACKEND_CLASS_COUNT; i++) {
+        if (plan->cls[i].w4a4 && plan->cls[i].act_quant)
+            return false;
+        any = any || plan->cls[i].w4a4;
+    }
+    return any;
 }

@@ -35,6 +35,7 @@ struct forward_ctx *forward_ctx_create(const struct model *m, int n_tok_max, int
     fc->tp = tp;
     fc->n_tok_max = n_tok_max;
     fc->ctx_max = ctx_max;
+    fc->act_quant = true;
     fc->h = fbuf(T * H);
     fc->x = fbuf(T * H);
     fc->y = fbuf(T * H);
@@ -103,6 +104,7 @@ int forward_run(struct forward_ctx *fc, const struct model *m, struct seq_state 
     int rc = fwd_embed(m, tokens, n_tok, fc->h);
     if (rc < 0)
         return rc;
+    fc->act_quant = !(flags & FORWARD_W4A4_WEIGHT_ONLY);
     for (int l = 0; l < c->n_layers; l++) {
         struct layer_cache lc = { st->k[l], st->v[l], st->conv[l], st->ssm[l] };
         fwd_layer(fc, m, &m->layers[l], &lc, n_tok, st->pos, flags);

@@ -36,10 +36,10 @@ void fwd_gdn_layer(struct forward_ctx *fc, const struct model_config *c, const s
 
     // projections; the conv input goes after the cached window
     memcpy(ext, lc->conv, sizeof(float) * (size_t)((kc - 1) * cd));
-    qweight_matmul(&w->qkv, x, n, ext + (kc - 1) * cd, fc->tp);
-    qweight_matmul(&w->z, x, n, fc->gdn_z, fc->tp);
-    qweight_matmul(&w->b, x, n, fc->gdn_b, fc->tp);
-    qweight_matmul(&w->a, x, n, fc->gdn_a, fc->tp);
+    fwd_matmul(fc, &w->qkv, x, n, ext + (kc - 1) * cd);
+    fwd_matmul(fc, &w->z, x, n, fc->gdn_z);
+    fwd_matmul(fc, &w->b, x, n, fc->gdn_b);
+    fwd_matmul(fc, &w->a, x, n, fc->gdn_a);
 
     // causal depthwise conv (tap kc-1 = current token) + SiLU
     for (int t = 0; t < n; t++) {
@@ -96,5 +96,5 @@ void fwd_gdn_layer(struct forward_ctx *fc, const struct model_config *c, const s
         for (int i = 0; i < dv; i++)
             o[i] = w->norm[i] * (o[i] * inv) * fwd_silu(z[i]);
     }
-    qweight_matmul(&w->out, fc->gdn_o, n, out, fc->tp);
+    fwd_matmul(fc, &w->out, fc->gdn_o, n, out);
 }

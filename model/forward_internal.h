@@ -47,6 +47,8 @@ struct forward_ctx {
     float *moe_sg;             // (T) shared expert gate logits
     /* mtp */
     float *mtp_cat;            // (T, 2H) or NULL without MTP
+    /* per call (forward_run / mtp_run flags) */
+    bool act_quant;            // W4A4 weights quantize activations (no FORWARD_W4A4_WEIGHT_ONLY)
 };
 
 /* The cache of one decoder layer for one sequence. */
@@ -64,6 +66,10 @@ float fwd_silu(float x);
 float fwd_sigmoid(float x);
 /* Rows tokens[t] of the embedding into out (n, H). ERR_INVAL on an id outside [0, V). */
 int fwd_embed(const struct model *m, const int32_t *tokens, int n, float *out);
+/* y = W x' (qweight_matmul_act) with the activation semantics of the current call (fc->act_quant)
+ * and fc's thread pool. */
+void fwd_matmul(struct forward_ctx *fc, const struct qweight *w, const float *x, int64_t n,
+                float *y);
 /* lm_head over n rows of x (n, H) into logits (n, V). */
 void fwd_lm_head(struct forward_ctx *fc, const struct model *m, const float *x, int n,
                  float *logits);

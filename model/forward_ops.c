@@ -42,10 +42,16 @@ int fwd_embed(const struct model *m, const int32_t *tokens, int n, float *out)
     return 0;
 }
 
+void fwd_matmul(struct forward_ctx *fc, const struct qweight *w, const float *x, int64_t n,
+                float *y)
+{
+    qweight_matmul_act(w, x, n, y, fc->tp, fc->act_quant);
+}
+
 void fwd_lm_head(struct forward_ctx *fc, const struct model *m, const float *x, int n,
                  float *logits)
 {
-    qweight_matmul(&m->lm_head, x, n, logits, fc->tp);
+    fwd_matmul(fc, &m->lm_head, x, n, logits);
 }
 
 static void add_rows(float *h, const float *y, int64_t n)

@@ -840,3 +840,22 @@ void model_load_log(const struct model *m, const char *dir)
                  "checkpoint has no mtp.* tensors: speculative decoding is unavailable\"",
                  m->cfg.mtp_n_layers, m->cfg.mtp_n_layers);
 }
+
+void model_for_each_linear(struct model *m, void (*cb)(struct qweight *w, void *ctx), void *ctx)
+{
+    cb(&m->lm_head, ctx);
+    for (int l = 0; m->layers && l < m->cfg.n_layers; l++) {
+        struct layer_w *L = &m->layers[l];
+        struct qweight *ws[] = { &L->attn.q, &L->attn.k, &L->attn.v, &L->attn.o, &L->gdn.qkv,
+                                 &L->gdn.z, &L->gdn.b, &L->gdn.a, &L->gdn.out, &L->moe.router,
+                                 &L->moe.sh_gate, &L->moe.sh_up, &L->moe.sh_down,
+                                 &L->moe.sh_expert_gate };
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+            cb(ws[i], ctx);
+        for (int e = 0; L->moe.gate && e < m->cfg.n_experts; e++) {
+            cb(&L->moe.gate[e], ctx);
+            cb(&L->moe.up[e], ctx);
+            cb(&L->moe.down[e], ctx);
+        }
+    }
+}

@@ -47,7 +47,7 @@ void moe_forward(struct forward_ctx *fc, const struct model_config *c, const str
 {
     const int E = c->n_experts, K = c->n_experts_per_tok, H = c->hidden_size;
     const int I = c->moe_inter, Is = c->shared_inter;
-    qweight_matmul(&w->router, x, n, fc->moe_logits, fc->tp);
+    fwd_matmul(fc, &w->router, x, n, fc->moe_logits);
     for (int t = 0; t < n; t++)
         moe_route(fc->moe_logits + (int64_t)t * E, E, K, fc->moe_idx + t * K, fc->moe_w + t * K);
     memset(out, 0, sizeof(float) * (size_t)n * (size_t)H);
@@ -66,10 +66,10 @@ void moe_forward(struct forward_ctx *fc, const struct model_config *c, const str
         for (int i = 0; i < cnt; i++)
             memcpy(fc->moe_xg + (int64_t)i * H, x + (int64_t)fc->moe_tok[i] * H,
                    sizeof(float) * (size_t)H);
-        qweight_matmul(&w->gate[e], fc->moe_xg, cnt, fc->moe_g, fc->tp);
-        qweight_matmul(&w->up[e], fc->moe_xg, cnt, fc->moe_u, fc->tp);
+        fwd_matmul(fc, &w->gate[e], fc->moe_xg, cnt, fc->moe_g);
+        fwd_matmul(fc, &w->up[e], fc->moe_xg, cnt, fc->moe_u);
         swiglu(fc->moe_g, fc->moe_u, (int64_t)cnt * I);
-        qweight_matmul(&w->down[e], fc->moe_g, cnt, fc->moe_d, fc->tp);
+        fwd_matmul(fc, &w->down[e], fc->moe_g, cnt, fc->moe_d);
         for (int i = 0; i < cnt; i++) {
             float *o = out + (int64_t)fc->moe_tok[i] * H;
             const float *d = fc->moe_d + (int64_t)i * H;
@@ -81,11 +81,11 @@ void moe_forward(struct forward_ctx *fc, const struct model_config *c, const str
 
     if (!qweight_present(&w->sh_gate))
         return;
-    qweight_matmul(&w->sh_gate, x, n, fc->moe_g, fc->tp);
-    qweight_matmul(&w->sh_up, x, n, fc->moe_u, fc->tp);
+    fwd_matmul(fc, &w->sh_gate, x, n, fc->moe_g);
+    fwd_matmul(fc, &w->sh_up, x, n, fc->moe_u);
     swiglu(fc->moe_g, fc->moe_u, (int64_t)n * Is);
-    qweight_matmul(&w->sh_down, fc->moe_g, n, fc->moe_d, fc->tp);
-    qweight_matmul(&w->sh_expert_gate, x, n, fc->moe_sg, fc->tp);
+    fwd_matmul(fc, &w->sh_down, fc->moe_g, n, fc->moe_d);
+    fwd_matmul(fc, &w->sh_expert_gate, x, n, fc->moe_sg);
     for (int t = 0; t < n; t++) {
         const float sg = fwd_sigmoid(fc->moe_sg[t]);
         float *o = out + (int64_t)t * H;

@@ -25,6 +25,7 @@ int mtp_run(struct forward_ctx *fc, const struct model *m, struct seq_state *st,
     int rc = fwd_embed(m, tokens, n, fc->h);
     if (rc < 0)
         return rc;
+    fc->act_quant = !(flags & FORWARD_W4A4_WEIGHT_ONLY);
     for (int t = 0; t < n; t++) {
         float *cat = fc->mtp_cat + (int64_t)t * 2 * H;
         fwd_rmsnorm1p(cat, fc->h + (int64_t)t * H, m->mtp.pre_fc_norm_embedding, 1, H,
@@ -32,7 +33,7 @@ int mtp_run(struct forward_ctx *fc, const struct model *m, struct seq_state *st,
         fwd_rmsnorm1p(cat + H, hidden_in + (int64_t)t * H, m->mtp.pre_fc_norm_hidden, 1, H,
                       c->rms_eps);
     }
-    qweight_matmul(&m->mtp.fc, fc->mtp_cat, n, fc->h, fc->tp);
+    fwd_matmul(fc, &m->mtp.fc, fc->mtp_cat, n, fc->h);
     struct layer_cache lc = { st->mtp_k, st->mtp_v, NULL, NULL };
     struct layer_w lw = m->mtp.layer;
     lw.type = LAYER_FULL_ATTN;  // the MTP layer is always full attention

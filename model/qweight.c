@@ -176,10 +176,16 @@ static void mm_range(void *p, int64_t r0, int64_t r1)
 void qweight_matmul(const struct qweight *w, const float *x, int64_t n_tok, float *y,
                     struct tpool *tp)
 {
+    qweight_matmul_act(w, x, n_tok, y, tp, true);
+}
+
+void qweight_matmul_act(const struct qweight *w, const float *x, int64_t n_tok, float *y,
+                        struct tpool *tp, bool act_quant)
+{
     if (n_tok <= 0 || w->rows <= 0)
         return;
     float *xq = NULL;
-    if (w->fmt == QW_NVFP4 && w->act_fp4) {
+    if (w->fmt == QW_NVFP4 && w->act_fp4 && act_quant) {
         xq = xmalloc((size_t)(n_tok * w->cols) * sizeof(float));
         for (int64_t t = 0; t < n_tok; t++)
             act_fp4_qdq(x + t * w->cols, xq + t * w->cols, w->cols, w->act_gscale);

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/tpool.h"
 #include "common/xalloc.h"
+#include "model/backend.h"
 #include "model/forward.h"
 #include "model/kv_geom.h"
 #include "model/model_load.h"
@@ -133,6 +134,25 @@ static const struct wk_engine_ops CPU_OPS = {
     .spec_commit = cpu_spec_commit,
 };
 
+/* W4A4 checkpoints: which semantics the CPU pass runs (the cpu_ref plan: forward_run without
+ * FORWARD_W4A4_WEIGHT_ONLY quantizes activations), one line at startup. */
+static void log_w4a4(const struct model *m)
+{
+    struct backend_scheme sch[BACKEND_CLASS_COUNT];
+    struct backend_plan p;
+    char err[256];
+    backend_schemes_from_model(m, sch);
+    if (backend_plan_compute(sch, 0, NULL, BACKEND_AUTO, BACKEND_AUTO, &p, err, sizeof err) < 0)
+        return;
+    for (int c = 0; c < BACKEND_CLASS_COUNT; c++)
+        if (p.cls[c].w4a4) {
+            LOG_INFO("w4a4_semantics", "engine=cpu w4a4=%s reason=\"the CPU reference quantizes "
+                     "activations per 16 with the checkpoint's input scales (CHECKPOINTS.md "
+                     "1.5)\"", p.cls[c].act_quant ? "act_quant" : "weight_only");
+            return;
+        }
+}
+
 int wk_engine_cpu_create(const struct wk_cfg *cfg, wk_engine_progress_cb progress, void *ctx,
                          struct wk_engine **out)
 {
@@ -200,6 +220,7 @@ int wk_engine_cpu_create(const struct wk_cfg *cfg, wk_engine_progress_cb progres
     c->st = xcalloc(in->n_slots, sizeof *c->st);
     c->open = xcalloc(in->n_slots, sizeof *c->open);
     c->tok = xmalloc(sizeof(int32_t) * in->max_step_tokens);
+    log_w4a4(c->m);
     LOG_INFO("engine_ready", "engine=cpu model=%s vocab=%u max_model_len=%u slots=%u eos=%u",
              in->model_id, in->vocab_size, in->max_model_len, in->n_slots, in->n_eos);
     *out = e;

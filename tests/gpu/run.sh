@@ -68,7 +68,9 @@ done
 if [ -f "$out/ktest_gpu_model.log" ]; then
   grep -E '^fixture=' "$out/ktest_gpu_model.log" > "$out/gpu_model_results.txt"
   say "gpu model checks: $(grep -c ' ok' "$out/gpu_model_results.txt") ok, $(grep -c 'FAIL' "$out/gpu_model_results.txt") FAIL, $(grep -c 'SKIPPED' "$out/gpu_model_results.txt") fixtures skipped"
-  grep -E 'FAIL|SKIPPED|greedy|storage_cost' "$out/gpu_model_results.txt" | tee -a "$summary"
+  grep -E 'FAIL|SKIPPED|greedy|storage_cost|w4a4' "$out/gpu_model_results.txt" | tee -a "$summary"
+  # the W4A4 semantics the runner's startup line declares (the CPU reference follows it)
+  say "w4a4 startup line: $(grep -m1 -o 'moe_backend=[^ ]* w4a4=.*' "$out/ktest_gpu_model.log")"
 fi
 
 if [ $smoke = 1 ] && [ -x "$build/bin/gpu_smoke" ]; then

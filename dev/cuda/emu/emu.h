@@ -105,6 +105,10 @@ template <class T> static inline T __ldg(const T *p)
 }
 static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+// A NaN result of a GPU fp32 add/sub/mul/div (.rn PTX ops) is the canonical NaN 0x7fffffff
+// whatever the operands' payloads; x86 SSE returns the NaN operand (0x7fc00000 for C's NAN).
+// The swapped ops of sample.cu go through this so the emulator sees the device's bits.
+static inline float emu_gpu_nan(float r) { return r != r ? __uint_as_float(0x7fffffffu) : r; }
 static inline int __float_as_int(float f) { int u; memcpy(&u, &f, 4); return u; }
 static inline float __int_as_float(int u) { float f; memcpy(&f, &u, 4); return f; }
 #define __expf expf

@@ -69,7 +69,13 @@ static int run(int B, int V)
         if (tg[b] != tr[b] && bad++ < 5)
             printf("  row %d tok got %d ref %d (T=%g k=%d p=%g minp=%g u=%g)\n", b, tg[b], tr[b], rows[b].temperature,
                    rows[b].top_k, rows[b].top_p, rows[b].min_p, rows[b].u);
-        if (memcmp(l + (size_t)b * V, lr + (size_t)b * V, (size_t)V * 4)) badl++;
+        if (memcmp(l + (size_t)b * V, lr + (size_t)b * V, (size_t)V * 4) && badl++ < 3)
+            for (int i = 0; i < V; i++)
+                if (__float_as_uint(l[(size_t)b * V + i]) != __float_as_uint(lr[(size_t)b * V + i])) {
+                    printf("  row %d logit %d got 0x%08x ref 0x%08x\n", b, i, __float_as_uint(l[(size_t)b * V + i]),
+                           __float_as_uint(lr[(size_t)b * V + i]));
+                    break;
+                }
         if (!(fabs((double)pg[b] - pr[b]) <= 1e-6 + 1e-6 * fabs(pr[b]))) badp++;
     }
     printf("sample emu B=%d V=%d: token_mismatch=%d logit_rows=%d logprob=%d %s\n", B, V, bad, badl, badp,

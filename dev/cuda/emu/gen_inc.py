@@ -125,7 +125,7 @@ s = cut(read('sample.cu'), 'int sample_cuda(')
 for op, sym in (('mul', '*'), ('add', '+'), ('sub', '-'), ('div', '/')):
     pat = '    asm("%s.rn.f32 %%0, %%1, %%2;" : "=f"(r) : "f"(a), "f"(b));\n' % op
     assert pat in s, op
-    s = s.replace(pat, '    volatile float rv = a %s b;\n    r = rv;\n' % sym)
+    s = s.replace(pat, '    volatile float rv = a %s b;\n    r = emu_gpu_nan(rv);\n' % sym)
 write('sample_emu.inc', s)
 
 write('attn_decode_emu.inc', cut(read('attn_decode.cu'), 'int attn_decode_dtype_cuda('))

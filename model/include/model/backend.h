@@ -46,6 +46,11 @@ struct backend_scheme {
 
 struct backend_choice {
     enum backend_id id;
+    bool forced;               // id came from --moe-backend / --linear-backend
+    bool w4a4;                 // the class's weights are W4A4 (NVFP4 with input scales)
+    bool act_quant;            // W4A4 semantics that run: activations quantized per 16 at run
+                               // time (nvfp4_w4a4_mma, cpu_ref); false with w4a4: weight-only
+                               // (weights dequantized, activations unquantized)
     char reason[240];          // one line, no newline
 };
 
@@ -77,8 +82,17 @@ int backend_plan_compute(const struct backend_scheme sch[BACKEND_CLASS_COUNT], i
                          const char *gpu_name, enum backend_id force_moe,
                          enum backend_id force_linear, struct backend_plan *plan, char *err,
                          size_t errlen);
+/* Restrict a plan to a runner that has no W4A4 dispatch (the cuda runner today: kernels/mma_w4a4.cu
+ * is not called by services/worker/gpu). Every class planned on nvfp4_w4a4_mma runs
+ * nvfp4_w4a16 instead, with act_quant false and a reason that says so; a forced nvfp4_w4a4_mma
+ * gives ERR_UNSUPPORTED with one line in err. Returns 0 or ERR_UNSUPPORTED. */
+int backend_plan_without_w4a4_mma(struct backend_plan *plan, char *err, size_t errlen);
+/* Do the W4A4 classes of the plan run weight-only (some W4A4 class, none with act_quant)?
+ * The CPU pass computes the same with FORWARD_W4A4_WEIGHT_ONLY. */
+bool backend_plan_w4a4_weight_only(const struct backend_plan *plan);
 /* The startup log form of one class's choice, e.g.
- * `moe_backend=nvfp4_w4a16 reason="checkpoint has no activation quantization; ..."`.
+ * `moe_backend=nvfp4_w4a16 reason="checkpoint has no activation quantization; ..."`; a W4A4
+ * class adds the semantics that run: `w4a4=weight_only` or `w4a4=act_quant`.
  * Writes into buf and returns it. */
 const char *backend_choice_str(enum backend_class c, const struct backend_choice *ch, char *buf,
                                size_t len);

@@ -17,6 +17,11 @@ enum forward_flag {
     FORWARD_LOGITS_ALL = 1 << 0,     // logits for every position: (n_tok, V); default last: (1, V)
     FORWARD_GDN_RECURRENT = 1 << 1,  // GDN core by the per-token recurrence for any n_tok
     FORWARD_GDN_CHUNKED = 1 << 2,    // GDN core by the chunked form even for n_tok == 1
+    /* W4A4 (NVFP4 with input scales) weights run weight-only: dequantized weights times
+     * unquantized activations, the semantics of a GPU without FP4 tensor cores (sm_90, and
+     * sm_120/121 while the runner has no W4A4 dispatch). Default: activations quantized per 16
+     * as the checkpoint says (CHECKPOINTS.md §1.5). No effect on other formats. */
+    FORWARD_W4A4_WEIGHT_ONLY = 1 << 3,
 };
 
 /* Scratch for model m: at most n_tok_max tokens per forward_run/mtp_run call and sequences of at

@@ -64,6 +64,11 @@ struct model_load_stats {
 int model_load(struct model **out, const char *dir, const struct model_load_opts *opts, char *err,
                size_t errlen);
 void model_destroy(struct model *m);
+/* cb(w, ctx) for every linear weight of the main model: lm_head, then per layer the attention
+ * (q, k, v, o) or GDN (qkv, z, b, a, out) projections, router, shared expert (gate, up, down,
+ * expert gate) and routed experts (gate, up, down per expert). Not the embedding, not the MTP
+ * head. Weights of the other mixer type are visited too (absent: data NULL). */
+void model_for_each_linear(struct model *m, void (*cb)(struct qweight *w, void *ctx), void *ctx);
 
 /* Accounting of a loaded model (never NULL for a model from model_load). */
 const struct model_load_stats *model_load_stats(const struct model *m);

@@ -55,6 +55,11 @@ void qweight_dequant_row(const struct qweight *w, int64_t r, float *out);
  * x' is x, or its W4A4 emulation when act_fp4. Parallel over rows on tp (may be NULL). */
 void qweight_matmul(const struct qweight *w, const float *x, int64_t n_tok, float *y,
                     struct tpool *tp);
+/* The same with the activation semantics chosen by the caller: act_quant false runs an act_fp4
+ * (W4A4) weight weight-only, x' = x (what a GPU without FP4 tensor cores computes: dequantized
+ * weights, unquantized activations); true is qweight_matmul. Other formats ignore it. */
+void qweight_matmul_act(const struct qweight *w, const float *x, int64_t n_tok, float *y,
+                        struct tpool *tp, bool act_quant);
 /* Bytes this weight occupies in memory (data + scales). */
 int64_t qweight_bytes(const struct qweight *w);
 /* A view of rows [r0, r0+n) of w (same format, shares memory). */

@@ -255,9 +255,11 @@ static int upload_stack(struct gpu_model *g, const struct stack_src *s, int64_t 
         }
         free(ge);
         free(bs);
-        if (w0->act_fp4)
-            LOG_WARN("gpu_w4a4_as_w4a16", "weight=%s note=\"activation fp4 quantization is not "
-                     "emulated on this path: weights only\"", what);
+        /* the kernels behind this kweight dequantize the weights and take the activations as
+         * they are: only a plan with W4A4 weight-only semantics may run them (gpu_backend lines) */
+        if (w0->act_fp4 && !backend_plan_w4a4_weight_only(&g->plan))
+            return fail(err, errlen, ERR_UNSUPPORTED, what,
+                        "the plan quantizes W4A4 activations, which this runner cannot");
     } else {
         return fail(err, errlen, ERR_UNSUPPORTED, what, "weight format");
     }
@@ -605,6 +607,10 @@ int gpu_model_create(struct gpu_model **out, const struct model *m,
     backend_schemes_from_model(m, sch);
     rc = backend_plan_compute(sch, g->sm, g->dev_name, (enum backend_id)opts->force_moe,
                               (enum backend_id)opts->force_linear, &g->plan, err, errlen);
+    /* the forward pass dispatches NVFP4 to the dequant-in-registers GEMV / MoE kernels only:
+     * W4A4 runs weight-only everywhere, and the plan (the startup log) says so */
+    if (rc == 0)
+        rc = backend_plan_without_w4a4_mma(&g->plan, err, errlen);
     if (rc < 0)
         goto fail;
     if (cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking) != cudaSuccess) {

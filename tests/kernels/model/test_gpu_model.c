@@ -21,6 +21,14 @@
  *   - against the plain CPU pass (fp32 K/V and weights) and the transformers logits (fp32):
  *     <= max(1e-2, 2 x the error the storage rounding alone causes in the CPU pass), measured
  *     on the same tokens (the tiny fp32 models amplify bf16 weight rounding to a few %).
+ * W4A4 fixtures (q_nvfp4, q_modelopt_nvfp4): every CPU pass above runs the W4A4 semantics of the
+ * runner's own plan (backend_plan_w4a4_weight_only(gpu_model_plan()), the data behind its
+ * gpu_backend lines). Weight-only (sm_90 has no FP4 tensor cores; sm_120/121 while the runner
+ * does not dispatch mma_w4a4): FORWARD_W4A4_WEIGHT_ONLY at the usual tolerances, and the
+ * distances to the activation-quantized CPU pass and to transformers (which quantizes
+ * activations) are printed as "figure" lines, not checked (CPU weight-only vs activation-
+ * quantized: 0.045 on q_nvfp4, 0.030 on q_modelopt_nvfp4, test_w4a4_modes). A plan that
+ * quantizes activations is checked against the activation-quantized pass and transformers.
  * The runner launches eagerly by default; q_bf16, hf_b and small_nvfp4 run again replaying
  * CUDA graphs ("+graphs").
  * fp8 K/V (opts.kv_dtype = KV_DTYPE_FP8, e4m3 with scale 1 as vLLM's --kv-cache-dtype fp8):
@@ -53,6 +61,7 @@
 #include "common/kv_plan.h"
 #include "common/xalloc.h"
 #include "gpu_model.h"
+#include "model/backend.h"
 #include "model/forward.h"
 #include "model/dtype.h"
 #include "model/model_load.h"
@@ -165,15 +174,17 @@ static float store_round(float x, enum kv_store how)
 }
 
 /* CPU logits of every position of seq (n tokens), one token at a time. round_kv: round each
- * new K/V row as the GPU's cache stores it (same storage precision, CPU arithmetic). */
+ * new K/V row as the GPU's cache stores it (same storage precision, CPU arithmetic). flags:
+ * forward flags (FORWARD_W4A4_WEIGHT_ONLY: the runner's W4A4 semantics, see run_model). */
 static int cpu_logits(const struct model *m, const int32_t *seq, int n, float *out,
-                      enum kv_store round_kv)
+                      enum kv_store round_kv, int flags)
 {
     struct forward_ctx *fc = forward_ctx_create(m, 1, MAX_LEN, NULL);
     struct seq_state *st = seq_state_create(m, MAX_LEN);
     int rc = fc && st ? 0 : ERR_NOMEM;
     for (int t = 0; t < n && rc == 0; t++) {
-        rc = forward_run(fc, m, st, &seq[t], 1, out + (size_t)t * m->cfg.vocab_size, NULL, 0);
+        rc = forward_run(fc, m, st, &seq[t], 1, out + (size_t)t * m->cfg.vocab_size, NULL,
+                         flags);
         for (int l = 0; round_kv != STORE_F32 && rc == 0 && l < st->n_layers; l++) {
             if (!st->k[l])
                 continue;
@@ -200,8 +211,9 @@ struct swap {
     int n;
 };
 
-static void swap_one(struct swap *sw, struct qweight *w)
+static void swap_one(struct qweight *w, void *ctx)
 {
+    struct swap *sw = ctx;
     if (w->fmt != QW_F32 || !w->data || sw->n == 4096)
         return;
     float *c = xmalloc(sizeof(float) * (size_t)(w->rows * w->cols));
@@ -218,22 +230,8 @@ static void swap_one(struct swap *sw, struct qweight *w)
 static void round_weights(struct model *m, struct swap *sw)
 {
     sw->n = 0;
-    swap_one(sw, &m->embed);
-    swap_one(sw, &m->lm_head);
-    for (int l = 0; l < m->cfg.n_layers; l++) {
-        struct layer_w *L = &m->layers[l];
-        struct qweight *ws[] = { &L->attn.q, &L->attn.k, &L->attn.v, &L->attn.o, &L->gdn.qkv,
-                                 &L->gdn.z, &L->gdn.b, &L->gdn.a, &L->gdn.out, &L->moe.router,
-                                 &L->moe.sh_gate, &L->moe.sh_up, &L->moe.sh_down,
-                                 &L->moe.sh_expert_gate };
-        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
-            swap_one(sw, ws[i]);
-        for (int e = 0; e < m->cfg.n_experts; e++) {
-            swap_one(sw, &L->moe.gate[e]);
-            swap_one(sw, &L->moe.up[e]);
-            swap_one(sw, &L->moe.down[e]);
-        }
-    }
+    swap_one(&m->embed, sw);
+    model_for_each_linear(m, swap_one, sw);
 }
 
 static void restore_weights(struct swap *sw)
@@ -264,7 +262,7 @@ static int argmax_margin(const float *x, int n, double *margin, double *amax)
 
 /* Greedy GEN tokens after prompt on CPU and GPU (slot 0, reopened). */
 static void check_greedy(const char *name, const struct model *m, struct gpu_model *g,
-                         const int32_t *prompt, int n_prompt, double tie_tol)
+                         const int32_t *prompt, int n_prompt, double tie_tol, int flags)
 {
     const int V = m->cfg.vocab_size;
     struct forward_ctx *fc = forward_ctx_create(m, n_prompt, MAX_LEN, NULL);
@@ -272,10 +270,10 @@ static void check_greedy(const char *name, const struct model *m, struct gpu_mod
     float *lg = xmalloc(sizeof(float) * (size_t)V);
     int32_t cpu[GEN], gpu[GEN];
     double margin[GEN], amax[GEN];
-    int rc = forward_run(fc, m, st, prompt, n_prompt, lg, NULL, 0);
+    int rc = forward_run(fc, m, st, prompt, n_prompt, lg, NULL, flags);
     for (int i = 0; i < GEN && rc == 0; i++) {
         cpu[i] = argmax_margin(lg, V, &margin[i], &amax[i]);
-        rc = forward_run(fc, m, st, &cpu[i], 1, lg, NULL, 0);
+        rc = forward_run(fc, m, st, &cpu[i], 1, lg, NULL, flags);
     }
     CHECK_EQ_INT(rc, 0);
     CHECK_EQ_INT(gpu_model_seq_open(g, 0), 0);
@@ -350,6 +348,18 @@ static void run_model(const char *name, struct model *m, const int32_t *seq, int
     }
     gpu_model_log(g);
     CHECK_EQ_INT(gpu_model_kv_dtype(g), kv_fp8 ? KV_DTYPE_FP8 : KV_DTYPE_BF16);
+    /* the W4A4 semantics the runner's plan runs (its gpu_backend lines) are the CPU's too */
+    const bool w4a4_wonly = backend_plan_w4a4_weight_only(gpu_model_plan(g));
+    const int flags = w4a4_wonly ? FORWARD_W4A4_WEIGHT_ONLY : 0;
+    bool w4a4 = false;
+    for (int c = 0; c < BACKEND_CLASS_COUNT; c++)
+        w4a4 = w4a4 || gpu_model_plan(g)->cls[c].w4a4;
+    if (w4a4)
+        printf("fixture=%s w4a4=%s sm=%d: the CPU reference runs %s\n", name,
+               w4a4_wonly ? "weight_only" : "act_quant", gpu_model_plan(g)->sm,
+               w4a4_wonly
+                   ? "FORWARD_W4A4_WEIGHT_ONLY (weights dequantized, activations unquantized)"
+                   : "with activations quantized per 16 (CHECKPOINTS.md 1.5)");
     int32_t *rev = xmalloc(sizeof(int32_t) * (size_t)n);
     for (int i = 0; i < n; i++)
         rev[i] = seq[n - 1 - i];
@@ -420,12 +430,12 @@ static void run_model(const char *name, struct model *m, const int32_t *seq, int
     bool *all = xmalloc(sizeof(bool) * (size_t)n);
     for (int i = 0; i < n; i++)
         all[i] = true;
-    CHECK_EQ_INT(cpu_logits(m, seq, n, cpu, STORE_F32), 0);
+    CHECK_EQ_INT(cpu_logits(m, seq, n, cpu, STORE_F32, flags), 0);
     static struct swap sw;
     round_weights(m, &sw);
     const int n_rounded = sw.n;
-    CHECK_EQ_INT(cpu_logits(m, seq, n, cpu16, store), 0);
-    CHECK_EQ_INT(cpu_logits(m, rev, n, rev16, store), 0);
+    CHECK_EQ_INT(cpu_logits(m, seq, n, cpu16, store, flags), 0);
+    CHECK_EQ_INT(cpu_logits(m, rev, n, rev16, store, flags), 0);
     restore_weights(&sw);
     /* the arithmetic: against the CPU with the same storage (bf16 or e4m3 K/V; bf16 copies of
      * fp32 checkpoint weights), at TOL (TOL_FP8 for e4m3 K/V) */
@@ -449,7 +459,23 @@ static void run_model(const char *name, struct model *m, const int32_t *seq, int
            tol_kv);
     const double tie_kv = kv_fp8 ? tol_kv : TOL;
     report(name, "slot0-vs-cpu", compare_tie(sp[0].logits, cpu, sp[0].have, n, V, tie_kv), tol_kv);
-    if (ref) {
+    if (w4a4_wonly) {
+        /* figures, not checks: what weight-only costs against the activation-quantized CPU
+         * pass and against transformers (which quantizes activations too) */
+        float *aq = xmalloc(sizeof(float) * nv);
+        CHECK_EQ_INT(cpu_logits(m, seq, n, aq, STORE_F32, 0), 0);
+        printf("fixture=%s figure w4a4 weight_only_vs_act_quant: gpu_slot0 rel_err=%.3g "
+               "cpu rel_err=%.3g (CPU pass with activations quantized, fp32 K/V)\n", name,
+               compare(sp[0].logits, aq, sp[0].have, n, V).rel_err,
+               compare(cpu, aq, all, n, V).rel_err);
+        if (ref)
+            printf("fixture=%s figure w4a4 vs_transformers: gpu_slot0 rel_err=%.3g gpu_slot1 "
+                   "rel_err=%.3g cpu_weight_only rel_err=%.3g cpu_act_quant rel_err=%.3g\n",
+                   name, compare(sp[0].logits, ref, sp[0].have, n, V).rel_err,
+                   compare(sp[1].logits, ref, sp[1].have, n, V).rel_err,
+                   compare(cpu, ref, all, n, V).rel_err, compare(aq, ref, all, n, V).rel_err);
+        free(aq);
+    } else if (ref) {
         struct cmp kr = compare(cpu16, ref, all, n, V);
         const double tol_r = fmax(tol, 2.0 * kr.rel_err);
         const double tie_r = kv_fp8 ? tol_r : TOL;
@@ -460,7 +486,7 @@ static void run_model(const char *name, struct model *m, const int32_t *seq, int
     }
     for (int s = 0; s < 4; s++)
         gpu_model_seq_close(g, s);
-    check_greedy(name, m, g, seq, n_prompt, kv_fp8 ? TOL_FP8 : strict ? 1e-3 : 1e-2);
+    check_greedy(name, m, g, seq, n_prompt, kv_fp8 ? TOL_FP8 : strict ? 1e-3 : 1e-2, flags);
     for (int s = 0; s < 4; s++) {
         free(sp[s].logits);
         free(sp[s].have);

@@ -140,6 +140,7 @@ static void test_backend_rules(void)
                 "tensor cores need W4A4 and sm_100+\"");
     CHECK_EQ_INT(p.cls[BACKEND_CLASS_LINEAR_ATTN].id, BACKEND_BF16);
     CHECK_EQ_INT(p.cls[BACKEND_CLASS_MTP].id, BACKEND_AUTO); /* absent */
+    CHECK(!p.cls[BACKEND_CLASS_MOE].w4a4 && !backend_plan_w4a4_weight_only(&p));
     /* W4A16 on sm_121 stays weight-only: the fp4 mma needs fp4 activations */
     CHECK_EQ_INT(backend_plan_compute(sch, 121, "gb10", BACKEND_AUTO, BACKEND_AUTO, &p, err,
                                       sizeof(err)), 0);
@@ -160,6 +161,39 @@ static void test_backend_rules(void)
     CHECK_EQ_INT(p.cls[BACKEND_CLASS_MOE].id, BACKEND_NVFP4_W4A16);
     CHECK(strstr(p.cls[BACKEND_CLASS_MOE].reason, "sm_100+"));
     CHECK(strstr(p.cls[BACKEND_CLASS_MOE].reason, "activation scales unused"));
+    /* ... and the semantics that run are data: weight-only, in the startup line too */
+    CHECK(p.cls[BACKEND_CLASS_MOE].w4a4 && !p.cls[BACKEND_CLASS_MOE].act_quant);
+    CHECK(!p.cls[BACKEND_CLASS_MTP].w4a4); /* bf16 */
+    CHECK(backend_plan_w4a4_weight_only(&p));
+    CHECK(strstr(backend_choice_str(BACKEND_CLASS_MOE, &p.cls[BACKEND_CLASS_MOE], line,
+                                    sizeof(line)),
+                 "moe_backend=nvfp4_w4a16 w4a4=weight_only reason=\"fp4 tensor cores need"));
+    CHECK_EQ_INT(backend_plan_without_w4a4_mma(&p, err, sizeof(err)), 0); /* nothing to change */
+    CHECK_EQ_INT(p.cls[BACKEND_CLASS_MOE].id, BACKEND_NVFP4_W4A16);
+    /* sm_121 plans the fp4 mma (activations quantized); a runner without it runs weight-only */
+    CHECK_EQ_INT(backend_plan_compute(sch, 121, "gb10", BACKEND_AUTO, BACKEND_AUTO, &p, err,
+                                      sizeof(err)), 0);
+    CHECK(p.cls[BACKEND_CLASS_MOE].act_quant && !backend_plan_w4a4_weight_only(&p));
+    CHECK(strstr(backend_choice_str(BACKEND_CLASS_ATTN, &p.cls[BACKEND_CLASS_ATTN], line,
+                                    sizeof(line)), " w4a4=act_quant "));
+    CHECK_EQ_INT(backend_plan_without_w4a4_mma(&p, err, sizeof(err)), 0);
+    for (int c = 0; c < BACKEND_CLASS_COUNT; c++)
+        CHECK(p.cls[c].id != BACKEND_NVFP4_W4A4_MMA && !p.cls[c].act_quant);
+    CHECK_EQ_INT(p.cls[BACKEND_CLASS_MOE].id, BACKEND_NVFP4_W4A16);
+    CHECK(strstr(p.cls[BACKEND_CLASS_MOE].reason, "sm_121") &&
+          strstr(p.cls[BACKEND_CLASS_MOE].reason, "does not dispatch") &&
+          strstr(p.cls[BACKEND_CLASS_MOE].reason, "activations unquantized"));
+    CHECK(backend_plan_w4a4_weight_only(&p));
+    /* forced there: refused, not silently downgraded */
+    CHECK_EQ_INT(backend_plan_compute(sch, 121, "gb10", BACKEND_NVFP4_W4A4_MMA, BACKEND_AUTO, &p,
+                                      err, sizeof(err)), 0);
+    CHECK(p.cls[BACKEND_CLASS_MOE].forced && !p.cls[BACKEND_CLASS_ATTN].forced);
+    CHECK_EQ_INT(backend_plan_without_w4a4_mma(&p, err, sizeof(err)), ERR_UNSUPPORTED);
+    CHECK(strstr(err, "--moe-backend nvfp4_w4a4_mma") && !strchr(err, '\n'));
+    /* the CPU reference quantizes activations */
+    CHECK_EQ_INT(backend_plan_compute(sch, 0, NULL, BACKEND_AUTO, BACKEND_AUTO, &p, err,
+                                      sizeof(err)), 0);
+    CHECK(p.cls[BACKEND_CLASS_MOE].act_quant && !backend_plan_w4a4_weight_only(&p));
     /* W4A4 on sm_100: tcgen05 not written -> falls back */
     CHECK_EQ_INT(backend_plan_compute(sch, 100, "b200", BACKEND_AUTO, BACKEND_AUTO, &p, err,
                                       sizeof(err)), 0);
