@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 S=services/gateway
 clang -g -O1 -fsanitize=fuzzer,address,undefined -I$S -Icommon/include -D_GNU_SOURCE \
-  dev/gateway/fuzz_req.c $S/gw_req.c $S/gw_arena.c $S/gw_buf.c $S/gw_sse.c common/xalloc.c common/err.c common/log.c \
+  dev/gateway/fuzz_req.c $S/gw_req.c $S/gw_arena.c common/buf.c $S/gw_sse.c common/xalloc.c common/err.c common/log.c \
   -lcjson -lm -o /tmp/gw_fuzz_req
 mkdir -p /tmp/gw_fuzz_corpus
 printf '{"messages":[{"role":"user","content":"hi"}],"temperature":0.5,"stop":["a"],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required"}' > /tmp/gw_fuzz_corpus/a

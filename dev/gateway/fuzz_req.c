@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "gw_arena.h"
-#include "gw_buf.h"
+#include "common/buf.h"
 #include "gw_req.h"
 #include "gw_sse.h"
 
@@ -20,11 +20,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (gw_req_parse(&r, (enum gw_req_kind)k, (const char *)data, size, "m", a, &e) == 0)
             (void)gw_req_check_context(&r, (int64_t)(size % 300), 256, &e);
     gw_arena_destroy(a);
-    struct gw_buf d;
-    gw_buf_init(&d);
+    struct buf d;
+    buf_init(&d);
     size_t off = 0, used;
     while (off < size && (used = gw_sse_next((const char *)data + off, size - off, &d)) > 0)
         off += used;
-    gw_buf_deinit(&d);
+    buf_deinit(&d);
     return 0;
 }
