@@ -1,12 +1,12 @@
 /* attn_prefill: GPU vs reference (double softmax per row). Chunks of T in {1, 7, 33, 64, 100,
  * 300} rows at pos0 = 0 and pos0 > 0 (chunked prefill, contexts up to 2001 positions), contexts
- * not multiples of the block size, GQA ratios 1/3/4/8, head dims 32/40/48/64/256, bf16 and fp8 KV (with and without scales), the
- * single-sequence and the batched entry points (shuffled block tables, descriptors whose seq and
- * row order differ, an empty descriptor, max_rows above every chunk). Both sides read the same
- * cache bytes and fp32 q. Every case runs the plain entry point (path auto) and both paths
- * explicitly: CORES accumulates exact products in fp32 with __expf: atol = 1e-4 * max|ref|
- * (outputs are averages of O(1) values) plus rtol 1e-4; MMA rounds q and the probabilities to
- * bf16 (m16n8k16 inputs): 2e-2 (see the comment at the check). */
+ * not multiples of the block size, GQA ratios 1/3/4/8, head dims 32/40/48/64/256, bf16 and fp8
+ * KV (with and without scales), the single-sequence and the batched entry points (shuffled block
+ * tables, descriptors whose seq and row order differ, an empty descriptor, max_rows above every
+ * chunk). Both sides read the same cache bytes and fp32 q. Every case runs the plain entry point
+ * (path auto) and both paths explicitly: CORES accumulates exact products in fp32 with __expf:
+ * atol = 1e-4 * max|ref| (outputs are averages of O(1) values) plus rtol 1e-4; MMA rounds q and
+ * the probabilities to bf16 (m16n8k16 inputs): 2e-2 (see the comment at the check). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -91,8 +91,7 @@ static void test_expert(int fmt, int n_exp, int k, int hidden, int inter, const 
         float *dh = ktest_dev_alloc(moe_expert_ws_floats(n_tok, k, inter, hidden) * 4);
         int32_t *di = ktest_dev_from(ids, ns * 4);
         CHECK_EQ_INT(
-            moe_expert_ref(ref, hb, x, ids, w, n_tok, k, n_exp, &gu.host, &dn.host, accumulate),
-            0);
+            moe_expert_ref(ref, hb, x, ids, w, n_tok, k, n_exp, &gu.host, &dn.host, accumulate), 0);
         double amax = 0;
         for (size_t i = 0; i < nx; i++)
             amax = fabs(ref[i]) > amax ? fabs(ref[i]) : amax;
