@@ -247,14 +247,14 @@ static int content_texts(struct jarena *a, struct jinja_value *content, size_t i
 
 static struct jinja_value join_texts(struct jarena *a, struct jinja_value texts)
 {
-    struct jbuf b = {0};
+    struct buf b = {0};
     for (size_t i = 0; i < texts.u.list->n; i++) {
         if (i)
-            jbuf_putc(&b, '\n');
-        jbuf_put(&b, texts.u.list->v[i].u.s.s, texts.u.list->v[i].u.s.n);
+            buf_putc(&b, '\n');
+        buf_append(&b, texts.u.list->v[i].u.s.s, texts.u.list->v[i].u.s.n);
     }
-    struct jinja_value r = jv_strdup(a, b.p ? b.p : "", b.n);
-    jbuf_free(&b);
+    struct jinja_value r = jv_strdup(a, b.data ? b.data : "", b.len);
+    buf_deinit(&b);
     return r;
 }
 

@@ -249,17 +249,17 @@ void jinja_ctx_bind(struct jinja_ctx *c, const char *name, struct jinja_value v)
 int jinja_template_render(const struct jinja_template *t, struct jinja_ctx *c, char **out,
                           size_t *out_len, struct jinja_error *err)
 {
-    struct jbuf b = {0};
+    struct buf b = {0};
     int rc = jinja_eval_render(t, &c->arena, c->vars.u.dict, &b, err);
     if (rc < 0) {
-        jbuf_free(&b);
+        buf_deinit(&b);
         *out = NULL;
         *out_len = 0;
         return rc;
     }
-    if (!b.p)
-        b.p = xstrdup("");
-    *out = b.p;
-    *out_len = b.n;
+    if (!b.data)
+        b.data = xstrdup("");
+    *out = b.data;
+    *out_len = b.len;
     return 0;
 }

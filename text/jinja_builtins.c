@@ -410,12 +410,12 @@ static int str_method(struct jrt *rt, int id, struct jinja_value s, const struct
                                               jv_str(s.u.s.s + utf8_next(s.u.s.s, s.u.s.n, 0),
                                                      s.u.s.n - utf8_next(s.u.s.s, s.u.s.n, 0)),
                                               'l');
-            struct jbuf b = {0};
-            jbuf_put(&b, out->u.s.s, j);
-            jbuf_put(&b, rest.u.s.s, rest.u.s.n);
-            *out = jv_strdup(a, b.p, b.n);
+            struct buf b = {0};
+            buf_append(&b, out->u.s.s, j);
+            buf_append(&b, rest.u.s.s, rest.u.s.n);
+            *out = jv_strdup(a, b.data, b.len);
             out->flags = s.flags & JV_F_SAFE;
-            jbuf_free(&b);
+            buf_deinit(&b);
         }
         return 0;
     case M_FIND:
@@ -441,19 +441,19 @@ static int str_method(struct jrt *rt, int id, struct jinja_value s, const struct
         int rc = jrt_iterate(rt, *a0, &items);
         if (rc < 0)
             return rc;
-        struct jbuf b = {0};
+        struct buf b = {0};
         for (size_t i = 0; i < items->n; i++) {
             if (items->v[i].kind != JV_STR) {
-                jbuf_free(&b);
+                buf_deinit(&b);
                 return jrt_fail(rt, "sequence item %zu: expected str instance, %s found", i,
                                 jv_type_name(items->v[i]));
             }
             if (i)
-                jbuf_put(&b, s.u.s.s, s.u.s.n);
-            jbuf_put(&b, items->v[i].u.s.s, items->v[i].u.s.n);
+                buf_append(&b, s.u.s.s, s.u.s.n);
+            buf_append(&b, items->v[i].u.s.s, items->v[i].u.s.n);
         }
-        *out = jv_strdup(a, b.p ? b.p : "", b.n);
-        jbuf_free(&b);
+        *out = jv_strdup(a, b.data ? b.data : "", b.len);
+        buf_deinit(&b);
         return 0;
     }
     case M_ISDIGIT:
@@ -522,11 +522,11 @@ int jinja_call_builtin(struct jrt *rt, int id, const struct jinja_value *self,
         switch (id) {
         case G_RAISE_EXCEPTION: {
             const struct jinja_value *m = jargs_get(args, 0, NULL);
-            struct jbuf b = {0};
+            struct buf b = {0};
             if (m)
                 jv_to_str(&b, *m);
-            int rc = jrt_fail(rt, "%s", b.p ? b.p : "");
-            jbuf_free(&b);
+            int rc = jrt_fail(rt, "%s", b.data ? b.data : "");
+            buf_deinit(&b);
             return rc;
         }
         case G_NAMESPACE:

@@ -33,7 +33,7 @@ struct jrt {
     const struct jinja_template *t;
     const struct jv_dict *vars; // render variables
     struct jscope *root;        // template top level
-    struct jbuf *out;           // where output goes (a macro call swaps it)
+    struct buf *out;           // where output goes (a macro call swaps it)
     struct jinja_error *err;
     int line;                     // line of the node being evaluated
     struct jinja_value block_val; // body of the innermost {% filter %} block
@@ -112,10 +112,10 @@ static struct jinja_value lookup(struct jrt *rt, struct jscope *s, const char *n
 static struct jinja_value undef_attr(struct jrt *rt, struct jinja_value obj, const char *name,
                                      size_t n)
 {
-    struct jbuf b = {0};
-    jbuf_printf(&b, "'%s object' has no attribute '%.*s'", jv_type_name(obj), (int)n, name);
-    const char *msg = ja_strndup(rt->a, b.p, b.n);
-    jbuf_free(&b);
+    struct buf b = {0};
+    buf_printf(&b, "'%s object' has no attribute '%.*s'", jv_type_name(obj), (int)n, name);
+    const char *msg = ja_strndup(rt->a, b.data, b.len);
+    buf_deinit(&b);
     return jv_undef_hint(msg);
 }
 
@@ -224,11 +224,11 @@ int jrt_getitem(struct jrt *rt, struct jinja_value obj, struct jinja_value key,
                 return 0;
             }
         }
-        struct jbuf b = {0};
-        jbuf_printf(&b, "%s object has no element %lld", jv_type_name(obj),
+        struct buf b = {0};
+        buf_printf(&b, "%s object has no element %lld", jv_type_name(obj),
                     (long long)index_of(key));
-        *out = jv_undef_hint(ja_strndup(rt->a, b.p, b.n));
-        jbuf_free(&b);
+        *out = jv_undef_hint(ja_strndup(rt->a, b.data, b.len));
+        buf_deinit(&b);
         return 0;
     }
     if (obj.kind == JV_DICT || obj.kind == JV_NS) {
@@ -300,12 +300,12 @@ static int do_slice(struct jrt *rt, struct jinja_value obj, const struct jinja_v
         size_t *offs;
         size_t len = utf8_offsets(rt->a, obj.u.s.s, obj.u.s.n, &offs);
         slice_bounds((int64_t)len, st, sp, step, &start, &stop);
-        struct jbuf b = {0};
+        struct buf b = {0};
         for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step)
-            jbuf_put(&b, obj.u.s.s + offs[i], offs[i + 1] - offs[i]);
-        *out = jv_strdup(rt->a, b.p ? b.p : "", b.n);
+            buf_append(&b, obj.u.s.s + offs[i], offs[i + 1] - offs[i]);
+        *out = jv_strdup(rt->a, b.data ? b.data : "", b.len);
         out->flags = obj.flags & JV_F_SAFE;
-        jbuf_free(&b);
+        buf_deinit(&b);
         return 0;
     }
     if (obj.kind == JV_UNDEF)
@@ -535,16 +535,16 @@ static int eval(struct jrt *rt, struct jscope *s, const struct jnode *n, struct 
         rt->line = n->line;
         return jrt_binop(rt, n->op, a, b, out);
     case JN_CONCAT: {
-        struct jbuf buf = {0};
+        struct buf buf = {0};
         for (size_t i = 0; i < n->n_kids; i++) {
             if ((rc = eval(rt, s, n->kids[i], &a)) < 0 || (rc = check_printable(rt, a)) < 0) {
-                jbuf_free(&buf);
+                buf_deinit(&buf);
                 return rc;
             }
             jv_to_str(&buf, a);
         }
-        *out = jv_strdup(rt->a, buf.p ? buf.p : "", buf.n);
-        jbuf_free(&buf);
+        *out = jv_strdup(rt->a, buf.data ? buf.data : "", buf.len);
+        buf_deinit(&buf);
         return 0;
     }
     case JN_COMPARE:
@@ -590,14 +590,14 @@ static int eval(struct jrt *rt, struct jscope *s, const struct jnode *n, struct 
 static int capture_body(struct jrt *rt, struct jscope *s, const struct jnode *body,
                         struct jinja_value *out)
 {
-    struct jbuf buf = {0};
-    struct jbuf *saved = rt->out;
+    struct buf buf = {0};
+    struct buf *saved = rt->out;
     rt->out = &buf;
     int rc = exec_body(rt, s, body);
     rt->out = saved;
     if (rc >= 0)
-        *out = jv_strdup(rt->a, buf.p ? buf.p : "", buf.n);
-    jbuf_free(&buf);
+        *out = jv_strdup(rt->a, buf.data ? buf.data : "", buf.len);
+    buf_deinit(&buf);
     return rc;
 }
 
@@ -803,7 +803,7 @@ static int exec_node(struct jrt *rt, struct jscope *s, const struct jnode *n)
     rt->line = n->line;
     switch (n->type) {
     case JN_TEXT:
-        jbuf_put(rt->out, n->val.u.s.s, n->val.u.s.n);
+        buf_append(rt->out, n->val.u.s.s, n->val.u.s.n);
         break;
     case JN_OUTPUT:
         if ((rc = eval(rt, s, n->a, &v)) < 0 || (rc = check_printable(rt, v)) < 0)
@@ -898,7 +898,7 @@ static int exec_node(struct jrt *rt, struct jscope *s, const struct jnode *n)
     default:
         return jrt_fail(rt, "internal error: bad statement node %d", n->type);
     }
-    if (rt->out->n > RENDER_OUT_MAX) {
+    if (rt->out->len > RENDER_OUT_MAX) {
         jrt_fail(rt, "rendered prompt too large");
         return ERR_TOOBIG;
     }
@@ -916,7 +916,7 @@ static int exec_body(struct jrt *rt, struct jscope *s, const struct jnode *body)
 }
 
 int jinja_eval_render(const struct jinja_template *t, struct jarena *a, const struct jv_dict *vars,
-                      struct jbuf *out, struct jinja_error *err)
+                      struct buf *out, struct jinja_error *err)
 {
     struct jscope root = {0};
     struct jrt rt = {

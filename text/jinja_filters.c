@@ -75,12 +75,12 @@ static int f_tojson(struct jrt *rt, struct jinja_value v, const struct jargs *ar
         o.key_sep = sep->u.list->v[1].u.s.s;
         o.key_sep_n = sep->u.list->v[1].u.s.n;
     }
-    struct jbuf b = {0};
+    struct buf b = {0};
     char msg[200];
     int rc = jv_tojson(&b, v, &o, msg, sizeof(msg));
     if (rc == 0)
-        *out = jv_strdup(jrt_arena(rt), b.p ? b.p : "", b.n);
-    jbuf_free(&b);
+        *out = jv_strdup(jrt_arena(rt), b.data ? b.data : "", b.len);
+    buf_deinit(&b);
     if (rc == ERR_INVAL)
         return jrt_fail(rt, "%s", msg);
     return rc;
@@ -247,54 +247,54 @@ static int f_join(struct jrt *rt, struct jinja_value v, const struct jargs *args
         return rc;
     /* the separator as text, once: a non-string separator (say a tuple) would otherwise be
      * converted again for every item */
-    struct jbuf sep = {0};
+    struct buf sep = {0};
     if (d)
         jv_to_str(&sep, *d);
-    if (join_too_big(rt, sep.n)) {
-        jbuf_free(&sep);
+    if (join_too_big(rt, sep.len)) {
+        buf_deinit(&sep);
         return jrt_fail(rt, "join result too large");
     }
     /* strings joined directly have a known total: refuse it before allocating anything */
     if (!attr && items->n) {
-        size_t need = (items->n - 1) * sep.n;
-        if (sep.n && need / sep.n != items->n - 1)
+        size_t need = (items->n - 1) * sep.len;
+        if (sep.len && need / sep.len != items->n - 1)
             need = SIZE_MAX;
         for (size_t i = 0; i < items->n && !join_too_big(rt, need); i++)
             need += items->v[i].kind == JV_STR ? items->v[i].u.s.n : 0;
         if (join_too_big(rt, need)) {
-            jbuf_free(&sep);
+            buf_deinit(&sep);
             return jrt_fail(rt, "join result too large");
         }
     }
-    struct jbuf b = {0};
+    struct buf b = {0};
     for (size_t i = 0; i < items->n; i++) {
         struct jinja_value it = items->v[i];
         if (attr && attr->kind == JV_STR &&
             (rc = jrt_getattr(rt, it, attr->u.s.s, attr->u.s.n, &it)) < 0) {
-            jbuf_free(&b);
-            jbuf_free(&sep);
+            buf_deinit(&b);
+            buf_deinit(&sep);
             return rc;
         }
         /* the buffer and its copy into the arena must fit: check before growing (strings
          * have a known size; anything else is small or is checked right after) */
-        size_t add = (i ? sep.n : 0) + (it.kind == JV_STR ? it.u.s.n : 0);
-        if (join_too_big(rt, b.n + add)) {
-            jbuf_free(&b);
-            jbuf_free(&sep);
+        size_t add = (i ? sep.len : 0) + (it.kind == JV_STR ? it.u.s.n : 0);
+        if (join_too_big(rt, b.len + add)) {
+            buf_deinit(&b);
+            buf_deinit(&sep);
             return jrt_fail(rt, "join result too large");
         }
-        if (i && sep.n)
-            jbuf_put(&b, sep.p, sep.n);
+        if (i && sep.len)
+            buf_append(&b, sep.data, sep.len);
         jv_to_str(&b, it);
-        if (join_too_big(rt, b.n)) {
-            jbuf_free(&b);
-            jbuf_free(&sep);
+        if (join_too_big(rt, b.len)) {
+            buf_deinit(&b);
+            buf_deinit(&sep);
             return jrt_fail(rt, "join result too large");
         }
     }
-    jbuf_free(&sep);
-    *out = jv_strdup(jrt_arena(rt), b.p ? b.p : "", b.n);
-    jbuf_free(&b);
+    buf_deinit(&sep);
+    *out = jv_strdup(jrt_arena(rt), b.data ? b.data : "", b.len);
+    buf_deinit(&b);
     return 0;
 }
 
@@ -513,34 +513,34 @@ static int f_indent(struct jrt *rt, struct jinja_value v, const struct jargs *ar
     const struct jinja_value *first = jargs_get(args, 1, "first");
     const struct jinja_value *blank = jargs_get(args, 2, "blank");
     struct jarena *a = jrt_arena(rt);
-    struct jbuf ind = {0}, b = {0};
+    struct buf ind = {0}, b = {0};
     if (v.kind != JV_STR) /* jinja2 does s += "\n" */
         return jrt_fail(rt, "unsupported operand type(s) for +=: '%s' and 'str'", jv_type_name(v));
     if (w && w->kind == JV_STR)
-        jbuf_put(&ind, w->u.s.s, w->u.s.n);
+        buf_append(&ind, w->u.s.s, w->u.s.n);
     else
         for (int64_t i = 0; i < (w && w->kind == JV_INT ? w->u.i : 4); i++)
-            jbuf_putc(&ind, ' ');
+            buf_putc(&ind, ' ');
     struct jinja_value s = jv_stringify(a, v);
-    struct jbuf tmp = {0};
-    jbuf_put(&tmp, s.u.s.s, s.u.s.n);
-    jbuf_putc(&tmp, '\n');
-    struct jinja_value lines = py_splitlines(a, jv_strdup(a, tmp.p, tmp.n), false);
-    jbuf_free(&tmp);
+    struct buf tmp = {0};
+    buf_append(&tmp, s.u.s.s, s.u.s.n);
+    buf_putc(&tmp, '\n');
+    struct jinja_value lines = py_splitlines(a, jv_strdup(a, tmp.data, tmp.len), false);
+    buf_deinit(&tmp);
     struct jv_list *l = lines.u.list;
     if (first && jv_truthy(*first))
-        jbuf_put(&b, ind.p, ind.n);
+        buf_append(&b, ind.data, ind.len);
     for (size_t i = 0; i < l->n; i++) {
         if (i)
-            jbuf_putc(&b, '\n');
+            buf_putc(&b, '\n');
         if (i && (l->v[i].u.s.n || (blank && jv_truthy(*blank))))
-            jbuf_put(&b, ind.p, ind.n);
-        jbuf_put(&b, l->v[i].u.s.s, l->v[i].u.s.n);
+            buf_append(&b, ind.data, ind.len);
+        buf_append(&b, l->v[i].u.s.s, l->v[i].u.s.n);
     }
-    *out = jv_strdup(a, b.p ? b.p : "", b.n);
+    *out = jv_strdup(a, b.data ? b.data : "", b.len);
     out->flags = s.flags & JV_F_SAFE;
-    jbuf_free(&b);
-    jbuf_free(&ind);
+    buf_deinit(&b);
+    buf_deinit(&ind);
     return 0;
 }
 
@@ -600,7 +600,7 @@ int jinja_apply_filter(struct jrt *rt, int id, struct jinja_value v, const struc
             return 0;
         }
         struct jinja_value s = jv_stringify(a, v);
-        struct jbuf b = {0};
+        struct buf b = {0};
         for (size_t i = 0; i < s.u.s.n; i++) {
             char c = s.u.s.s[i];
             const char *e = c == '&'    ? "&amp;"
@@ -610,13 +610,13 @@ int jinja_apply_filter(struct jrt *rt, int id, struct jinja_value v, const struc
                             : c == '\'' ? "&#39;"
                                         : NULL;
             if (e)
-                jbuf_puts(&b, e);
+                buf_puts(&b, e);
             else
-                jbuf_putc(&b, c);
+                buf_putc(&b, c);
         }
-        *out = jv_strdup(a, b.p ? b.p : "", b.n);
+        *out = jv_strdup(a, b.data ? b.data : "", b.len);
         out->flags = JV_F_SAFE;
-        jbuf_free(&b);
+        buf_deinit(&b);
         return 0;
     }
     case F_REPLACE: {
@@ -666,11 +666,11 @@ int jinja_apply_filter(struct jrt *rt, int id, struct jinja_value v, const struc
         if (v.kind == JV_STR) {
             size_t *offs;
             size_t n = utf8_offsets(a, v.u.s.s, v.u.s.n, &offs);
-            struct jbuf b = {0};
+            struct buf b = {0};
             for (size_t i = n; i > 0; i--)
-                jbuf_put(&b, v.u.s.s + offs[i - 1], offs[i] - offs[i - 1]);
-            *out = jv_strdup(a, b.p ? b.p : "", b.n);
-            jbuf_free(&b);
+                buf_append(&b, v.u.s.s + offs[i - 1], offs[i] - offs[i - 1]);
+            *out = jv_strdup(a, b.data ? b.data : "", b.len);
+            buf_deinit(&b);
             return 0;
         }
         if (v.kind == JV_LIST && (v.flags & JV_F_GEN))

@@ -17,20 +17,20 @@ struct spec {
 };
 
 /* Pad text (code points counted) to spec->width. */
-static void put_padded(struct jbuf *b, const struct spec *sp, const char *s, size_t n)
+static void put_padded(struct buf *b, const struct spec *sp, const char *s, size_t n)
 {
     size_t len = utf8_len(s, n);
     size_t pad = sp->width > 0 && (size_t)sp->width > len ? (size_t)sp->width - len : 0;
     if (!sp->left)
         for (size_t i = 0; i < pad; i++)
-            jbuf_putc(b, ' ');
-    jbuf_put(b, s, n);
+            buf_putc(b, ' ');
+    buf_append(b, s, n);
     if (sp->left)
         for (size_t i = 0; i < pad; i++)
-            jbuf_putc(b, ' ');
+            buf_putc(b, ' ');
 }
 
-static int conv_number(struct jrt *rt, struct jbuf *b, const struct spec *sp, struct jinja_value v)
+static int conv_number(struct jrt *rt, struct buf *b, const struct spec *sp, struct jinja_value v)
 {
     char cfmt[32], tmp[512];
     int k = 0;
@@ -96,13 +96,13 @@ static int conv_number(struct jrt *rt, struct jbuf *b, const struct spec *sp, st
     }
     if (n < 0 || (size_t)n >= sizeof(tmp))
         return jrt_fail(rt, "formatted number too long");
-    jbuf_put(b, tmp, (size_t)n);
+    buf_append(b, tmp, (size_t)n);
     return 0;
 }
 
-static int convert(struct jrt *rt, struct jbuf *b, const struct spec *sp, struct jinja_value v)
+static int convert(struct jrt *rt, struct buf *b, const struct spec *sp, struct jinja_value v)
 {
-    struct jbuf t = {0};
+    struct buf t = {0};
     switch (sp->conv) {
     case 's':
     case 'r':
@@ -111,15 +111,15 @@ static int convert(struct jrt *rt, struct jbuf *b, const struct spec *sp, struct
             jv_to_str(&t, v);
         else
             jv_repr(&t, v);
-        size_t n = t.n;
+        size_t n = t.len;
         if (sp->precision >= 0) { /* truncate to precision code points */
             size_t i = 0;
-            for (int c = 0; c < sp->precision && i < t.n; c++)
-                i = utf8_next(t.p, t.n, i);
+            for (int c = 0; c < sp->precision && i < t.len; c++)
+                i = utf8_next(t.data, t.len, i);
             n = i;
         }
-        put_padded(b, sp, t.p ? t.p : "", n);
-        jbuf_free(&t);
+        put_padded(b, sp, t.data ? t.data : "", n);
+        buf_deinit(&t);
         return 0;
     }
     case 'c': {
@@ -149,11 +149,11 @@ int jrt_percent_format(struct jrt *rt, struct jinja_value fmt, struct jinja_valu
     bool tuple = args.kind == JV_LIST && (args.flags & JV_F_TUPLE);
     size_t n_args = tuple ? args.u.list->n : 1;
     bool used_mapping = false;
-    struct jbuf b = {0};
+    struct buf b = {0};
     int rc = 0;
     for (size_t i = 0; i < n; i++) {
         if (f[i] != '%') {
-            jbuf_putc(&b, f[i]);
+            buf_putc(&b, f[i]);
             continue;
         }
         if (++i >= n) {
@@ -210,7 +210,7 @@ int jrt_percent_format(struct jrt *rt, struct jinja_value fmt, struct jinja_valu
         }
         sp.conv = f[i];
         if (sp.conv == '%') {
-            jbuf_putc(&b, '%');
+            buf_putc(&b, '%');
             continue;
         }
         if (sp.width > FMT_WIDTH_MAX || sp.precision > FMT_WIDTH_MAX) {
@@ -234,8 +234,8 @@ int jrt_percent_format(struct jrt *rt, struct jinja_value fmt, struct jinja_valu
         rc = jrt_fail(rt, "not all arguments converted during string formatting");
         goto out;
     }
-    *out = jv_strdup(jrt_arena(rt), b.p ? b.p : "", b.n);
+    *out = jv_strdup(jrt_arena(rt), b.data ? b.data : "", b.len);
 out:
-    jbuf_free(&b);
+    buf_deinit(&b);
     return rc;
 }

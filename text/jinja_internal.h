@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "jbuf.h"
+#include "common/buf.h"
 #include "text/jinja.h"
 
 // ---- arena and buffer ----
@@ -23,7 +23,7 @@ void ja_deinit(struct jarena *a);
 void *ja_alloc(struct jarena *a, size_t n); /* 16-byte aligned; aborts on OOM (xmalloc) */
 char *ja_strndup(struct jarena *a, const char *s, size_t n);
 /* The most temporaries one render may hold (an arena's total). Code that builds a big string
- * outside the arena (a jbuf) checks total + what it is about to add against it BEFORE growing,
+ * outside the arena (a buf) checks total + what it is about to add against it BEFORE growing,
  * so that a small template cannot ask for gigabytes (chained joins grow exponentially). */
 #define JINJA_ARENA_MAX ((size_t)1 << 30)
 
@@ -132,9 +132,9 @@ bool jv_equal(struct jinja_value a, struct jinja_value b);
 bool jv_is_str(struct jinja_value v, const char *s); /* v is a str equal to s */
 const char *jv_type_name(struct jinja_value v);      /* Python type name for errors */
 /* Append str(v) (Python str(); Undefined prints nothing) / repr(v). */
-void jv_to_str(struct jbuf *b, struct jinja_value v);
-void jv_repr(struct jbuf *b, struct jinja_value v);
-void jv_float_repr(struct jbuf *b, double f); /* Python float repr */
+void jv_to_str(struct buf *b, struct jinja_value v);
+void jv_repr(struct buf *b, struct jinja_value v);
+void jv_float_repr(struct buf *b, double f); /* Python float repr */
 /* str(v) as a value (strings are returned as is). */
 struct jinja_value jv_stringify(struct jarena *a, struct jinja_value v);
 
@@ -165,7 +165,7 @@ struct tojson_opts {
     size_t key_sep_n;
 };
 /* json.dumps(v, ...). Returns 0 or ERR_INVAL (value not serializable; msg set). */
-int jv_tojson(struct jbuf *b, struct jinja_value v, const struct tojson_opts *o, char *msg,
+int jv_tojson(struct buf *b, struct jinja_value v, const struct tojson_opts *o, char *msg,
               size_t msglen);
 
 // ---- render context internals (jinja.c), used by chat.c ----
@@ -328,7 +328,7 @@ int jrt_percent_format(struct jrt *rt, struct jinja_value fmt, struct jinja_valu
 int jrt_contains(struct jrt *rt, struct jinja_value hay, struct jinja_value needle, bool *res);
 /* Run the template with vars as the render context, appending to out. */
 int jinja_eval_render(const struct jinja_template *t, struct jarena *a, const struct jv_dict *vars,
-                      struct jbuf *out, struct jinja_error *err);
+                      struct buf *out, struct jinja_error *err);
 /* Materialise an iterable as a list (str -> chars, dict -> keys, undefined -> empty). */
 int jrt_iterate(struct jrt *rt, struct jinja_value v, struct jv_list **out);
 

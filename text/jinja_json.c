@@ -68,8 +68,8 @@ static int jp_string(struct jp *p, struct jinja_value *out)
         p->i++;
         return 0;
     }
-    struct jbuf b = {0};
-    jbuf_put(&b, p->s + start, p->i - start);
+    struct buf b = {0};
+    buf_append(&b, p->s + start, p->i - start);
     int rc = 0;
     for (;;) {
         if (p->i >= p->n) {
@@ -86,7 +86,7 @@ static int jp_string(struct jp *p, struct jinja_value *out)
             goto out;
         }
         if (c != '\\') {
-            jbuf_putc(&b, (char)c);
+            buf_putc(&b, (char)c);
             p->i++;
             continue;
         }
@@ -100,22 +100,22 @@ static int jp_string(struct jp *p, struct jinja_value *out)
         case '"':
         case '\\':
         case '/':
-            jbuf_putc(&b, e);
+            buf_putc(&b, e);
             break;
         case 'b':
-            jbuf_putc(&b, '\b');
+            buf_putc(&b, '\b');
             break;
         case 'f':
-            jbuf_putc(&b, '\f');
+            buf_putc(&b, '\f');
             break;
         case 'n':
-            jbuf_putc(&b, '\n');
+            buf_putc(&b, '\n');
             break;
         case 'r':
-            jbuf_putc(&b, '\r');
+            buf_putc(&b, '\r');
             break;
         case 't':
-            jbuf_putc(&b, '\t');
+            buf_putc(&b, '\t');
             break;
         case 'u': {
             uint32_t cp;
@@ -133,7 +133,7 @@ static int jp_string(struct jp *p, struct jinja_value *out)
                 }
             }
             char u[4];
-            jbuf_put(&b, u, utf8_encode(cp, u));
+            buf_append(&b, u, utf8_encode(cp, u));
             break;
         }
         default:
@@ -141,9 +141,9 @@ static int jp_string(struct jp *p, struct jinja_value *out)
             goto out;
         }
     }
-    *out = jv_strdup(p->a, b.p ? b.p : "", b.n);
+    *out = jv_strdup(p->a, b.data ? b.data : "", b.len);
 out:
-    jbuf_free(&b);
+    buf_deinit(&b);
     return rc;
 }
 
@@ -322,9 +322,9 @@ int jv_json_parse(struct jarena *a, const char *s, size_t n, struct jinja_value 
 
 // ---- dump ----
 
-static void dump_str(struct jbuf *b, const char *s, size_t n, bool ascii)
+static void dump_str(struct buf *b, const char *s, size_t n, bool ascii)
 {
-    jbuf_putc(b, '"');
+    buf_putc(b, '"');
     size_t run = 0; /* start of a run of bytes copied as is */
     for (size_t i = 0; i < n;) {
         unsigned char c = (unsigned char)s[i];
@@ -361,31 +361,31 @@ static void dump_str(struct jbuf *b, const char *s, size_t n, bool ascii)
             esc = tmp;
         }
         if (esc) {
-            jbuf_put(b, s + run, i - run);
-            jbuf_puts(b, esc);
+            buf_append(b, s + run, i - run);
+            buf_puts(b, esc);
             run = next;
         }
         i = next;
     }
-    jbuf_put(b, s + run, n - run);
-    jbuf_putc(b, '"');
+    buf_append(b, s + run, n - run);
+    buf_putc(b, '"');
 }
 
-static void dump_float(struct jbuf *b, double f)
+static void dump_float(struct buf *b, double f)
 {
     if (isnan(f))
-        jbuf_puts(b, "NaN");
+        buf_puts(b, "NaN");
     else if (isinf(f))
-        jbuf_puts(b, f < 0 ? "-Infinity" : "Infinity");
+        buf_puts(b, f < 0 ? "-Infinity" : "Infinity");
     else
         jv_float_repr(b, f);
 }
 
-static void newline_indent(struct jbuf *b, const struct tojson_opts *o, int level)
+static void newline_indent(struct buf *b, const struct tojson_opts *o, int level)
 {
-    jbuf_putc(b, '\n');
+    buf_putc(b, '\n');
     for (int i = 0; i < level; i++)
-        jbuf_put(b, o->indent, o->indent_n);
+        buf_append(b, o->indent, o->indent_n);
 }
 
 static int key_cmp(const void *x, const void *y)
@@ -399,7 +399,7 @@ static int key_cmp(const void *x, const void *y)
     return a->u.s.n < c->u.s.n ? -1 : a->u.s.n > c->u.s.n;
 }
 
-static int dump(struct jbuf *b, struct jinja_value v, const struct tojson_opts *o, int level,
+static int dump(struct buf *b, struct jinja_value v, const struct tojson_opts *o, int level,
                 char *msg, size_t msglen)
 {
     if (level > JSON_DEPTH_MAX) {
@@ -408,16 +408,16 @@ static int dump(struct jbuf *b, struct jinja_value v, const struct tojson_opts *
     }
     switch (v.kind) {
     case JV_NONE:
-        jbuf_puts(b, "null");
+        buf_puts(b, "null");
         return 0;
     case JV_BOOL:
-        jbuf_puts(b, v.u.b ? "true" : "false");
+        buf_puts(b, v.u.b ? "true" : "false");
         return 0;
     case JV_INT:
-        jbuf_printf(b, "%lld", (long long)v.u.i);
+        buf_printf(b, "%lld", (long long)v.u.i);
         return 0;
     case JV_BIGINT:
-        jbuf_put(b, v.u.s.s, v.u.s.n);
+        buf_append(b, v.u.s.s, v.u.s.n);
         return 0;
     case JV_FLOAT:
         dump_float(b, v.u.f);
@@ -431,13 +431,13 @@ static int dump(struct jbuf *b, struct jinja_value v, const struct tojson_opts *
             return ERR_INVAL;
         }
         if (v.u.list->n == 0) {
-            jbuf_puts(b, "[]");
+            buf_puts(b, "[]");
             return 0;
         }
-        jbuf_putc(b, '[');
+        buf_putc(b, '[');
         for (size_t i = 0; i < v.u.list->n; i++) {
             if (i)
-                jbuf_put(b, o->item_sep, o->item_sep_n);
+                buf_append(b, o->item_sep, o->item_sep_n);
             if (o->indent)
                 newline_indent(b, o, level + 1);
             int rc = dump(b, v.u.list->v[i], o, level + 1, msg, msglen);
@@ -446,13 +446,13 @@ static int dump(struct jbuf *b, struct jinja_value v, const struct tojson_opts *
         }
         if (o->indent)
             newline_indent(b, o, level);
-        jbuf_putc(b, ']');
+        buf_putc(b, ']');
         return 0;
     }
     case JV_DICT: {
         const struct jv_dict *d = v.u.dict;
         if (d->n == 0) {
-            jbuf_puts(b, "{}");
+            buf_puts(b, "{}");
             return 0;
         }
         size_t *order = malloc(d->n * sizeof(*order));
@@ -481,34 +481,34 @@ static int dump(struct jbuf *b, struct jinja_value v, const struct tojson_opts *
             free(keys);
         }
         int rc = 0;
-        jbuf_putc(b, '{');
+        buf_putc(b, '{');
         for (size_t j = 0; j < d->n; j++) {
             size_t i = order[j];
             if (j)
-                jbuf_put(b, o->item_sep, o->item_sep_n);
+                buf_append(b, o->item_sep, o->item_sep_n);
             if (o->indent)
                 newline_indent(b, o, level + 1);
             struct jinja_value k = d->k[i];
             if (k.kind == JV_STR) {
                 dump_str(b, k.u.s.s, k.u.s.n, o->ensure_ascii);
             } else if (k.kind == JV_INT || k.kind == JV_BOOL || k.kind == JV_NONE) {
-                jbuf_putc(b, '"');
+                buf_putc(b, '"');
                 if (k.kind == JV_INT)
-                    jbuf_printf(b, "%lld", (long long)k.u.i);
+                    buf_printf(b, "%lld", (long long)k.u.i);
                 else
-                    jbuf_puts(b, k.kind == JV_NONE ? "null" : k.u.b ? "true" : "false");
-                jbuf_putc(b, '"');
+                    buf_puts(b, k.kind == JV_NONE ? "null" : k.u.b ? "true" : "false");
+                buf_putc(b, '"');
             } else if (k.kind == JV_FLOAT) {
-                jbuf_putc(b, '"');
+                buf_putc(b, '"');
                 dump_float(b, k.u.f);
-                jbuf_putc(b, '"');
+                buf_putc(b, '"');
             } else {
                 snprintf(msg, msglen, "keys must be str, int, float, bool or None, not %s",
                          jv_type_name(k));
                 rc = ERR_INVAL;
                 break;
             }
-            jbuf_put(b, o->key_sep, o->key_sep_n);
+            buf_append(b, o->key_sep, o->key_sep_n);
             rc = dump(b, d->v[i], o, level + 1, msg, msglen);
             if (rc < 0)
                 break;
@@ -518,7 +518,7 @@ static int dump(struct jbuf *b, struct jinja_value v, const struct tojson_opts *
             return rc;
         if (o->indent)
             newline_indent(b, o, level);
-        jbuf_putc(b, '}');
+        buf_putc(b, '}');
         return 0;
     }
     default:
@@ -527,7 +527,7 @@ static int dump(struct jbuf *b, struct jinja_value v, const struct tojson_opts *
     }
 }
 
-int jv_tojson(struct jbuf *b, struct jinja_value v, const struct tojson_opts *o, char *msg,
+int jv_tojson(struct buf *b, struct jinja_value v, const struct tojson_opts *o, char *msg,
               size_t msglen)
 {
     return dump(b, v, o, 0, msg, msglen);

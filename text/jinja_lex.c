@@ -74,11 +74,11 @@ static size_t ws_suffix(const char *s, size_t n)
 /* Decode a Python string literal body with 'unicode-escape' rules. */
 static struct jinja_value decode_string(struct jarena *a, const char *s, size_t n)
 {
-    struct jbuf b = {0};
+    struct buf b = {0};
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
         if (c != '\\' || i + 1 >= n) {
-            jbuf_putc(&b, c);
+            buf_putc(&b, c);
             continue;
         }
         char e = s[++i];
@@ -90,28 +90,28 @@ static struct jinja_value decode_string(struct jarena *a, const char *s, size_t 
         case '\\':
         case '\'':
         case '"':
-            jbuf_putc(&b, e);
+            buf_putc(&b, e);
             break;
         case 'a':
-            jbuf_putc(&b, '\a');
+            buf_putc(&b, '\a');
             break;
         case 'b':
-            jbuf_putc(&b, '\b');
+            buf_putc(&b, '\b');
             break;
         case 'f':
-            jbuf_putc(&b, '\f');
+            buf_putc(&b, '\f');
             break;
         case 'n':
-            jbuf_putc(&b, '\n');
+            buf_putc(&b, '\n');
             break;
         case 'r':
-            jbuf_putc(&b, '\r');
+            buf_putc(&b, '\r');
             break;
         case 't':
-            jbuf_putc(&b, '\t');
+            buf_putc(&b, '\t');
             break;
         case 'v':
-            jbuf_putc(&b, '\v');
+            buf_putc(&b, '\v');
             break;
         case 'x':
             nhex = 2;
@@ -132,10 +132,10 @@ static struct jinja_value decode_string(struct jarena *a, const char *s, size_t 
                 }
                 i--;
                 char u[4];
-                jbuf_put(&b, u, utf8_encode(cp, u));
+                buf_append(&b, u, utf8_encode(cp, u));
             } else {
-                jbuf_putc(&b, '\\');
-                jbuf_putc(&b, e);
+                buf_putc(&b, '\\');
+                buf_putc(&b, e);
             }
         }
         if (nhex) {
@@ -156,15 +156,15 @@ static struct jinja_value decode_string(struct jarena *a, const char *s, size_t 
             }
             if (k == nhex) {
                 char u[4];
-                jbuf_put(&b, u, utf8_encode(cp, u));
+                buf_append(&b, u, utf8_encode(cp, u));
             } else { /* Python raises; keep the text so the output is at least visible */
-                jbuf_putc(&b, '\\');
-                jbuf_putc(&b, e);
+                buf_putc(&b, '\\');
+                buf_putc(&b, e);
             }
         }
     }
-    struct jinja_value v = jv_strdup(a, b.p ? b.p : "", b.n);
-    jbuf_free(&b);
+    struct jinja_value v = jv_strdup(a, b.data ? b.data : "", b.len);
+    buf_deinit(&b);
     return v;
 }
 

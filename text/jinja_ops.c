@@ -23,27 +23,27 @@ static int64_t as_i(struct jinja_value v)
     return v.kind == JV_INT ? v.u.i : (int64_t)v.u.b;
 }
 
-static void html_escape(struct jbuf *b, const char *s, size_t n)
+static void html_escape(struct buf *b, const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         switch (s[i]) {
         case '&':
-            jbuf_puts(b, "&amp;");
+            buf_puts(b, "&amp;");
             break;
         case '<':
-            jbuf_puts(b, "&lt;");
+            buf_puts(b, "&lt;");
             break;
         case '>':
-            jbuf_puts(b, "&gt;");
+            buf_puts(b, "&gt;");
             break;
         case '"':
-            jbuf_puts(b, "&#34;");
+            buf_puts(b, "&#34;");
             break;
         case '\'':
-            jbuf_puts(b, "&#39;");
+            buf_puts(b, "&#39;");
             break;
         default:
-            jbuf_putc(b, s[i]);
+            buf_putc(b, s[i]);
         }
     }
 }
@@ -164,21 +164,21 @@ int jrt_binop(struct jrt *rt, int op, struct jinja_value l, struct jinja_value r
         }
     }
     if (op == '+' && l.kind == JV_STR && r.kind == JV_STR) {
-        struct jbuf b = {0};
+        struct buf b = {0};
         bool safe = (l.flags | r.flags) & JV_F_SAFE;
         /* markupsafe: Markup + str escapes the plain operand */
         if (safe && !(l.flags & JV_F_SAFE))
             html_escape(&b, l.u.s.s, l.u.s.n);
         else
-            jbuf_put(&b, l.u.s.s, l.u.s.n);
+            buf_append(&b, l.u.s.s, l.u.s.n);
         if (safe && !(r.flags & JV_F_SAFE))
             html_escape(&b, r.u.s.s, r.u.s.n);
         else
-            jbuf_put(&b, r.u.s.s, r.u.s.n);
-        *out = jv_strdup(jrt_arena(rt), b.p ? b.p : "", b.n);
+            buf_append(&b, r.u.s.s, r.u.s.n);
+        *out = jv_strdup(jrt_arena(rt), b.data ? b.data : "", b.len);
         if (safe)
             out->flags |= JV_F_SAFE;
-        jbuf_free(&b);
+        buf_deinit(&b);
         return 0;
     }
     if (op == '+' && l.kind == JV_LIST && r.kind == JV_LIST && !((l.flags | r.flags) & JV_F_LAZY) &&
@@ -203,12 +203,12 @@ int jrt_binop(struct jrt *rt, int op, struct jinja_value l, struct jinja_value r
                  (uint64_t)k > (JINJA_ARENA_MAX - jrt_arena(rt)->total) / 2 / unit)
             return jrt_fail(rt, "repeated %s too large", l.kind == JV_STR ? "string" : "list");
         if (l.kind == JV_STR) {
-            struct jbuf b = {0};
+            struct buf b = {0};
             for (int64_t i = 0; i < k; i++)
-                jbuf_put(&b, l.u.s.s, l.u.s.n);
-            *out = jv_strdup(jrt_arena(rt), b.p ? b.p : "", b.n);
+                buf_append(&b, l.u.s.s, l.u.s.n);
+            *out = jv_strdup(jrt_arena(rt), b.data ? b.data : "", b.len);
             out->flags = l.flags & JV_F_SAFE;
-            jbuf_free(&b);
+            buf_deinit(&b);
         } else {
             *out = jv_list_new(jrt_arena(rt), 0);
             out->flags = l.flags;

@@ -72,14 +72,14 @@ static struct jnode *parse_primary(struct ps *p)
         n->val = t->val;
         p->i++;
         if (cur(p)->type == JT_STRING) { /* adjacent literals concatenate */
-            struct jbuf b = {0};
-            jbuf_put(&b, n->val.u.s.s, n->val.u.s.n);
+            struct buf b = {0};
+            buf_append(&b, n->val.u.s.s, n->val.u.s.n);
             while (cur(p)->type == JT_STRING) {
-                jbuf_put(&b, cur(p)->val.u.s.s, cur(p)->val.u.s.n);
+                buf_append(&b, cur(p)->val.u.s.s, cur(p)->val.u.s.n);
                 p->i++;
             }
-            n->val = jv_strdup(p->a, b.p, b.n);
-            jbuf_free(&b);
+            n->val = jv_strdup(p->a, b.data, b.len);
+            buf_deinit(&b);
         }
         return n;
     }
@@ -249,15 +249,15 @@ static const char *dotted_name(struct ps *p)
     p->i++;
     if (!is_op(cur(p), JOP_DOT))
         return t->s;
-    struct jbuf b = {0};
-    jbuf_puts(&b, t->s);
+    struct buf b = {0};
+    buf_puts(&b, t->s);
     while (is_op(cur(p), JOP_DOT) && look(p, 1)->type == JT_NAME) {
-        jbuf_putc(&b, '.');
-        jbuf_puts(&b, look(p, 1)->s);
+        buf_putc(&b, '.');
+        buf_puts(&b, look(p, 1)->s);
         p->i += 2;
     }
-    const char *r = ja_strndup(p->a, b.p, b.n);
-    jbuf_free(&b);
+    const char *r = ja_strndup(p->a, b.data, b.len);
+    buf_deinit(&b);
     return r;
 }
 

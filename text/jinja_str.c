@@ -168,21 +168,21 @@ struct jinja_value py_split(struct jarena *a, struct jinja_value s, const struct
 struct jinja_value py_replace(struct jarena *a, struct jinja_value s, struct jinja_value old,
                               struct jinja_value new_, int64_t count)
 {
-    struct jbuf b = {0};
+    struct buf b = {0};
     const char *p = s.u.s.s;
     size_t n = s.u.s.n;
     if (old.u.s.n == 0) { /* insert new_ between code points (and at both ends) */
         size_t i = 0;
         for (;;) {
             if (count != 0) {
-                jbuf_put(&b, new_.u.s.s, new_.u.s.n);
+                buf_append(&b, new_.u.s.s, new_.u.s.n);
                 if (count > 0)
                     count--;
             }
             if (i >= n)
                 break;
             size_t j = utf8_next(p, n, i);
-            jbuf_put(&b, p + i, j - i);
+            buf_append(&b, p + i, j - i);
             i = j;
         }
     } else {
@@ -191,22 +191,22 @@ struct jinja_value py_replace(struct jarena *a, struct jinja_value s, struct jin
             const char *f = find_bytes(p + at, n - at, old.u.s.s, old.u.s.n);
             if (!f)
                 break;
-            jbuf_put(&b, p + at, (size_t)(f - (p + at)));
-            jbuf_put(&b, new_.u.s.s, new_.u.s.n);
+            buf_append(&b, p + at, (size_t)(f - (p + at)));
+            buf_append(&b, new_.u.s.s, new_.u.s.n);
             at = (size_t)(f - p) + old.u.s.n;
             if (count > 0)
                 count--;
         }
-        jbuf_put(&b, p + at, n - at);
+        buf_append(&b, p + at, n - at);
     }
-    struct jinja_value r = jv_strdup(a, b.p ? b.p : "", b.n);
-    jbuf_free(&b);
+    struct jinja_value r = jv_strdup(a, b.data ? b.data : "", b.len);
+    buf_deinit(&b);
     return r;
 }
 
 struct jinja_value py_case(struct jarena *a, struct jinja_value s, int mode)
 {
-    struct jbuf b = {0};
+    struct buf b = {0};
     const char *p = s.u.s.s;
     size_t n = s.u.s.n;
     bool first = true;
@@ -220,12 +220,12 @@ struct jinja_value py_case(struct jarena *a, struct jinja_value s, int mode)
             m = (uint32_t)(up ? utf8proc_toupper((utf8proc_int32_t)cp)
                               : utf8proc_tolower((utf8proc_int32_t)cp));
         char u[4];
-        jbuf_put(&b, u, utf8_encode(m, u));
+        buf_append(&b, u, utf8_encode(m, u));
         first = false;
     }
-    struct jinja_value r = jv_strdup(a, b.p ? b.p : "", b.n);
+    struct jinja_value r = jv_strdup(a, b.data ? b.data : "", b.len);
     r.flags = s.flags & JV_F_SAFE;
-    jbuf_free(&b);
+    buf_deinit(&b);
     return r;
 }
 

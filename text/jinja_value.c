@@ -418,14 +418,14 @@ bool py_isspace(uint32_t cp)
 
 // ---- str() and repr() ----
 
-void jv_float_repr(struct jbuf *b, double f)
+void jv_float_repr(struct buf *b, double f)
 {
     if (isnan(f)) {
-        jbuf_puts(b, "nan");
+        buf_puts(b, "nan");
         return;
     }
     if (isinf(f)) {
-        jbuf_puts(b, f < 0 ? "-inf" : "inf");
+        buf_puts(b, f < 0 ? "-inf" : "inf");
         return;
     }
     char tmp[64];
@@ -449,30 +449,30 @@ void jv_float_repr(struct jbuf *b, double f)
     while (nd > 1 && digits[nd - 1] == '0')
         nd--;
     if (neg)
-        jbuf_putc(b, '-');
+        buf_putc(b, '-');
     if (exp >= -4 && exp < 16) {
         if (exp < 0) {
-            jbuf_puts(b, "0.");
+            buf_puts(b, "0.");
             for (int i = 0; i < -exp - 1; i++)
-                jbuf_putc(b, '0');
-            jbuf_put(b, digits, (size_t)nd);
+                buf_putc(b, '0');
+            buf_append(b, digits, (size_t)nd);
         } else if (nd <= exp + 1) {
-            jbuf_put(b, digits, (size_t)nd);
+            buf_append(b, digits, (size_t)nd);
             for (int i = nd; i < exp + 1; i++)
-                jbuf_putc(b, '0');
-            jbuf_puts(b, ".0");
+                buf_putc(b, '0');
+            buf_puts(b, ".0");
         } else {
-            jbuf_put(b, digits, (size_t)exp + 1);
-            jbuf_putc(b, '.');
-            jbuf_put(b, digits + exp + 1, (size_t)(nd - exp - 1));
+            buf_append(b, digits, (size_t)exp + 1);
+            buf_putc(b, '.');
+            buf_append(b, digits + exp + 1, (size_t)(nd - exp - 1));
         }
     } else {
-        jbuf_putc(b, digits[0]);
+        buf_putc(b, digits[0]);
         if (nd > 1) {
-            jbuf_putc(b, '.');
-            jbuf_put(b, digits + 1, (size_t)nd - 1);
+            buf_putc(b, '.');
+            buf_append(b, digits + 1, (size_t)nd - 1);
         }
-        jbuf_printf(b, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
+        buf_printf(b, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
     }
 }
 
@@ -499,114 +499,114 @@ static bool py_isprintable(uint32_t cp)
     }
 }
 
-static void str_repr(struct jbuf *b, const char *s, size_t n)
+static void str_repr(struct buf *b, const char *s, size_t n)
 {
     bool has_sq = memchr(s, '\'', n) != NULL, has_dq = memchr(s, '"', n) != NULL;
     char q = (has_sq && !has_dq) ? '"' : '\'';
-    jbuf_putc(b, q);
+    buf_putc(b, q);
     for (size_t i = 0; i < n;) {
         size_t j = utf8_next(s, n, i);
         uint32_t cp = utf8_decode(s, n, i);
         if (cp == (uint32_t)q || cp == '\\') {
-            jbuf_putc(b, '\\');
-            jbuf_putc(b, (char)cp);
+            buf_putc(b, '\\');
+            buf_putc(b, (char)cp);
         } else if (cp == '\n') {
-            jbuf_puts(b, "\\n");
+            buf_puts(b, "\\n");
         } else if (cp == '\r') {
-            jbuf_puts(b, "\\r");
+            buf_puts(b, "\\r");
         } else if (cp == '\t') {
-            jbuf_puts(b, "\\t");
+            buf_puts(b, "\\t");
         } else if (!py_isprintable(cp)) {
             if (cp < 0x100)
-                jbuf_printf(b, "\\x%02x", cp);
+                buf_printf(b, "\\x%02x", cp);
             else if (cp < 0x10000)
-                jbuf_printf(b, "\\u%04x", cp);
+                buf_printf(b, "\\u%04x", cp);
             else
-                jbuf_printf(b, "\\U%08x", cp);
+                buf_printf(b, "\\U%08x", cp);
         } else {
-            jbuf_put(b, s + i, j - i);
+            buf_append(b, s + i, j - i);
         }
         i = j;
     }
-    jbuf_putc(b, q);
+    buf_putc(b, q);
 }
 
-void jv_repr(struct jbuf *b, struct jinja_value v)
+void jv_repr(struct buf *b, struct jinja_value v)
 {
     switch (v.kind) {
     case JV_UNDEF:
-        jbuf_puts(b, "Undefined");
+        buf_puts(b, "Undefined");
         return;
     case JV_STR:
         if (v.flags & JV_F_SAFE) {
-            jbuf_puts(b, "Markup(");
+            buf_puts(b, "Markup(");
             str_repr(b, v.u.s.s, v.u.s.n);
-            jbuf_putc(b, ')');
+            buf_putc(b, ')');
         } else {
             str_repr(b, v.u.s.s, v.u.s.n);
         }
         return;
     case JV_LIST: {
         if (v.flags & JV_F_GEN) { /* Python prints an address here: callers refuse to print it */
-            jbuf_puts(b, "<generator object>");
+            buf_puts(b, "<generator object>");
             return;
         }
         if (v.flags & (JV_F_KEYS | JV_F_VALUES | JV_F_ITEMS)) {
             struct jinja_value l = v;
             l.flags = 0;
-            jbuf_printf(b, "%s(", jv_type_name(v));
+            buf_printf(b, "%s(", jv_type_name(v));
             jv_repr(b, l);
-            jbuf_putc(b, ')');
+            buf_putc(b, ')');
             return;
         }
         bool tup = v.flags & JV_F_TUPLE;
-        jbuf_putc(b, tup ? '(' : '[');
+        buf_putc(b, tup ? '(' : '[');
         for (size_t i = 0; i < v.u.list->n; i++) {
             if (i)
-                jbuf_puts(b, ", ");
+                buf_puts(b, ", ");
             jv_repr(b, v.u.list->v[i]);
         }
         if (tup && v.u.list->n == 1)
-            jbuf_putc(b, ',');
-        jbuf_putc(b, tup ? ')' : ']');
+            buf_putc(b, ',');
+        buf_putc(b, tup ? ')' : ']');
         return;
     }
     case JV_DICT:
-        jbuf_putc(b, '{');
+        buf_putc(b, '{');
         for (size_t i = 0; i < v.u.dict->n; i++) {
             if (i)
-                jbuf_puts(b, ", ");
+                buf_puts(b, ", ");
             jv_repr(b, v.u.dict->k[i]);
-            jbuf_puts(b, ": ");
+            buf_puts(b, ": ");
             jv_repr(b, v.u.dict->v[i]);
         }
-        jbuf_putc(b, '}');
+        buf_putc(b, '}');
         return;
     default:
         jv_to_str(b, v);
     }
 }
 
-void jv_to_str(struct jbuf *b, struct jinja_value v)
+void jv_to_str(struct buf *b, struct jinja_value v)
 {
     switch (v.kind) {
     case JV_UNDEF:
         return;
     case JV_NONE:
-        jbuf_puts(b, "None");
+        buf_puts(b, "None");
         return;
     case JV_BOOL:
-        jbuf_puts(b, v.u.b ? "True" : "False");
+        buf_puts(b, v.u.b ? "True" : "False");
         return;
     case JV_INT:
-        jbuf_printf(b, "%lld", (long long)v.u.i);
+        buf_printf(b, "%lld", (long long)v.u.i);
         return;
     case JV_FLOAT:
         jv_float_repr(b, v.u.f);
         return;
     case JV_STR:
     case JV_BIGINT:
-        jbuf_put(b, v.u.s.s, v.u.s.n);
+        buf_append(b, v.u.s.s, v.u.s.n);
         return;
     case JV_LIST:
     case JV_DICT:
@@ -615,19 +615,19 @@ void jv_to_str(struct jbuf *b, struct jinja_value v)
     case JV_NS: {
         struct jinja_value d = v;
         d.kind = JV_DICT;
-        jbuf_puts(b, "<Namespace ");
+        buf_puts(b, "<Namespace ");
         jv_repr(b, d);
-        jbuf_putc(b, '>');
+        buf_putc(b, '>');
         return;
     }
     case JV_MACRO:
-        jbuf_printf(b, "<Macro '%s'>", v.u.macro->name);
+        buf_printf(b, "<Macro '%s'>", v.u.macro->name);
         return;
     case JV_LOOP:
-        jbuf_printf(b, "<LoopContext %zu/%zu>", v.u.loop->i + 1, v.u.loop->items->n);
+        buf_printf(b, "<LoopContext %zu/%zu>", v.u.loop->i + 1, v.u.loop->items->n);
         return;
     default:
-        jbuf_puts(b, "<built-in function>");
+        buf_puts(b, "<built-in function>");
         return;
     }
 }
@@ -636,9 +636,9 @@ struct jinja_value jv_stringify(struct jarena *a, struct jinja_value v)
 {
     if (v.kind == JV_STR)
         return v;
-    struct jbuf b = {0};
+    struct buf b = {0};
     jv_to_str(&b, v);
-    struct jinja_value r = jv_strdup(a, b.p ? b.p : "", b.n);
-    jbuf_free(&b);
+    struct jinja_value r = jv_strdup(a, b.data ? b.data : "", b.len);
+    buf_deinit(&b);
     return r;
 }

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "common/xalloc.h"
-#include "jbuf.h"
+#include "common/buf.h"
 #include "text/reasoning.h"
 
 #define TAG_OPEN "<think>"
@@ -22,8 +22,8 @@ enum rs_state {
 struct reasoning {
     bool thinking;
     enum rs_state state;
-    struct jbuf pending;
-    struct jbuf out_r, out_c;
+    struct buf pending;
+    struct buf out_r, out_c;
 };
 
 bool reasoning_prompt_opens_think(const char *prompt, size_t len)
@@ -57,9 +57,9 @@ void reasoning_destroy(struct reasoning *r)
 {
     if (!r)
         return;
-    free(r->pending.p);
-    free(r->out_r.p);
-    free(r->out_c.p);
+    free(r->pending.data);
+    free(r->out_r.data);
+    free(r->out_c.data);
     free(r);
 }
 
@@ -76,16 +76,16 @@ static bool is_ws(char c)
 /* Process pending; at_end: no more input will come. */
 static void run(struct reasoning *r, bool at_end)
 {
-    struct jbuf *p = &r->pending;
+    struct buf *p = &r->pending;
     for (;;) {
         switch (r->state) {
         case RS_START: {
             size_t ol = strlen(TAG_OPEN);
-            size_t k = p->n < ol ? p->n : ol;
-            if (memcmp(p->p, TAG_OPEN, k) == 0 && k < ol && !at_end)
+            size_t k = p->len < ol ? p->len : ol;
+            if (memcmp(p->data, TAG_OPEN, k) == 0 && k < ol && !at_end)
                 return; /* still a prefix of "<think>" */
-            if (k == ol && memcmp(p->p, TAG_OPEN, ol) == 0) {
-                jbuf_consume(p, ol);
+            if (k == ol && memcmp(p->data, TAG_OPEN, ol) == 0) {
+                buf_consume(p, ol);
                 r->state = RS_REASONING;
             } else {
                 r->state = r->thinking ? RS_REASONING : RS_CONTENT;
@@ -93,40 +93,40 @@ static void run(struct reasoning *r, bool at_end)
             continue;
         }
         case RS_REASONING: {
-            char *c = memmem(p->p, p->n, TAG_CLOSE, strlen(TAG_CLOSE));
-            char *t = memmem(p->p, p->n, TAG_TOOL, strlen(TAG_TOOL));
+            char *c = memmem(p->data, p->len, TAG_CLOSE, strlen(TAG_CLOSE));
+            char *t = memmem(p->data, p->len, TAG_TOOL, strlen(TAG_TOOL));
             if (c && (!t || c < t)) {
-                jbuf_put(&r->out_r, p->p, (size_t)(c - p->p));
-                jbuf_consume(p, (size_t)(c - p->p) + strlen(TAG_CLOSE));
+                buf_append(&r->out_r, p->data, (size_t)(c - p->data));
+                buf_consume(p, (size_t)(c - p->data) + strlen(TAG_CLOSE));
                 r->state = RS_CONTENT_LEAD;
                 continue;
             }
             if (t) {
-                jbuf_put(&r->out_r, p->p, (size_t)(t - p->p));
-                jbuf_consume(p, (size_t)(t - p->p)); /* the tag starts the content */
+                buf_append(&r->out_r, p->data, (size_t)(t - p->data));
+                buf_consume(p, (size_t)(t - p->data)); /* the tag starts the content */
                 r->state = RS_CONTENT;
                 continue;
             }
-            size_t h1 = jbuf_partial_tag(p, TAG_CLOSE);
-            size_t h2 = jbuf_partial_tag(p, TAG_TOOL);
+            size_t h1 = buf_match_tail(p, TAG_CLOSE);
+            size_t h2 = buf_match_tail(p, TAG_TOOL);
             size_t h = at_end ? 0 : (h1 > h2 ? h1 : h2);
-            jbuf_put(&r->out_r, p->p, p->n - h);
-            jbuf_consume(p, p->n - h);
+            buf_append(&r->out_r, p->data, p->len - h);
+            buf_consume(p, p->len - h);
             return;
         }
         case RS_CONTENT_LEAD: {
             size_t i = 0;
-            while (i < p->n && is_ws(p->p[i]))
+            while (i < p->len && is_ws(p->data[i]))
                 i++;
-            jbuf_consume(p, i);
-            if (p->n == 0)
+            buf_consume(p, i);
+            if (p->len == 0)
                 return;
             r->state = RS_CONTENT;
             continue;
         }
         case RS_CONTENT:
-            jbuf_put(&r->out_c, p->p, p->n);
-            p->n = 0;
+            buf_append(&r->out_c, p->data, p->len);
+            p->len = 0;
             return;
         }
     }
@@ -134,26 +134,26 @@ static void run(struct reasoning *r, bool at_end)
 
 static void emit(struct reasoning *r, struct reasoning_out *out)
 {
-    out->reasoning = r->out_r.p ? r->out_r.p : "";
-    out->reasoning_len = r->out_r.n;
-    out->content = r->out_c.p ? r->out_c.p : "";
-    out->content_len = r->out_c.n;
+    out->reasoning = r->out_r.data ? r->out_r.data : "";
+    out->reasoning_len = r->out_r.len;
+    out->content = r->out_c.data ? r->out_c.data : "";
+    out->content_len = r->out_c.len;
 }
 
 void reasoning_feed(struct reasoning *r, const char *text, size_t len, struct reasoning_out *out)
 {
-    r->out_r.n = 0;
-    r->out_c.n = 0;
-    jbuf_put(&r->pending, text, len);
+    r->out_r.len = 0;
+    r->out_c.len = 0;
+    buf_append(&r->pending, text, len);
     run(r, false);
     emit(r, out);
 }
 
 void reasoning_flush(struct reasoning *r, struct reasoning_out *out)
 {
-    r->out_r.n = 0;
-    r->out_c.n = 0;
-    jbuf_put(&r->pending, "", 0);
+    r->out_r.len = 0;
+    r->out_c.len = 0;
+    buf_append(&r->pending, "", 0);
     run(r, true);
     emit(r, out);
 }

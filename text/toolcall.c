@@ -11,7 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "common/xalloc.h"
-#include "jbuf.h"
+#include "common/buf.h"
 #include "text/toolcall.h"
 
 #define T_CALL "<tool_call>"
@@ -36,7 +36,7 @@ enum tc_state {
 struct tc_call {
     char id[32];
     char *name;
-    struct jbuf args;
+    struct buf args;
 };
 
 struct tc_ev {
@@ -49,8 +49,8 @@ struct toolcall {
     cJSON *tools;
     uint64_t seed;
     enum tc_state state;
-    struct jbuf pending;
-    struct jbuf ws_held; /* trailing whitespace of content, not yet emitted */
+    struct buf pending;
+    struct buf ws_held; /* trailing whitespace of content, not yet emitted */
     bool strip_lead;     /* drop whitespace at the start of content (after a call) */
     struct tc_call **calls;
     int n_calls, cap_calls;
@@ -61,7 +61,7 @@ struct toolcall {
     size_t scanned;    /* pending bytes already searched for a terminator (HERMES/VALUE) */
     struct tc_ev *evs;
     size_t n_evs, cap_evs;
-    struct jbuf evtext;
+    struct buf evtext;
     struct toolcall_event *out;
     size_t cap_out;
 };
@@ -73,25 +73,25 @@ static bool is_ws(char c)
     return c == ' ' || c == '\n' || c == '\r' || c == '\t';
 }
 
-static bool starts_with(const struct jbuf *b, const char *tag)
+static bool starts_with(const struct buf *b, const char *tag)
 {
     size_t l = strlen(tag);
-    return b->n >= l && memcmp(b->p, tag, l) == 0;
+    return b->len >= l && memcmp(b->data, tag, l) == 0;
 }
 
 /* b is shorter than tag and a prefix of it (more input may complete the tag). */
-static bool is_proper_prefix(const struct jbuf *b, const char *tag)
+static bool is_proper_prefix(const struct buf *b, const char *tag)
 {
     size_t l = strlen(tag);
-    return b->n < l && memcmp(b->p, tag, b->n) == 0;
+    return b->len < l && memcmp(b->data, tag, b->len) == 0;
 }
 
-static void skip_ws(struct jbuf *b)
+static void skip_ws(struct buf *b)
 {
     size_t i = 0;
-    while (i < b->n && is_ws(b->p[i]))
+    while (i < b->len && is_ws(b->data[i]))
         i++;
-    jbuf_consume(b, i);
+    buf_consume(b, i);
 }
 
 // ---- events ----
@@ -103,8 +103,8 @@ static void ev_push(struct toolcall *tc, enum toolcall_event_type type, int inde
         return;
     struct tc_ev *last = tc->n_evs ? &tc->evs[tc->n_evs - 1] : NULL;
     if (last && last->type == type && type != TOOLCALL_EVENT_START && type != TOOLCALL_EVENT_END &&
-        last->index == index && last->off + last->len == tc->evtext.n) {
-        jbuf_put(&tc->evtext, s, n);
+        last->index == index && last->off + last->len == tc->evtext.len) {
+        buf_append(&tc->evtext, s, n);
         last->len += n;
         return;
     }
@@ -112,14 +112,14 @@ static void ev_push(struct toolcall *tc, enum toolcall_event_type type, int inde
         tc->cap_evs = tc->cap_evs ? tc->cap_evs * 2 : 16;
         tc->evs = xrealloc(tc->evs, tc->cap_evs * sizeof(*tc->evs));
     }
-    tc->evs[tc->n_evs++] = (struct tc_ev){type, index, tc->evtext.n, n};
-    jbuf_put(&tc->evtext, s, n);
+    tc->evs[tc->n_evs++] = (struct tc_ev){type, index, tc->evtext.len, n};
+    buf_append(&tc->evtext, s, n);
 }
 
 static void args_emit(struct toolcall *tc, const char *s, size_t n)
 {
     struct tc_call *c = tc->calls[tc->n_calls - 1];
-    jbuf_put(&c->args, s, n);
+    buf_append(&c->args, s, n);
     ev_push(tc, TOOLCALL_EVENT_ARGS, tc->n_calls - 1, s, n);
 }
 
@@ -140,13 +140,13 @@ static void content_text(struct toolcall *tc, const char *s, size_t n)
     while (body && is_ws(s[body - 1]))
         body--;
     if (body == 0) {
-        jbuf_put(&tc->ws_held, s, n);
+        buf_append(&tc->ws_held, s, n);
         return;
     }
-    ev_push(tc, TOOLCALL_EVENT_CONTENT, 0, tc->ws_held.p, tc->ws_held.n);
+    ev_push(tc, TOOLCALL_EVENT_CONTENT, 0, tc->ws_held.data, tc->ws_held.len);
     ev_push(tc, TOOLCALL_EVENT_CONTENT, 0, s, body);
-    tc->ws_held.n = 0;
-    jbuf_put(&tc->ws_held, s + body, n - body);
+    tc->ws_held.len = 0;
+    buf_append(&tc->ws_held, s + body, n - body);
 }
 
 // ---- calls ----
@@ -171,7 +171,7 @@ static void call_start(struct toolcall *tc, const char *name, size_t n)
     snprintf(c->id, sizeof(c->id), "call_%016llx%08llx", (unsigned long long)a,
              (unsigned long long)(b >> 32));
     c->name = xstrndup(name, n);
-    jbuf_put(&c->args, "", 0);
+    buf_append(&c->args, "", 0);
     tc->calls[tc->n_calls++] = c;
     tc->n_params = 0;
     ev_push(tc, TOOLCALL_EVENT_START, tc->n_calls - 1, "", 0);
@@ -205,39 +205,39 @@ static const cJSON *find_param_schema(const struct toolcall *tc, const char *fn,
 }
 
 /* JSON string body of s[0..n): escapes '"', '\\' and control characters; other bytes as is. */
-static void json_escape(struct jbuf *b, const char *s, size_t n)
+static void json_escape(struct buf *b, const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         char e[8];
         switch (c) {
         case '"':
-            jbuf_put(b, "\\\"", 2);
+            buf_append(b, "\\\"", 2);
             break;
         case '\\':
-            jbuf_put(b, "\\\\", 2);
+            buf_append(b, "\\\\", 2);
             break;
         case '\b':
-            jbuf_put(b, "\\b", 2);
+            buf_append(b, "\\b", 2);
             break;
         case '\f':
-            jbuf_put(b, "\\f", 2);
+            buf_append(b, "\\f", 2);
             break;
         case '\n':
-            jbuf_put(b, "\\n", 2);
+            buf_append(b, "\\n", 2);
             break;
         case '\r':
-            jbuf_put(b, "\\r", 2);
+            buf_append(b, "\\r", 2);
             break;
         case '\t':
-            jbuf_put(b, "\\t", 2);
+            buf_append(b, "\\t", 2);
             break;
         default:
             if (c < 0x20) {
                 snprintf(e, sizeof(e), "\\u%04x", c);
-                jbuf_put(b, e, 6);
+                buf_append(b, e, 6);
             } else {
-                jbuf_put(b, (const char *)&s[i], 1);
+                buf_append(b, (const char *)&s[i], 1);
             }
         }
     }
@@ -245,11 +245,11 @@ static void json_escape(struct jbuf *b, const char *s, size_t n)
 
 static char *json_string(const char *s, size_t n)
 {
-    struct jbuf b = {0};
-    jbuf_put(&b, "\"", 1);
+    struct buf b = {0};
+    buf_append(&b, "\"", 1);
     json_escape(&b, s, n);
-    jbuf_put(&b, "\"", 1);
-    return b.p;
+    buf_append(&b, "\"", 1);
+    return b.data;
 }
 
 static bool is_json_integer(const char *s)
@@ -405,11 +405,11 @@ static size_t strip_trailing_newline(const char *v, size_t n)
 
 static void emit_escaped(struct toolcall *tc, const char *v, size_t n)
 {
-    struct jbuf b = {0};
-    jbuf_put(&b, "", 0);
+    struct buf b = {0};
+    buf_append(&b, "", 0);
     json_escape(&b, v, n);
-    args_emit(tc, b.p, b.n);
-    free(b.p);
+    args_emit(tc, b.data, b.len);
+    free(b.data);
 }
 
 /* A complete typed (not streamed) value. */
@@ -459,39 +459,39 @@ static void leave_block(struct toolcall *tc)
 {
     tc->state = TC_TEXT;
     tc->strip_lead = true;
-    tc->ws_held.n = 0;
+    tc->ws_held.len = 0;
 }
 
 /* Returns false when it needs more input. */
 static bool step(struct toolcall *tc, bool at_end)
 {
-    struct jbuf *p = &tc->pending;
+    struct buf *p = &tc->pending;
     switch (tc->state) {
     case TC_TEXT: {
-        char *t = memmem(p->p, p->n, T_CALL, strlen(T_CALL));
+        char *t = memmem(p->data, p->len, T_CALL, strlen(T_CALL));
         if (t) {
-            content_text(tc, p->p, (size_t)(t - p->p));
-            tc->ws_held.n = 0; /* whitespace before a call is dropped */
-            jbuf_consume(p, (size_t)(t - p->p) + strlen(T_CALL));
+            content_text(tc, p->data, (size_t)(t - p->data));
+            tc->ws_held.len = 0; /* whitespace before a call is dropped */
+            buf_consume(p, (size_t)(t - p->data) + strlen(T_CALL));
             tc->state = TC_FMT;
             return true;
         }
-        size_t h = at_end ? 0 : jbuf_partial_tag(p, T_CALL);
-        content_text(tc, p->p, p->n - h);
-        jbuf_consume(p, p->n - h);
+        size_t h = at_end ? 0 : buf_match_tail(p, T_CALL);
+        content_text(tc, p->data, p->len - h);
+        buf_consume(p, p->len - h);
         return false;
     }
     case TC_FMT:
         skip_ws(p);
-        if (p->n == 0)
+        if (p->len == 0)
             return false;
-        if (p->p[0] == '{') {
+        if (p->data[0] == '{') {
             tc->state = TC_HERMES;
             tc->scanned = 0;
             return true;
         }
         if (starts_with(p, T_FUNC)) {
-            jbuf_consume(p, strlen(T_FUNC));
+            buf_consume(p, strlen(T_FUNC));
             tc->state = TC_NAME;
             return true;
         }
@@ -502,33 +502,34 @@ static bool step(struct toolcall *tc, bool at_end)
         return true;
     case TC_HERMES:
     case TC_BAD: {
-        char *e = memmem(p->p + tc->scanned, p->n - tc->scanned, T_CALL_END, strlen(T_CALL_END));
+        char *e = memmem(p->data + tc->scanned, p->len - tc->scanned, T_CALL_END,
+                         strlen(T_CALL_END));
         if (!e) {
-            size_t h = jbuf_partial_tag(p, T_CALL_END);
+            size_t h = buf_match_tail(p, T_CALL_END);
             if (tc->state == TC_BAD) {
-                jbuf_consume(p, p->n - h); /* skipped text is not kept */
+                buf_consume(p, p->len - h); /* skipped text is not kept */
                 tc->scanned = 0;
             } else {
-                tc->scanned = p->n - h;
+                tc->scanned = p->len - h;
             }
             return false;
         }
         if (tc->state == TC_HERMES)
-            (void)emit_hermes(tc, p->p, (size_t)(e - p->p)); /* false: block dropped */
-        jbuf_consume(p, (size_t)(e - p->p) + strlen(T_CALL_END));
+            (void)emit_hermes(tc, p->data, (size_t)(e - p->data)); /* false: block dropped */
+        buf_consume(p, (size_t)(e - p->data) + strlen(T_CALL_END));
         leave_block(tc);
         return true;
     }
     case TC_NAME: {
-        char *gt = memchr(p->p, '>', p->n);
+        char *gt = memchr(p->data, '>', p->len);
         if (!gt) {
-            if (p->n <= NAME_MAX_BYTES)
+            if (p->len <= NAME_MAX_BYTES)
                 return false;
             tc->state = TC_BAD;
             tc->scanned = 0;
             return true;
         }
-        size_t a = 0, b = (size_t)(gt - p->p);
+        size_t a = 0, b = (size_t)(gt - p->data);
         /* same limit as above, on the same raw length, so that the outcome does not depend
          * on whether the '>' came in the same delta */
         if (b > NAME_MAX_BYTES) {
@@ -536,32 +537,32 @@ static bool step(struct toolcall *tc, bool at_end)
             tc->scanned = 0;
             return true;
         }
-        while (a < b && is_ws(p->p[a]))
+        while (a < b && is_ws(p->data[a]))
             a++;
-        while (b > a && is_ws(p->p[b - 1]))
+        while (b > a && is_ws(p->data[b - 1]))
             b--;
         if (a == b) {
             tc->state = TC_BAD;
             tc->scanned = 0;
             return true;
         }
-        call_start(tc, p->p + a, b - a);
-        jbuf_consume(p, (size_t)(gt - p->p) + 1);
+        call_start(tc, p->data + a, b - a);
+        buf_consume(p, (size_t)(gt - p->data) + 1);
         tc->state = TC_BODY;
         return true;
     }
     case TC_BODY:
         skip_ws(p);
-        if (p->n == 0)
+        if (p->len == 0)
             return false;
         if (starts_with(p, T_PARAM)) {
-            char *gt = memchr(p->p, '>', p->n);
+            char *gt = memchr(p->data, '>', p->len);
             if (!gt)
                 return false;
-            size_t kl = (size_t)(gt - p->p) - strlen(T_PARAM);
+            size_t kl = (size_t)(gt - p->data) - strlen(T_PARAM);
             free(tc->param_key);
-            tc->param_key = xstrndup(p->p + strlen(T_PARAM), kl);
-            jbuf_consume(p, (size_t)(gt - p->p) + 1);
+            tc->param_key = xstrndup(p->data + strlen(T_PARAM), kl);
+            buf_consume(p, (size_t)(gt - p->data) + 1);
             tc->state = TC_VALUE;
             tc->scanned = 0;
             tc->value_stream = param_is_string(tc, tc->calls[tc->n_calls - 1]->name, tc->param_key);
@@ -573,13 +574,13 @@ static bool step(struct toolcall *tc, bool at_end)
             return true;
         }
         if (starts_with(p, T_FUNC_END)) {
-            jbuf_consume(p, strlen(T_FUNC_END));
+            buf_consume(p, strlen(T_FUNC_END));
             call_end(tc);
             tc->state = TC_AFTER;
             return true;
         }
         if (starts_with(p, T_CALL_END)) {
-            jbuf_consume(p, strlen(T_CALL_END));
+            buf_consume(p, strlen(T_CALL_END));
             call_end(tc);
             leave_block(tc);
             return true;
@@ -589,23 +590,23 @@ static bool step(struct toolcall *tc, bool at_end)
             return false;
         {
             /* stray text inside <function>: skip it up to the next '<' */
-            char *lt = memchr(p->p + 1, '<', p->n - 1);
-            jbuf_consume(p, lt ? (size_t)(lt - p->p) : p->n);
+            char *lt = memchr(p->data + 1, '<', p->len - 1);
+            buf_consume(p, lt ? (size_t)(lt - p->data) : p->len);
         }
         return true;
     case TC_VALUE: {
         static const char *const ends[] = {T_PARAM_END, T_FUNC_END, T_CALL_END};
         if (tc->value_lead) {
-            if (p->n == 0)
+            if (p->len == 0)
                 return false;
-            if (p->p[0] == '\n')
-                jbuf_consume(p, 1);
+            if (p->data[0] == '\n')
+                buf_consume(p, 1);
             tc->value_lead = false;
         }
         char *best = NULL;
         size_t which = 0;
         for (size_t i = 0; i < 3; i++) {
-            char *e = memmem(p->p + tc->scanned, p->n - tc->scanned, ends[i], strlen(ends[i]));
+            char *e = memmem(p->data + tc->scanned, p->len - tc->scanned, ends[i], strlen(ends[i]));
             if (e && (!best || e < best)) {
                 best = e;
                 which = i;
@@ -614,46 +615,46 @@ static bool step(struct toolcall *tc, bool at_end)
         if (!best) {
             size_t hold = 0;
             for (size_t i = 0; i < 3; i++) {
-                size_t h = jbuf_partial_tag(p, ends[i]);
+                size_t h = buf_match_tail(p, ends[i]);
                 hold = h > hold ? h : hold;
             }
             if (!tc->value_stream) {
-                tc->scanned = p->n - hold;
+                tc->scanned = p->len - hold;
                 return false;
             }
             /* stream what cannot be part of a terminator or of the final newline */
-            size_t safe = p->n - hold;
-            if (safe && p->p[safe - 1] == '\n')
+            size_t safe = p->len - hold;
+            if (safe && p->data[safe - 1] == '\n')
                 safe--;
-            if (safe && p->p[safe - 1] == '\r')
+            if (safe && p->data[safe - 1] == '\r')
                 safe--;
-            emit_escaped(tc, p->p, safe);
-            jbuf_consume(p, safe);
+            emit_escaped(tc, p->data, safe);
+            buf_consume(p, safe);
             tc->scanned = 0;
             return false;
         }
-        size_t vl = (size_t)(best - p->p);
+        size_t vl = (size_t)(best - p->data);
         if (tc->value_stream) {
-            emit_escaped(tc, p->p, strip_trailing_newline(p->p, vl));
+            emit_escaped(tc, p->data, strip_trailing_newline(p->data, vl));
             args_emit(tc, "\"", 1);
         } else {
-            emit_param(tc, p->p, vl);
+            emit_param(tc, p->data, vl);
         }
-        jbuf_consume(p, vl + (which == 0 ? strlen(T_PARAM_END) : 0));
+        buf_consume(p, vl + (which == 0 ? strlen(T_PARAM_END) : 0));
         tc->state = TC_BODY;
         return true;
     }
     case TC_AFTER:
         skip_ws(p);
-        if (p->n == 0)
+        if (p->len == 0)
             return false;
         if (starts_with(p, T_CALL_END)) {
-            jbuf_consume(p, strlen(T_CALL_END));
+            buf_consume(p, strlen(T_CALL_END));
             leave_block(tc);
             return true;
         }
         if (starts_with(p, T_FUNC)) {
-            jbuf_consume(p, strlen(T_FUNC));
+            buf_consume(p, strlen(T_FUNC));
             tc->state = TC_NAME;
             return true;
         }
@@ -667,16 +668,16 @@ static bool step(struct toolcall *tc, bool at_end)
 
 static void finish(struct toolcall *tc)
 {
-    struct jbuf *p = &tc->pending;
+    struct buf *p = &tc->pending;
     switch (tc->state) {
     case TC_TEXT:
         break;
     case TC_HERMES:
-        (void)emit_hermes(tc, p->p, p->n); /* an unclosed but complete JSON still counts */
+        (void)emit_hermes(tc, p->data, p->len); /* an unclosed but complete JSON still counts */
         break;
     case TC_VALUE:
         if (tc->value_stream) { /* already partly sent: finish the string */
-            emit_escaped(tc, p->p, strip_trailing_newline(p->p, p->n));
+            emit_escaped(tc, p->data, strip_trailing_newline(p->data, p->len));
             args_emit(tc, "\"", 1);
         } /* an unfinished typed value is dropped */
         call_end(tc);
@@ -687,11 +688,11 @@ static void finish(struct toolcall *tc)
     default:
         break;
     }
-    p->n = 0;
+    p->len = 0;
     tc->state = TC_TEXT;
     if (tc->n_calls == 0)
-        ev_push(tc, TOOLCALL_EVENT_CONTENT, 0, tc->ws_held.p, tc->ws_held.n);
-    tc->ws_held.n = 0;
+        ev_push(tc, TOOLCALL_EVENT_CONTENT, 0, tc->ws_held.data, tc->ws_held.len);
+    tc->ws_held.len = 0;
 }
 
 static void hand_out(struct toolcall *tc, const struct toolcall_event **ev, size_t *n_ev)
@@ -705,7 +706,7 @@ static void hand_out(struct toolcall *tc, const struct toolcall_event **ev, size
         struct toolcall_event *o = &tc->out[i];
         o->type = e->type;
         o->index = e->index;
-        o->text = tc->evtext.p + e->off;
+        o->text = tc->evtext.data + e->off;
         o->len = e->len;
         o->id = e->type == TOOLCALL_EVENT_START ? tc->calls[e->index]->id : NULL;
         o->name = e->type == TOOLCALL_EVENT_START ? tc->calls[e->index]->name : NULL;
@@ -718,8 +719,8 @@ void toolcall_feed(struct toolcall *tc, const char *text, size_t len,
                    const struct toolcall_event **ev, size_t *n_ev)
 {
     tc->n_evs = 0;
-    tc->evtext.n = 0;
-    jbuf_put(&tc->pending, text, len);
+    tc->evtext.len = 0;
+    buf_append(&tc->pending, text, len);
     while (step(tc, false))
         ;
     hand_out(tc, ev, n_ev);
@@ -728,8 +729,8 @@ void toolcall_feed(struct toolcall *tc, const char *text, size_t len,
 void toolcall_flush(struct toolcall *tc, const struct toolcall_event **ev, size_t *n_ev)
 {
     tc->n_evs = 0;
-    tc->evtext.n = 0;
-    jbuf_put(&tc->pending, "", 0);
+    tc->evtext.len = 0;
+    buf_append(&tc->pending, "", 0);
     while (step(tc, true))
         ;
     finish(tc);
@@ -750,9 +751,9 @@ struct toolcall *toolcall_create(const char *tools_json, uint64_t seed)
     tc->tools = tools;
     tc->seed = seed;
     tc->state = TC_TEXT;
-    jbuf_put(&tc->pending, "", 0);
-    jbuf_put(&tc->evtext, "", 0);
-    jbuf_put(&tc->ws_held, "", 0);
+    buf_append(&tc->pending, "", 0);
+    buf_append(&tc->evtext, "", 0);
+    buf_append(&tc->ws_held, "", 0);
     return tc;
 }
 
@@ -762,16 +763,16 @@ void toolcall_destroy(struct toolcall *tc)
         return;
     for (int i = 0; i < tc->n_calls; i++) {
         free(tc->calls[i]->name);
-        free(tc->calls[i]->args.p);
+        free(tc->calls[i]->args.data);
         free(tc->calls[i]);
     }
     free(tc->calls);
     cJSON_Delete(tc->tools);
-    free(tc->pending.p);
-    free(tc->ws_held.p);
+    free(tc->pending.data);
+    free(tc->ws_held.data);
     free(tc->param_key);
     free(tc->evs);
-    free(tc->evtext.p);
+    free(tc->evtext.data);
     free(tc->out);
     free(tc);
 }
@@ -788,6 +789,6 @@ int toolcall_get(const struct toolcall *tc, int i, const char **id, const char *
         return -1;
     *id = tc->calls[i]->id;
     *name = tc->calls[i]->name;
-    *arguments = tc->calls[i]->args.p;
+    *arguments = tc->calls[i]->args.data;
     return 0;
 }

@@ -17,7 +17,7 @@
 #include "common/xalloc.h"
 #include "gw.h"
 #include "gw_arena.h"
-#include "gw_buf.h"
+#include "common/buf.h"
 #include "gw_http.h"
 #include "gw_route.h"
 
@@ -49,7 +49,7 @@ struct gw_conn {
     int pending_writes;
     int err_status;        /* limit hit inside a callback: answer this */
     const char *err_msg;   /* its message, or NULL for the status's default */
-    struct gw_buf in;      /* unparsed input */
+    struct buf in;      /* unparsed input */
     size_t in_off;         /* consumed prefix of in */
     uint64_t stream_off;   /* bytes of the stream consumed by llhttp before exec_base */
     const char *exec_base; /* start of the span being fed to llhttp_execute */
@@ -59,12 +59,12 @@ struct gw_conn {
     bool version_seen;     /* the version span has started */
     /* request being parsed */
     struct gw_exch *x; /* current exchange (parsing or busy) */
-    struct gw_buf url;
-    struct gw_buf field;
-    struct gw_buf value;
+    struct buf url;
+    struct buf field;
+    struct buf value;
     bool in_value;
     size_t headers_bytes;
-    struct gw_buf body;
+    struct buf body;
 };
 
 #define GW_CONN_WRITE_QUEUE_MAX (16u << 20) /* bytes queued to one client before we drop it */
@@ -97,11 +97,11 @@ static void on_handle_closed(uv_handle_t *h)
     if (c->next)
         c->next->prev = c->prev;
     gw->n_conns--;
-    gw_buf_deinit(&c->in);
-    gw_buf_deinit(&c->url);
-    gw_buf_deinit(&c->field);
-    gw_buf_deinit(&c->value);
-    gw_buf_deinit(&c->body);
+    buf_deinit(&c->in);
+    buf_deinit(&c->url);
+    buf_deinit(&c->field);
+    buf_deinit(&c->value);
+    buf_deinit(&c->body);
     LOG_DEBUG("conn_closed", "conn=%llu", (unsigned long long)c->id);
     free(c);
     gw_check_drained(gw);
@@ -249,10 +249,10 @@ static int on_message_begin(llhttp_t *p)
     x->refs = 1;
     x->conn = c;
     c->x = x;
-    gw_buf_reset(&c->url);
-    gw_buf_reset(&c->field);
-    gw_buf_reset(&c->value);
-    gw_buf_reset(&c->body);
+    buf_reset(&c->url);
+    buf_reset(&c->field);
+    buf_reset(&c->value);
+    buf_reset(&c->body);
     c->in_value = false;
     c->headers_bytes = 0;
     c->version_seen = false;
@@ -289,7 +289,7 @@ static int on_url(llhttp_t *p, const char *at, size_t n)
         c->err_status = 414;
         return HPE_USER;
     }
-    gw_buf_append(&c->url, at, n);
+    buf_append(&c->url, at, n);
     c->url_end = span_off(c, at) + n;
     return 0;
 }
@@ -321,8 +321,8 @@ static int header_flush(struct gw_conn *c)
     while (vl > 0 && (c->value.data[vl - 1] == ' ' || c->value.data[vl - 1] == '\t'))
         vl--;
     h->value = gw_arena_strndup(x->arena, c->value.data ? c->value.data : "", vl);
-    gw_buf_reset(&c->field);
-    gw_buf_reset(&c->value);
+    buf_reset(&c->field);
+    buf_reset(&c->value);
     c->in_value = false;
     return 0;
 }
@@ -347,7 +347,7 @@ static int on_header_field(llhttp_t *p, const char *at, size_t n)
         return rc;
     if ((rc = header_account(c, n)))
         return rc;
-    gw_buf_append(&c->field, at, n);
+    buf_append(&c->field, at, n);
     return 0;
 }
 
@@ -365,7 +365,7 @@ static int on_header_value(llhttp_t *p, const char *at, size_t n)
         return reject(c, 400, "obsolete line folding in a header field");
     c->value_end = span_off(c, at) + n;
     c->in_value = true;
-    gw_buf_append(&c->value, at, n);
+    buf_append(&c->value, at, n);
     return 0;
 }
 
@@ -476,7 +476,7 @@ static int on_body(llhttp_t *p, const char *at, size_t n)
         c->err_status = 413;
         return HPE_USER;
     }
-    gw_buf_append(&c->body, at, n);
+    buf_append(&c->body, at, n);
     return 0;
 }
 
@@ -510,19 +510,19 @@ static void conn_fail(struct gw_conn *c, int status, const char *msg)
     if (c->closing)
         return;
     uv_timer_stop(&c->timer);
-    struct gw_buf b;
-    gw_buf_init(&b);
+    struct buf b;
+    buf_init(&b);
     char body[512];
     int bn = snprintf(body, sizeof(body),
                       "{\"error\":{\"message\":\"%s\",\"type\":\"invalid_request_error\","
                       "\"param\":null,\"code\":null}}",
                       msg);
-    gw_buf_printf(&b,
+    buf_printf(&b,
                   "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
                   "Connection: close\r\n\r\n%s",
                   status, gw_http_reason(status), bn, body);
     gw_conn_write(c, b.data, b.len);
-    gw_buf_deinit(&b);
+    buf_deinit(&b);
     LOG_INFO("http_reject", "conn=%llu status=%d msg=\"%s\"", (unsigned long long)c->id, status,
              msg);
     if (c->x) {
@@ -600,7 +600,7 @@ static void conn_drive(struct gw_conn *c)
         break;
     }
     if (c->in_off == c->in.len) {
-        gw_buf_reset(&c->in);
+        buf_reset(&c->in);
         c->in_off = 0;
     }
     if (!c->closing) {
@@ -680,11 +680,11 @@ void gw_conn_accept(struct gw *gw)
         gw->conns->prev = c;
     gw->conns = c;
     gw->n_conns++;
-    gw_buf_init(&c->in);
-    gw_buf_init(&c->url);
-    gw_buf_init(&c->field);
-    gw_buf_init(&c->value);
-    gw_buf_init(&c->body);
+    buf_init(&c->in);
+    buf_init(&c->url);
+    buf_init(&c->field);
+    buf_init(&c->value);
+    buf_init(&c->body);
     int rc = uv_accept((uv_stream_t *)&gw->listener, (uv_stream_t *)&c->tcp);
     if (rc < 0) {
         LOG_WARN("accept_failed", "err=%s", uv_strerror(rc));

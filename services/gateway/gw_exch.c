@@ -16,7 +16,7 @@
 
 #include "gw.h"
 #include "gw_arena.h"
-#include "gw_buf.h"
+#include "common/buf.h"
 #include "gw_conn.h"
 #include "gw_http.h"
 #include "gw_metrics.h"
@@ -41,22 +41,22 @@ const char *gw_exch_header(const struct gw_exch *x, const char *name)
     return NULL;
 }
 
-static void head(struct gw_exch *x, struct gw_buf *b, int status, const char *ctype,
+static void head(struct gw_exch *x, struct buf *b, int status, const char *ctype,
                  const char *extra)
 {
     bool keep = x->keep_alive && !x->gw->draining;
-    gw_buf_printf(b, "HTTP/1.1 %d %s\r\n", status, gw_http_reason(status));
+    buf_printf(b, "HTTP/1.1 %d %s\r\n", status, gw_http_reason(status));
     if (ctype)
-        gw_buf_printf(b, "Content-Type: %s\r\n", ctype);
-    gw_buf_printf(b, "X-Request-Id: %s\r\nConnection: %s\r\n", x->req_id,
+        buf_printf(b, "Content-Type: %s\r\n", ctype);
+    buf_printf(b, "X-Request-Id: %s\r\nConnection: %s\r\n", x->req_id,
                   keep ? "keep-alive" : "close");
     if (x->cors_origin)
-        gw_buf_printf(b,
+        buf_printf(b,
                       "Access-Control-Allow-Origin: %s\r\nVary: Origin\r\n"
                       "Access-Control-Expose-Headers: X-Request-Id\r\n",
                       x->cors_origin);
     if (extra)
-        gw_buf_puts(b, extra);
+        buf_puts(b, extra);
 }
 
 static void finish(struct gw_exch *x)
@@ -78,14 +78,14 @@ void gw_exch_respond(struct gw_exch *x, int status, const char *ctype, const cha
     x->status = status;
     x->started = true;
     if (x->conn) {
-        struct gw_buf b;
-        gw_buf_init(&b);
+        struct buf b;
+        buf_init(&b);
         head(x, &b, status, ctype, extra);
-        gw_buf_printf(&b, "Content-Length: %zu\r\n\r\n", n);
+        buf_printf(&b, "Content-Length: %zu\r\n\r\n", n);
         if (x->method != HTTP_HEAD)
-            gw_buf_append(&b, body, n);
+            buf_append(&b, body, n);
         gw_conn_write(x->conn, b.data, b.len);
-        gw_buf_deinit(&b);
+        buf_deinit(&b);
     }
     finish(x);
 }
@@ -114,11 +114,11 @@ void gw_exch_error(struct gw_exch *x, int status, const char *type, const char *
     cJSON_Delete(root);
     if (x->streaming) {
         /* after the head: an error event, then [DONE] */
-        struct gw_buf b;
-        gw_buf_init(&b);
-        gw_buf_printf(&b, "data: %s\n\ndata: [DONE]\n\n", s);
+        struct buf b;
+        buf_init(&b);
+        buf_printf(&b, "data: %s\n\ndata: [DONE]\n\n", s);
         gw_exch_stream_send(x, b.data, b.len);
-        gw_buf_deinit(&b);
+        buf_deinit(&b);
         x->status = status; /* counted with the error status */
         gw_exch_stream_end(x);
     } else {
@@ -136,26 +136,26 @@ void gw_exch_stream_begin(struct gw_exch *x)
     x->streaming = true;
     if (!x->conn)
         return;
-    struct gw_buf b;
-    gw_buf_init(&b);
+    struct buf b;
+    buf_init(&b);
     head(x, &b, 200, "text/event-stream",
          "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n");
-    gw_buf_puts(&b, "\r\n");
+    buf_puts(&b, "\r\n");
     gw_conn_write(x->conn, b.data, b.len);
-    gw_buf_deinit(&b);
+    buf_deinit(&b);
 }
 
 void gw_exch_stream_send(struct gw_exch *x, const char *data, size_t n)
 {
     if (x->done || !x->conn || n == 0)
         return;
-    struct gw_buf b;
-    gw_buf_init(&b);
-    gw_buf_printf(&b, "%zx\r\n", n);
-    gw_buf_append(&b, data, n);
-    gw_buf_puts(&b, "\r\n");
+    struct buf b;
+    buf_init(&b);
+    buf_printf(&b, "%zx\r\n", n);
+    buf_append(&b, data, n);
+    buf_puts(&b, "\r\n");
     gw_conn_write(x->conn, b.data, b.len);
-    gw_buf_deinit(&b);
+    buf_deinit(&b);
 }
 
 void gw_exch_stream_end(struct gw_exch *x)

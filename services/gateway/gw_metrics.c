@@ -12,7 +12,7 @@
 #include "common/err.h"
 
 #include "common/xalloc.h"
-#include "gw_buf.h"
+#include "common/buf.h"
 
 #define HIST_MAX_BUCKETS 24
 #define HTTP_SERIES_MAX 128
@@ -152,27 +152,27 @@ void gw_metrics_itl(struct gw_metrics *m, double s)
         hist_observe(&m->itl, s);
 }
 
-static void hist_render(const struct hist *h, const char *model, struct gw_buf *out)
+static void hist_render(const struct hist *h, const char *model, struct buf *out)
 {
-    gw_buf_printf(out, "# HELP %s %s\n# TYPE %s histogram\n", h->name, h->help, h->name);
+    buf_printf(out, "# HELP %s %s\n# TYPE %s histogram\n", h->name, h->help, h->name);
     uint64_t cum = 0;
     for (int i = 0; i < h->n_bounds; i++) {
         cum += h->counts[i];
-        gw_buf_printf(out, "%s_bucket{model_name=\"%s\",le=\"%g\"} %llu\n", h->name, model,
+        buf_printf(out, "%s_bucket{model_name=\"%s\",le=\"%g\"} %llu\n", h->name, model,
                       h->bounds[i], (unsigned long long)cum);
     }
     cum += h->counts[h->n_bounds];
-    gw_buf_printf(out, "%s_bucket{model_name=\"%s\",le=\"+Inf\"} %llu\n", h->name, model,
+    buf_printf(out, "%s_bucket{model_name=\"%s\",le=\"+Inf\"} %llu\n", h->name, model,
                   (unsigned long long)cum);
-    gw_buf_printf(out, "%s_sum{model_name=\"%s\"} %.9g\n%s_count{model_name=\"%s\"} %llu\n",
+    buf_printf(out, "%s_sum{model_name=\"%s\"} %.9g\n%s_count{model_name=\"%s\"} %llu\n",
                   h->name, model, h->sum, h->name, model, (unsigned long long)h->count);
 }
 
 void gw_metrics_render(const struct gw_metrics *m, const struct gw_metrics_sched *st,
-                       struct gw_buf *out)
+                       struct buf *out)
 {
     const char *mn = m->model;
-    gw_buf_printf(out,
+    buf_printf(out,
                   "# HELP vllm:num_requests_running Requests running on workers.\n"
                   "# TYPE vllm:num_requests_running gauge\n"
                   "vllm:num_requests_running{model_name=\"%s\"} %u\n"
@@ -190,7 +190,7 @@ void gw_metrics_render(const struct gw_metrics *m, const struct gw_metrics_sched
                   "tern:workers_ready{model_name=\"%s\"} %u\n",
                   mn, st->running, mn, st->waiting, mn, st->kv_usage, mn, st->up ? 1 : 0, mn,
                   st->workers_ready);
-    gw_buf_printf(out,
+    buf_printf(out,
                   "# HELP vllm:prompt_tokens_total Prompt tokens processed.\n"
                   "# TYPE vllm:prompt_tokens_total counter\n"
                   "vllm:prompt_tokens_total{model_name=\"%s\"} %llu\n"
@@ -201,7 +201,7 @@ void gw_metrics_render(const struct gw_metrics *m, const struct gw_metrics_sched
                   "# TYPE vllm:request_success_total counter\n",
                   mn, (unsigned long long)m->prompt_tokens, mn, (unsigned long long)m->gen_tokens);
     for (int i = 0; i < FINISH_KINDS; i++)
-        gw_buf_printf(out,
+        buf_printf(out,
                       "vllm:request_success_total{model_name=\"%s\",finished_reason=\"%s\"} %llu\n",
                       mn, finish_names[i], (unsigned long long)m->finished[i]);
     hist_render(&m->ttft, mn, out);
@@ -210,7 +210,7 @@ void gw_metrics_render(const struct gw_metrics *m, const struct gw_metrics_sched
     hist_render(&m->queue, mn, out);
     hist_render(&m->req_prompt, mn, out);
     hist_render(&m->req_gen, mn, out);
-    gw_buf_printf(out,
+    buf_printf(out,
                   "# HELP vllm:num_preemptions_total Preempted requests (reported by workers).\n"
                   "# TYPE vllm:num_preemptions_total counter\n"
                   "vllm:num_preemptions_total{model_name=\"%s\"} %llu\n"
@@ -231,14 +231,14 @@ void gw_metrics_render(const struct gw_metrics *m, const struct gw_metrics_sched
                   (unsigned long long)st->spec_draft_tokens, mn,
                   (unsigned long long)st->spec_accepted_tokens);
     for (int i = 0; st->spec_accepted_per_pos && i < st->n_spec_pos; i++)
-        gw_buf_printf(out,
+        buf_printf(out,
                       "vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"%s\","
                       "position=\"%d\"} %llu\n",
                       mn, i, (unsigned long long)st->spec_accepted_per_pos[i]);
-    gw_buf_puts(out, "# HELP http_requests_total HTTP responses by handler, method, status.\n"
+    buf_puts(out, "# HELP http_requests_total HTTP responses by handler, method, status.\n"
                      "# TYPE http_requests_total counter\n");
     for (int i = 0; i < m->n_http; i++)
-        gw_buf_printf(out, "http_requests_total{handler=\"%s\",method=\"%s\",status=\"%d\"} %llu\n",
+        buf_printf(out, "http_requests_total{handler=\"%s\",method=\"%s\",status=\"%d\"} %llu\n",
                       m->http[i].handler, m->http[i].method, m->http[i].status,
                       (unsigned long long)m->http[i].n);
 }
@@ -303,9 +303,9 @@ int gw_metrics_process_read(struct gw_metrics_proc *p)
     return rc;
 }
 
-void gw_metrics_render_process(const struct gw_metrics_proc *p, struct gw_buf *out)
+void gw_metrics_render_process(const struct gw_metrics_proc *p, struct buf *out)
 {
-    gw_buf_printf(out,
+    buf_printf(out,
                   "# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
                   "# TYPE process_resident_memory_bytes gauge\n"
                   "process_resident_memory_bytes %.0f\n"
@@ -317,12 +317,12 @@ void gw_metrics_render_process(const struct gw_metrics_proc *p, struct gw_buf *o
                   "process_cpu_seconds_total %.6f\n",
                   p->rss_bytes, p->vsize_bytes, p->cpu_seconds);
     if (p->open_fds >= 0)
-        gw_buf_printf(out,
+        buf_printf(out,
                       "# HELP process_open_fds Number of open file descriptors.\n"
                       "# TYPE process_open_fds gauge\nprocess_open_fds %d\n",
                       p->open_fds);
     if (p->start_time_s > 0)
-        gw_buf_printf(out,
+        buf_printf(out,
                       "# HELP process_start_time_seconds Start time since the epoch, seconds.\n"
                       "# TYPE process_start_time_seconds gauge\n"
                       "process_start_time_seconds %.2f\n",

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-struct gw_buf;
+struct buf;
 struct gw_metrics;
 
 /* What the scheduler last told us (all zero when unknown). */
@@ -49,9 +49,9 @@ void gw_metrics_request(struct gw_metrics *m, const char *finish, int64_t prompt
 void gw_metrics_itl(struct gw_metrics *m, double s);
 /* Prometheus text exposition format 0.0.4 into out. */
 void gw_metrics_render(const struct gw_metrics *m, const struct gw_metrics_sched *st,
-                       struct gw_buf *out);
+                       struct buf *out);
 /* process_resident_memory_bytes, process_virtual_memory_bytes, process_cpu_seconds_total,
  * process_open_fds, process_start_time_seconds (no model_name label, as client libraries do). */
-void gw_metrics_render_process(const struct gw_metrics_proc *p, struct gw_buf *out);
+void gw_metrics_render_process(const struct gw_metrics_proc *p, struct buf *out);
 
 #endif

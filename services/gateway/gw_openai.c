@@ -18,7 +18,7 @@
 #include "common/xalloc.h"
 #include "gw.h"
 #include "gw_arena.h"
-#include "gw_buf.h"
+#include "common/buf.h"
 #include "gw_metrics.h"
 #include "gw_out.h"
 #include "gw_sched.h"
@@ -63,8 +63,8 @@ struct gen {
     struct gw_out_delta delta;
     bool out_init;
     /* accumulated (non-stream) */
-    struct gw_buf all_reasoning;
-    struct gw_buf all_content;
+    struct buf all_reasoning;
+    struct buf all_content;
     uint32_t prompt_tokens;
     uint64_t t_first_ns, t_last_ns;
     bool prompt_thinking; /* the rendered prompt ends inside <think> */
@@ -88,8 +88,8 @@ static void gen_cleanup(void *p)
         gw_out_deinit(&g->out);
         gw_out_delta_deinit(&g->delta);
     }
-    gw_buf_deinit(&g->all_reasoning);
-    gw_buf_deinit(&g->all_content);
+    buf_deinit(&g->all_reasoning);
+    buf_deinit(&g->all_content);
 }
 
 int64_t gw_openai_max_model_len(const struct gw *gw)
@@ -301,12 +301,12 @@ static void send_json_event(struct gen *g, cJSON *j)
 {
     char *s = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
-    struct gw_buf b;
-    gw_buf_init(&b);
+    struct buf b;
+    buf_init(&b);
     gw_sse_event(&b, s, strlen(s));
     free(s);
     gw_exch_stream_send(g->x, b.data, b.len);
-    gw_buf_deinit(&b);
+    buf_deinit(&b);
 }
 
 /* one streamed chunk: delta fields or finish_reason */
@@ -367,9 +367,9 @@ static void deliver(struct gen *g)
     if (g->req.stream) {
         send_chunk(g, d, NULL, false);
     } else {
-        gw_buf_append(&g->all_reasoning, d->reasoning.data ? d->reasoning.data : "",
+        buf_append(&g->all_reasoning, d->reasoning.data ? d->reasoning.data : "",
                       d->reasoning.len);
-        gw_buf_append(&g->all_content, d->content.data ? d->content.data : "", d->content.len);
+        buf_append(&g->all_content, d->content.data ? d->content.data : "", d->content.len);
     }
     gw_out_delta_reset(d);
 }
@@ -447,11 +447,11 @@ static void on_ping(uv_timer_t *t)
         return;
     /* quiet that long: admission is long past, so the 200 head can go now */
     stream_start(g);
-    struct gw_buf b;
-    gw_buf_init(&b);
+    struct buf b;
+    buf_init(&b);
     gw_sse_comment(&b, "ping");
     gw_exch_stream_send(x, b.data, b.len);
-    gw_buf_deinit(&b);
+    buf_deinit(&b);
     g->t_sent_ns = now;
 }
 
@@ -496,11 +496,11 @@ static void gen_finish(struct gen *g, const char *finish, uint32_t completion, d
         cJSON_AddItemToObject(j, "usage", usage_json(g->prompt_tokens, completion));
         send_json_event(g, j);
     }
-    struct gw_buf b;
-    gw_buf_init(&b);
+    struct buf b;
+    buf_init(&b);
     gw_sse_done(&b);
     gw_exch_stream_send(g->x, b.data, b.len);
-    gw_buf_deinit(&b);
+    buf_deinit(&b);
     gw_exch_stream_end(g->x);
 }
 
@@ -790,8 +790,8 @@ static struct gen *gen_new(struct gw *gw, struct gw_exch *x, enum gen_op op)
     g->gw = gw;
     g->x = x;
     g->op = op;
-    gw_buf_init(&g->all_reasoning);
-    gw_buf_init(&g->all_content);
+    buf_init(&g->all_reasoning);
+    buf_init(&g->all_content);
     gw_arena_cleanup_add(x->arena, gen_cleanup, g);
     x->ctx = g;
     x->on_abort = on_client_gone;

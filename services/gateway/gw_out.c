@@ -15,18 +15,18 @@
 void gw_out_delta_init(struct gw_out_delta *d)
 {
     memset(d, 0, sizeof(*d));
-    gw_buf_init(&d->reasoning);
-    gw_buf_init(&d->content);
+    buf_init(&d->reasoning);
+    buf_init(&d->content);
     for (int i = 0; i < GW_OUT_TOOL_EVS_MAX; i++)
-        gw_buf_init(&d->tools[i].args);
+        buf_init(&d->tools[i].args);
 }
 
 void gw_out_delta_reset(struct gw_out_delta *d)
 {
-    gw_buf_reset(&d->reasoning);
-    gw_buf_reset(&d->content);
+    buf_reset(&d->reasoning);
+    buf_reset(&d->content);
     for (int i = 0; i < d->n_tools; i++) {
-        gw_buf_reset(&d->tools[i].args);
+        buf_reset(&d->tools[i].args);
         d->tools[i].id[0] = '\0';
         d->tools[i].name[0] = '\0';
     }
@@ -35,10 +35,10 @@ void gw_out_delta_reset(struct gw_out_delta *d)
 
 void gw_out_delta_deinit(struct gw_out_delta *d)
 {
-    gw_buf_deinit(&d->reasoning);
-    gw_buf_deinit(&d->content);
+    buf_deinit(&d->reasoning);
+    buf_deinit(&d->content);
     for (int i = 0; i < GW_OUT_TOOL_EVS_MAX; i++)
-        gw_buf_deinit(&d->tools[i].args);
+        buf_deinit(&d->tools[i].args);
 }
 
 bool gw_out_delta_is_empty(const struct gw_out_delta *d)
@@ -95,7 +95,7 @@ static struct gw_out_tool_ev *tool_ev(struct gw_out_delta *d, int index, bool st
     t->index = index;
     t->id[0] = '\0';
     t->name[0] = '\0';
-    gw_buf_reset(&t->args);
+    buf_reset(&t->args);
     return t;
 }
 
@@ -103,7 +103,7 @@ static void content_stage(struct gw_out *o, struct gw_out_delta *d, const char *
                           bool final)
 {
     if (!o->tc) {
-        gw_buf_append(&d->content, s, n);
+        buf_append(&d->content, s, n);
         return;
     }
     const struct toolcall_event *ev = NULL;
@@ -116,7 +116,7 @@ static void content_stage(struct gw_out *o, struct gw_out_delta *d, const char *
             struct gw_out_tool_ev *t;
             switch (e->type) {
             case TOOLCALL_EVENT_CONTENT:
-                gw_buf_append(&d->content, e->text, e->len);
+                buf_append(&d->content, e->text, e->len);
                 break;
             case TOOLCALL_EVENT_START:
                 t = tool_ev(d, e->index, true);
@@ -125,7 +125,7 @@ static void content_stage(struct gw_out *o, struct gw_out_delta *d, const char *
                 break;
             case TOOLCALL_EVENT_ARGS:
                 t = tool_ev(d, e->index, false);
-                gw_buf_append(&t->args, e->text, e->len);
+                buf_append(&t->args, e->text, e->len);
                 break;
             case TOOLCALL_EVENT_END:
                 break;
@@ -147,13 +147,13 @@ static void text_stage(struct gw_out *o, struct gw_out_delta *d, const char *s, 
     struct reasoning_out ro = {0};
     if (n) {
         reasoning_feed(o->rs, s, n, &ro);
-        gw_buf_append(&d->reasoning, ro.reasoning, ro.reasoning_len);
+        buf_append(&d->reasoning, ro.reasoning, ro.reasoning_len);
         content_stage(o, d, ro.content, ro.content_len, false);
     }
     if (final) {
         memset(&ro, 0, sizeof(ro));
         reasoning_flush(o->rs, &ro);
-        gw_buf_append(&d->reasoning, ro.reasoning, ro.reasoning_len);
+        buf_append(&d->reasoning, ro.reasoning, ro.reasoning_len);
         content_stage(o, d, ro.content, ro.content_len, true);
     }
 }

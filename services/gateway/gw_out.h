@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gw_buf.h"
+#include "common/buf.h"
 
 struct gw_text;
 struct detok;
@@ -24,13 +24,13 @@ struct gw_out_tool_ev {
     int index;
     char id[64];        /* "" when not the start */
     char name[256];     /* "" when not the start */
-    struct gw_buf args; /* arguments JSON piece (may be empty) */
+    struct buf args; /* arguments JSON piece (may be empty) */
 };
 
 /* What one step produced (appended; the caller resets it after sending). */
 struct gw_out_delta {
-    struct gw_buf reasoning;
-    struct gw_buf content;
+    struct buf reasoning;
+    struct buf content;
     struct gw_out_tool_ev tools[GW_OUT_TOOL_EVS_MAX];
     int n_tools;
 };

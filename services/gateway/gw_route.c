@@ -11,7 +11,7 @@
 
 #include "common/clock.h"
 #include "gw.h"
-#include "gw_buf.h"
+#include "common/buf.h"
 #include "gw_metrics.h"
 #include "gw_openai.h"
 #include "gw_route.h"
@@ -223,14 +223,14 @@ static void handle_metrics(struct gw *gw, struct gw_exch *x)
                                   .spec_accepted_tokens = st.spec_accepted_tokens,
                                   .spec_accepted_per_pos = st.spec_accepted_per_pos,
                                   .n_spec_pos = st.n_spec_pos};
-    struct gw_buf b;
-    gw_buf_init(&b);
+    struct buf b;
+    buf_init(&b);
     gw_metrics_render(gw->metrics, &ms, &b);
     struct gw_metrics_proc proc;
     (void)gw_metrics_process_read(&proc); /* what could not be read is left out */
     gw_metrics_render_process(&proc, &b);
     gw_exch_respond(x, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, b.data, b.len);
-    gw_buf_deinit(&b);
+    buf_deinit(&b);
 }
 
 void gw_route_dispatch(struct gw *gw, struct gw_exch *x)

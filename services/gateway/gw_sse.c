@@ -4,37 +4,37 @@
 
 #include <string.h>
 
-#include "gw_buf.h"
+#include "common/buf.h"
 
-void gw_sse_event(struct gw_buf *out, const char *data, size_t n)
+void gw_sse_event(struct buf *out, const char *data, size_t n)
 {
     size_t i = 0;
     for (;;) {
         size_t j = i;
         while (j < n && data[j] != '\n' && data[j] != '\r')
             j++;
-        gw_buf_puts(out, "data: ");
-        gw_buf_append(out, data + i, j - i);
-        gw_buf_puts(out, "\n");
+        buf_puts(out, "data: ");
+        buf_append(out, data + i, j - i);
+        buf_puts(out, "\n");
         if (j >= n)
             break;
         if (data[j] == '\r' && j + 1 < n && data[j + 1] == '\n')
             j++;
         i = j + 1;
     }
-    gw_buf_puts(out, "\n");
+    buf_puts(out, "\n");
 }
 
-void gw_sse_done(struct gw_buf *out)
+void gw_sse_done(struct buf *out)
 {
-    gw_buf_puts(out, "data: [DONE]\n\n");
+    buf_puts(out, "data: [DONE]\n\n");
 }
 
-void gw_sse_comment(struct gw_buf *out, const char *text)
+void gw_sse_comment(struct buf *out, const char *text)
 {
-    gw_buf_puts(out, ": ");
-    gw_buf_puts(out, text);
-    gw_buf_puts(out, "\n\n");
+    buf_puts(out, ": ");
+    buf_puts(out, text);
+    buf_puts(out, "\n\n");
 }
 
 /* length of the line starting at s (without its terminator), *term = terminator bytes,
@@ -56,9 +56,9 @@ static long line_len(const char *s, size_t n, size_t *term)
     return -1;
 }
 
-size_t gw_sse_next(const char *s, size_t n, struct gw_buf *data)
+size_t gw_sse_next(const char *s, size_t n, struct buf *data)
 {
-    gw_buf_reset(data);
+    buf_reset(data);
     size_t off = 0;
     int n_data = 0;
     for (;;) {
@@ -80,8 +80,8 @@ size_t gw_sse_next(const char *s, size_t n, struct gw_buf *data)
                 vl--;
             }
             if (n_data++)
-                gw_buf_puts(data, "\n");
-            gw_buf_append(data, v, vl);
+                buf_puts(data, "\n");
+            buf_append(data, v, vl);
         }
         /* event:, id:, retry: are not used by our streams */
     }

@@ -7,7 +7,13 @@
 # 35B-A3B with dummy weights, bf16 and NVFP4: resident bytes, KV pool, tokens/s). Logs go to
 # $OUT (or ./gpu-logs). The model library needs cJSON + PCRE2, which the GPU machine lacks:
 # run tests/gpu/sysroot.sh here first and carry .gpu (git-ignored) with the call.
-#   tests/gpu/run.sh [--arch 90] [--no-sanitizer] [--no-bench] [--no-smoke] [--bench-model]
+#   tests/gpu/run.sh [--quick] [--arch 90] [--no-sanitizer] [--no-bench] [--no-smoke] [--bench-model]
+# --quick: build and run only the kernel tests (tests/kernels, tests/unit/kernels_ref) and
+# ktest_gpu_model: no sanitizers, no benches, no smoke, not the other model-level tests of
+# tests/kernels/model (about 2 minutes on an H200 with 16 cores).
+# The run ends with a summary of one screen: one line per test program (PASS/FAIL/SKIP, seconds),
+# the gpu model checks, one line per sanitizer tool / smoke config / bench, and overall; the
+# details stay above it and in $OUT/summary.txt.
 # --bench-model (optional stage, after the smoke runs): gpu_bench on the full-size dummy model,
 # prefill + greedy decode vs the roofline, one line per run in the summary and all runs in
 # $OUT/bench_model.json. Env: BENCH_CONFIGS (tests/configs names, default the NVFP4 one),
@@ -24,37 +30,60 @@ sanitize=1
 bench=1
 smoke=1
 bench_model=0
+quick=0
 while [ $# -gt 0 ]; do
   case $1 in
+    --quick) quick=1 ;;
     --arch) arch=$2; shift ;;
     --no-sanitizer) sanitize=0 ;;
     --no-bench) bench=0 ;;
     --no-smoke) smoke=0 ;;
     --bench-model) bench_model=1 ;;
-    *) echo "usage: $0 [--arch N] [--no-sanitizer] [--no-bench] [--no-smoke] [--bench-model]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--quick] [--arch N] [--no-sanitizer] [--no-bench] [--no-smoke] [--bench-model]" >&2; exit 2 ;;
   esac
   shift
 done
+[ $quick = 1 ] && { sanitize=0; bench=0; smoke=0; }
 mkdir -p "$out"
 build=${BUILD_DIR:-/tmp/tern-gpu-build}
 summary=$out/summary.txt
 : > "$summary"
 say() { echo "$*" | tee -a "$summary"; }
+# the closing summary: one line per result, printed (and appended to summary.txt) at the end
+final=()
+result() { final+=("$(printf '%-28s %-12s %s' "$1" "$2" "$3")"); }
+secs() { awk -v ms="$1" 'BEGIN { printf "%.1f s", ms / 1000 }'; }
+t_start=$(date +%s)
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv > "$out/nvidia-smi.txt" 2>&1
 say "gpu: $(sed -n 2p "$out/nvidia-smi.txt")"
 say "nvcc: $(nvcc --version | tail -1)"
 
 t0=$(date +%s)
-if ! { cmake -S "$root/tests/gpu" -B "$build" -DCMAKE_CUDA_ARCHITECTURES="$arch" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_WERROR="${TERN_WERROR:-ON}" &&
-       cmake --build "$build" -j "$(nproc)"; } > "$out/build.log" 2>&1; then
+if ! cmake -S "$root/tests/gpu" -B "$build" -DCMAKE_CUDA_ARCHITECTURES="$arch" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_WERROR="${TERN_WERROR:-ON}" > "$out/build.log" 2>&1; then
+  say "CONFIGURE FAILED (see build.log)"; tail -30 "$out/build.log"; exit 1
+fi
+# --quick: the test programs of tests/kernels/model other than ktest_gpu_model are left out
+skip=""
+if [ $quick = 1 ]; then
+  skip=$(grep -o 'tern_add_test([A-Za-z0-9_]*' "$root/tests/kernels/model/CMakeLists.txt" | sed 's/.*(//' | grep -vx ktest_gpu_model | tr '\n' ' ')
+  targets=$(cmake --build "$build" --target help 2>/dev/null | sed -n 's/^\.\.\. \(k\{0,1\}test_[A-Za-z0-9_]*\).*/\1/p' | grep -vxF -f <(printf '%s\n' $skip) | tr '\n' ' ')
+  build_args=()
+  [ -n "$targets" ] && build_args=(--target $targets) # else (another generator's help): all
+else
+  build_args=()
+fi
+if ! cmake --build "$build" -j "$(nproc)" "${build_args[@]}" >> "$out/build.log" 2>&1; then
   say "BUILD FAILED (see build.log)"; tail -30 "$out/build.log"; exit 1
 fi
 say "build: ok in $(( $(date +%s) - t0 )) s (sm_$arch); warnings: $(grep -ci warning "$out/build.log")"
+result build ok "$(( $(date +%s) - t0 )) s"
 
 fail=0
 for t in "$build"/bin/test_* "$build"/bin/ktest_*; do
+  [ -x "$t" ] || continue
   n=$(basename "$t")
+  case " $skip " in *" $n "*) continue ;; esac
   t1=$(date +%s%N)
   (cd "$root" && TERN_SOURCE_DIR="$root" "$t") > "$out/$n.log" 2>&1
   rc=$?
@@ -63,11 +92,14 @@ for t in "$build"/bin/test_* "$build"/bin/ktest_*; do
     0) st=PASS ;; 77) st=SKIP ;; *) st="FAIL(rc=$rc)"; fail=1 ;;
   esac
   say "test $n: $st (${dt} ms)"
+  result "$n" "$st" "$(secs $dt)"
   [ $rc -ne 0 ] && [ $rc -ne 77 ] && grep -E 'mismatch|FAIL|CHECK' "$out/$n.log" | head -20
 done
 if [ -f "$out/ktest_gpu_model.log" ]; then
   grep -E '^fixture=' "$out/ktest_gpu_model.log" > "$out/gpu_model_results.txt"
-  say "gpu model checks: $(grep -c ' ok' "$out/gpu_model_results.txt") ok, $(grep -c 'FAIL' "$out/gpu_model_results.txt") FAIL, $(grep -c 'SKIPPED' "$out/gpu_model_results.txt") fixtures skipped"
+  checks="$(grep -c ' ok' "$out/gpu_model_results.txt") ok, $(grep -c 'FAIL' "$out/gpu_model_results.txt") FAIL, $(grep -c 'SKIPPED' "$out/gpu_model_results.txt") fixtures skipped"
+  say "gpu model checks: $checks"
+  result "gpu model checks" "" "$checks"
   grep -E 'FAIL|SKIPPED|greedy|storage_cost|w4a4' "$out/gpu_model_results.txt" | tee -a "$summary"
   # the W4A4 semantics the runner's startup line declares (the CPU reference follows it)
   say "w4a4 startup line: $(grep -m1 -o 'moe_backend=[^ ]* w4a4=.*' "$out/ktest_gpu_model.log")"
@@ -80,6 +112,7 @@ if [ $smoke = 1 ] && [ -x "$build/bin/gpu_smoke" ]; then
     rc=$?
     [ $rc -eq 0 ] || fail=1
     say "smoke $v: rc=$rc ($(( $(date +%s) - t1 )) s)"
+    result "smoke $v" "$([ $rc = 0 ] && echo PASS || echo "FAIL(rc=$rc)")" "$(( $(date +%s) - t1 )) s"
     grep -vE '^ts=.*ev=(gpu_nvfp4|gpu_w4a4)' "$out/smoke_$v.txt" | grep -E 'gpu_backend|gpu_memory|config=|resident|weights=|batch|smoke|error|failed' | tee -a "$summary"
   done
 fi
@@ -96,16 +129,19 @@ if [ $bench_model = 1 ]; then
       rc=$?
       [ $rc -eq 0 ] || fail=1
       say "bench-model $v: rc=$rc ($(( $(date +%s) - t1 )) s)"
+      result "bench-model $v" "$([ $rc = 0 ] && echo PASS || echo "FAIL(rc=$rc)")" "$(( $(date +%s) - t1 )) s"
       grep -E '^(setup|bench|roofline |gpu_bench|note)|error|failed|disagree' "$out/bench_model_$v.txt" | tee -a "$summary"
     done
     { echo "["; [ -f "$out/bench_model.jsonl" ] && paste -sd, "$out/bench_model.jsonl"; echo "]"; } > "$out/bench_model.json"
     rm -f "$out/bench_model.jsonl"
   else
     say "bench-model: gpu_bench not built"; fail=1
+    result bench-model FAIL "gpu_bench not built"
   fi
 fi
 
 if [ $sanitize = 1 ] && command -v compute-sanitizer > /dev/null; then
+  san_ok=0; san_bad=""; race_ok=0; race_bad=""
   for t in ${SAN_TESTS:-"$build"/bin/ktest_*}; do
     [ -x "$t" ] || t="$build/bin/$t"
     n=$(basename "$t")
@@ -115,6 +151,7 @@ if [ $sanitize = 1 ] && command -v compute-sanitizer > /dev/null; then
     errs=$(grep -m1 'ERROR SUMMARY' "$out/san_$n.log" || echo 'no summary')
     [ $rc -eq 0 ] && st=PASS || { st="FAIL(rc=$rc)"; fail=1; }
     say "memcheck $n: $st ($errs)"
+    [ $rc -eq 0 ] && san_ok=$((san_ok + 1)) || san_bad="$san_bad $n"
   done
   for n in ${RACECHECK-ktest_gemv ktest_moe ktest_moe_grouped ktest_gdn_seq ktest_sample}; do
     (cd "$root" && compute-sanitizer --tool racecheck --error-exitcode 99 "$build/bin/$n") > "$out/san_race_$n.log" 2>&1
@@ -122,25 +159,35 @@ if [ $sanitize = 1 ] && command -v compute-sanitizer > /dev/null; then
     errs=$(grep -m1 'RACECHECK SUMMARY' "$out/san_race_$n.log" || echo 'no summary')
     [ $rc -eq 0 ] && st=PASS || { st="FAIL(rc=$rc)"; fail=1; }
     say "racecheck $n: $st ($errs)"
+    [ $rc -eq 0 ] && race_ok=$((race_ok + 1)) || race_bad="$race_bad $n"
   done
   cat "$out"/san_*.log > "$out/sanitizer.log"; rm -f "$out"/san_*.log
+  result memcheck "$([ -z "$san_bad" ] && echo PASS || echo FAIL)" "$san_ok passed${san_bad:+; failed:$san_bad}"
+  result racecheck "$([ -z "$race_bad" ] && echo PASS || echo FAIL)" "$race_ok passed${race_bad:+; failed:$race_bad}"
 elif [ $sanitize = 1 ]; then
   say "memcheck: compute-sanitizer not found"
+  result memcheck SKIP "compute-sanitizer not found"
 fi
 
 if [ $bench = 1 ] && [ -x "$build/bin/bench_kernels" ]; then
   "$build/bin/bench_kernels" > "$out/bench.txt" 2>&1
-  say "bench: rc=$?"
+  rc=$?
+  say "bench: rc=$rc"
+  result bench_kernels "$([ $rc = 0 ] && echo ran || echo "rc=$rc")" "table in bench.txt"
   cat "$out/bench.txt" | tee -a "$summary"
   # prefill attention and the grouped expert / FP8 GEMMs (TFLOP/s against the bf16 peak)
   for b in bench_attn bench_gemm; do
     [ -x "$build/bin/$b" ] || continue
     "$build/bin/$b" > "$out/$b.txt" 2>&1
-    say "$b: rc=$?"
+    rc=$?
+    say "$b: rc=$rc"
+    result "$b" "$([ $rc = 0 ] && echo ran || echo "rc=$rc")" "table in $b.txt"
     cat "$out/$b.txt" | tee -a "$summary"
   done
 fi
 # keep the per-test logs in one file (the transfer back takes few files)
 cat "$out"/test_*.log "$out"/ktest_*.log > "$out/tests.log" 2>/dev/null; rm -f "$out"/test_*.log "$out"/ktest_*.log
-say "overall: $([ $fail = 0 ] && echo PASS || echo FAIL)"
+result overall "$([ $fail = 0 ] && echo PASS || echo FAIL)" "$(( $(date +%s) - t_start )) s"
+{ echo "==== summary ($([ $quick = 1 ] && echo quick || echo full), $(sed -n 2p "$out/nvidia-smi.txt" | cut -d, -f1)) ===="
+  printf '%s\n' "${final[@]}"; } | tee -a "$summary"
 exit $fail

@@ -73,10 +73,11 @@ int main(void)
         test_fp8(g, 1, 16, 16, sk, 1, 0, 0);
         test_fp8(g, 7, 48, 64, sk, 1, 0, 1);
         test_fp8(g, 33, 272, 528, sk, 1, 0, 0);
-        test_fp8(g, 130, 1024, 2048, sk, 1, 0, 1);
-        test_fp8(g, 300, 208, 1040, sk, 1, 0, 0);
-        test_fp8(g, 1 + (int)(ktest_u32() % 300), 16 * (1 + (int)(ktest_u32() % 64)),
-                 16 * (1 + (int)(ktest_u32() % 128)), sk, 2, 1, (int)(ktest_u32() & 1));
+        test_fp8(g, 17, MAX_N, MAX_K, sk, 1, 0, 1);   /* the largest weight the plan takes */
+        test_fp8(g, 130, 208, 1040, sk, 1, 0, 1);     /* rows > 128, K % 128 == 16 */
+        test_fp8(g, MAX_ROWS, 208, 528, sk, 1, 0, 0); /* the most rows, K % 128 == 16 */
+        test_fp8(g, 1 + (int)(ktest_u32() % MAX_ROWS), 16 * (1 + (int)(ktest_u32() % 32)),
+                 16 * (1 + (int)(ktest_u32() % 64)), sk, 2, 1, (int)(ktest_u32() & 1));
     }
     /* constraints */
     {

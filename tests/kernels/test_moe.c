@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/err.h"
 #include "gemv.h"
@@ -49,61 +50,81 @@ static void test_route(int n_tok, int n_exp, int k, int quantize)
     free(l), free(rw), free(gw), free(ri), free(gi);
 }
 
-static void test_expert_path(int fmt, int n_tok, int n_exp, int k, int hidden, int inter,
-                             int accumulate, int path)
+/* One expert-weight set (gate_up with per-channel scales, down with 128x128 block scales for
+ * fp8), then for each run {n_tok, accumulate}: fresh inputs, the reference once, and every path
+ * that applies to the format against it (the weights are the costly part to make; the reference
+ * does not depend on the path). */
+struct erun {
+    int n_tok;
+    int accumulate;
+};
+
+static void test_expert(int fmt, int n_exp, int k, int hidden, int inter, const struct erun *runs,
+                        int n_runs)
 {
     struct kw_pair gu, dn;
-    char what[96];
+    char what[112];
     kw_pair_make(&gu, fmt, KW_SCALE_CHANNEL, n_exp, 2 * inter, hidden);
     kw_pair_make(&dn, fmt, KW_SCALE_BLOCK, n_exp, hidden, inter);
-    size_t nx = (size_t)n_tok * hidden, ns = (size_t)n_tok * k;
-    float *x = malloc(nx * 4), *w = malloc(ns * 4), *ref = malloc(nx * 4), *got = malloc(nx * 4);
-    float *hb = malloc(ns * inter * 4);
-    int32_t *ids = malloc(ns * 4);
-    ktest_fill(x, nx, -1, 1);
-    ktest_fill(w, ns, 0, 1);
-    ktest_fill(ref, nx, -1, 1);
-    for (size_t i = 0; i < ns; i++)
-        ids[i] = (int32_t)(ktest_u32() % (uint32_t)n_exp);
-    if (ns > 3)
-        ids[3] = -1; /* an empty slot */
-    float *dx = ktest_dev_from(x, nx * 4), *dw = ktest_dev_from(w, ns * 4);
-    float *dout = ktest_dev_from(ref, nx * 4); /* initial contents for accumulate */
-    float *dh = ktest_dev_alloc(moe_expert_ws_floats(n_tok, k, inter, hidden) * 4);
-    int32_t *di = ktest_dev_from(ids, ns * 4);
-    CHECK_EQ_INT(
-        moe_expert_ref(ref, hb, x, ids, w, n_tok, k, n_exp, &gu.host, &dn.host, accumulate), 0);
-    CHECK_EQ_INT(moe_expert_cuda_path(dout, dh, dx, di, dw, n_tok, k, n_exp, &gu.dev, &dn.dev,
-                                      accumulate, path, 0),
-                 0);
-    ktest_to_host(got, dout, nx * 4);
-    double amax = 0;
-    for (size_t i = 0; i < nx; i++)
-        amax = fabs(ref[i]) > amax ? fabs(ref[i]) : amax;
-    snprintf(what, sizeof(what), "moe_expert fmt=%d tok=%d E=%d k=%d H=%d I=%d acc=%d path=%d", fmt,
-             n_tok, n_exp, k, hidden, inter, accumulate, path);
-    /* the tensor-core and stream paths round activations (x and silu(g)*u) to fp16; AUTO takes
-     * one of them for nvfp4 */
-    if (path == GEMV_PATH_TENSOR || path == GEMV_PATH_STREAM ||
-        (path == GEMV_PATH_AUTO && fmt == KW_FMT_NVFP4))
-        CHECK(ktest_compare(what, got, ref, nx, 2e-3 * amax, 2e-3) == 0);
-    else
-        CHECK(ktest_compare(what, got, ref, nx, 1e-5 * amax, 1e-4) == 0);
-    ktest_free(dx), ktest_free(dw), ktest_free(dout), ktest_free(dh), ktest_free(di);
+    int paths[4], n_paths = 0;
+    paths[n_paths++] = GEMV_PATH_CORES;
+    if (fmt == KW_FMT_NVFP4 && hidden % 128 == 0 && inter % 128 == 0)
+        paths[n_paths++] = GEMV_PATH_TENSOR;
+    if (fmt == KW_FMT_NVFP4) /* any token count: the stream path loops over tokens in the grid */
+        paths[n_paths++] = GEMV_PATH_STREAM;
+    paths[n_paths++] = GEMV_PATH_AUTO;
+    for (int r = 0; r < n_runs; r++) {
+        const int n_tok = runs[r].n_tok, accumulate = runs[r].accumulate;
+        size_t nx = (size_t)n_tok * hidden, ns = (size_t)n_tok * k;
+        float *x = malloc(nx * 4), *w = malloc(ns * 4), *init = malloc(nx * 4),
+              *ref = malloc(nx * 4), *got = malloc(nx * 4), *hb = malloc(ns * inter * 4);
+        int32_t *ids = malloc(ns * 4);
+        ktest_fill(x, nx, -1, 1);
+        ktest_fill(w, ns, 0, 1);
+        ktest_fill(init, nx, -1, 1);
+        memcpy(ref, init, nx * 4); /* initial contents for accumulate */
+        for (size_t i = 0; i < ns; i++)
+            ids[i] = (int32_t)(ktest_u32() % (uint32_t)n_exp);
+        if (ns > 3)
+            ids[3] = -1; /* an empty slot */
+        float *dx = ktest_dev_from(x, nx * 4), *dw = ktest_dev_from(w, ns * 4);
+        float *dh = ktest_dev_alloc(moe_expert_ws_floats(n_tok, k, inter, hidden) * 4);
+        int32_t *di = ktest_dev_from(ids, ns * 4);
+        CHECK_EQ_INT(
+            moe_expert_ref(ref, hb, x, ids, w, n_tok, k, n_exp, &gu.host, &dn.host, accumulate), 0);
+        double amax = 0;
+        for (size_t i = 0; i < nx; i++)
+            amax = fabs(ref[i]) > amax ? fabs(ref[i]) : amax;
+        for (int p = 0; p < n_paths; p++) {
+            const int path = paths[p];
+            float *dout = ktest_dev_from(init, nx * 4);
+            CHECK_EQ_INT(moe_expert_cuda_path(dout, dh, dx, di, dw, n_tok, k, n_exp, &gu.dev,
+                                              &dn.dev, accumulate, path, 0),
+                         0);
+            ktest_to_host(got, dout, nx * 4);
+            ktest_free(dout);
+            snprintf(what, sizeof(what),
+                     "moe_expert fmt=%d tok=%d E=%d k=%d H=%d I=%d acc=%d path=%d", fmt, n_tok,
+                     n_exp, k, hidden, inter, accumulate, path);
+            /* the tensor-core and stream paths round activations (x and silu(g)*u) to fp16;
+             * AUTO takes one of them for nvfp4 */
+            if (path == GEMV_PATH_TENSOR || path == GEMV_PATH_STREAM ||
+                (path == GEMV_PATH_AUTO && fmt == KW_FMT_NVFP4))
+                CHECK(ktest_compare(what, got, ref, nx, 2e-3 * amax, 2e-3) == 0);
+            else
+                CHECK(ktest_compare(what, got, ref, nx, 1e-5 * amax, 1e-4) == 0);
+        }
+        ktest_free(dx), ktest_free(dw), ktest_free(dh), ktest_free(di);
+        free(x), free(w), free(init), free(ref), free(got), free(hb), free(ids);
+    }
     kw_pair_free(&gu);
     kw_pair_free(&dn);
-    free(x), free(w), free(ref), free(got), free(hb), free(ids);
 }
 
-static void test_expert(int fmt, int n_tok, int n_exp, int k, int hidden, int inter, int accumulate)
-{
-    test_expert_path(fmt, n_tok, n_exp, k, hidden, inter, accumulate, GEMV_PATH_CORES);
-    if (fmt == KW_FMT_NVFP4 && hidden % 128 == 0 && inter % 128 == 0)
-        test_expert_path(fmt, n_tok, n_exp, k, hidden, inter, accumulate, GEMV_PATH_TENSOR);
-    if (fmt == KW_FMT_NVFP4) /* any token count: the stream path loops over tokens in the grid */
-        test_expert_path(fmt, n_tok, n_exp, k, hidden, inter, accumulate, GEMV_PATH_STREAM);
-    test_expert_path(fmt, n_tok, n_exp, k, hidden, inter, accumulate, GEMV_PATH_AUTO);
-}
+/* the runs argument pair of test_expert: an array literal and its length */
+#define RUNS(...)                                                                                  \
+    (const struct erun[]){__VA_ARGS__},                                                            \
+        (int)(sizeof((const struct erun[]){__VA_ARGS__}) / sizeof(struct erun))
 
 int main(void)
 {
@@ -114,21 +135,19 @@ int main(void)
     test_route(64, 256, 8, 1);
     test_route(5, 12, 3, 1);
     test_route(3, 1000, 32, 0);
-    test_expert(KW_FMT_NVFP4, 1, 16, 8, 256, 64, 0);
-    test_expert(KW_FMT_NVFP4, 5, 16, 8, 512, 96, 1);
-    test_expert(KW_FMT_BF16, 3, 8, 4, 264, 40, 0);
-    test_expert(KW_FMT_FP8, 2, 6, 2, 272, 48, 1);
-    test_expert(KW_FMT_NVFP4, 2, 8, 8, 2048, 512, 0);
-    test_expert(KW_FMT_NVFP4, 3, 16, 8, 384, 128, 1);
-    test_expert(KW_FMT_NVFP4, 9, 32, 4, 256, 384, 0);
+    test_expert(KW_FMT_NVFP4, 16, 8, 256, 64, RUNS({1, 0}));
+    test_expert(KW_FMT_NVFP4, 16, 8, 512, 96, RUNS({5, 1}));
+    test_expert(KW_FMT_BF16, 8, 4, 264, 40, RUNS({3, 0}));
+    test_expert(KW_FMT_FP8, 6, 2, 272, 48, RUNS({2, 1}));
+    test_expert(KW_FMT_NVFP4, 16, 8, 384, 128, RUNS({3, 1}));
+    test_expert(KW_FMT_NVFP4, 32, 4, 256, 384, RUNS({9, 0}));
     /* K % 32 == 16 for both stages (hidden 272, inter 48 / 80), 1..8 tokens, top-1 */
-    test_expert(KW_FMT_NVFP4, 1, 8, 8, 272, 48, 0);
-    test_expert(KW_FMT_NVFP4, 4, 8, 8, 272, 80, 1);
-    test_expert(KW_FMT_NVFP4, 8, 16, 8, 2064, 144, 0);
-    test_expert(KW_FMT_NVFP4, 3, 1, 1, 256, 64, 1); /* the shared-expert form */
-    /* full-size shapes at 1 and 8 tokens (32 experts of 1024x2048 + 2048x512) */
-    test_expert(KW_FMT_NVFP4, 1, 32, 8, 2048, 512, 0);
-    test_expert(KW_FMT_NVFP4, 8, 32, 8, 2048, 512, 1);
+    test_expert(KW_FMT_NVFP4, 8, 8, 272, 48, RUNS({1, 0}));
+    test_expert(KW_FMT_NVFP4, 8, 8, 272, 80, RUNS({4, 1}));
+    test_expert(KW_FMT_NVFP4, 16, 8, 2064, 144, RUNS({8, 0}));
+    test_expert(KW_FMT_NVFP4, 1, 1, 256, 64, RUNS({3, 1})); /* the shared-expert form */
+    /* full-size shapes at 1, 2 and 8 tokens (32 experts of 1024x2048 + 2048x512), one set */
+    test_expert(KW_FMT_NVFP4, 32, 8, 2048, 512, RUNS({1, 0}, {2, 0}, {8, 1}));
     {
         /* the stream path refuses top_k * inter beyond its shared memory */
         struct kw_pair gu, dn;

@@ -8,6 +8,7 @@
 #include "embed.h"
 #include "fused_add_rmsnorm.h"
 #include "gdn_conv.h"
+#include "gdn_seq.h"
 #include "gdn_step.h"
 #include "gemv.h"
 #include "kv_write.h"
@@ -59,6 +60,20 @@ int kv_write_cuda(uint16_t *kc, uint16_t *vc, const float *k, const float *v, co
 int attn_decode_cuda(float *out, float *ws, const float *q, const float *g, const uint16_t *kc, const uint16_t *vc, const int32_t *bt,
                      const int32_t *sl, int n, int hq, int hkv, int d, int bs, int mb, int ml, float sc, cudaStream_t s)
 { (void)s; return attn_decode_ref(out, ws, q, g, kc, vc, bt, sl, n, hq, hkv, d, bs, mb, ml, sc); }
+int kv_write_dtype_cuda(void *kc, void *vc, const float *k, const float *v, const int32_t *m, int n, int h, int d,
+                        int dt, float ks, float vs, cudaStream_t s)
+{ (void)s; return kv_write_dtype_ref(kc, vc, k, v, m, n, h, d, dt, ks, vs); }
+int attn_decode_dtype_cuda(float *out, float *ws, const float *q, const float *g, const void *kc, const void *vc, int dt,
+                           float ks, float vs, const int32_t *bt, const int32_t *sl, int n, int hq, int hkv, int d,
+                           int bs, int mb, int ml, float sc, cudaStream_t s)
+{ (void)s; return attn_decode_dtype_ref(out, ws, q, g, kc, vc, dt, ks, vs, bt, sl, n, hq, hkv, d, bs, mb, ml, sc); }
+int gdn_seq_conv_cuda(float *o, float *st, float *snap, int ns, const float *x, const float *w, const int32_t *it,
+                      int ni, int c, int kc, cudaStream_t s)
+{ (void)s; return gdn_seq_conv_ref(o, st, snap, ns, x, w, it, ni, c, kc); }
+int gdn_seq_step_cuda(float *out, float *state, float *snap, int ns, const float *qkv, const float *z, const float *a,
+                      const float *b, const float *al, const float *dt, const float *nw, const int32_t *it, int ni,
+                      int hk, int hv, float eps, cudaStream_t s)
+{ (void)s; return gdn_seq_step_ref(out, state, snap, ns, qkv, z, a, b, al, dt, nw, it, ni, hk, hv, eps); }
 int argmax_cuda(int32_t *ids, const float *l, int n, int v, cudaStream_t s) { (void)s; return argmax_ref(ids, l, n, v); }
 /* debug: report near-ties at the k-th routing slot */
 #include <stdio.h>

@@ -13,7 +13,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "gw_buf.h"
+#include "common/buf.h"
 #include "gw_sse.h"
 #include "itest.h"
 #include "test.h"
@@ -98,7 +98,7 @@ static int send_raw(const char *body);
 // ---- SSE helpers ----
 
 struct stream {
-    struct gw_buf content, reasoning;
+    struct buf content, reasoning;
     int n_events, n_done, n_role, n_finish, n_usage, n_error;
     bool done_last; /* [DONE] was the last event */
     char finish[32];
@@ -108,10 +108,10 @@ struct stream {
 static void stream_parse(const char *body, size_t n, struct stream *s)
 {
     memset(s, 0, sizeof(*s));
-    gw_buf_init(&s->content);
-    gw_buf_init(&s->reasoning);
-    struct gw_buf d;
-    gw_buf_init(&d);
+    buf_init(&s->content);
+    buf_init(&s->reasoning);
+    struct buf d;
+    buf_init(&d);
     size_t off = 0, used;
     while ((used = gw_sse_next(body + off, n - off, &d)) > 0) {
         off += used;
@@ -148,12 +148,12 @@ static void stream_parse(const char *body, size_t n, struct stream *s)
                 if (role)
                     s->n_role++;
                 if (c && cJSON_IsString(c))
-                    gw_buf_puts(&s->content, c->valuestring);
+                    buf_puts(&s->content, c->valuestring);
                 if (r && cJSON_IsString(r))
-                    gw_buf_puts(&s->reasoning, r->valuestring);
+                    buf_puts(&s->reasoning, r->valuestring);
             }
             if (txt && cJSON_IsString(txt))
-                gw_buf_puts(&s->content, txt->valuestring);
+                buf_puts(&s->content, txt->valuestring);
             if (fr && cJSON_IsString(fr)) {
                 s->n_finish++;
                 snprintf(s->finish, sizeof(s->finish), "%s", fr->valuestring);
@@ -162,13 +162,13 @@ static void stream_parse(const char *body, size_t n, struct stream *s)
         cJSON_Delete(j);
     }
     CHECK_EQ_INT(off, n); /* nothing left over */
-    gw_buf_deinit(&d);
+    buf_deinit(&d);
 }
 
 static void stream_free(struct stream *s)
 {
-    gw_buf_deinit(&s->content);
-    gw_buf_deinit(&s->reasoning);
+    buf_deinit(&s->content);
+    buf_deinit(&s->reasoning);
 }
 
 static int post(const char *path, const char *body, struct itest_resp *r)
@@ -348,8 +348,8 @@ static void test_logprobs(void)
     /* streamed: the entries over all chunks are the same count */
     snprintf(b, sizeof(b), LP_BODY, ",\"stream\":true");
     CHECK_EQ_INT(post("/v1/chat/completions", b, &r), 200);
-    struct gw_buf d;
-    gw_buf_init(&d);
+    struct buf d;
+    buf_init(&d);
     size_t off = 0, used;
     int n_entries = 0;
     while ((used = gw_sse_next(r.body + off, r.body_len - off, &d)) > 0) {
@@ -368,7 +368,7 @@ static void test_logprobs(void)
         cJSON_Delete(ch);
     }
     CHECK_EQ_INT(n_entries, 6);
-    gw_buf_deinit(&d);
+    buf_deinit(&d);
     itest_resp_free(&r);
     /* completions shape */
     CHECK_EQ_INT(post("/v1/completions", "{\"prompt\":\"lp\",\"max_tokens\":5,\"logprobs\":1}", &r),

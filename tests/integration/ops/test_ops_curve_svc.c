@@ -1,5 +1,5 @@
-/* test_ops_curve_svc: CURVE on the real services (needs dev/ops/integrate.patch applied; exit 77
- * while tern-scheduler has no --curve-secret flag). The scheduler's worker link is tcp on
+/* test_ops_curve_svc: CURVE on the real services (exit 77 when tern-scheduler has no
+ * --curve-secret flag). The scheduler's worker link is tcp on
  * 127.0.0.1 with CURVE + an allow-list, its gateway link stays ipc://:
  *   - a worker with an allowed key registers and serves a request end to end;
  *   - a worker with an unknown key and one without keys never register; the scheduler logs
@@ -49,7 +49,7 @@ static void keys(const char *dir, const char *name, struct curve_keypair *kp)
 int main(void)
 {
     if (!has_curve_flags())
-        TEST_SKIP("services without --curve-secret (dev/ops/integrate.patch not applied)");
+        TEST_SKIP("services without --curve-secret");
     char dir[64];
     CHECK_EQ_INT(svc_tmpdir(dir, sizeof dir), 0);
     struct curve_keypair ks, kw, krogue;

@@ -104,8 +104,7 @@ static void check_service(struct svc_proc *p, int fd, int ready_ms, bool want_st
     if (want_stopping)
         CHECK(stopping);
     else if (!stopping)
-        fprintf(stderr, "NOTE: %s sends no STOPPING=1 (dev/ops/integrate.patch adds it)\n",
-                p->name);
+        fprintf(stderr, "NOTE: %s sends no STOPPING=1\n", p->name);
     int code = svc_stop(p, 0, 15000); /* signalled above: 0 only waits (SIGKILL at the end) */
     CHECK_EQ_INT(code, 0);
     if (!ready || n_wd < WD_MIN_PINGS || code != 0 || (want_stopping && !stopping))

@@ -20,7 +20,9 @@ struct svc_proc {
     char log[512]; // stderr file
 };
 
-/* Temp dir for sockets and logs (mkdtemp under /tmp). */
+/* Temp dir for sockets and logs (mkdtemp /tmp/tern-it-XXXXXX). It is removed with everything in
+ * it once this process has exited, also after a failure or a kill, unless TERN_KEEP_TMP is set
+ * (not "0"): then its path is printed and it stays. */
 int svc_tmpdir(char *buf, size_t n);
 /* Start bin (a file in $TERN_BUILD_DIR/bin) with args (NULL-terminated), stderr to
  * <dir>/<name>.log. Returns 0 or -errno. */

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "gw_buf.h"
+#include "common/buf.h"
 #include "gw_metrics.h"
 #include "test.h"
 
@@ -28,8 +28,8 @@ int main(void)
     gw_metrics_http(m, "/health", "GET", 503);
     struct gw_metrics_sched st = {
         .up = true, .workers_ready = 2, .running = 3, .waiting = 1, .kv_usage = 0.25};
-    struct gw_buf b;
-    gw_buf_init(&b);
+    struct buf b;
+    buf_init(&b);
     gw_metrics_render(m, &st, &b);
     const char *t = b.data;
     CHECK(has_line(t, "vllm:num_requests_running{model_name=\"mymodel\"} 3"));
@@ -73,7 +73,7 @@ int main(void)
     /* counters the scheduler does not report yet render as 0; per-position series as given */
     CHECK(has_line(t, "vllm:num_preemptions_total{model_name=\"mymodel\"} 0"));
     CHECK(has_line(t, "vllm:spec_decode_num_drafts_total{model_name=\"mymodel\"} 0"));
-    gw_buf_reset(&b);
+    buf_reset(&b);
     uint64_t per_pos[2] = {7, 3};
     struct gw_metrics_sched st2 = {.num_preemptions = 4,
                                    .spec_drafts = 9,
@@ -94,11 +94,11 @@ int main(void)
     CHECK(pr.rss_bytes > 100000);
     CHECK(pr.open_fds >= 3);
     CHECK(pr.start_time_s > 1.6e9);
-    gw_buf_reset(&b);
+    buf_reset(&b);
     gw_metrics_render_process(&pr, &b);
     CHECK(strstr(b.data, "\nprocess_open_fds ") != NULL);
     CHECK(strncmp(b.data, "# HELP process_resident_memory_bytes", 36) == 0);
-    gw_buf_deinit(&b);
+    buf_deinit(&b);
     gw_metrics_destroy(m);
     return test_result();
 }

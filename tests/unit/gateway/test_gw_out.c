@@ -9,7 +9,7 @@
 #include "test.h"
 
 struct result {
-    struct gw_buf reasoning, content, args;
+    struct buf reasoning, content, args;
     char name[256];
     int n_tools;
     bool stopped;
@@ -21,9 +21,9 @@ static void run(const char *text, size_t chunk, const char *const *stop, int n_s
     struct gw_out o;
     struct gw_out_delta d;
     memset(res, 0, sizeof(*res));
-    gw_buf_init(&res->reasoning);
-    gw_buf_init(&res->content);
-    gw_buf_init(&res->args);
+    buf_init(&res->reasoning);
+    buf_init(&res->content);
+    buf_init(&res->args);
     CHECK_EQ_INT(gw_out_init(&o, NULL, stop, n_stop, reasoning, thinking, tools, 42), 0);
     gw_out_delta_init(&d);
     size_t n = strlen(text);
@@ -33,23 +33,23 @@ static void run(const char *text, size_t chunk, const char *const *stop, int n_s
         for (; k < chunk && i + k < n; k++)
             ids[k] = (unsigned char)text[i + k];
         res->stopped = gw_out_feed(&o, ids, k, &d);
-        gw_buf_append(&res->reasoning, d.reasoning.data ? d.reasoning.data : "", d.reasoning.len);
-        gw_buf_append(&res->content, d.content.data ? d.content.data : "", d.content.len);
+        buf_append(&res->reasoning, d.reasoning.data ? d.reasoning.data : "", d.reasoning.len);
+        buf_append(&res->content, d.content.data ? d.content.data : "", d.content.len);
         for (int t = 0; t < d.n_tools; t++) {
             if (d.tools[t].name[0])
                 snprintf(res->name, sizeof(res->name), "%s", d.tools[t].name);
-            gw_buf_append(&res->args, d.tools[t].args.data ? d.tools[t].args.data : "",
+            buf_append(&res->args, d.tools[t].args.data ? d.tools[t].args.data : "",
                           d.tools[t].args.len);
         }
         gw_out_delta_reset(&d);
     }
     gw_out_flush(&o, &d);
-    gw_buf_append(&res->reasoning, d.reasoning.data ? d.reasoning.data : "", d.reasoning.len);
-    gw_buf_append(&res->content, d.content.data ? d.content.data : "", d.content.len);
+    buf_append(&res->reasoning, d.reasoning.data ? d.reasoning.data : "", d.reasoning.len);
+    buf_append(&res->content, d.content.data ? d.content.data : "", d.content.len);
     for (int t = 0; t < d.n_tools; t++) {
         if (d.tools[t].name[0])
             snprintf(res->name, sizeof(res->name), "%s", d.tools[t].name);
-        gw_buf_append(&res->args, d.tools[t].args.data ? d.tools[t].args.data : "",
+        buf_append(&res->args, d.tools[t].args.data ? d.tools[t].args.data : "",
                       d.tools[t].args.len);
     }
     res->n_tools = gw_out_tool_count(&o);
@@ -66,12 +66,12 @@ static void run(const char *text, size_t chunk, const char *const *stop, int n_s
 
 static void result_free(struct result *r)
 {
-    gw_buf_deinit(&r->reasoning);
-    gw_buf_deinit(&r->content);
-    gw_buf_deinit(&r->args);
+    buf_deinit(&r->reasoning);
+    buf_deinit(&r->content);
+    buf_deinit(&r->args);
 }
 
-static const char *s(const struct gw_buf *b)
+static const char *s(const struct buf *b)
 {
     return b->data ? b->data : "";
 }

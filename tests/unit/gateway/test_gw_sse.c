@@ -2,37 +2,37 @@
  * CRLF / CR line ends, comments and events split at every byte. */
 #include <string.h>
 
-#include "gw_buf.h"
+#include "common/buf.h"
 #include "gw_sse.h"
 #include "test.h"
 
 static void test_frame(void)
 {
-    struct gw_buf b, d;
-    gw_buf_init(&b);
-    gw_buf_init(&d);
+    struct buf b, d;
+    buf_init(&b);
+    buf_init(&d);
     gw_sse_event(&b, "{\"a\":1}", 7);
     CHECK_STREQ(b.data, "data: {\"a\":1}\n\n");
-    gw_buf_reset(&b);
+    buf_reset(&b);
     gw_sse_event(&b, "x\ny\r\nz", 6);
     CHECK_STREQ(b.data, "data: x\ndata: y\ndata: z\n\n");
-    gw_buf_reset(&b);
+    buf_reset(&b);
     gw_sse_done(&b);
     CHECK_STREQ(b.data, "data: [DONE]\n\n");
-    gw_buf_reset(&b);
+    buf_reset(&b);
     gw_sse_event(&b, "", 0);
     CHECK_STREQ(b.data, "data: \n\n");
-    gw_buf_deinit(&b);
-    gw_buf_deinit(&d);
+    buf_deinit(&b);
+    buf_deinit(&d);
 }
 
 static void test_roundtrip(void)
 {
     static const char *const payloads[] = {"{\"k\":\"v\"}", "multi\nline\n", "", "a\n\nb",
                                            "[DONE]"};
-    struct gw_buf b, d;
-    gw_buf_init(&b);
-    gw_buf_init(&d);
+    struct buf b, d;
+    buf_init(&b);
+    buf_init(&d);
     gw_sse_comment(&b, "ping");
     for (size_t i = 0; i < sizeof(payloads) / sizeof(payloads[0]); i++)
         gw_sse_event(&b, payloads[i], strlen(payloads[i]));
@@ -53,14 +53,14 @@ static void test_roundtrip(void)
     size_t first = gw_sse_next(b.data, b.len, &d);
     for (size_t k = 0; k < first; k++)
         CHECK_EQ_INT(gw_sse_next(b.data, k, &d), 0);
-    gw_buf_deinit(&b);
-    gw_buf_deinit(&d);
+    buf_deinit(&b);
+    buf_deinit(&d);
 }
 
 static void test_line_ends(void)
 {
-    struct gw_buf d;
-    gw_buf_init(&d);
+    struct buf d;
+    buf_init(&d);
     const char *crlf = "data: a\r\ndata: b\r\n\r\n";
     CHECK_EQ_INT(gw_sse_next(crlf, strlen(crlf), &d), strlen(crlf));
     CHECK_STREQ(d.data, "a\nb");
@@ -71,7 +71,7 @@ static void test_line_ends(void)
     CHECK_STREQ(d.data, "y");
     const char *partial = "data: a\r"; /* could still become \r\n */
     CHECK_EQ_INT(gw_sse_next(partial, strlen(partial), &d), 0);
-    gw_buf_deinit(&d);
+    buf_deinit(&d);
 }
 
 int main(void)
