@@ -5,6 +5,8 @@
  *          out), GB/s of weight bytes (data + scales) per call; weights rotate over copies
  *          totalling >= 512 MB so repeated calls do not hit the 60 MB L2
  *   moe_expert: 8 of 256 nvfp4/bf16 experts (2048 x 512), per token
+ *   gdn_step / gdn_seq_step: the recurrence, state GB/s; gdn_seq_step also per row at a 512-row
+ *          prefill, 1-row decode at 1 and 64 items and 4x4 rows (speculative verify), tiles 0/1/2/4
  * Usage: bench_kernels [quick]. Times are medians of CUDA-event timings. */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -12,6 +14,7 @@
 #include <string.h>
 
 #include "attn_decode.h"
+#include "gdn_seq.h"
 #include "gdn_step.h"
 #include "gemv.h"
 #include "ktest.h"
@@ -205,6 +208,63 @@ static void bench_gdn(int n_seq)
     ktest_free(g.alog), ktest_free(g.dtb), ktest_free(g.nw), ktest_free(g.out);
 }
 
+struct gdn_seq_arg {
+    float *out, *st, *qkv, *z, *a, *b, *alog, *dtb, *nw;
+    int32_t *items;
+    int n_items, tiles;
+};
+
+static void run_gdn_seq(void *p)
+{
+    struct gdn_seq_arg *g = p;
+    gdn_seq_step_cuda_tiles(g->out, g->st, NULL, 0, g->qkv, g->z, g->a, g->b, g->alog, g->dtb,
+                            g->nw, g->items, g->n_items, 16, 32, 1e-6f, g->tiles, 0);
+}
+
+/* gdn_seq_step (the model's 16/32 heads): n_items items of rows rows each, at a tile count
+ * (0: the launcher's choice); prefill rows = 512 at 1 item, decode rows = 1 at many items. */
+static void bench_gdn_seq(int n_items, int rows, int tiles)
+{
+    struct gdn_seq_arg g;
+    const size_t nst = (size_t)n_items * 32 * 128 * 128, nr = (size_t)n_items * rows;
+    int32_t *it = malloc(sizeof(int32_t) * GDN_SEQ_ITEM_INTS * n_items);
+    for (int i = 0; i < n_items; i++) {
+        it[i * GDN_SEQ_ITEM_INTS] = i * rows;
+        it[i * GDN_SEQ_ITEM_INTS + 1] = rows;
+        it[i * GDN_SEQ_ITEM_INTS + 2] = i;
+        it[i * GDN_SEQ_ITEM_INTS + 3] = -1;
+    }
+    g.items = ktest_dev_from(it, sizeof(int32_t) * GDN_SEQ_ITEM_INTS * n_items);
+    free(it);
+    g.n_items = n_items;
+    g.tiles = tiles;
+    g.st = ktest_dev_alloc(nst * 4);
+    cudaMemset(g.st, 0, nst * 4);
+    g.qkv = ktest_dev_alloc(nr * 8192 * 4);
+    cudaMemset(g.qkv, 0x3c, nr * 8192 * 4);
+    g.z = ktest_dev_alloc(nr * 4096 * 4);
+    cudaMemset(g.z, 0x3c, nr * 4096 * 4);
+    g.a = ktest_dev_alloc(nr * 32 * 4);
+    g.b = ktest_dev_alloc(nr * 32 * 4);
+    cudaMemset(g.a, 0, nr * 32 * 4);
+    cudaMemset(g.b, 0, nr * 32 * 4);
+    g.alog = ktest_dev_alloc(32 * 4);
+    g.dtb = ktest_dev_alloc(32 * 4);
+    cudaMemset(g.alog, 0, 32 * 4);
+    cudaMemset(g.dtb, 0, 32 * 4);
+    g.nw = ktest_dev_alloc(128 * 4);
+    cudaMemset(g.nw, 0x3c, 128 * 4);
+    g.out = ktest_dev_alloc(nr * 4096 * 4);
+    double us = ktest_time_us(run_gdn_seq, &g, 3, 21);
+    double gbs = 2.0 * nst * 4 / us * 1e-3;
+    printf("gdn_seq_step items=%2d rows=%3d tiles=%d (auto %s)  %8.1f us  %6.2f us/row  state "
+           "%7.0f GB/s\n",
+           n_items, rows, tiles, tiles ? "no" : "yes", us, us / rows, gbs);
+    ktest_free(g.st), ktest_free(g.qkv), ktest_free(g.z), ktest_free(g.a), ktest_free(g.b);
+    ktest_free(g.alog), ktest_free(g.dtb), ktest_free(g.nw), ktest_free(g.out);
+    ktest_free(g.items);
+}
+
 struct attn_arg {
     float *out, *ws, *q, *g;
     uint16_t *kc, *vc;
@@ -297,6 +357,12 @@ int main(int argc, char **argv)
     bench_moe(KW_FMT_BF16, 8, GEMV_PATH_CORES);
     bench_gdn(1);
     bench_gdn(16);
+    for (int t = 0; t <= 4; t += t ? t : 1) {
+        bench_gdn_seq(1, 512, t);
+        bench_gdn_seq(1, 1, t);
+        bench_gdn_seq(4, 4, t);
+        bench_gdn_seq(64, 1, t);
+    }
     bench_attn(1, 4096);
     bench_attn(1, 65536);
     bench_attn(8, 4096);
