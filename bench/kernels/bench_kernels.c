@@ -167,8 +167,41 @@ static void bench_moe(int fmt, int n_tok, int path)
 
 struct gdn_arg {
     float *out, *st, *qkv, *z, *a, *b, *alog, *dtb, *nw;
-    int n_seq;
+    int32_t *items;            // gdn_seq_step: (n_items, GDN_SEQ_ITEM_INTS)
+    int n_seq, n_items, tiles; // gdn_step: n_seq; gdn_seq_step: n_items, tiles
 };
+
+/* Device buffers of the model's GDN (16 q/k heads, 32 value heads) for n_slots states and
+ * n_rows rows; inputs constant and non-zero. */
+static void gdn_alloc(struct gdn_arg *g, size_t n_slots, size_t n_rows)
+{
+    const size_t nst = n_slots * 32 * 128 * 128;
+    g->st = ktest_dev_alloc(nst * 4);
+    cudaMemset(g->st, 0, nst * 4);
+    g->qkv = ktest_dev_alloc(n_rows * 8192 * 4);
+    cudaMemset(g->qkv, 0x3c, n_rows * 8192 * 4);
+    g->z = ktest_dev_alloc(n_rows * 4096 * 4);
+    cudaMemset(g->z, 0x3c, n_rows * 4096 * 4);
+    g->a = ktest_dev_alloc(n_rows * 32 * 4);
+    g->b = ktest_dev_alloc(n_rows * 32 * 4);
+    cudaMemset(g->a, 0, n_rows * 32 * 4);
+    cudaMemset(g->b, 0, n_rows * 32 * 4);
+    g->alog = ktest_dev_alloc(32 * 4);
+    g->dtb = ktest_dev_alloc(32 * 4);
+    cudaMemset(g->alog, 0, 32 * 4);
+    cudaMemset(g->dtb, 0, 32 * 4);
+    g->nw = ktest_dev_alloc(128 * 4);
+    cudaMemset(g->nw, 0x3c, 128 * 4);
+    g->out = ktest_dev_alloc(n_rows * 4096 * 4);
+    g->items = NULL;
+}
+
+static void gdn_free(struct gdn_arg *g)
+{
+    ktest_free(g->st), ktest_free(g->qkv), ktest_free(g->z), ktest_free(g->a), ktest_free(g->b);
+    ktest_free(g->alog), ktest_free(g->dtb), ktest_free(g->nw), ktest_free(g->out);
+    ktest_free(g->items);
+}
 
 static void run_gdn(void *p)
 {
@@ -182,41 +215,18 @@ static void bench_gdn(int n_seq)
     struct gdn_arg g;
     size_t nst = (size_t)n_seq * 32 * 128 * 128;
     g.n_seq = n_seq;
-    g.st = ktest_dev_alloc(nst * 4);
-    cudaMemset(g.st, 0, nst * 4);
-    g.qkv = ktest_dev_alloc((size_t)n_seq * 8192 * 4);
-    cudaMemset(g.qkv, 0x3c, (size_t)n_seq * 8192 * 4);
-    g.z = ktest_dev_alloc((size_t)n_seq * 4096 * 4);
-    cudaMemset(g.z, 0x3c, (size_t)n_seq * 4096 * 4);
-    g.a = ktest_dev_alloc((size_t)n_seq * 32 * 4);
-    g.b = ktest_dev_alloc((size_t)n_seq * 32 * 4);
-    cudaMemset(g.a, 0, (size_t)n_seq * 32 * 4);
-    cudaMemset(g.b, 0, (size_t)n_seq * 32 * 4);
-    g.alog = ktest_dev_alloc(32 * 4);
-    g.dtb = ktest_dev_alloc(32 * 4);
-    cudaMemset(g.alog, 0, 32 * 4);
-    cudaMemset(g.dtb, 0, 32 * 4);
-    g.nw = ktest_dev_alloc(128 * 4);
-    cudaMemset(g.nw, 0x3c, 128 * 4);
-    g.out = ktest_dev_alloc((size_t)n_seq * 4096 * 4);
+    gdn_alloc(&g, n_seq, n_seq);
     double us = ktest_time_us(run_gdn, &g, 5, 41);
     double gbs = 2.0 * nst * 4 / us * 1e-3;
     printf(
         "gdn_step seq=%2d (32 heads, state r+w %.1f MB)  %8.1f us  %7.0f GB/s  %5.1f%% of copy\n",
         n_seq, 2.0 * nst * 4 / 1e6, us, gbs, 100.0 * gbs / copy_bw);
-    ktest_free(g.st), ktest_free(g.qkv), ktest_free(g.z), ktest_free(g.a), ktest_free(g.b);
-    ktest_free(g.alog), ktest_free(g.dtb), ktest_free(g.nw), ktest_free(g.out);
+    gdn_free(&g);
 }
-
-struct gdn_seq_arg {
-    float *out, *st, *qkv, *z, *a, *b, *alog, *dtb, *nw;
-    int32_t *items;
-    int n_items, tiles;
-};
 
 static void run_gdn_seq(void *p)
 {
-    struct gdn_seq_arg *g = p;
+    struct gdn_arg *g = p;
     gdn_seq_step_cuda_tiles(g->out, g->st, NULL, 0, g->qkv, g->z, g->a, g->b, g->alog, g->dtb,
                             g->nw, g->items, g->n_items, 16, 32, 1e-6f, g->tiles, 0);
 }
@@ -225,8 +235,8 @@ static void run_gdn_seq(void *p)
  * (0: the launcher's choice); prefill rows = 512 at 1 item, decode rows = 1 at many items. */
 static void bench_gdn_seq(int n_items, int rows, int tiles)
 {
-    struct gdn_seq_arg g;
-    const size_t nst = (size_t)n_items * 32 * 128 * 128, nr = (size_t)n_items * rows;
+    struct gdn_arg g;
+    const size_t nst = (size_t)n_items * 32 * 128 * 128;
     int32_t *it = malloc(sizeof(int32_t) * GDN_SEQ_ITEM_INTS * n_items);
     for (int i = 0; i < n_items; i++) {
         it[i * GDN_SEQ_ITEM_INTS] = i * rows;
@@ -234,35 +244,17 @@ static void bench_gdn_seq(int n_items, int rows, int tiles)
         it[i * GDN_SEQ_ITEM_INTS + 2] = i;
         it[i * GDN_SEQ_ITEM_INTS + 3] = -1;
     }
+    gdn_alloc(&g, n_items, (size_t)n_items * rows);
     g.items = ktest_dev_from(it, sizeof(int32_t) * GDN_SEQ_ITEM_INTS * n_items);
     free(it);
     g.n_items = n_items;
     g.tiles = tiles;
-    g.st = ktest_dev_alloc(nst * 4);
-    cudaMemset(g.st, 0, nst * 4);
-    g.qkv = ktest_dev_alloc(nr * 8192 * 4);
-    cudaMemset(g.qkv, 0x3c, nr * 8192 * 4);
-    g.z = ktest_dev_alloc(nr * 4096 * 4);
-    cudaMemset(g.z, 0x3c, nr * 4096 * 4);
-    g.a = ktest_dev_alloc(nr * 32 * 4);
-    g.b = ktest_dev_alloc(nr * 32 * 4);
-    cudaMemset(g.a, 0, nr * 32 * 4);
-    cudaMemset(g.b, 0, nr * 32 * 4);
-    g.alog = ktest_dev_alloc(32 * 4);
-    g.dtb = ktest_dev_alloc(32 * 4);
-    cudaMemset(g.alog, 0, 32 * 4);
-    cudaMemset(g.dtb, 0, 32 * 4);
-    g.nw = ktest_dev_alloc(128 * 4);
-    cudaMemset(g.nw, 0x3c, 128 * 4);
-    g.out = ktest_dev_alloc(nr * 4096 * 4);
     double us = ktest_time_us(run_gdn_seq, &g, 3, 21);
     double gbs = 2.0 * nst * 4 / us * 1e-3;
     printf("gdn_seq_step items=%2d rows=%3d tiles=%d (auto %s)  %8.1f us  %6.2f us/row  state "
            "%7.0f GB/s\n",
            n_items, rows, tiles, tiles ? "no" : "yes", us, us / rows, gbs);
-    ktest_free(g.st), ktest_free(g.qkv), ktest_free(g.z), ktest_free(g.a), ktest_free(g.b);
-    ktest_free(g.alog), ktest_free(g.dtb), ktest_free(g.nw), ktest_free(g.out);
-    ktest_free(g.items);
+    gdn_free(&g);
 }
 
 struct attn_arg {
