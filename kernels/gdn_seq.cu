@@ -114,8 +114,8 @@ template <int T> struct step_smem {
     float os[NZ][D];                            // raw o (T == 1)
 };
 
-/* Rows r0 .. r0+nc-1 into sm: warp w normalises q, k of rows w, w+NW, .. (the loads of up to 4
- * rows issued before their reductions) and computes their gates; the block loads its v (and z). */
+/* Rows r0 .. r0+nc-1 into sm: the block loads its v (and z); warp w normalises q, k of rows
+ * w, w+NW, .. (the loads of up to 4 rows issued before their reductions), computes their gates. */
 template <int T>
 static __device__ __forceinline__ void
 stage_rows(step_smem<T> &sm, const float *qkv, const float *z, const float *a, const float *b,
@@ -127,6 +127,17 @@ stage_rows(step_smem<T> &sm, const float *qkv, const float *z, const float *a, c
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
     const int kh = j / (n_v_heads / n_k_heads);
     const int64_t width = (int64_t)(2 * n_k_heads + n_v_heads) * D, vw = (int64_t)n_v_heads * D;
+    /* v (and z) of the chunk first: their loads fly with the first q/k rows' */
+    const float *vr = qkv + r0 * width + (int64_t)(2 * n_k_heads + j) * D + tile * COLS;
+    float vv[CH / LANES], zv[CH / LANES];
+#pragma unroll
+    for (int u = 0; u < CH / LANES; u++) {
+        const int i = tid + u * NT;
+        if (i / COLS < nc)
+            vv[u] = vr[(i / COLS) * width + i % COLS];
+        if (T == 1 && i / D < nc)
+            zv[u] = z[(r0 + i / D) * vw + (int64_t)j * D + i % D];
+    }
     constexpr int G = TPW < 4 ? TPW : 4; // rows in flight per warp (registers: 8 floats a row)
 #pragma unroll 1
     for (int u0 = 0; u0 < TPW; u0 += G) {
@@ -170,14 +181,13 @@ stage_rows(step_smem<T> &sm, const float *qkv, const float *z, const float *a, c
             }
         }
     }
-    const float *vr = qkv + r0 * width + (int64_t)(2 * n_k_heads + j) * D + tile * COLS;
 #pragma unroll
     for (int u = 0; u < CH / LANES; u++) {
         const int i = tid + u * NT;
         if (i / COLS < nc)
-            sm.vs[i / COLS][i % COLS] = vr[(i / COLS) * width + i % COLS];
+            sm.vs[i / COLS][i % COLS] = vv[u];
         if (T == 1 && i / D < nc)
-            sm.zs[i / D][i % D] = z[(r0 + i / D) * vw + (int64_t)j * D + i % D];
+            sm.zs[i / D][i % D] = zv[u];
     }
 }
 

@@ -51,7 +51,7 @@ int gdn_seq_step_ref(float *out, float *state, float *snap, int n_snap, const fl
                      int n_items, int n_k_heads, int n_v_heads, float eps);
 /* gdn_seq_step_cuda with an explicit tile count, for tests and benchmarks: tiles 1, 2 or 4
  * blocks per (item, value head), or 0 (what gdn_seq_step_cuda does: 4 when n_items * n_v_heads
- * is below the SM count, 2 below twice that, else 1). Every tile count gives the same bits.
+ * is below 132, an H200's SM count, 2 below 264, else 1). Every tile count gives the same bits.
  * Returns ERR_INVAL for another tiles value, else as gdn_seq_step_cuda. */
 int gdn_seq_step_cuda_tiles(float *out, float *state, float *snap, int n_snap, const float *qkv,
                             const float *z, const float *a, const float *b, const float *a_log,
