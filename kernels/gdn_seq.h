@@ -4,7 +4,9 @@
  * back once. Two launches ("a pair"), conv first, because the q/k channels of one key head feed
  * several value heads:
  *   gdn_seq_conv_cuda: one thread per (item, channel), looping over the item's rows;
- *   gdn_seq_step_cuda: one 128-thread block per (item, value head), S (128x128) in registers.
+ *   gdn_seq_step_cuda: S (128x128) of each (item, value head) in the registers of 1, 2 or 4
+ *   blocks (value column tiles, more when there are few items), then the gated RMSNorm (fused
+ *   with one tile, else a second launch over out, which holds the raw o in between).
  * Items: a device int32 table (n_items, GDN_SEQ_ITEM_INTS) of
  *   [row_start, n_rows, slot, snap]: rows row_start .. row_start+n_rows-1 of the inputs/outputs,
  *   the state slot, and snap = -1 (keep nothing) or the first snapshot index: the state after
@@ -47,6 +49,15 @@ int gdn_seq_step_ref(float *out, float *state, float *snap, int n_snap, const fl
                      const float *z, const float *a, const float *b, const float *a_log,
                      const float *dt_bias, const float *norm_w, const int32_t *items,
                      int n_items, int n_k_heads, int n_v_heads, float eps);
+/* gdn_seq_step_cuda with an explicit tile count, for tests and benchmarks: tiles 1, 2 or 4
+ * blocks per (item, value head), or 0 (what gdn_seq_step_cuda does: 4 when n_items * n_v_heads
+ * is below 132, an H200's SM count, 2 below 264, else 1). Every tile count gives the same bits.
+ * Returns ERR_INVAL for another tiles value, else as gdn_seq_step_cuda. */
+int gdn_seq_step_cuda_tiles(float *out, float *state, float *snap, int n_snap, const float *qkv,
+                            const float *z, const float *a, const float *b, const float *a_log,
+                            const float *dt_bias, const float *norm_w, const int32_t *items,
+                            int n_items, int n_k_heads, int n_v_heads, float eps, int tiles,
+                            cudaStream_t stream);
 
 #ifdef __cplusplus
 }

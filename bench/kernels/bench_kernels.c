@@ -5,6 +5,8 @@
  *          out), GB/s of weight bytes (data + scales) per call; weights rotate over copies
  *          totalling >= 512 MB so repeated calls do not hit the 60 MB L2
  *   moe_expert: 8 of 256 nvfp4/bf16 experts (2048 x 512), per token
+ *   gdn_step / gdn_seq_step: the recurrence, state GB/s; gdn_seq_step also per row at a 512-row
+ *          prefill, 1-row decode at 1 and 64 items and 4x4 rows (speculative verify), tiles 0/1/2/4
  * Usage: bench_kernels [quick]. Times are medians of CUDA-event timings. */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -12,6 +14,7 @@
 #include <string.h>
 
 #include "attn_decode.h"
+#include "gdn_seq.h"
 #include "gdn_step.h"
 #include "gemv.h"
 #include "ktest.h"
@@ -164,8 +167,41 @@ static void bench_moe(int fmt, int n_tok, int path)
 
 struct gdn_arg {
     float *out, *st, *qkv, *z, *a, *b, *alog, *dtb, *nw;
-    int n_seq;
+    int32_t *items;            // gdn_seq_step: (n_items, GDN_SEQ_ITEM_INTS)
+    int n_seq, n_items, tiles; // gdn_step: n_seq; gdn_seq_step: n_items, tiles
 };
+
+/* Device buffers of the model's GDN (16 q/k heads, 32 value heads) for n_slots states and
+ * n_rows rows; inputs constant and non-zero. */
+static void gdn_alloc(struct gdn_arg *g, size_t n_slots, size_t n_rows)
+{
+    const size_t nst = n_slots * 32 * 128 * 128;
+    g->st = ktest_dev_alloc(nst * 4);
+    cudaMemset(g->st, 0, nst * 4);
+    g->qkv = ktest_dev_alloc(n_rows * 8192 * 4);
+    cudaMemset(g->qkv, 0x3c, n_rows * 8192 * 4);
+    g->z = ktest_dev_alloc(n_rows * 4096 * 4);
+    cudaMemset(g->z, 0x3c, n_rows * 4096 * 4);
+    g->a = ktest_dev_alloc(n_rows * 32 * 4);
+    g->b = ktest_dev_alloc(n_rows * 32 * 4);
+    cudaMemset(g->a, 0, n_rows * 32 * 4);
+    cudaMemset(g->b, 0, n_rows * 32 * 4);
+    g->alog = ktest_dev_alloc(32 * 4);
+    g->dtb = ktest_dev_alloc(32 * 4);
+    cudaMemset(g->alog, 0, 32 * 4);
+    cudaMemset(g->dtb, 0, 32 * 4);
+    g->nw = ktest_dev_alloc(128 * 4);
+    cudaMemset(g->nw, 0x3c, 128 * 4);
+    g->out = ktest_dev_alloc(n_rows * 4096 * 4);
+    g->items = NULL;
+}
+
+static void gdn_free(struct gdn_arg *g)
+{
+    ktest_free(g->st), ktest_free(g->qkv), ktest_free(g->z), ktest_free(g->a), ktest_free(g->b);
+    ktest_free(g->alog), ktest_free(g->dtb), ktest_free(g->nw), ktest_free(g->out);
+    ktest_free(g->items);
+}
 
 static void run_gdn(void *p)
 {
@@ -179,30 +215,46 @@ static void bench_gdn(int n_seq)
     struct gdn_arg g;
     size_t nst = (size_t)n_seq * 32 * 128 * 128;
     g.n_seq = n_seq;
-    g.st = ktest_dev_alloc(nst * 4);
-    cudaMemset(g.st, 0, nst * 4);
-    g.qkv = ktest_dev_alloc((size_t)n_seq * 8192 * 4);
-    cudaMemset(g.qkv, 0x3c, (size_t)n_seq * 8192 * 4);
-    g.z = ktest_dev_alloc((size_t)n_seq * 4096 * 4);
-    cudaMemset(g.z, 0x3c, (size_t)n_seq * 4096 * 4);
-    g.a = ktest_dev_alloc((size_t)n_seq * 32 * 4);
-    g.b = ktest_dev_alloc((size_t)n_seq * 32 * 4);
-    cudaMemset(g.a, 0, (size_t)n_seq * 32 * 4);
-    cudaMemset(g.b, 0, (size_t)n_seq * 32 * 4);
-    g.alog = ktest_dev_alloc(32 * 4);
-    g.dtb = ktest_dev_alloc(32 * 4);
-    cudaMemset(g.alog, 0, 32 * 4);
-    cudaMemset(g.dtb, 0, 32 * 4);
-    g.nw = ktest_dev_alloc(128 * 4);
-    cudaMemset(g.nw, 0x3c, 128 * 4);
-    g.out = ktest_dev_alloc((size_t)n_seq * 4096 * 4);
+    gdn_alloc(&g, n_seq, n_seq);
     double us = ktest_time_us(run_gdn, &g, 5, 41);
     double gbs = 2.0 * nst * 4 / us * 1e-3;
     printf(
         "gdn_step seq=%2d (32 heads, state r+w %.1f MB)  %8.1f us  %7.0f GB/s  %5.1f%% of copy\n",
         n_seq, 2.0 * nst * 4 / 1e6, us, gbs, 100.0 * gbs / copy_bw);
-    ktest_free(g.st), ktest_free(g.qkv), ktest_free(g.z), ktest_free(g.a), ktest_free(g.b);
-    ktest_free(g.alog), ktest_free(g.dtb), ktest_free(g.nw), ktest_free(g.out);
+    gdn_free(&g);
+}
+
+static void run_gdn_seq(void *p)
+{
+    struct gdn_arg *g = p;
+    gdn_seq_step_cuda_tiles(g->out, g->st, NULL, 0, g->qkv, g->z, g->a, g->b, g->alog, g->dtb,
+                            g->nw, g->items, g->n_items, 16, 32, 1e-6f, g->tiles, 0);
+}
+
+/* gdn_seq_step (the model's 16/32 heads): n_items items of rows rows each, at a tile count
+ * (0: the launcher's choice); prefill rows = 512 at 1 item, decode rows = 1 at many items. */
+static void bench_gdn_seq(int n_items, int rows, int tiles)
+{
+    struct gdn_arg g;
+    const size_t nst = (size_t)n_items * 32 * 128 * 128;
+    int32_t *it = malloc(sizeof(int32_t) * GDN_SEQ_ITEM_INTS * n_items);
+    for (int i = 0; i < n_items; i++) {
+        it[i * GDN_SEQ_ITEM_INTS] = i * rows;
+        it[i * GDN_SEQ_ITEM_INTS + 1] = rows;
+        it[i * GDN_SEQ_ITEM_INTS + 2] = i;
+        it[i * GDN_SEQ_ITEM_INTS + 3] = -1;
+    }
+    gdn_alloc(&g, n_items, (size_t)n_items * rows);
+    g.items = ktest_dev_from(it, sizeof(int32_t) * GDN_SEQ_ITEM_INTS * n_items);
+    free(it);
+    g.n_items = n_items;
+    g.tiles = tiles;
+    double us = ktest_time_us(run_gdn_seq, &g, 3, 21);
+    double gbs = 2.0 * nst * 4 / us * 1e-3;
+    printf("gdn_seq_step items=%2d rows=%3d tiles=%d (auto %s)  %8.1f us  %6.2f us/row  state "
+           "%7.0f GB/s\n",
+           n_items, rows, tiles, tiles ? "no" : "yes", us, us / rows, gbs);
+    gdn_free(&g);
 }
 
 struct attn_arg {
@@ -297,6 +349,12 @@ int main(int argc, char **argv)
     bench_moe(KW_FMT_BF16, 8, GEMV_PATH_CORES);
     bench_gdn(1);
     bench_gdn(16);
+    for (int t = 0; t <= 4; t += t ? t : 1) {
+        bench_gdn_seq(1, 512, t);
+        bench_gdn_seq(1, 1, t);
+        bench_gdn_seq(4, 4, t);
+        bench_gdn_seq(64, 1, t);
+    }
     bench_attn(1, 4096);
     bench_attn(1, 65536);
     bench_attn(8, 4096);

@@ -1,14 +1,16 @@
 /* gdn_seq (conv + step over whole chunks): against the single-step references run token by
- * token. Items with 0, 1 and several rows (up to 37, more than any tile), slots permuted,
- * snapshots on some items (with one index range cut by n_snap), GQA ratio 2 and 1.
+ * token. Items with 0, 1 and several rows (up to 70, several row chunks of the step kernel), slots
+ * permuted, snapshots on some items (with one index range cut by n_snap), GQA ratio 2 and 1, and
+ * the model's 16/32 heads at 5 and 9 items.
  * CPU part (runs everywhere): gdn_seq_*_ref equals the hand-rolled token-by-token loop exactly.
  * GPU part: outputs, final states and every snapshot against the same loop; the step is fed the
- * reference conv output so each kernel is checked alone. Tolerances: conv atol 1e-5 rtol 1e-4
- * (fp32 sums of <= 8 taps, __expf in silu); step out atol 1e-4 rtol 1e-3 as test_gdn uses for
- * gdn_step (fast-math exp/rsqrt, fp32 vs double reference, 128-term dot products); S and its
- * snapshots atol 3e-5 rtol 3e-4, three times test_gdn's 6-step bound because an item here runs
- * up to 37 updates in a row (fp32 rounding accumulates in S; a wrong row order or slot gives
- * errors of order 1e-1). */
+ * reference conv output so each kernel is checked alone, and runs at 1, 2 and 4 column tiles per
+ * head (bit-identical to each other) and at the launcher's choice. Tolerances: conv atol 1e-5
+ * rtol 1e-4 (fp32 sums of <= 8 taps, __expf in silu); step out atol 1e-4 rtol 1e-3 as test_gdn
+ * uses for gdn_step (fast-math exp/rsqrt, fp32 vs double reference, 128-term dot products); S
+ * and its snapshots atol 3e-5 rtol 3e-4, three times test_gdn's 6-step bound because an item
+ * here runs up to 70 updates in a row (fp32 rounding accumulates in S, damped by the decay; a
+ * wrong row order or slot gives errors of order 1e-1). */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +24,7 @@
 #include "test.h"
 
 #define D GDN_SEQ_HEAD_DIM
-#define MAX_ITEMS 8
+#define MAX_ITEMS 12
 
 struct prob {
     int n_items, rows, n_slots, n_snap, hk, hv, kc, ch;
@@ -140,35 +142,57 @@ static void run(const int *lens, int n_items, int hk, int hv, int kc, bool gpu)
     if (gpu) {
         int32_t *ditems = ktest_dev_from(p.items, sizeof(int32_t) * n_items * GDN_SEQ_ITEM_INTS);
         float *dx = ktest_dev_from(x, R * p.ch * 4 + 4), *dw = ktest_dev_from(w, (size_t)p.ch * kc * 4);
-        float *dcst = ktest_dev_from(cst0, ncs * 4), *dsst = ktest_dev_from(sst0, nss * 4);
-        float *dcout = ktest_dev_poison(R * p.ch + 1), *dsout = ktest_dev_poison(R * vw + 1);
+        float *dcst = ktest_dev_from(cst0, ncs * 4), *dcout = ktest_dev_poison(R * p.ch + 1);
         float *dcsnap = ktest_dev_from(csnap[2], nsnap * win * 4);
-        float *dssnap = ktest_dev_from(ssnap[2], nsnap * ss * 4);
         float *dqkv = ktest_dev_from(cout[0], R * p.ch * 4 + 4), *dz = ktest_dev_from(z, R * vw * 4 + 4);
         float *da = ktest_dev_from(a, R * hv * 4 + 4), *db = ktest_dev_from(b, R * hv * 4 + 4);
         float *dalog = ktest_dev_from(alog, hv * 4), *ddtb = ktest_dev_from(dtb, hv * 4);
         float *dnw = ktest_dev_from(nw, D * 4);
         CHECK_EQ_INT(gdn_seq_conv_cuda(dcout, dcst, dcsnap, p.n_snap, dx, dw, ditems, n_items,
                                        p.ch, kc, 0), 0);
-        CHECK_EQ_INT(gdn_seq_step_cuda(dsout, dsst, dssnap, p.n_snap, dqkv, dz, da, db, dalog,
-                                       ddtb, dnw, ditems, n_items, hk, hv, 1e-6f, 0), 0);
         ktest_to_host(cout[2], dcout, R * p.ch * 4);
         ktest_to_host(cst[2], dcst, ncs * 4);
         ktest_to_host(csnap[2], dcsnap, nsnap * win * 4);
-        ktest_to_host(sout[2], dsout, R * vw * 4);
-        ktest_to_host(sst[2], dsst, nss * 4);
-        ktest_to_host(ssnap[2], dssnap, nsnap * ss * 4);
         snprintf(what, sizeof what, "gpu rows=%zu items=%d hk=%d hv=%d kc=%d", R, n_items, hk,
                  hv, kc);
         printf("%s\n", what);
         CHECK(ktest_compare("conv out", cout[2], cout[0], R * p.ch, 1e-5, 1e-4) == 0);
         CHECK(ktest_compare("conv state", cst[2], cst[0], ncs, 1e-5, 1e-4) == 0);
         CHECK(ktest_compare("conv snap", csnap[2], csnap[0], nsnap * win, 1e-5, 1e-4) == 0);
-        CHECK(ktest_compare("step out", sout[2], sout[0], R * vw, 1e-4, 1e-3) == 0);
-        CHECK(ktest_compare("step S", sst[2], sst[0], nss, 3e-5, 3e-4) == 0);
-        CHECK(ktest_compare("step snap", ssnap[2], ssnap[0], nsnap * ss, 3e-5, 3e-4) == 0);
-        ktest_free(ditems), ktest_free(dx), ktest_free(dw), ktest_free(dcst), ktest_free(dsst);
-        ktest_free(dcout), ktest_free(dsout), ktest_free(dcsnap), ktest_free(dssnap);
+        /* the step at every tile count (0: the launcher's choice), each from the same start:
+         * against the loop, and bit-identical to the first (1 tile) */
+        static const int tiles[] = { 1, 2, 4, 0 };
+        float *o1 = malloc(R * vw * 4 + 4), *s1 = malloc(nss * 4), *n1 = malloc(nsnap * ss * 4);
+        float *zsnap = calloc(nsnap * ss, 4); /* snapshot indices no row writes stay 0 */
+        for (int k = 0; k < 4; k++) {
+            float *dsst = ktest_dev_from(sst0, nss * 4), *dsout = ktest_dev_poison(R * vw + 1);
+            float *dssnap = ktest_dev_from(zsnap, nsnap * ss * 4);
+            CHECK_EQ_INT(gdn_seq_step_cuda_tiles(dsout, dsst, dssnap, p.n_snap, dqkv, dz, da, db,
+                                                 dalog, ddtb, dnw, ditems, n_items, hk, hv,
+                                                 1e-6f, tiles[k], 0),
+                         0);
+            ktest_to_host(sout[2], dsout, R * vw * 4);
+            ktest_to_host(sst[2], dsst, nss * 4);
+            ktest_to_host(ssnap[2], dssnap, nsnap * ss * 4);
+            snprintf(what, sizeof what, "step tiles=%d", tiles[k]);
+            printf("%s\n", what);
+            CHECK(ktest_compare("step out", sout[2], sout[0], R * vw, 1e-4, 1e-3) == 0);
+            CHECK(ktest_compare("step S", sst[2], sst[0], nss, 3e-5, 3e-4) == 0);
+            CHECK(ktest_compare("step snap", ssnap[2], ssnap[0], nsnap * ss, 3e-5, 3e-4) == 0);
+            if (k == 0) {
+                memcpy(o1, sout[2], R * vw * 4);
+                memcpy(s1, sst[2], nss * 4);
+                memcpy(n1, ssnap[2], nsnap * ss * 4);
+            } else {
+                CHECK(memcmp(o1, sout[2], R * vw * 4) == 0);
+                CHECK(memcmp(s1, sst[2], nss * 4) == 0);
+                CHECK(memcmp(n1, ssnap[2], nsnap * ss * 4) == 0);
+            }
+            ktest_free(dsst), ktest_free(dsout), ktest_free(dssnap);
+        }
+        free(o1), free(s1), free(n1), free(zsnap);
+        ktest_free(ditems), ktest_free(dx), ktest_free(dw), ktest_free(dcst), ktest_free(dcout);
+        ktest_free(dcsnap);
         ktest_free(dqkv), ktest_free(dz), ktest_free(da), ktest_free(db), ktest_free(dalog);
         ktest_free(ddtb), ktest_free(dnw);
     }
@@ -190,6 +214,13 @@ static void all(bool gpu)
     run(l3, 4, 2, 2, 2, gpu);
     const int l4[] = { 2, 9, 4 };
     run(l4, 3, 1, 2, 3, gpu);
+    const int l5[] = { 70, 33, 16 }; /* several chunks of rows (16 and 32) and a partial one */
+    run(l5, 3, 1, 2, 2, gpu);
+    /* the model's head counts: 2 (item, head) pairs per SM or more at 9 items, fewer at 5 */
+    const int l6[] = { 2, 1, 3, 1, 1 };
+    run(l6, 5, 16, 32, 4, gpu);
+    const int l7[] = { 1, 2, 1, 1, 0, 1, 1, 3, 1 };
+    run(l7, 9, 16, 32, 4, gpu);
 }
 
 int main(void)

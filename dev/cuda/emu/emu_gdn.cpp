@@ -2,9 +2,11 @@
 // (gdn_seq_conv_cuda / gdn_seq_step_cuda, kernels on the host emulator) vs gdn_seq_*_ref.
 // Shapes as tests/kernels/test_gdn_seq.c: item lengths 0, 1, 3..37, slots permuted (random, not
 // the item order), snapshots on some items with the last index range cut by n_snap, GQA ratio 1,
-// 2 and 4, kc 2..4, head dim 128. Each kernel is checked alone (the step gets the reference conv
-// output). Outputs start as NaN (a row not written shows), state slots not named by an item and
-// snapshot indices not written must stay bit-identical. Tolerances: test_gdn_seq.c's.
+// 2 and 4, kc 2..4, head dim 128, items past several chunks of rows. The step runs at tile counts
+// 1, 2, 4 (bit-identical to each other) and through gdn_seq_step_cuda (its choice checked). Each
+// kernel is checked alone (the step gets the reference conv output). Outputs start as NaN (a row
+// not written shows), state slots not named by an item and snapshot indices not written must stay
+// bit-identical. Tolerances: test_gdn_seq.c's.
 #include "emu.h"
 #include "gdn_seq_emu.inc"
 #undef D
@@ -67,23 +69,43 @@ static int run(const int *lens, int n_items, int hk, int hv, int kc, int cut)
     float *rcout = fill(R * ch, 0, 0), *rcst = dup(cst0, n_slots * win), *rcsn = dup(csn0, ns1 * win);
     float *rsout = fill(R * vw, 0, 0), *rsst = dup(sst0, n_slots * ss), *rssn = dup(ssn0, ns1 * ss);
     float *gcout = fill(R * ch, NAN, NAN), *gcst = dup(cst0, n_slots * win), *gcsn = dup(csn0, ns1 * win);
-    float *gsout = fill(R * vw, NAN, NAN), *gsst = dup(sst0, n_slots * ss), *gssn = dup(ssn0, ns1 * ss);
-    if (nosnap) rcsn = rssn = gcsn = gssn = NULL;
+    if (nosnap) rcsn = gcsn = rssn = NULL;
     int rc = gdn_seq_conv_ref(rcout, rcst, rcsn, n_snap, x, w, items.data(), n_items, ch, kc);
     rc |= gdn_seq_step_ref(rsout, rsst, rssn, n_snap, rcout, z, a, b, alog, dtb, nw, items.data(), n_items, hk, hv, 1e-6f);
     /* emulated kernels through the launchers */
     int32_t *ditems = (int32_t *)emu_alloc(items.size() * 4);
     memcpy(ditems, items.data(), items.size() * 4);
     rc |= gdn_seq_conv_cuda(gcout, gcst, gcsn, n_snap, x, w, ditems, n_items, ch, kc, 0);
-    rc |= gdn_seq_step_cuda(gsout, gsst, gssn, n_snap, rcout, z, a, b, alog, dtb, nw, ditems, n_items, hk, hv, 1e-6f, 0);
     double e[6] = {0, 0, 0, 0, 0, 0};
     size_t bad = 0;
     bad += cmp("conv out", gcout, rcout, R * ch, 1e-5, 1e-4, &e[0]);
     bad += cmp("conv state", gcst, rcst, n_slots * win, 1e-5, 1e-4, &e[1]);
     if (!nosnap) bad += cmp("conv snap", gcsn, rcsn, ns1 * win, 1e-5, 1e-4, &e[2]);
-    bad += cmp("step out", gsout, rsout, R * vw, 1e-4, 1e-3, &e[3]);
-    bad += cmp("step S", gsst, rsst, n_slots * ss, 3e-5, 3e-4, &e[4]);
-    if (!nosnap) bad += cmp("step snap", gssn, rssn, ns1 * ss, 3e-5, 3e-4, &e[5]);
+    /* the step at every tile count (0: the launcher's choice): each against the reference, and
+     * tiles 2 and 4 bit-identical to 1 */
+    static const int tiles[] = {1, 2, 4, 0};
+    float *gsout[4], *gsst[4], *gssn[4];
+    size_t diff = 0;
+    std::string names;
+    for (int k = 0; k < 4; k++) {
+        gsout[k] = fill(R * vw, NAN, NAN), gsst[k] = dup(sst0, n_slots * ss);
+        gssn[k] = nosnap ? NULL : dup(ssn0, ns1 * ss);
+        g_emu_launched.clear();
+        rc |= gdn_seq_step_cuda_tiles(gsout[k], gsst[k], gssn[k], n_snap, rcout, z, a, b, alog, dtb, nw, ditems,
+                                      n_items, hk, hv, 1e-6f, tiles[k], 0);
+        if (k == 3) names = g_emu_launched;
+        bad += cmp("step out", gsout[k], rsout, R * vw, 1e-4, 1e-3, &e[3]);
+        bad += cmp("step S", gsst[k], rsst, n_slots * ss, 3e-5, 3e-4, &e[4]);
+        if (!nosnap) bad += cmp("step snap", gssn[k], rssn, ns1 * ss, 3e-5, 3e-4, &e[5]);
+        if (k > 0) {
+            diff += memcmp(gsout[k], gsout[0], R * vw * 4) != 0;
+            diff += memcmp(gsst[k], gsst[0], n_slots * ss * 4) != 0;
+            diff += !nosnap && memcmp(gssn[k], gssn[0], ns1 * ss * 4) != 0;
+        }
+    }
+    /* the launcher's choice: more than one tile (so the norm kernel) below 264 (item, head) pairs */
+    const bool auto_ok = names == (n_items * hv < 264 ? "gdn_seq_step_kernel<T>;gdn_seq_norm_kernel;"
+                                                      : "gdn_seq_step_kernel<T>;");
     /* untouched: slots of no item (and of empty items), and the snapshot marker where no row wrote */
     size_t moved = 0;
     for (int s = 0; s < n_slots; s++) {
@@ -91,14 +113,14 @@ static int run(const int *lens, int n_items, int hk, int hv, int kc, int cut)
         for (int i = 0; i < n_items; i++) used |= items[(size_t)i * GDN_SEQ_ITEM_INTS + 2] == s && lens[i] > 0;
         if (!used) {
             moved += memcmp(gcst + s * win, cst0 + s * win, win * 4) != 0;
-            moved += memcmp(gsst + s * ss, sst0 + s * ss, ss * 4) != 0;
+            for (int k = 0; k < 4; k++) moved += memcmp(gsst[k] + s * ss, sst0 + s * ss, ss * 4) != 0;
         }
     }
     printf("gdn_seq emu items=%d rows=%zu hk=%d hv=%d kc=%d n_snap=%d%s: max_err conv out/state/snap=%.2g/%.2g/%.2g "
-           "step out/S/snap=%.2g/%.2g/%.2g bad=%zu untouched_changed=%zu rc=%d %s\n",
-           n_items, R, hk, hv, kc, n_snap, nosnap ? "(NULL)" : "", e[0], e[1], e[2], e[3], e[4], e[5], bad, moved, rc,
-           bad || moved || rc ? "FAIL" : "ok");
-    return bad || moved || rc;
+           "step out/S/snap=%.2g/%.2g/%.2g (tiles 1/2/4/auto) bad=%zu untouched_changed=%zu tiles_differ=%zu auto=%s rc=%d %s\n",
+           n_items, R, hk, hv, kc, n_snap, nosnap ? "(NULL)" : "", e[0], e[1], e[2], e[3], e[4], e[5], bad, moved, diff, names.c_str(), rc,
+           bad || moved || diff || !auto_ok || rc ? "FAIL" : "ok");
+    return bad || moved || diff || !auto_ok || rc;
 }
 
 int main(int argc, char **argv)
@@ -115,6 +137,11 @@ int main(int argc, char **argv)
         f += run(l1, 5, 2, 2, 3, -1); /* no snapshot buffers */
         static const int lf[] = {4, 1};
         f += run(lf, 2, 16, 32, 4, 1); /* the model's head counts: 8192 conv channels, 32 value heads */
+        static const int ll[] = {70, 33, 16};
+        f += run(ll, 3, 1, 2, 2, 5); /* several chunks of 16 and 32 rows, and a partial one */
+        static const int l5i[] = {2, 1, 3, 1, 1}, l9i[] = {1, 2, 1, 1, 0, 1, 1, 3, 1};
+        f += run(l5i, 5, 16, 32, 4, 1); /* 160 (item, head) pairs: 2 tiles chosen */
+        f += run(l9i, 9, 16, 32, 4, 2); /* 288 pairs: 1 tile chosen */
     }
     /* launcher argument checks (nothing launched) */
     float *p = (float *)8;
@@ -124,8 +151,9 @@ int main(int argc, char **argv)
     inval += gdn_seq_conv_cuda(p, p, NULL, 0, p, p, ip, 1, 16, 9, 0) == ERR_INVAL;
     inval += gdn_seq_conv_cuda(p, p, NULL, 0, p, p, ip, 65536, 16, 4, 0) == ERR_INVAL;
     inval += gdn_seq_conv_cuda(p, p, NULL, 0, p, p, ip, 0, 16, 4, 0) == 0;
-    printf("gdn_seq emu launcher checks: %d/4 ok, refused launches=%d\n", inval, g_emu_bad_launches);
-    f += inval != 4 || g_emu_bad_launches != 0;
+    inval += gdn_seq_step_cuda_tiles(p, p, NULL, 0, p, p, p, p, p, p, p, ip, 1, 2, 4, 1e-6f, 3, 0) == ERR_INVAL;
+    printf("gdn_seq emu launcher checks: %d/5 ok, refused launches=%d\n", inval, g_emu_bad_launches);
+    f += inval != 5 || g_emu_bad_launches != 0;
     printf("failures=%d\n", f);
     return f != 0;
 }
