@@ -679,13 +679,20 @@ static void start_generation(struct gen *g)
                           "token id %d is outside the vocabulary", g->ids[i]);
             return;
         }
+    if (gw_req_check_vocab(&g->req, vocab, &e) < 0) {
+        req_error(x, &e);
+        return;
+    }
+    /* stop ids: the model's EOS (unless ignore_eos), then stop_token_ids */
     int32_t eos[2];
     gw_text_eos_ids(gw->text, &eos[0], &eos[1]);
-    uint32_t stop_ids[2];
+    uint32_t *stop_ids = gw_arena_alloc(x->arena, sizeof(uint32_t) * (2 + (size_t)g->req.n_stop_ids));
     size_t n_stop_ids = 0;
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 2 && !g->req.ignore_eos; i++)
         if (eos[i] >= 0)
             stop_ids[n_stop_ids++] = (uint32_t)eos[i];
+    for (int i = 0; i < g->req.n_stop_ids; i++)
+        stop_ids[n_stop_ids++] = (uint32_t)g->req.stop_ids[i];
     struct gw_sched_submit sub = {0};
     g->req_id = gw_sched_next_id(gw->sched);
     sub.req_id = g->req_id;
@@ -701,11 +708,15 @@ static void start_generation(struct gen *g)
     sub.repetition_penalty = (float)g->req.repetition_penalty;
     sub.has_seed = g->req.has_seed;
     sub.seed = g->req.seed;
-    sub.stop_ids = g->req.ignore_eos ? NULL : stop_ids;
-    sub.n_stop_ids = g->req.ignore_eos ? 0 : n_stop_ids;
+    sub.stop_ids = n_stop_ids ? stop_ids : NULL;
+    sub.n_stop_ids = n_stop_ids;
     sub.ignore_eos = g->req.ignore_eos;
     sub.logprobs = g->req.logprobs;
     sub.top_logprobs = (uint32_t)g->req.top_logprobs;
+    sub.min_tokens = (uint32_t)g->req.min_tokens;
+    sub.bias_ids = (const uint32_t *)g->req.bias_ids;
+    sub.bias_vals = g->req.bias_vals;
+    sub.n_bias = (size_t)g->req.n_bias;
     sub.model = NULL;
     int rc = gw_sched_submit(gw->sched, &sub, on_sched_event, g);
     if (rc == ERR_CLOSED) {
@@ -718,9 +729,14 @@ static void start_generation(struct gen *g)
     }
     g->submitted = true;
     g->prompt_tokens = (uint32_t)g->n_ids;
-    LOG_INFO("request_submitted", "req=%s id=%llx prompt_tokens=%zu max_tokens=%lld stream=%d",
+    LOG_INFO("request_submitted",
+             "req=%s id=%llx prompt_tokens=%zu max_tokens=%lld stream=%d temperature=%g top_p=%g "
+             "top_k=%lld min_p=%g repetition_penalty=%g min_tokens=%lld logit_bias=%d "
+             "stop_token_ids=%d",
              x->req_id, (unsigned long long)g->req_id, g->n_ids, (long long)g->req.max_tokens,
-             g->req.stream);
+             g->req.stream, g->req.temperature, g->req.top_p, (long long)g->req.top_k,
+             g->req.min_p, g->req.repetition_penalty, (long long)g->req.min_tokens,
+             g->req.n_bias, g->req.n_stop_ids);
     /* tool_choice "none": as vLLM (without --exclude-tools-when-tool-choice-none), the tools
      * are still rendered into the prompt (gw_text_render passes the whole body), but the output
      * is not parsed for tool calls: <tool_call> text stays in content */
@@ -734,6 +750,7 @@ static void start_generation(struct gen *g)
     rc = gw_out_init(&g->out, gw->text, g->req.stop, g->req.n_stop, chat, g->prompt_thinking,
                      g->tools_json, g->req_id);
     g->out_init = rc == 0;
+    g->out.tools_max = g->req.parallel_tool_calls ? 0 : 1;
     if (rc < 0) {
         gw_out_delta_deinit(&g->delta);
         gw_sched_abort(gw->sched, g->req_id, "internal");

@@ -273,6 +273,70 @@ for (const [name, client] of [['fake', fake], ['tiny', tiny]]) {
   });
 }
 
+// ---- request surface: logit_bias, stop_token_ids, min_tokens (issue 21) ----
+
+// The fake engine's model: after token t comes (31 t + 7) mod vocab (a logit spike of 30 over
+// zeros), so every expectation below is computed here, independently of the server.
+const FAKE_VOCAB = 151936;
+const fakeNext = (t) => (t * 31 + 7) % FAKE_VOCAB;
+
+test('fake: logit_bias -100 removes the token the model would pick; +100 forces one', async () => {
+  const req = { model: MODEL, prompt: [100], max_tokens: 2, temperature: 0 };
+  const t1 = fakeNext(100);
+  const plain = await fake.completions.create(req);
+  // without t1 the logits tie at 0: the lowest id (0, "!") wins, then fakeNext(0) = 7 ("(")
+  const biased = await fake.completions.create({ ...req, logit_bias: { [t1]: -100 } });
+  assert.equal(biased.choices[0].text, '!(');
+  assert.notEqual(plain.choices[0].text, biased.choices[0].text);
+  const s = await collect(await fake.completions.create(
+    { ...req, logit_bias: { [t1]: -100 }, stream: true }), 'completion');
+  assert.equal(s.content, '!(');
+  const forced = await fake.completions.create({ ...req, max_tokens: 1, logit_bias: { 7: 100 } });
+  assert.equal(forced.choices[0].text, '(');
+  // chat too: the bias holds at every step, so the token never appears
+  const chat = await fake.chat.completions.create({ model: MODEL, messages: user('hi'),
+    max_tokens: 1, temperature: 0, logit_bias: { 0: 100 } });
+  assert.equal(chat.choices[0].message.content, '!');
+  await expectError(fake.completions.create({ ...req, logit_bias: { 999999: 1 } }), 400,
+                    OpenAI.BadRequestError, 'outside the vocabulary');
+});
+
+test('fake: stop_token_ids end the answer; min_tokens masks them (and EOS) until reached', async () => {
+  const t1 = fakeNext(100), t2 = fakeNext(t1);
+  const req = { model: MODEL, prompt: [100], max_tokens: 4, temperature: 0 };
+  let r = await fake.completions.create({ ...req, stop_token_ids: [t2] });
+  assert.equal(r.choices[0].finish_reason, 'stop');
+  assert.equal(r.usage.completion_tokens, 2);
+  r = await fake.completions.create({ ...req, stop_token_ids: [t1] });
+  assert.equal(r.choices[0].finish_reason, 'stop');
+  assert.equal(r.usage.completion_tokens, 1);
+  // masked for the first two tokens: the lowest id (0), then 7, 224, 6951: never t1
+  r = await fake.completions.create({ ...req, stop_token_ids: [t1], min_tokens: 2 });
+  assert.equal(r.choices[0].finish_reason, 'length');
+  assert.equal(r.usage.completion_tokens, 4);
+  assert.ok(r.choices[0].text.startsWith('!('), JSON.stringify(r.choices[0].text));
+  const s = await collect(await fake.chat.completions.create({ model: MODEL, messages: user('hi'),
+    max_tokens: 4, temperature: 0, stop_token_ids: [t1], min_tokens: 2,
+    stream: true, stream_options: { include_usage: true } }));
+  assert.equal(s.usage[0].completion_tokens, 4);
+  await expectError(fake.completions.create({ ...req, min_tokens: 5 }), 400,
+                    OpenAI.BadRequestError, 'min_tokens');
+});
+
+test('script: parallel_tool_calls false -> only the first tool call, streamed and not', async () => {
+  const req = { model: MODEL, messages: emit(TOOL_TEXT), tools: TOOLS, parallel_tool_calls: false };
+  const full = await script.chat.completions.create(req);
+  const tc = full.choices[0].message.tool_calls;
+  assert.equal(tc.length, 1);
+  assert.equal(tc[0].function.name, 'get_weather');
+  assert.equal(full.choices[0].finish_reason, 'tool_calls');
+  const s = await collect(await script.chat.completions.create({ ...req, stream: true }));
+  assert.equal(s.tools.length, 1);
+  assert.equal(s.tools[0].name, 'get_weather');
+  const both = await script.chat.completions.create({ ...req, parallel_tool_calls: true });
+  assert.equal(both.choices[0].message.tool_calls.length, 2);
+});
+
 // ---- scripted model text: reasoning and tool calls ----
 
 const TOOLS = [
