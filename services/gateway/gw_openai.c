@@ -841,6 +841,7 @@ void gw_openai_generate(struct gw *gw, struct gw_exch *x, enum gw_req_kind kind)
         req_error(x, &e);
         return;
     }
+    gw_req_apply_defaults(&g->req, gw->gen_defaults);
     gw_sched_status_get(gw->sched, &st);
     if (!st.up) {
         unavailable(x, "scheduler_unavailable", "the scheduler is unavailable; retry later", 0);

@@ -337,6 +337,24 @@ test('script: parallel_tool_calls false -> only the first tool call, streamed an
   assert.equal(both.choices[0].message.tool_calls.length, 2);
 });
 
+// ---- generation_config.json defaults (the tiny checkpoint ships temperature 0.7, top_p 0.8,
+// top_k 20; its gateway runs with the default --generation-config auto) ----
+
+test('tiny: generation_config.json fills the sampling fields a request leaves out', async () => {
+  const base = { model: MODEL, messages: user('Pick words.'), max_tokens: 12 };
+  let differs = false;
+  for (const seed of [5, 6, 7]) {
+    const d = (await tiny.chat.completions.create({ ...base, seed })).choices[0].message.content;
+    const e = (await tiny.chat.completions.create(
+      { ...base, seed, temperature: 0.7, top_p: 0.8, top_k: 20 })).choices[0].message.content;
+    assert.equal(d, e, 'omitted fields == the checkpoint values given explicitly');
+    const o = (await tiny.chat.completions.create(
+      { ...base, seed, temperature: 1, top_p: 1, top_k: -1 })).choices[0].message.content;
+    differs ||= o !== d;
+  }
+  assert.ok(differs, 'the OpenAI defaults sample differently');
+});
+
 // ---- scripted model text: reasoning and tool calls ----
 
 const TOOLS = [

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/file.h"
 #include "itest.h"
 #include "test.h"
 
@@ -206,6 +207,17 @@ int main(void)
         if (system(cmd) != 0)
             fprintf(stderr, "cannot print the suite log\n");
         CHECK_EQ_INT(rc, 0);
+        /* the startup line with the checkpoint's defaults (tiny), none without a file (fake) */
+        char path[256];
+        snprintf(path, sizeof(path), "%s/gw_tiny.log", g_dir);
+        char *log = file_read(path, NULL);
+        CHECK(log && strstr(log, "ev=generation_config source=\"") &&
+              strstr(log, "generation_config.json\" temperature=0.7 top_p=0.8 top_k=20"));
+        free(log);
+        snprintf(path, sizeof(path), "%s/gw_fake.log", g_dir);
+        log = file_read(path, NULL);
+        CHECK(log && strstr(log, "ev=generation_config source=\"none\""));
+        free(log);
     }
     stop_all();
     if (test_failures_ > 0)
