@@ -208,6 +208,10 @@ static int parse_messages(struct gw_req *r, cJSON *root, struct gw_req_err *err)
         if (!known)
             return fail(err, 400, "messages", NULL, "messages[%d]: unknown role '%.40s'", i,
                         role->valuestring);
+        /* newer OpenAI clients send "developer" for "system"; the Qwen templates know only
+         * "system" (one drops the message, the other refuses it) */
+        if (strcmp(role->valuestring, "developer") == 0)
+            cJSON_ReplaceItemInObjectCaseSensitive(m, "role", cJSON_CreateString("system"));
         cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
         if (content && !cJSON_IsNull(content) && !cJSON_IsString(content) &&
             !cJSON_IsArray(content))

@@ -470,6 +470,27 @@ async function renderPrompt(base, body, headers = {}) {
   return (await post('/detokenize', { tokens: t.tokens })).prompt;
 }
 
+test('developer role = system before the template (Qwen3 drops it, Qwen3.5 refuses it raw)', async () => {
+  const prompt = async (base, body) => {
+    const r = await fetch(base + '/tokenize', { method: 'POST', body: JSON.stringify(body) });
+    assert.equal(r.status, 200, `tokenize: ${await r.clone().text()}`);
+    return (await r.json()).tokens;
+  };
+  const msgs = (role) => [{ role, content: 'Be brief.' }, ...user('hi')];
+  for (const base of [process.env.GW_SCRIPT_URL, process.env.GW_Q35_URL]) {
+    const dev = await prompt(base, { messages: msgs('developer') });
+    const sys = await prompt(base, { messages: msgs('system') });
+    assert.deepEqual(dev, sys, `${base}: developer renders as system`);
+    const none = await prompt(base, { messages: user('hi') });
+    assert.ok(dev.length > none.length + 2, 'the developer text is in the prompt');
+  }
+  const q35 = new OpenAI({ baseURL: process.env.GW_Q35_URL + '/v1', apiKey: 'unused', ...opts });
+  const r = await q35.chat.completions.create({ model: MODEL,
+    messages: [{ role: 'developer', content: 'Be brief.' }, ...emit('done')],
+    chat_template_kwargs: { enable_thinking: false } });
+  assert.equal(r.choices[0].message.content, 'done');
+});
+
 test('--default-chat-template-kwargs applies; the request kwargs win', async () => {
   const empty = '<think>\n\n</think>';
   const fakeUrl = process.env.GW_FAKE_URL;

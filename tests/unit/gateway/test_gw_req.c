@@ -358,8 +358,28 @@ static void test_apply_defaults(void)
     gw_arena_destroy(a);
 }
 
+/* the developer role reaches the template as system (OpenAI's newer name for it) */
+static void test_developer_role(void)
+{
+    struct gw_arena *a = gw_arena_create(0);
+    struct gw_req r;
+    struct gw_req_err e;
+    CHECK_EQ_INT(parse(GW_REQ_KIND_CHAT,
+                       "{\"messages\":[{\"role\":\"developer\",\"content\":\"Be brief.\"},"
+                       "{\"role\":\"user\",\"content\":\"hi\"}]}",
+                       &r, &e, a),
+                 0);
+    cJSON *m0 = cJSON_GetArrayItem(r.messages, 0);
+    cJSON *role = cJSON_GetObjectItemCaseSensitive(m0, "role");
+    CHECK(role && cJSON_IsString(role) && strcmp(role->valuestring, "system") == 0);
+    cJSON *content = cJSON_GetObjectItemCaseSensitive(m0, "content");
+    CHECK(content && strcmp(content->valuestring, "Be brief.") == 0);
+    gw_arena_destroy(a);
+}
+
 int main(void)
 {
+    test_developer_role();
     test_request_surface();
     test_apply_defaults();
     test_defaults();
