@@ -73,6 +73,9 @@ struct gen {
     size_t lps_sent;  /* streamed: entries already attached to a chunk */
     size_t lp_offset; /* completions: text_offset of the next entry */
     char *tools_json; /* request tools as JSON text (arena) or NULL */
+    /* stop_reason, as vLLM: the stop string or stop_token_ids id that ended it, else null */
+    int stop_index;        /* index in req.stop of the matched stop string, -1 none */
+    int64_t stop_token_id; /* the stop token of a Finish, -1 none */
     /* SSE keep-alive: ": ping" when a stream was quiet for cfg->sse_ping_ms (long prefill) */
     uv_timer_t ping;
     bool ping_on;
@@ -184,6 +187,21 @@ static cJSON *tool_calls_json(const struct gw_out *o)
     return arr;
 }
 
+/* "stop_reason": the stop string or the stop_token_ids id that matched; null for EOS, length */
+static void add_stop_reason(const struct gen *g, cJSON *choice)
+{
+    if (g->stop_index >= 0 && g->stop_index < g->req.n_stop) {
+        cJSON_AddStringToObject(choice, "stop_reason", g->req.stop[g->stop_index]);
+        return;
+    }
+    for (int i = 0; g->stop_token_id >= 0 && i < g->req.n_stop_ids; i++)
+        if (g->req.stop_ids[i] == g->stop_token_id) {
+            cJSON_AddNumberToObject(choice, "stop_reason", (double)g->stop_token_id);
+            return;
+        }
+    cJSON_AddNullToObject(choice, "stop_reason");
+}
+
 // ---- logprobs ----
 
 static void lps_add(struct gen *g, const struct gw_sched_ev *ev)
@@ -259,6 +277,15 @@ static cJSON *lps_chat_json(const struct gen *g, size_t from, size_t to)
     return root;
 }
 
+/* code points in a valid UTF-8 string */
+static size_t utf8_chars(const char *s)
+{
+    size_t n = 0;
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
+}
+
 /* legacy completions shape: tokens, token_logprobs, top_logprobs [{tok: lp}], text_offset */
 static cJSON *lps_completion_json(const struct gen *g, size_t from, size_t to, size_t *offset)
 {
@@ -274,7 +301,7 @@ static cJSON *lps_completion_json(const struct gen *g, size_t from, size_t to, s
         cJSON_AddItemToArray(toks, cJSON_CreateString(tok));
         cJSON_AddItemToArray(lps, cJSON_CreateNumber(e->logprob));
         cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)*offset));
-        *offset += strlen(tok);
+        *offset += utf8_chars(tok); /* characters, as vLLM (Python str offsets) */
         cJSON *t = cJSON_CreateObject();
         for (int k = 0; k < e->n_top; k++) {
             char alt[256];
@@ -341,10 +368,12 @@ static void send_chunk(struct gen *g, const struct gw_out_delta *d, const char *
     } else {
         cJSON_AddNullToObject(c, "logprobs");
     }
-    if (finish)
+    if (finish) {
         cJSON_AddStringToObject(c, "finish_reason", finish);
-    else
+        add_stop_reason(g, c);
+    } else {
         cJSON_AddNullToObject(c, "finish_reason");
+    }
     send_json_event(g, j);
 }
 
@@ -404,6 +433,7 @@ static void respond_full(struct gen *g, const char *finish, uint32_t completion)
     }
     cJSON_AddItemToObject(c, "logprobs", lps_json(g, 0, g->n_lps));
     cJSON_AddStringToObject(c, "finish_reason", finish);
+    add_stop_reason(g, c);
     cJSON_AddItemToObject(j, "usage", usage_json(g->prompt_tokens, completion));
     char *s = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
@@ -585,6 +615,7 @@ static void on_sched_event(void *ctx, const struct gw_sched_ev *ev)
         bool stop = gw_out_feed(&g->out, (const int32_t *)ev->ids, ev->n_ids, &g->delta);
         deliver(g);
         if (stop) {
+            g->stop_index = gw_out_stop_index(&g->out);
             gw_sched_abort(g->gw->sched, g->req_id, "stop_string");
             g->submitted = false;
             gen_finish(g, "stop", (uint32_t)g->out.n_tokens, -1.0);
@@ -596,6 +627,8 @@ static void on_sched_event(void *ctx, const struct gw_sched_ev *ev)
         stream_start(g);
         if (ev->prompt_tokens)
             g->prompt_tokens = ev->prompt_tokens;
+        if (ev->finish_reason == TERN__FINISH_REASON__FINISH_REASON_STOP)
+            g->stop_token_id = ev->stop_token_id;
         gen_finish(g, finish_name(ev->finish_reason),
                    ev->completion_tokens ? ev->completion_tokens : (uint32_t)g->out.n_tokens,
                    ev->queue_ms / 1000.0);
@@ -809,6 +842,8 @@ static struct gen *gen_new(struct gw *gw, struct gw_exch *x, enum gen_op op)
     g->op = op;
     gw_buf_init(&g->all_reasoning);
     gw_buf_init(&g->all_content);
+    g->stop_index = -1;
+    g->stop_token_id = -1;
     gw_arena_cleanup_add(x->arena, gen_cleanup, g);
     x->ctx = g;
     x->on_abort = on_client_gone;

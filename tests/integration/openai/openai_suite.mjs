@@ -103,6 +103,11 @@ test('models.list and retrieve', async () => {
   assert.equal(page.data[0].max_model_len, MML);
   const m = await fake.models.retrieve(MODEL);
   assert.equal(m.id, MODEL);
+  // created: the gateway's start (a real Unix time, the same on every call)
+  const now = Date.now() / 1000;
+  assert.ok(page.data[0].created > now - 600 && page.data[0].created <= now + 1,
+            `created ${page.data[0].created}`);
+  assert.equal(m.created, page.data[0].created);
   const e = await expectError(fake.models.retrieve('no-such-model'), 404, OpenAI.NotFoundError,
                               'does not exist');
   assert.equal(e.code, 'model_not_found');
@@ -321,6 +326,48 @@ test('fake: stop_token_ids end the answer; min_tokens masks them (and EOS) until
   assert.equal(s.usage[0].completion_tokens, 4);
   await expectError(fake.completions.create({ ...req, min_tokens: 5 }), 400,
                     OpenAI.BadRequestError, 'min_tokens');
+});
+
+test('fake: text_offset counts characters, not UTF-8 bytes', async () => {
+  // 108386 is "你好" (2 characters, 6 bytes); a +100 bias makes it every token
+  const r = await fake.completions.create({ model: MODEL, prompt: [100], max_tokens: 3,
+    temperature: 0, logprobs: 0, logit_bias: { 108386: 100 } });
+  const lp = r.choices[0].logprobs;
+  assert.equal(r.choices[0].text, '你好你好你好');
+  assert.deepEqual(lp.tokens, ['你好', '你好', '你好']);
+  assert.deepEqual(lp.text_offset, [0, 2, 4]);
+  let got = [];
+  for await (const c of await fake.completions.create({ model: MODEL, prompt: [100], max_tokens: 3,
+    temperature: 0, logprobs: 0, logit_bias: { 108386: 100 }, stream: true }))
+    got = got.concat(c.choices[0]?.logprobs?.text_offset ?? []);
+  assert.deepEqual(got, [0, 2, 4]);
+});
+
+test('stop_reason: the stop token id, the stop string, null for length / EOS', async () => {
+  const t2 = fakeNext(fakeNext(100));
+  const req = { model: MODEL, prompt: [100], max_tokens: 4, temperature: 0 };
+  let r = await fake.completions.create({ ...req, stop_token_ids: [t2] });
+  assert.equal(r.choices[0].stop_reason, t2);
+  r = await fake.completions.create(req);
+  assert.equal(r.choices[0].finish_reason, 'length');
+  assert.equal(r.choices[0].stop_reason, null);
+  // scripted model: a stop string, then its natural end (EOS)
+  const sreq = { model: MODEL, messages: emit('Hello STOP world') };
+  r = await script.chat.completions.create({ ...sreq, stop: ['STOP'] });
+  assert.equal(r.choices[0].finish_reason, 'stop');
+  assert.equal(r.choices[0].stop_reason, 'STOP');
+  r = await script.chat.completions.create(sreq);
+  assert.equal(r.choices[0].finish_reason, 'stop');
+  assert.equal(r.choices[0].stop_reason, null);
+  const last = [];
+  for await (const c of await script.chat.completions.create({ ...sreq, stop: ['STOP'], stream: true }))
+    if (c.choices[0]?.finish_reason) last.push(c.choices[0]);
+  assert.equal(last.length, 1);
+  assert.equal(last[0].stop_reason, 'STOP');
+  const fs = [];
+  for await (const c of await fake.completions.create({ ...req, stop_token_ids: [t2], stream: true }))
+    if (c.choices[0]?.finish_reason) fs.push(c.choices[0]);
+  assert.equal(fs[0].stop_reason, t2);
 });
 
 test('script: parallel_tool_calls false -> only the first tool call, streamed and not', async () => {
