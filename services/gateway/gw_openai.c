@@ -41,6 +41,33 @@ struct lp_entry {
     float top_lps[GW_REQ_TOP_LOGPROBS_MAX];
 };
 
+struct gen;
+
+/* One choice (n > 1 gives several): an independent sequence at the scheduler with its own
+ * output pipeline. */
+struct choice {
+    struct gen *g;
+    int index;        /* choices[].index */
+    uint64_t req_id;  /* its scheduler request */
+    bool submitted;   /* the scheduler still runs it */
+    bool finished;
+    const char *finish;  /* finish_reason once finished */
+    uint32_t completion; /* completion tokens once finished */
+    struct gw_out out;
+    struct gw_out_delta delta;
+    bool out_init;
+    /* accumulated (non-stream) */
+    struct gw_buf all_reasoning;
+    struct gw_buf all_content;
+    struct lp_entry *lps; /* logprobs of the completion tokens (malloc'd), when asked */
+    size_t n_lps, cap_lps;
+    size_t lps_sent;  /* streamed: entries already attached to a chunk */
+    size_t lp_offset; /* completions: text_offset of the next entry, characters */
+    /* stop_reason, as vLLM: the stop string or stop_token_ids id that ended it, else null */
+    int stop_index;        /* index in req.stop of the matched stop string, -1 none */
+    int64_t stop_token_id; /* the stop token of a Finish, -1 none */
+};
+
 struct gen {
     struct gw *gw;
     struct gw_exch *x;
@@ -53,29 +80,17 @@ struct gen {
     int work_rc;
     char work_err[512];
     /* running */
-    uint64_t req_id;
-    bool submitted;
-    bool finished;
-    char id[96]; /* "chatcmpl-..." / "cmpl-..." */
+    bool started;  /* submitted (req_id of the first choice set) */
+    bool finished; /* the response is complete (or failed) */
+    int n_done;    /* choices finished */
+    char id[96];   /* "chatcmpl-..." / "cmpl-..." */
     long long created;
     const char *model;
-    struct gw_out out;
-    struct gw_out_delta delta;
-    bool out_init;
-    /* accumulated (non-stream) */
-    struct gw_buf all_reasoning;
-    struct gw_buf all_content;
+    struct choice ch[GW_REQ_N_MAX]; /* req.n of them */
     uint32_t prompt_tokens;
     uint64_t t_first_ns, t_last_ns;
     bool prompt_thinking; /* the rendered prompt ends inside <think> */
-    struct lp_entry *lps; /* logprobs of the completion tokens (malloc'd), when asked */
-    size_t n_lps, cap_lps;
-    size_t lps_sent;  /* streamed: entries already attached to a chunk */
-    size_t lp_offset; /* completions: text_offset of the next entry */
     char *tools_json; /* request tools as JSON text (arena) or NULL */
-    /* stop_reason, as vLLM: the stop string or stop_token_ids id that ended it, else null */
-    int stop_index;        /* index in req.stop of the matched stop string, -1 none */
-    int64_t stop_token_id; /* the stop token of a Finish, -1 none */
     /* SSE keep-alive: ": ping" when a stream was quiet for cfg->sse_ping_ms (long prefill) */
     uv_timer_t ping;
     bool ping_on;
@@ -86,13 +101,16 @@ static void gen_cleanup(void *p)
 {
     struct gen *g = p;
     free(g->ids);
-    free(g->lps);
-    if (g->out_init) {
-        gw_out_deinit(&g->out);
-        gw_out_delta_deinit(&g->delta);
+    for (int i = 0; i < GW_REQ_N_MAX; i++) {
+        struct choice *ch = &g->ch[i];
+        free(ch->lps);
+        if (ch->out_init) {
+            gw_out_deinit(&ch->out);
+            gw_out_delta_deinit(&ch->delta);
+        }
+        gw_buf_deinit(&ch->all_reasoning);
+        gw_buf_deinit(&ch->all_content);
     }
-    gw_buf_deinit(&g->all_reasoning);
-    gw_buf_deinit(&g->all_content);
 }
 
 int64_t gw_openai_max_model_len(const struct gw *gw)
@@ -188,15 +206,16 @@ static cJSON *tool_calls_json(const struct gw_out *o)
 }
 
 /* "stop_reason": the stop string or the stop_token_ids id that matched; null for EOS, length */
-static void add_stop_reason(const struct gen *g, cJSON *choice)
+static void add_stop_reason(const struct choice *ch, cJSON *choice)
 {
-    if (g->stop_index >= 0 && g->stop_index < g->req.n_stop) {
-        cJSON_AddStringToObject(choice, "stop_reason", g->req.stop[g->stop_index]);
+    const struct gw_req *r = &ch->g->req;
+    if (ch->stop_index >= 0 && ch->stop_index < r->n_stop) {
+        cJSON_AddStringToObject(choice, "stop_reason", r->stop[ch->stop_index]);
         return;
     }
-    for (int i = 0; g->stop_token_id >= 0 && i < g->req.n_stop_ids; i++)
-        if (g->req.stop_ids[i] == g->stop_token_id) {
-            cJSON_AddNumberToObject(choice, "stop_reason", (double)g->stop_token_id);
+    for (int i = 0; ch->stop_token_id >= 0 && i < r->n_stop_ids; i++)
+        if (r->stop_ids[i] == ch->stop_token_id) {
+            cJSON_AddNumberToObject(choice, "stop_reason", (double)ch->stop_token_id);
             return;
         }
     cJSON_AddNullToObject(choice, "stop_reason");
@@ -204,16 +223,17 @@ static void add_stop_reason(const struct gen *g, cJSON *choice)
 
 // ---- logprobs ----
 
-static void lps_add(struct gen *g, const struct gw_sched_ev *ev)
+static void lps_add(struct choice *ch, const struct gw_sched_ev *ev)
 {
+    const struct gen *g = ch->g;
     if (!g->req.logprobs)
         return;
     for (size_t i = 0; i < ev->n_ids; i++) {
-        if (g->n_lps == g->cap_lps) {
-            g->cap_lps = g->cap_lps ? 2 * g->cap_lps : 64;
-            g->lps = xrealloc(g->lps, g->cap_lps * sizeof(*g->lps));
+        if (ch->n_lps == ch->cap_lps) {
+            ch->cap_lps = ch->cap_lps ? 2 * ch->cap_lps : 64;
+            ch->lps = xrealloc(ch->lps, ch->cap_lps * sizeof(*ch->lps));
         }
-        struct lp_entry *e = &g->lps[g->n_lps++];
+        struct lp_entry *e = &ch->lps[ch->n_lps++];
         memset(e, 0, sizeof(*e));
         e->id = (int32_t)ev->ids[i];
         const Tern__TokenLogprob *lp = i < ev->n_logprobs ? ev->logprobs[i] : NULL;
@@ -250,13 +270,14 @@ static void token_text(const struct gen *g, int32_t id, char *out, size_t cap, c
 }
 
 /* OpenAI chat shape: {"content":[{"token","logprob","bytes","top_logprobs":[...]}]} */
-static cJSON *lps_chat_json(const struct gen *g, size_t from, size_t to)
+static cJSON *lps_chat_json(const struct choice *ch, size_t from, size_t to)
 {
+    const struct gen *g = ch->g;
     cJSON *root = cJSON_CreateObject();
     cJSON *arr = cJSON_AddArrayToObject(root, "content");
     char tok[256];
     for (size_t i = from; i < to; i++) {
-        const struct lp_entry *e = &g->lps[i];
+        const struct lp_entry *e = &ch->lps[i];
         cJSON *o = cJSON_CreateObject();
         cJSON *bytes;
         token_text(g, e->id, tok, sizeof(tok), &bytes);
@@ -287,8 +308,10 @@ static size_t utf8_chars(const char *s)
 }
 
 /* legacy completions shape: tokens, token_logprobs, top_logprobs [{tok: lp}], text_offset */
-static cJSON *lps_completion_json(const struct gen *g, size_t from, size_t to, size_t *offset)
+static cJSON *lps_completion_json(const struct choice *ch, size_t from, size_t to,
+                                  size_t *offset)
 {
+    const struct gen *g = ch->g;
     cJSON *root = cJSON_CreateObject();
     cJSON *toks = cJSON_AddArrayToObject(root, "tokens");
     cJSON *lps = cJSON_AddArrayToObject(root, "token_logprobs");
@@ -296,7 +319,7 @@ static cJSON *lps_completion_json(const struct gen *g, size_t from, size_t to, s
     cJSON *offs = cJSON_AddArrayToObject(root, "text_offset");
     char tok[256];
     for (size_t i = from; i < to; i++) {
-        const struct lp_entry *e = &g->lps[i];
+        const struct lp_entry *e = &ch->lps[i];
         token_text(g, e->id, tok, sizeof(tok), NULL);
         cJSON_AddItemToArray(toks, cJSON_CreateString(tok));
         cJSON_AddItemToArray(lps, cJSON_CreateNumber(e->logprob));
@@ -315,13 +338,13 @@ static cJSON *lps_completion_json(const struct gen *g, size_t from, size_t to, s
 }
 
 /* logprobs for entries [from, to) in the request's shape, or a JSON null when not asked */
-static cJSON *lps_json(struct gen *g, size_t from, size_t to)
+static cJSON *lps_json(struct choice *ch, size_t from, size_t to)
 {
-    if (!g->req.logprobs)
+    if (!ch->g->req.logprobs)
         return cJSON_CreateNull();
-    if (g->req.kind == GW_REQ_KIND_CHAT)
-        return lps_chat_json(g, from, to);
-    return lps_completion_json(g, from, to, &g->lp_offset);
+    if (ch->g->req.kind == GW_REQ_KIND_CHAT)
+        return lps_chat_json(ch, from, to);
+    return lps_completion_json(ch, from, to, &ch->lp_offset);
 }
 
 static void send_json_event(struct gen *g, cJSON *j)
@@ -336,15 +359,17 @@ static void send_json_event(struct gen *g, cJSON *j)
     gw_buf_deinit(&b);
 }
 
-/* one streamed chunk: delta fields or finish_reason */
-static void send_chunk(struct gen *g, const struct gw_out_delta *d, const char *finish, bool role)
+/* one streamed chunk of choice ch: delta fields or finish_reason */
+static void send_chunk(struct choice *ch, const struct gw_out_delta *d, const char *finish,
+                       bool role)
 {
+    struct gen *g = ch->g;
     bool chat = g->req.kind == GW_REQ_KIND_CHAT;
     cJSON *j = envelope(g, chat ? "chat.completion.chunk" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(j, "choices");
     cJSON *c = cJSON_CreateObject();
     cJSON_AddItemToArray(choices, c);
-    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON_AddNumberToObject(c, "index", ch->index);
     if (chat) {
         cJSON *delta = cJSON_AddObjectToObject(c, "delta");
         if (role) {
@@ -362,15 +387,15 @@ static void send_chunk(struct gen *g, const struct gw_out_delta *d, const char *
     } else {
         cJSON_AddStringToObject(c, "text", d && d->content.len ? d->content.data : "");
     }
-    if (g->req.logprobs && g->lps_sent < g->n_lps && (d || finish)) {
-        cJSON_AddItemToObject(c, "logprobs", lps_json(g, g->lps_sent, g->n_lps));
-        g->lps_sent = g->n_lps;
+    if (g->req.logprobs && ch->lps_sent < ch->n_lps && (d || finish)) {
+        cJSON_AddItemToObject(c, "logprobs", lps_json(ch, ch->lps_sent, ch->n_lps));
+        ch->lps_sent = ch->n_lps;
     } else {
         cJSON_AddNullToObject(c, "logprobs");
     }
     if (finish) {
         cJSON_AddStringToObject(c, "finish_reason", finish);
-        add_stop_reason(g, c);
+        add_stop_reason(ch, c);
     } else {
         cJSON_AddNullToObject(c, "finish_reason");
     }
@@ -384,57 +409,71 @@ static void stream_start(struct gen *g)
         return;
     gw_exch_stream_begin(g->x);
     if (g->req.kind == GW_REQ_KIND_CHAT)
-        send_chunk(g, NULL, NULL, true); /* the first delta carries the role */
+        for (int i = 0; i < g->req.n; i++)
+            send_chunk(&g->ch[i], NULL, NULL, true); /* each choice's first delta: the role */
 }
 
-/* deliver what the pipeline produced: stream it or keep it */
-static void deliver(struct gen *g)
+/* deliver what choice ch's pipeline produced: stream it or keep it */
+static void deliver(struct choice *ch)
 {
-    struct gw_out_delta *d = &g->delta;
+    struct gw_out_delta *d = &ch->delta;
     if (gw_out_delta_is_empty(d))
         return;
-    if (g->req.stream) {
-        send_chunk(g, d, NULL, false);
+    if (ch->g->req.stream) {
+        send_chunk(ch, d, NULL, false);
     } else {
-        gw_buf_append(&g->all_reasoning, d->reasoning.data ? d->reasoning.data : "",
+        gw_buf_append(&ch->all_reasoning, d->reasoning.data ? d->reasoning.data : "",
                       d->reasoning.len);
-        gw_buf_append(&g->all_content, d->content.data ? d->content.data : "", d->content.len);
+        gw_buf_append(&ch->all_content, d->content.data ? d->content.data : "", d->content.len);
     }
     gw_out_delta_reset(d);
 }
 
-static void respond_full(struct gen *g, const char *finish, uint32_t completion)
+/* total completion tokens over the choices (usage counts the prompt once, as vLLM) */
+static uint32_t completion_total(const struct gen *g)
+{
+    uint32_t n = 0;
+    for (int i = 0; i < g->req.n; i++)
+        n += g->ch[i].completion;
+    return n;
+}
+
+static void respond_full(struct gen *g)
 {
     bool chat = g->req.kind == GW_REQ_KIND_CHAT;
     cJSON *j = envelope(g, chat ? "chat.completion" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(j, "choices");
-    cJSON *c = cJSON_CreateObject();
-    cJSON_AddItemToArray(choices, c);
-    cJSON_AddNumberToObject(c, "index", 0);
-    if (chat) {
-        cJSON *m = cJSON_AddObjectToObject(c, "message");
-        cJSON_AddStringToObject(m, "role", "assistant");
-        int n_tools = gw_out_tool_count(&g->out);
-        if (g->all_content.len || n_tools == 0)
-            cJSON_AddStringToObject(m, "content", g->all_content.data ? g->all_content.data : "");
-        else
-            cJSON_AddNullToObject(m, "content");
-        if (g->all_reasoning.len) {
-            cJSON_AddStringToObject(m, "reasoning_content", g->all_reasoning.data);
-            cJSON_AddStringToObject(m, "reasoning", g->all_reasoning.data);
+    for (int i = 0; i < g->req.n; i++) {
+        struct choice *ch = &g->ch[i];
+        cJSON *c = cJSON_CreateObject();
+        cJSON_AddItemToArray(choices, c);
+        cJSON_AddNumberToObject(c, "index", ch->index);
+        const char *content = ch->all_content.data ? ch->all_content.data : "";
+        if (chat) {
+            cJSON *m = cJSON_AddObjectToObject(c, "message");
+            cJSON_AddStringToObject(m, "role", "assistant");
+            int n_tools = gw_out_tool_count(&ch->out);
+            if (ch->all_content.len || n_tools == 0)
+                cJSON_AddStringToObject(m, "content", content);
+            else
+                cJSON_AddNullToObject(m, "content");
+            if (ch->all_reasoning.len) {
+                cJSON_AddStringToObject(m, "reasoning_content", ch->all_reasoning.data);
+                cJSON_AddStringToObject(m, "reasoning", ch->all_reasoning.data);
+            } else {
+                cJSON_AddNullToObject(m, "reasoning_content");
+                cJSON_AddNullToObject(m, "reasoning");
+            }
+            if (n_tools)
+                cJSON_AddItemToObject(m, "tool_calls", tool_calls_json(&ch->out));
         } else {
-            cJSON_AddNullToObject(m, "reasoning_content");
-            cJSON_AddNullToObject(m, "reasoning");
+            cJSON_AddStringToObject(c, "text", content);
         }
-        if (n_tools)
-            cJSON_AddItemToObject(m, "tool_calls", tool_calls_json(&g->out));
-    } else {
-        cJSON_AddStringToObject(c, "text", g->all_content.data ? g->all_content.data : "");
+        cJSON_AddItemToObject(c, "logprobs", lps_json(ch, 0, ch->n_lps));
+        cJSON_AddStringToObject(c, "finish_reason", ch->finish);
+        add_stop_reason(ch, c);
     }
-    cJSON_AddItemToObject(c, "logprobs", lps_json(g, 0, g->n_lps));
-    cJSON_AddStringToObject(c, "finish_reason", finish);
-    add_stop_reason(g, c);
-    cJSON_AddItemToObject(j, "usage", usage_json(g->prompt_tokens, completion));
+    cJSON_AddItemToObject(j, "usage", usage_json(g->prompt_tokens, completion_total(g)));
     char *s = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
     gw_exch_respond(g->x, 200, "application/json", NULL, s, strlen(s));
@@ -498,27 +537,19 @@ static void ping_start(struct gen *g)
     uv_timer_start(&g->ping, on_ping, (uint64_t)ms, (uint64_t)(ms < 100 ? 100 : ms / 2));
 }
 
-static void gen_finish(struct gen *g, const char *finish, uint32_t completion, double queue_s)
+/* every choice finished: the response's end */
+static void gen_done(struct gen *g)
 {
-    if (g->finished)
-        return;
     g->finished = true;
     ping_stop(g);
-    gw_out_flush(&g->out, &g->delta);
-    if (gw_out_tool_count(&g->out) > 0 && strcmp(finish, "stop") == 0)
-        finish = "tool_calls";
-    deliver(g);
-    uint64_t now = clock_now_ns();
-    gw_metrics_request(g->gw->metrics, strcmp(finish, "tool_calls") == 0 ? "stop" : finish,
-                       g->prompt_tokens, completion, secs(g->x->t_start_ns, g->t_first_ns),
-                       secs(g->x->t_start_ns, now), queue_s);
-    LOG_INFO("request_done", "req=%s id=%llx finish=%s prompt_tokens=%u completion_tokens=%u",
-             g->x->req_id, (unsigned long long)g->req_id, finish, g->prompt_tokens, completion);
+    uint32_t completion = completion_total(g);
+    LOG_INFO("request_done", "req=%s id=%llx n=%d finish=%s prompt_tokens=%u completion_tokens=%u",
+             g->x->req_id, (unsigned long long)g->ch[0].req_id, g->req.n, g->ch[0].finish,
+             g->prompt_tokens, completion);
     if (!g->req.stream) {
-        respond_full(g, finish, completion);
+        respond_full(g);
         return;
     }
-    send_chunk(g, NULL, finish, false);
     if (g->req.include_usage) {
         cJSON *j = envelope(g, g->req.kind == GW_REQ_KIND_CHAT ? "chat.completion.chunk"
                                                                : "text_completion");
@@ -534,17 +565,52 @@ static void gen_finish(struct gen *g, const char *finish, uint32_t completion, d
     gw_exch_stream_end(g->x);
 }
 
-static void gen_fail(struct gen *g, const struct gw_sched_ev *ev)
+static void choice_finish(struct choice *ch, const char *finish, uint32_t completion,
+                          double queue_s)
 {
+    struct gen *g = ch->g;
+    if (ch->finished || g->finished)
+        return;
+    ch->finished = true;
+    gw_out_flush(&ch->out, &ch->delta);
+    if (gw_out_tool_count(&ch->out) > 0 && strcmp(finish, "stop") == 0)
+        finish = "tool_calls";
+    deliver(ch);
+    ch->finish = finish;
+    ch->completion = completion;
+    uint64_t now = clock_now_ns();
+    gw_metrics_request(g->gw->metrics, strcmp(finish, "tool_calls") == 0 ? "stop" : finish,
+                       g->prompt_tokens, completion, secs(g->x->t_start_ns, g->t_first_ns),
+                       secs(g->x->t_start_ns, now), queue_s);
+    if (g->req.stream)
+        send_chunk(ch, NULL, finish, false);
+    if (++g->n_done == g->req.n)
+        gen_done(g);
+}
+
+/* stop the choices the scheduler still runs (a failed sibling, the client gone) */
+static void abort_choices(struct gen *g, const char *why)
+{
+    for (int i = 0; i < g->req.n; i++)
+        if (g->ch[i].submitted) {
+            gw_sched_abort(g->gw->sched, g->ch[i].req_id, why);
+            g->ch[i].submitted = false;
+        }
+}
+
+static void gen_fail(struct choice *ch, const struct gw_sched_ev *ev)
+{
+    struct gen *g = ch->g;
     if (g->finished)
         return;
     g->finished = true;
     ping_stop(g);
-    gw_metrics_request(g->gw->metrics, "error", g->prompt_tokens, g->out.n_tokens, -1,
+    abort_choices(g, "sibling_failed");
+    gw_metrics_request(g->gw->metrics, "error", g->prompt_tokens, (uint32_t)ch->out.n_tokens, -1,
                        secs(g->x->t_start_ns, clock_now_ns()), -1);
-    LOG_WARN("request_failed", "req=%s id=%llx code=%d link_lost=%d msg=\"%s\"", g->x->req_id,
-             (unsigned long long)g->req_id, ev->error_code, ev->link_lost,
-             ev->message ? ev->message : "");
+    LOG_WARN("request_failed", "req=%s id=%llx choice=%d code=%d link_lost=%d msg=\"%s\"",
+             g->x->req_id, (unsigned long long)ch->req_id, ch->index, ev->error_code,
+             ev->link_lost, ev->message ? ev->message : "");
     struct gw_exch *x = g->x;
     const char *msg = ev->message ? ev->message : "generation failed";
     if (ev->link_lost) {
@@ -597,7 +663,8 @@ static const char *finish_name(int reason)
 
 static void on_sched_event(void *ctx, const struct gw_sched_ev *ev)
 {
-    struct gen *g = ctx;
+    struct choice *ch = ctx;
+    struct gen *g = ch->g;
     struct gw_exch *x = g->x;
     gw_exch_ref(x); /* g lives in x's arena: keep it alive through this callback */
     switch (ev->kind) {
@@ -611,31 +678,31 @@ static void on_sched_event(void *ctx, const struct gw_sched_ev *ev)
             gw_metrics_itl(g->gw->metrics, (double)(now - g->t_last_ns) / 1e9 / (double)ev->n_ids);
         g->t_last_ns = now;
         stream_start(g);
-        lps_add(g, ev);
-        bool stop = gw_out_feed(&g->out, (const int32_t *)ev->ids, ev->n_ids, &g->delta);
-        deliver(g);
+        lps_add(ch, ev);
+        bool stop = gw_out_feed(&ch->out, (const int32_t *)ev->ids, ev->n_ids, &ch->delta);
+        deliver(ch);
         if (stop) {
-            g->stop_index = gw_out_stop_index(&g->out);
-            gw_sched_abort(g->gw->sched, g->req_id, "stop_string");
-            g->submitted = false;
-            gen_finish(g, "stop", (uint32_t)g->out.n_tokens, -1.0);
+            ch->stop_index = gw_out_stop_index(&ch->out);
+            gw_sched_abort(g->gw->sched, ch->req_id, "stop_string");
+            ch->submitted = false;
+            choice_finish(ch, "stop", (uint32_t)ch->out.n_tokens, -1.0);
         }
         break;
     }
     case GW_SCHED_EV_FINISH:
-        g->submitted = false;
+        ch->submitted = false;
         stream_start(g);
         if (ev->prompt_tokens)
             g->prompt_tokens = ev->prompt_tokens;
         if (ev->finish_reason == TERN__FINISH_REASON__FINISH_REASON_STOP)
-            g->stop_token_id = ev->stop_token_id;
-        gen_finish(g, finish_name(ev->finish_reason),
-                   ev->completion_tokens ? ev->completion_tokens : (uint32_t)g->out.n_tokens,
-                   ev->queue_ms / 1000.0);
+            ch->stop_token_id = ev->stop_token_id;
+        choice_finish(ch, finish_name(ev->finish_reason),
+                      ev->completion_tokens ? ev->completion_tokens : (uint32_t)ch->out.n_tokens,
+                      ev->queue_ms / 1000.0);
         break;
     case GW_SCHED_EV_ERROR:
-        g->submitted = false;
-        gen_fail(g, ev);
+        ch->submitted = false;
+        gen_fail(ch, ev);
         break;
     }
     gw_exch_unref(x);
@@ -646,18 +713,23 @@ static void on_client_gone(struct gw_exch *x)
 {
     struct gen *g = x->ctx;
     ping_stop(g);
-    if (g->submitted) {
-        gw_sched_abort(g->gw->sched, g->req_id, "client_gone");
-        g->submitted = false;
+    bool running = false;
+    for (int i = 0; i < g->req.n; i++)
+        running |= g->ch[i].submitted;
+    if (running) {
+        abort_choices(g, "client_gone");
         LOG_INFO("request_aborted", "req=%s id=%llx why=client_gone", x->req_id,
-                 (unsigned long long)g->req_id);
+                 (unsigned long long)g->ch[0].req_id);
     }
     if (g->finished)
         return;
-    if (g->op == GEN_OP_GENERATE && g->req_id) {
+    if (g->op == GEN_OP_GENERATE && g->started) {
         g->finished = true;
-        gw_metrics_request(g->gw->metrics, "abort", g->prompt_tokens, g->out.n_tokens, -1,
-                           secs(x->t_start_ns, clock_now_ns()), -1);
+        for (int i = 0; i < g->req.n; i++)
+            if (!g->ch[i].finished)
+                gw_metrics_request(g->gw->metrics, "abort", g->prompt_tokens,
+                                   (uint32_t)g->ch[i].out.n_tokens, -1,
+                                   secs(x->t_start_ns, clock_now_ns()), -1);
     }
     /* work still in the threadpool: after_work ends the exchange */
     if (!g->work.data)
@@ -726,9 +798,31 @@ static void start_generation(struct gen *g)
             stop_ids[n_stop_ids++] = (uint32_t)eos[i];
     for (int i = 0; i < g->req.n_stop_ids; i++)
         stop_ids[n_stop_ids++] = (uint32_t)g->req.stop_ids[i];
+    /* tool_choice "none": as vLLM (without --exclude-tools-when-tool-choice-none), the tools
+     * are still rendered into the prompt (gw_text_render passes the whole body), but the output
+     * is not parsed for tool calls: <tool_call> text stays in content */
+    bool chat = g->req.kind == GW_REQ_KIND_CHAT;
+    if (chat && g->req.tools && g->req.tool_choice != GW_TOOL_CHOICE_NONE) {
+        char *tj = cJSON_PrintUnformatted(g->req.tools);
+        g->tools_json = gw_arena_strdup(x->arena, tj);
+        free(tj);
+    }
+    for (int i = 0; i < g->req.n; i++) {
+        struct choice *ch = &g->ch[i];
+        ch->req_id = gw_sched_next_id(gw->sched);
+        gw_out_delta_init(&ch->delta);
+        int rc = gw_out_init(&ch->out, gw->text, g->req.stop, g->req.n_stop, chat,
+                             g->prompt_thinking, g->tools_json, ch->req_id);
+        if (rc < 0) {
+            gw_out_delta_deinit(&ch->delta);
+            gw_exch_error(x, 500, "server_error", NULL, NULL, NULL,
+                          "cannot set up the output parser");
+            return;
+        }
+        ch->out_init = true;
+        ch->out.tools_max = g->req.parallel_tool_calls ? 0 : 1;
+    }
     struct gw_sched_submit sub = {0};
-    g->req_id = gw_sched_next_id(gw->sched);
-    sub.req_id = g->req_id;
     sub.prompt_ids = g->ids;
     sub.n_prompt_ids = g->n_ids;
     sub.max_tokens = (uint32_t)g->req.max_tokens;
@@ -740,7 +834,6 @@ static void start_generation(struct gen *g)
     sub.frequency_penalty = (float)g->req.frequency_penalty;
     sub.repetition_penalty = (float)g->req.repetition_penalty;
     sub.has_seed = g->req.has_seed;
-    sub.seed = g->req.seed;
     sub.stop_ids = n_stop_ids ? stop_ids : NULL;
     sub.n_stop_ids = n_stop_ids;
     sub.ignore_eos = g->req.ignore_eos;
@@ -751,46 +844,36 @@ static void start_generation(struct gen *g)
     sub.bias_vals = g->req.bias_vals;
     sub.n_bias = (size_t)g->req.n_bias;
     sub.model = NULL;
-    int rc = gw_sched_submit(gw->sched, &sub, on_sched_event, g);
-    if (rc == ERR_CLOSED) {
-        unavailable(x, "scheduler_unavailable", "the scheduler is unavailable; retry later", 0);
-        return;
+    /* n choices = n independent sequences (the prompt is prefilled for each; no KV sharing).
+     * A seed gives choice i seed + i, as vLLM's parallel sampling; without one each sequence
+     * gets its own from its req_id at the scheduler. */
+    for (int i = 0; i < g->req.n; i++) {
+        struct choice *ch = &g->ch[i];
+        sub.req_id = ch->req_id;
+        sub.seed = g->req.seed + (uint64_t)i;
+        int rc = gw_sched_submit(gw->sched, &sub, on_sched_event, ch);
+        if (rc < 0) {
+            abort_choices(g, "submit_failed");
+            if (rc == ERR_CLOSED)
+                unavailable(x, "scheduler_unavailable",
+                            "the scheduler is unavailable; retry later", 0);
+            else
+                unavailable(x, "server_is_overloaded", "the server is overloaded; retry later",
+                            0);
+            return;
+        }
+        ch->submitted = true;
     }
-    if (rc < 0) {
-        unavailable(x, "server_is_overloaded", "the server is overloaded; retry later", 0);
-        return;
-    }
-    g->submitted = true;
+    g->started = true;
     g->prompt_tokens = (uint32_t)g->n_ids;
     LOG_INFO("request_submitted",
-             "req=%s id=%llx prompt_tokens=%zu max_tokens=%lld stream=%d temperature=%g top_p=%g "
-             "top_k=%lld min_p=%g repetition_penalty=%g min_tokens=%lld logit_bias=%d "
+             "req=%s id=%llx n=%d prompt_tokens=%zu max_tokens=%lld stream=%d temperature=%g "
+             "top_p=%g top_k=%lld min_p=%g repetition_penalty=%g min_tokens=%lld logit_bias=%d "
              "stop_token_ids=%d",
-             x->req_id, (unsigned long long)g->req_id, g->n_ids, (long long)g->req.max_tokens,
-             g->req.stream, g->req.temperature, g->req.top_p, (long long)g->req.top_k,
-             g->req.min_p, g->req.repetition_penalty, (long long)g->req.min_tokens,
-             g->req.n_bias, g->req.n_stop_ids);
-    /* tool_choice "none": as vLLM (without --exclude-tools-when-tool-choice-none), the tools
-     * are still rendered into the prompt (gw_text_render passes the whole body), but the output
-     * is not parsed for tool calls: <tool_call> text stays in content */
-    bool chat = g->req.kind == GW_REQ_KIND_CHAT;
-    if (chat && g->req.tools && g->req.tool_choice != GW_TOOL_CHOICE_NONE) {
-        char *tj = cJSON_PrintUnformatted(g->req.tools);
-        g->tools_json = gw_arena_strdup(x->arena, tj);
-        free(tj);
-    }
-    gw_out_delta_init(&g->delta);
-    rc = gw_out_init(&g->out, gw->text, g->req.stop, g->req.n_stop, chat, g->prompt_thinking,
-                     g->tools_json, g->req_id);
-    g->out_init = rc == 0;
-    g->out.tools_max = g->req.parallel_tool_calls ? 0 : 1;
-    if (rc < 0) {
-        gw_out_delta_deinit(&g->delta);
-        gw_sched_abort(gw->sched, g->req_id, "internal");
-        g->submitted = false;
-        gw_exch_error(x, 500, "server_error", NULL, NULL, NULL, "cannot set up the output parser");
-        return;
-    }
+             x->req_id, (unsigned long long)g->ch[0].req_id, g->req.n, g->n_ids,
+             (long long)g->req.max_tokens, g->req.stream, g->req.temperature, g->req.top_p,
+             (long long)g->req.top_k, g->req.min_p, g->req.repetition_penalty,
+             (long long)g->req.min_tokens, g->req.n_bias, g->req.n_stop_ids);
     /* the stream head waits for the first event, so that admission errors (queue full, no
      * worker) still get their HTTP status and Retry-After; a long prefill gets ": ping"
      * comments (and with the first one the head) every sse_ping_ms */
@@ -840,10 +923,15 @@ static struct gen *gen_new(struct gw *gw, struct gw_exch *x, enum gen_op op)
     g->gw = gw;
     g->x = x;
     g->op = op;
-    gw_buf_init(&g->all_reasoning);
-    gw_buf_init(&g->all_content);
-    g->stop_index = -1;
-    g->stop_token_id = -1;
+    for (int i = 0; i < GW_REQ_N_MAX; i++) {
+        struct choice *ch = &g->ch[i];
+        ch->g = g;
+        ch->index = i;
+        ch->stop_index = -1;
+        ch->stop_token_id = -1;
+        gw_buf_init(&ch->all_reasoning);
+        gw_buf_init(&ch->all_content);
+    }
     gw_arena_cleanup_add(x->arena, gen_cleanup, g);
     x->ctx = g;
     x->on_abort = on_client_gone;

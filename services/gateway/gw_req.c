@@ -124,6 +124,24 @@ static int parse_stop(struct gw_req *r, const cJSON *root, struct gw_arena *a,
     return 0;
 }
 
+/* arr (a JSON array) as token ids (integers in [0, INT32_MAX]) into *out (arena), *n of them */
+static int token_ids(const cJSON *arr, const char *param, struct gw_arena *a, int32_t **out,
+                     size_t *n, struct gw_req_err *err)
+{
+    int cnt = cJSON_GetArraySize(arr);
+    *out = gw_arena_alloc(a, (size_t)(cnt ? cnt : 1) * sizeof(int32_t));
+    *n = 0;
+    cJSON *t;
+    cJSON_ArrayForEach(t, arr)
+    {
+        double v = cJSON_IsNumber(t) ? t->valuedouble : -1;
+        if (!cJSON_IsNumber(t) || v != floor(v) || v < 0 || v > (double)INT32_MAX)
+            return fail(err, 400, param, NULL, "'%s' token ids must be integers >= 0", param);
+        (*out)[(*n)++] = (int32_t)v;
+    }
+    return 0;
+}
+
 /* "logit_bias": {"<token id>": bias, ...}; biases clamped to [-100, 100] as vLLM does */
 static int parse_logit_bias(struct gw_req *r, const cJSON *root, struct gw_arena *a,
                             struct gw_req_err *err)
@@ -174,17 +192,10 @@ static int parse_stop_ids(struct gw_req *r, const cJSON *root, struct gw_arena *
     if (n > GW_REQ_STOP_IDS_MAX)
         return fail(err, 400, "stop_token_ids", NULL, "at most %d stop_token_ids, got %d",
                     GW_REQ_STOP_IDS_MAX, n);
-    r->stop_ids = gw_arena_alloc(a, (size_t)(n ? n : 1) * sizeof(int32_t));
-    cJSON *t;
-    cJSON_ArrayForEach(t, ids)
-    {
-        double v = cJSON_IsNumber(t) ? t->valuedouble : -1;
-        if (!cJSON_IsNumber(t) || v != floor(v) || v < 0 || v > (double)INT32_MAX)
-            return fail(err, 400, "stop_token_ids", NULL,
-                        "'stop_token_ids' must be a list of integers >= 0");
-        r->stop_ids[r->n_stop_ids++] = (int32_t)v;
-    }
-    return 0;
+    size_t got = 0;
+    int rc = token_ids(ids, "stop_token_ids", a, &r->stop_ids, &got, err);
+    r->n_stop_ids = (int)got;
+    return rc;
 }
 
 static int parse_messages(struct gw_req *r, cJSON *root, struct gw_req_err *err)
@@ -343,17 +354,7 @@ static int parse_prompt(struct gw_req *r, cJSON *root, struct gw_arena *a, struc
         r->prompt = gw_arena_strdup(a, first->valuestring);
         return 0;
     }
-    size_t n = (size_t)cJSON_GetArraySize(p);
-    r->prompt_ids = gw_arena_alloc(a, n * sizeof(int32_t));
-    cJSON *t;
-    cJSON_ArrayForEach(t, p)
-    {
-        double v = cJSON_IsNumber(t) ? t->valuedouble : -1;
-        if (!cJSON_IsNumber(t) || v != floor(v) || v < 0 || v > 2147483647.0)
-            return fail(err, 400, "prompt", NULL, "'prompt' token ids must be integers >= 0");
-        r->prompt_ids[r->n_prompt_ids++] = (int32_t)v;
-    }
-    return 0;
+    return token_ids(p, "prompt", a, &r->prompt_ids, &r->n_prompt_ids, err);
 }
 
 // ---- strict JSON text check (RFC 8259) ----
@@ -715,10 +716,8 @@ int gw_req_parse(struct gw_req *r, enum gw_req_kind kind, const char *body, size
         r->seed = (uint64_t)(int64_t)s;
     }
     int64_t n = 1;
-    if ((rc = get_int(root, "n", 1, 128, NULL, &n, err)))
+    if ((rc = get_int(root, "n", 1, GW_REQ_N_MAX, NULL, &n, err)))
         return rc;
-    if (n > 1)
-        return fail(err, 400, "n", NULL, "n > 1 is not supported yet; use n = 1");
     r->n = (int)n;
     if ((rc = get_int(root, "min_tokens", 0, INT32_MAX, NULL, &r->min_tokens, err)))
         return rc;

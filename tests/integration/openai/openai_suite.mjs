@@ -142,8 +142,8 @@ test('invalid parameters -> 400 with param', async () => {
     fake.chat.completions.create({ model: MODEL, messages: user('hi'), temperature: 3 }),
     400, OpenAI.BadRequestError, "'temperature' must be in");
   assert.equal(e.param, 'temperature');
-  e = await expectError(fake.chat.completions.create({ model: MODEL, messages: user('hi'), n: 2 }),
-                        400, OpenAI.BadRequestError, 'n > 1');
+  e = await expectError(fake.chat.completions.create({ model: MODEL, messages: user('hi'), n: 9 }),
+                        400, OpenAI.BadRequestError, "'n' must be in [1, 8]");
   assert.equal(e.param, 'n');
   e = await expectError(fake.chat.completions.create({ model: 'gpt-4o', messages: user('hi') }),
                         404, OpenAI.NotFoundError, "The model 'gpt-4o' does not exist");
@@ -384,6 +384,67 @@ test('script: parallel_tool_calls false -> only the first tool call, streamed an
   assert.equal(both.choices[0].message.tool_calls.length, 2);
 });
 
+// ---- n > 1: independent choices ----
+
+/* Drain a raw stream of n choices: per index its text, finish reasons, role count. */
+async function collectN(stream, n, kind = 'chat') {
+  const r = { text: Array(n).fill(''), finish: Array.from({ length: n }, () => []),
+              roles: Array(n).fill(0), usage: [], ids: new Set() };
+  for await (const c of stream) {
+    r.ids.add(c.id);
+    if (c.usage) { r.usage.push(c.usage); assert.deepEqual(c.choices, []); continue; }
+    for (const ch of c.choices) {
+      assert.ok(ch.index >= 0 && ch.index < n, `index ${ch.index}`);
+      if (ch.finish_reason) r.finish[ch.index].push(ch.finish_reason);
+      if (kind !== 'chat') { r.text[ch.index] += ch.text ?? ''; continue; }
+      if (ch.delta.role) r.roles[ch.index]++;
+      r.text[ch.index] += ch.delta.content ?? '';
+    }
+  }
+  assert.equal(r.ids.size, 1);
+  for (let i = 0; i < n; i++) assert.equal(r.finish[i].length, 1, `one finish_reason for ${i}`);
+  if (kind === 'chat') assert.deepEqual(r.roles, Array(n).fill(1), 'each choice gets its role once');
+  return r;
+}
+
+test('fake: n = 3 greedy -> three equal choices, usage counts them all, streamed == not', async () => {
+  const req = { model: MODEL, messages: user('Tell me.'), max_tokens: 5, temperature: 0, n: 3 };
+  const full = await fake.chat.completions.create(req);
+  assert.deepEqual(full.choices.map((c) => c.index), [0, 1, 2]);
+  const texts = full.choices.map((c) => c.message.content);
+  assert.equal(new Set(texts).size, 1, 'greedy choices are equal');
+  assert.equal(full.usage.completion_tokens, 15);
+  const one = await fake.chat.completions.create({ ...req, n: 1 });
+  assert.equal(full.usage.prompt_tokens, one.usage.prompt_tokens, 'the prompt counts once');
+  assert.equal(texts[0], one.choices[0].message.content);
+  const s = await collectN(await fake.chat.completions.create(
+    { ...req, stream: true, stream_options: { include_usage: true } }), 3);
+  assert.deepEqual(s.text, texts);
+  assert.deepEqual(s.usage, [full.usage]);
+  const c = await fake.completions.create({ model: MODEL, prompt: [100], max_tokens: 2,
+                                            temperature: 0, n: 2 });
+  assert.deepEqual(c.choices.map((x) => x.index), [0, 1]);
+  assert.equal(c.choices[0].text, c.choices[1].text);
+  assert.equal(c.usage.completion_tokens, 4);
+  const fin = await fake.chat.completions.stream({ ...req, n: 2 }).finalChatCompletion();
+  assert.equal(fin.choices.length, 2);
+  assert.equal(fin.choices[1].message.content, texts[0]);
+});
+
+test('tiny: n = 3 sampled -> independent sequences (choice i == n = 1 with seed + i)', async () => {
+  const req = { model: MODEL, messages: user('Pick words.'), max_tokens: 8, temperature: 1,
+                top_p: 1, top_k: -1, seed: 70 };
+  const full = await tiny.chat.completions.create({ ...req, n: 3 });
+  const texts = full.choices.map((c) => c.message.content);
+  assert.ok(new Set(texts).size >= 2, 'sampled choices differ');
+  for (let i = 0; i < 3; i++) {
+    const one = await tiny.chat.completions.create({ ...req, seed: 70 + i });
+    assert.equal(texts[i], one.choices[0].message.content, `choice ${i}`);
+  }
+  const s = await collectN(await tiny.chat.completions.create({ ...req, n: 3, stream: true }), 3);
+  assert.deepEqual(s.text, texts);
+});
+
 // ---- generation_config.json defaults (the tiny checkpoint ships temperature 0.7, top_p 0.8,
 // top_k 20; its gateway runs with the default --generation-config auto) ----
 
@@ -620,28 +681,30 @@ test('raw SSE shape (what the Python SDK relies on too)', async () => {
   assert.deepEqual(fin.delta, {});
 });
 
-test('client abort mid-stream cancels the request at the scheduler', async () => {
+test('client abort mid-stream cancels the request at the scheduler (n = 1 and every choice of n = 2)', async () => {
   const base = process.env.GW_SCRIPT_URL;
   const running = async () => {
     const t = await (await fetch(base + '/metrics')).text();
     return Number(t.match(/^vllm:num_requests_running\{[^}]*\} (\S+)$/m)[1]);
   };
-  const ac = new AbortController();
-  const stream = await script.chat.completions.create(
-    { model: MODEL, stream: true, messages: emit('x'.repeat(50) + ' [[delay_ms=8000]]') },
-    { signal: ac.signal });
-  let t0 = Date.now();
-  while ((await running()) < 1) {
-    assert.ok(Date.now() - t0 < 5000, 'the request never showed as running');
-    await new Promise((res) => setTimeout(res, 50));
-  }
-  ac.abort();
-  // the SDK ends the iteration quietly on its own abort
-  try { for await (const _ of stream); } catch (e) { assert.ok(/abort/i.test(String(e))); }
-  t0 = Date.now();
-  while ((await running()) !== 0) {
-    assert.ok(Date.now() - t0 < 5000, 'the scheduler still runs the aborted request');
-    await new Promise((res) => setTimeout(res, 50));
+  for (const n of [1, 2]) {
+    const ac = new AbortController();
+    const stream = await script.chat.completions.create(
+      { model: MODEL, stream: true, n, messages: emit('x'.repeat(50) + ' [[delay_ms=8000]]') },
+      { signal: ac.signal });
+    let t0 = Date.now();
+    while ((await running()) < n) {
+      assert.ok(Date.now() - t0 < 5000, 'the request never showed as running');
+      await new Promise((res) => setTimeout(res, 50));
+    }
+    ac.abort();
+    // the SDK ends the iteration quietly on its own abort
+    try { for await (const _ of stream); } catch (e) { assert.ok(/abort/i.test(String(e))); }
+    t0 = Date.now();
+    while ((await running()) !== 0) {
+      assert.ok(Date.now() - t0 < 5000, 'the scheduler still runs the aborted request');
+      await new Promise((res) => setTimeout(res, 50));
+    }
   }
 });
 

@@ -149,7 +149,8 @@ static void test_ranges(void)
     expect_chat_bad("\"max_completion_tokens\":-1", "max_completion_tokens");
     expect_chat_bad("\"seed\":0.5", "seed");
     expect_chat_bad("\"seed\":\"1\"", "seed");
-    expect_chat_bad("\"n\":2", "n");
+    expect_chat_bad("\"n\":9", "n"); /* GW_REQ_N_MAX 8 */
+    expect_chat_ok("\"n\":8");
     expect_chat_bad("\"n\":0", "n");
     expect_chat_ok("\"n\":1");
     expect_chat_bad("\"stop\":5", "stop");
