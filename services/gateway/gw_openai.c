@@ -19,26 +19,17 @@
 #include "gw.h"
 #include "gw_arena.h"
 #include "gw_buf.h"
+#include "gw_lps.h"
 #include "gw_metrics.h"
 #include "gw_out.h"
 #include "gw_sched.h"
 #include "gw_sse.h"
 #include "gw_text.h"
 #include "proto/tern.pb-c.h"
-#include "text/tokenizer.h"
 
 enum gen_op {
     GEN_OP_GENERATE = 0,
     GEN_OP_TOKENIZE,
-};
-
-/* one completion token's log probability and its best alternatives */
-struct lp_entry {
-    int32_t id;
-    float logprob;
-    int n_top;
-    int32_t top_ids[GW_REQ_TOP_LOGPROBS_MAX];
-    float top_lps[GW_REQ_TOP_LOGPROBS_MAX];
 };
 
 struct gen;
@@ -59,10 +50,7 @@ struct choice {
     /* accumulated (non-stream) */
     struct gw_buf all_reasoning;
     struct gw_buf all_content;
-    struct lp_entry *lps; /* logprobs of the completion tokens (malloc'd), when asked */
-    size_t n_lps, cap_lps;
-    size_t lps_sent;  /* streamed: entries already attached to a chunk */
-    size_t lp_offset; /* completions: text_offset of the next entry, characters */
+    struct gw_lps lps; /* logprobs of the completion tokens, when asked */
     /* stop_reason, as vLLM: the stop string or stop_token_ids id that ended it, else null */
     int stop_index;        /* index in req.stop of the matched stop string, -1 none */
     int64_t stop_token_id; /* the stop token of a Finish, -1 none */
@@ -103,7 +91,7 @@ static void gen_cleanup(void *p)
     free(g->ids);
     for (int i = 0; i < GW_REQ_N_MAX; i++) {
         struct choice *ch = &g->ch[i];
-        free(ch->lps);
+        gw_lps_deinit(&ch->lps);
         if (ch->out_init) {
             gw_out_deinit(&ch->out);
             gw_out_delta_deinit(&ch->delta);
@@ -221,130 +209,15 @@ static void add_stop_reason(const struct choice *ch, cJSON *choice)
     cJSON_AddNullToObject(choice, "stop_reason");
 }
 
-// ---- logprobs ----
-
-static void lps_add(struct choice *ch, const struct gw_sched_ev *ev)
-{
-    const struct gen *g = ch->g;
-    if (!g->req.logprobs)
-        return;
-    for (size_t i = 0; i < ev->n_ids; i++) {
-        if (ch->n_lps == ch->cap_lps) {
-            ch->cap_lps = ch->cap_lps ? 2 * ch->cap_lps : 64;
-            ch->lps = xrealloc(ch->lps, ch->cap_lps * sizeof(*ch->lps));
-        }
-        struct lp_entry *e = &ch->lps[ch->n_lps++];
-        memset(e, 0, sizeof(*e));
-        e->id = (int32_t)ev->ids[i];
-        const Tern__TokenLogprob *lp = i < ev->n_logprobs ? ev->logprobs[i] : NULL;
-        if (!lp)
-            continue; /* the worker sent none: logprob 0, no alternatives */
-        e->logprob = lp->logprob;
-        size_t n = lp->n_top_ids < lp->n_top_logprobs ? lp->n_top_ids : lp->n_top_logprobs;
-        if (n > (size_t)g->req.top_logprobs)
-            n = (size_t)g->req.top_logprobs;
-        for (size_t k = 0; k < n; k++) {
-            e->top_ids[k] = (int32_t)lp->top_ids[k];
-            e->top_lps[k] = lp->top_logprobs[k];
-        }
-        e->n_top = (int)n;
-    }
-}
-
-/* the token's text (invalid UTF-8 of a partial byte token becomes U+FFFD) and its raw bytes */
-static void token_text(const struct gen *g, int32_t id, char *out, size_t cap, cJSON **bytes)
-{
-    size_t n = 0;
-    const char *b = tokenizer_id_to_bytes(gw_text_tokenizer(g->gw->text), id, &n);
-    if (!b)
-        n = 0;
-    if (n * 3 + 1 > cap)
-        n = (cap - 1) / 3;
-    size_t w = tokenizer_utf8_repair(b ? b : "", n, true, out, NULL);
-    out[w] = '\0';
-    if (bytes) {
-        *bytes = cJSON_CreateArray();
-        for (size_t i = 0; i < n; i++)
-            cJSON_AddItemToArray(*bytes, cJSON_CreateNumber((unsigned char)b[i]));
-    }
-}
-
-/* OpenAI chat shape: {"content":[{"token","logprob","bytes","top_logprobs":[...]}]} */
-static cJSON *lps_chat_json(const struct choice *ch, size_t from, size_t to)
-{
-    const struct gen *g = ch->g;
-    cJSON *root = cJSON_CreateObject();
-    cJSON *arr = cJSON_AddArrayToObject(root, "content");
-    char tok[256];
-    for (size_t i = from; i < to; i++) {
-        const struct lp_entry *e = &ch->lps[i];
-        cJSON *o = cJSON_CreateObject();
-        cJSON *bytes;
-        token_text(g, e->id, tok, sizeof(tok), &bytes);
-        cJSON_AddStringToObject(o, "token", tok);
-        cJSON_AddNumberToObject(o, "logprob", e->logprob);
-        cJSON_AddItemToObject(o, "bytes", bytes);
-        cJSON *tops = cJSON_AddArrayToObject(o, "top_logprobs");
-        for (int k = 0; k < e->n_top; k++) {
-            cJSON *t = cJSON_CreateObject();
-            token_text(g, e->top_ids[k], tok, sizeof(tok), &bytes);
-            cJSON_AddStringToObject(t, "token", tok);
-            cJSON_AddNumberToObject(t, "logprob", e->top_lps[k]);
-            cJSON_AddItemToObject(t, "bytes", bytes);
-            cJSON_AddItemToArray(tops, t);
-        }
-        cJSON_AddItemToArray(arr, o);
-    }
-    return root;
-}
-
-/* code points in a valid UTF-8 string */
-static size_t utf8_chars(const char *s)
-{
-    size_t n = 0;
-    for (; *s; s++)
-        n += ((unsigned char)*s & 0xC0) != 0x80;
-    return n;
-}
-
-/* legacy completions shape: tokens, token_logprobs, top_logprobs [{tok: lp}], text_offset */
-static cJSON *lps_completion_json(const struct choice *ch, size_t from, size_t to,
-                                  size_t *offset)
-{
-    const struct gen *g = ch->g;
-    cJSON *root = cJSON_CreateObject();
-    cJSON *toks = cJSON_AddArrayToObject(root, "tokens");
-    cJSON *lps = cJSON_AddArrayToObject(root, "token_logprobs");
-    cJSON *tops = cJSON_AddArrayToObject(root, "top_logprobs");
-    cJSON *offs = cJSON_AddArrayToObject(root, "text_offset");
-    char tok[256];
-    for (size_t i = from; i < to; i++) {
-        const struct lp_entry *e = &ch->lps[i];
-        token_text(g, e->id, tok, sizeof(tok), NULL);
-        cJSON_AddItemToArray(toks, cJSON_CreateString(tok));
-        cJSON_AddItemToArray(lps, cJSON_CreateNumber(e->logprob));
-        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)*offset));
-        *offset += utf8_chars(tok); /* characters, as vLLM (Python str offsets) */
-        cJSON *t = cJSON_CreateObject();
-        for (int k = 0; k < e->n_top; k++) {
-            char alt[256];
-            token_text(g, e->top_ids[k], alt, sizeof(alt), NULL);
-            if (!cJSON_GetObjectItemCaseSensitive(t, alt))
-                cJSON_AddNumberToObject(t, alt, e->top_lps[k]);
-        }
-        cJSON_AddItemToArray(tops, t);
-    }
-    return root;
-}
-
 /* logprobs for entries [from, to) in the request's shape, or a JSON null when not asked */
 static cJSON *lps_json(struct choice *ch, size_t from, size_t to)
 {
-    if (!ch->g->req.logprobs)
+    const struct gen *g = ch->g;
+    if (!g->req.logprobs)
         return cJSON_CreateNull();
-    if (ch->g->req.kind == GW_REQ_KIND_CHAT)
-        return lps_chat_json(ch, from, to);
-    return lps_completion_json(ch, from, to, &ch->lp_offset);
+    if (g->req.kind == GW_REQ_KIND_CHAT)
+        return gw_lps_chat_json(&ch->lps, g->gw->text, from, to);
+    return gw_lps_completion_json(&ch->lps, g->gw->text, from, to);
 }
 
 static void send_json_event(struct gen *g, cJSON *j)
@@ -387,9 +260,9 @@ static void send_chunk(struct choice *ch, const struct gw_out_delta *d, const ch
     } else {
         cJSON_AddStringToObject(c, "text", d && d->content.len ? d->content.data : "");
     }
-    if (g->req.logprobs && ch->lps_sent < ch->n_lps && (d || finish)) {
-        cJSON_AddItemToObject(c, "logprobs", lps_json(ch, ch->lps_sent, ch->n_lps));
-        ch->lps_sent = ch->n_lps;
+    if (g->req.logprobs && ch->lps.sent < ch->lps.n && (d || finish)) {
+        cJSON_AddItemToObject(c, "logprobs", lps_json(ch, ch->lps.sent, ch->lps.n));
+        ch->lps.sent = ch->lps.n;
     } else {
         cJSON_AddNullToObject(c, "logprobs");
     }
@@ -469,7 +342,7 @@ static void respond_full(struct gen *g)
         } else {
             cJSON_AddStringToObject(c, "text", content);
         }
-        cJSON_AddItemToObject(c, "logprobs", lps_json(ch, 0, ch->n_lps));
+        cJSON_AddItemToObject(c, "logprobs", lps_json(ch, 0, ch->lps.n));
         cJSON_AddStringToObject(c, "finish_reason", ch->finish);
         add_stop_reason(ch, c);
     }
@@ -678,7 +551,9 @@ static void on_sched_event(void *ctx, const struct gw_sched_ev *ev)
             gw_metrics_itl(g->gw->metrics, (double)(now - g->t_last_ns) / 1e9 / (double)ev->n_ids);
         g->t_last_ns = now;
         stream_start(g);
-        lps_add(ch, ev);
+        if (g->req.logprobs)
+            gw_lps_add(&ch->lps, ev->ids, ev->n_ids, ev->logprobs, ev->n_logprobs,
+                       g->req.top_logprobs);
         bool stop = gw_out_feed(&ch->out, (const int32_t *)ev->ids, ev->n_ids, &ch->delta);
         deliver(ch);
         if (stop) {
