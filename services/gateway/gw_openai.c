@@ -74,7 +74,8 @@ struct gen {
     char id[96];   /* "chatcmpl-..." / "cmpl-..." */
     long long created;
     const char *model;
-    struct choice ch[GW_REQ_N_MAX]; /* req.n of them */
+    struct choice *ch; /* (n_ch) one per choice (arena), set once the body parsed */
+    int n_ch;
     uint32_t prompt_tokens;
     uint64_t t_first_ns, t_last_ns;
     bool prompt_thinking; /* the rendered prompt ends inside <think> */
@@ -89,7 +90,7 @@ static void gen_cleanup(void *p)
 {
     struct gen *g = p;
     free(g->ids);
-    for (int i = 0; i < GW_REQ_N_MAX; i++) {
+    for (int i = 0; i < g->n_ch; i++) {
         struct choice *ch = &g->ch[i];
         gw_lps_deinit(&ch->lps);
         if (ch->out_init) {
@@ -282,7 +283,7 @@ static void stream_start(struct gen *g)
         return;
     gw_exch_stream_begin(g->x);
     if (g->req.kind == GW_REQ_KIND_CHAT)
-        for (int i = 0; i < g->req.n; i++)
+        for (int i = 0; i < g->n_ch; i++)
             send_chunk(&g->ch[i], NULL, NULL, true); /* each choice's first delta: the role */
 }
 
@@ -306,7 +307,7 @@ static void deliver(struct choice *ch)
 static uint32_t completion_total(const struct gen *g)
 {
     uint32_t n = 0;
-    for (int i = 0; i < g->req.n; i++)
+    for (int i = 0; i < g->n_ch; i++)
         n += g->ch[i].completion;
     return n;
 }
@@ -316,7 +317,7 @@ static void respond_full(struct gen *g)
     bool chat = g->req.kind == GW_REQ_KIND_CHAT;
     cJSON *j = envelope(g, chat ? "chat.completion" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(j, "choices");
-    for (int i = 0; i < g->req.n; i++) {
+    for (int i = 0; i < g->n_ch; i++) {
         struct choice *ch = &g->ch[i];
         cJSON *c = cJSON_CreateObject();
         cJSON_AddItemToArray(choices, c);
@@ -457,14 +458,14 @@ static void choice_finish(struct choice *ch, const char *finish, uint32_t comple
                        secs(g->x->t_start_ns, now), queue_s);
     if (g->req.stream)
         send_chunk(ch, NULL, finish, false);
-    if (++g->n_done == g->req.n)
+    if (++g->n_done == g->n_ch)
         gen_done(g);
 }
 
 /* stop the choices the scheduler still runs (a failed sibling, the client gone) */
 static void abort_choices(struct gen *g, const char *why)
 {
-    for (int i = 0; i < g->req.n; i++)
+    for (int i = 0; i < g->n_ch; i++)
         if (g->ch[i].submitted) {
             gw_sched_abort(g->gw->sched, g->ch[i].req_id, why);
             g->ch[i].submitted = false;
@@ -589,7 +590,7 @@ static void on_client_gone(struct gw_exch *x)
     struct gen *g = x->ctx;
     ping_stop(g);
     bool running = false;
-    for (int i = 0; i < g->req.n; i++)
+    for (int i = 0; i < g->n_ch; i++)
         running |= g->ch[i].submitted;
     if (running) {
         abort_choices(g, "client_gone");
@@ -600,7 +601,7 @@ static void on_client_gone(struct gw_exch *x)
         return;
     if (g->op == GEN_OP_GENERATE && g->started) {
         g->finished = true;
-        for (int i = 0; i < g->req.n; i++)
+        for (int i = 0; i < g->n_ch; i++)
             if (!g->ch[i].finished)
                 gw_metrics_request(g->gw->metrics, "abort", g->prompt_tokens,
                                    (uint32_t)g->ch[i].out.n_tokens, -1,
@@ -682,7 +683,7 @@ static void start_generation(struct gen *g)
         g->tools_json = gw_arena_strdup(x->arena, tj);
         free(tj);
     }
-    for (int i = 0; i < g->req.n; i++) {
+    for (int i = 0; i < g->n_ch; i++) {
         struct choice *ch = &g->ch[i];
         ch->req_id = gw_sched_next_id(gw->sched);
         gw_out_delta_init(&ch->delta);
@@ -722,7 +723,7 @@ static void start_generation(struct gen *g)
     /* n choices = n independent sequences (the prompt is prefilled for each; no KV sharing).
      * A seed gives choice i seed + i, as vLLM's parallel sampling; without one each sequence
      * gets its own from its req_id at the scheduler. */
-    for (int i = 0; i < g->req.n; i++) {
+    for (int i = 0; i < g->n_ch; i++) {
         struct choice *ch = &g->ch[i];
         sub.req_id = ch->req_id;
         sub.seed = g->req.seed + (uint64_t)i;
@@ -792,13 +793,11 @@ static void work_done(uv_work_t *w, int status)
     gw_exch_unref(x); /* the work's ref */
 }
 
-static struct gen *gen_new(struct gw *gw, struct gw_exch *x, enum gen_op op)
+/* the request's n choices, in the arena (after the parse: req.n is known) */
+static void choices_init(struct gen *g, struct gw_exch *x)
 {
-    struct gen *g = gw_arena_alloc(x->arena, sizeof(*g));
-    g->gw = gw;
-    g->x = x;
-    g->op = op;
-    for (int i = 0; i < GW_REQ_N_MAX; i++) {
+    g->ch = gw_arena_alloc(x->arena, sizeof(*g->ch) * (size_t)g->req.n);
+    for (int i = 0; i < g->req.n; i++) {
         struct choice *ch = &g->ch[i];
         ch->g = g;
         ch->index = i;
@@ -807,6 +806,15 @@ static struct gen *gen_new(struct gw *gw, struct gw_exch *x, enum gen_op op)
         gw_buf_init(&ch->all_reasoning);
         gw_buf_init(&ch->all_content);
     }
+    g->n_ch = g->req.n;
+}
+
+static struct gen *gen_new(struct gw *gw, struct gw_exch *x, enum gen_op op)
+{
+    struct gen *g = gw_arena_alloc(x->arena, sizeof(*g));
+    g->gw = gw;
+    g->x = x;
+    g->op = op;
     gw_arena_cleanup_add(x->arena, gen_cleanup, g);
     x->ctx = g;
     x->on_abort = on_client_gone;
@@ -840,6 +848,7 @@ void gw_openai_generate(struct gw *gw, struct gw_exch *x, enum gw_req_kind kind)
         return;
     }
     gw_req_apply_defaults(&g->req, gw->gen_defaults);
+    choices_init(g, x);
     gw_sched_status_get(gw->sched, &st);
     if (!st.up) {
         unavailable(x, "scheduler_unavailable", "the scheduler is unavailable; retry later", 0);
