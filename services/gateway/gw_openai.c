@@ -697,6 +697,7 @@ static void start_generation(struct gen *g)
         }
         ch->out_init = true;
         ch->out.tools_max = g->req.parallel_tool_calls ? 0 : 1;
+        ch->out.stop_after = (int)g->req.min_tokens;
     }
     struct gw_sched_submit sub = {0};
     sub.prompt_ids = g->ids;

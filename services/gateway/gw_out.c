@@ -167,6 +167,10 @@ static void stop_stage(struct gw_out *o, struct gw_out_delta *d, const char *s, 
     size_t len = 0;
     if (o->stopped || n == 0)
         return;
+    if (o->n_tokens <= o->stop_after) { /* min_tokens not reached: no stop string yet */
+        text_stage(o, d, s, n, false);
+        return;
+    }
     o->stopped = stop_feed(o->stop, s, n, &out, &len);
     text_stage(o, d, out, len, false);
 }

@@ -45,6 +45,8 @@ struct gw_out {
     int n_tokens;         /* completion tokens seen */
     int tools_max;        /* tool calls passed on (later ones are dropped); 0 = all. Set after
                              init: 1 for parallel_tool_calls false */
+    int stop_after;       /* stop strings are looked for only from token stop_after + 1 on
+                             (min_tokens, as vLLM); 0 = from the first. Set after init */
 };
 
 /* tools_json: the request's tools array as JSON text, or NULL for no tool parsing.

@@ -364,6 +364,14 @@ test('stop_reason: the stop token id, the stop string, null for length / EOS', a
     if (c.choices[0]?.finish_reason) last.push(c.choices[0]);
   assert.equal(last.length, 1);
   assert.equal(last[0].stop_reason, 'STOP');
+  // min_tokens also holds stop strings back (as vLLM): the first STOP is within 4 tokens
+  const words = 'STOP' + ' word'.repeat(20) + ' STOP tail';
+  r = await script.chat.completions.create({ model: MODEL, messages: emit(words), stop: ['STOP'] });
+  assert.equal(r.choices[0].message.content, '');
+  r = await script.chat.completions.create({ model: MODEL, messages: emit(words), stop: ['STOP'],
+                                             min_tokens: 4 });
+  assert.equal(r.choices[0].message.content, 'STOP' + ' word'.repeat(20) + ' ');
+  assert.equal(r.choices[0].stop_reason, 'STOP');
   const fs = [];
   for await (const c of await fake.completions.create({ ...req, stop_token_ids: [t2], stream: true }))
     if (c.choices[0]?.finish_reason) fs.push(c.choices[0]);

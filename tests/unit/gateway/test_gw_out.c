@@ -15,7 +15,8 @@ struct result {
     bool stopped;
 };
 
-static int g_tools_max; /* gw_out.tools_max for run() */
+static int g_tools_max;  /* gw_out.tools_max for run() */
+static int g_stop_after; /* gw_out.stop_after for run() */
 
 static void run(const char *text, size_t chunk, const char *const *stop, int n_stop, bool reasoning,
                 bool thinking, const char *tools, struct result *res)
@@ -28,6 +29,7 @@ static void run(const char *text, size_t chunk, const char *const *stop, int n_s
     gw_buf_init(&res->args);
     CHECK_EQ_INT(gw_out_init(&o, NULL, stop, n_stop, reasoning, thinking, tools, 42), 0);
     o.tools_max = g_tools_max;
+    o.stop_after = g_stop_after;
     gw_out_delta_init(&d);
     size_t n = strlen(text);
     for (size_t i = 0; i < n && !res->stopped; i += chunk) {
@@ -94,6 +96,13 @@ static void test_stop(void)
         CHECK(!r.stopped);
         CHECK_STREQ(s(&r.content), "abc STO");
         result_free(&r);
+        /* min_tokens 9: the first STOP (tokens 2..5) is text, the one at tokens 11..14 stops */
+        g_stop_after = 9;
+        run("aSTOPbcdefSTOPgh", chunks[c], stop, 2, false, false, NULL, &r);
+        CHECK(r.stopped);
+        CHECK_STREQ(s(&r.content), "aSTOPbcdef");
+        result_free(&r);
+        g_stop_after = 0;
     }
 }
 
