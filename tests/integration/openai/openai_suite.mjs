@@ -434,9 +434,24 @@ test('fake: n = 3 greedy -> three equal choices, usage counts them all, streamed
   assert.deepEqual(c.choices.map((x) => x.index), [0, 1]);
   assert.equal(c.choices[0].text, c.choices[1].text);
   assert.equal(c.usage.completion_tokens, 4);
+  const lp = await fake.chat.completions.create({ ...req, logprobs: true, top_logprobs: 1 });
+  for (const ch of lp.choices) assert.equal(ch.logprobs.content.length, 5, 'logprobs per choice');
   const fin = await fake.chat.completions.stream({ ...req, n: 2 }).finalChatCompletion();
   assert.equal(fin.choices.length, 2);
   assert.equal(fin.choices[1].message.content, texts[0]);
+});
+
+test('script: n = 2 -> each choice parses its own tool calls, streamed and not', async () => {
+  const req = { model: MODEL, messages: emit(TOOL_TEXT), tools: TOOLS, n: 2 };
+  const full = await script.chat.completions.create(req);
+  assert.equal(full.choices.length, 2);
+  for (const ch of full.choices) {
+    assert.equal(ch.finish_reason, 'tool_calls');
+    assert.deepEqual(ch.message.tool_calls.map((t) => t.function.name), ['get_weather', 'get_time']);
+  }
+  const fin = await script.chat.completions.stream(req).finalChatCompletion();
+  for (const ch of fin.choices)
+    assert.deepEqual(JSON.parse(ch.message.tool_calls[0].function.arguments), { city: 'Paris', days: 3 });
 });
 
 test('tiny: n = 3 sampled -> independent sequences (choice i == n = 1 with seed + i)', async () => {
