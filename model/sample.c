@@ -1,7 +1,8 @@
 /* sample: token selection from logits (see model/sample.h). Order of operations, as in vLLM:
  * logit bias and banned ids, penalties, then greedy or temperature softmax, top-k, top-p (on the
- * top-k renormalised values), min-p, renormalise, draw. Truncations that need an order sort a candidate prefix
- * (see candidates()) by (logit desc, id asc), never the whole vocabulary unless they must. */
+ * top-k renormalised values), min-p, renormalise, draw. Truncations that need an order sort a
+ * candidate prefix (see candidates()) by (logit desc, id asc), never the whole vocabulary unless
+ * they must. */
 #include "model/sample.h"
 
 #include "common/err.h"

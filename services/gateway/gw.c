@@ -4,18 +4,18 @@
 #include "gw.h"
 
 #include <signal.h>
-#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/err.h"
 #include "common/log.h"
 #include "common/sdnotify.h"
 #include "gw_conn.h"
+#include "gw_gencfg.h"
 #include "gw_metrics.h"
 #include "gw_sched.h"
-#include "gw_gencfg.h"
 #include "gw_text.h"
 
 static void on_connection(uv_stream_t *server, int status)

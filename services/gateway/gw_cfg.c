@@ -74,8 +74,7 @@ static const struct cfg_opt opts[] = {
      "Retry-After on 503, s (default 1)"},
     {"sched-dead-ms", "TERN_GW_SCHED_DEAD_MS", CFG_TYPE_INT, F(sched_dead_ms), 0, 100, 600000,
      "scheduler silence before it counts as gone, ms (default 3000)"},
-    {"sched-resume-ms", "TERN_GW_SCHED_RESUME_MS", CFG_TYPE_INT, F(sched_resume_ms), 0, 0,
-     3600000,
+    {"sched-resume-ms", "TERN_GW_SCHED_RESUME_MS", CFG_TYPE_INT, F(sched_resume_ms), 0, 0, 3600000,
      "requests open when the scheduler goes away wait this long for it and continue, ms, 0 = "
      "fail them (default 15000)"},
     {"log-level", "TERN_LOG_LEVEL", CFG_TYPE_STR, F(log_level_name), S(log_level_name), 0, 0,

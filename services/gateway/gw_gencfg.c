@@ -58,8 +58,8 @@ int gw_gencfg_parse(struct gw_req_defaults *d, const char *json, size_t len, cha
     if ((rc = num_key(root, "min_p", 0, 1, &d->min_p, err, errlen)) < 0)
         goto out;
     d->has_min_p = rc;
-    if ((rc = num_key(root, "repetition_penalty", 1e-9, 2, &d->repetition_penalty, err,
-                      errlen)) < 0)
+    if ((rc = num_key(root, "repetition_penalty", 1e-9, 2, &d->repetition_penalty, err, errlen)) <
+        0)
         goto out;
     d->has_repetition_penalty = rc;
     if ((rc = num_key(root, "max_new_tokens", 1, INT32_MAX, &v, err, errlen)) < 0)
@@ -109,10 +109,10 @@ void gw_gencfg_log(const struct gw_req_defaults *d, const char *source)
     char line[512];
     size_t n = 0;
     line[0] = '\0';
-#define GENCFG_ADD(cond, ...)                                                                   \
-    do {                                                                                        \
-        if ((cond) && n < sizeof(line))                                                         \
-            n += (size_t)snprintf(line + n, sizeof(line) - n, __VA_ARGS__);                     \
+#define GENCFG_ADD(cond, ...)                                                                      \
+    do {                                                                                           \
+        if ((cond) && n < sizeof(line))                                                            \
+            n += (size_t)snprintf(line + n, sizeof(line) - n, __VA_ARGS__);                        \
     } while (0)
     GENCFG_ADD(d->has_temperature, " temperature=%g", d->temperature);
     GENCFG_ADD(d->has_top_p, " top_p=%g", d->top_p);

@@ -46,8 +46,7 @@ void gw_lps_deinit(struct gw_lps *l)
 }
 
 /* the token's text (invalid UTF-8 of a partial byte token becomes U+FFFD) and its raw bytes */
-static void token_text(const struct gw_text *text, int32_t id, char *out, size_t cap,
-                       cJSON **bytes)
+static void token_text(const struct gw_text *text, int32_t id, char *out, size_t cap, cJSON **bytes)
 {
     size_t n = 0;
     const char *b = tokenizer_id_to_bytes(gw_text_tokenizer(text), id, &n);
@@ -64,8 +63,7 @@ static void token_text(const struct gw_text *text, int32_t id, char *out, size_t
     }
 }
 
-cJSON *gw_lps_chat_json(const struct gw_lps *l, const struct gw_text *text, size_t from,
-                        size_t to)
+cJSON *gw_lps_chat_json(const struct gw_lps *l, const struct gw_text *text, size_t from, size_t to)
 {
     cJSON *root = cJSON_CreateObject();
     cJSON *arr = cJSON_AddArrayToObject(root, "content");
@@ -101,8 +99,7 @@ static size_t utf8_chars(const char *s)
     return n;
 }
 
-cJSON *gw_lps_completion_json(struct gw_lps *l, const struct gw_text *text, size_t from,
-                              size_t to)
+cJSON *gw_lps_completion_json(struct gw_lps *l, const struct gw_text *text, size_t from, size_t to)
 {
     cJSON *root = cJSON_CreateObject();
     cJSON *toks = cJSON_AddArrayToObject(root, "tokens");

@@ -38,9 +38,9 @@ struct gen;
  * output pipeline. */
 struct choice {
     struct gen *g;
-    int index;        /* choices[].index */
-    uint64_t req_id;  /* its scheduler request */
-    bool submitted;   /* the scheduler still runs it */
+    int index;       /* choices[].index */
+    uint64_t req_id; /* its scheduler request */
+    bool submitted;  /* the scheduler still runs it */
     bool finished;
     const char *finish;  /* finish_reason once finished */
     uint32_t completion; /* completion tokens once finished */
@@ -483,8 +483,8 @@ static void gen_fail(struct choice *ch, const struct gw_sched_ev *ev)
     gw_metrics_request(g->gw->metrics, "error", g->prompt_tokens, (uint32_t)ch->out.n_tokens, -1,
                        secs(g->x->t_start_ns, clock_now_ns()), -1);
     LOG_WARN("request_failed", "req=%s id=%llx choice=%d code=%d link_lost=%d msg=\"%s\"",
-             g->x->req_id, (unsigned long long)ch->req_id, ch->index, ev->error_code,
-             ev->link_lost, ev->message ? ev->message : "");
+             g->x->req_id, (unsigned long long)ch->req_id, ch->index, ev->error_code, ev->link_lost,
+             ev->message ? ev->message : "");
     struct gw_exch *x = g->x;
     const char *msg = ev->message ? ev->message : "generation failed";
     if (ev->link_lost) {
@@ -667,7 +667,8 @@ static void start_generation(struct gen *g)
     /* stop ids: the model's EOS (unless ignore_eos), then stop_token_ids */
     int32_t eos[2];
     gw_text_eos_ids(gw->text, &eos[0], &eos[1]);
-    uint32_t *stop_ids = gw_arena_alloc(x->arena, sizeof(uint32_t) * (2 + (size_t)g->req.n_stop_ids));
+    uint32_t *stop_ids =
+        gw_arena_alloc(x->arena, sizeof(uint32_t) * (2 + (size_t)g->req.n_stop_ids));
     size_t n_stop_ids = 0;
     for (int i = 0; i < 2 && !g->req.ignore_eos; i++)
         if (eos[i] >= 0)
@@ -732,11 +733,10 @@ static void start_generation(struct gen *g)
         if (rc < 0) {
             abort_choices(g, "submit_failed");
             if (rc == ERR_CLOSED)
-                unavailable(x, "scheduler_unavailable",
-                            "the scheduler is unavailable; retry later", 0);
-            else
-                unavailable(x, "server_is_overloaded", "the server is overloaded; retry later",
+                unavailable(x, "scheduler_unavailable", "the scheduler is unavailable; retry later",
                             0);
+            else
+                unavailable(x, "server_is_overloaded", "the server is overloaded; retry later", 0);
             return;
         }
         ch->submitted = true;

@@ -114,8 +114,7 @@ static void content_stage(struct gw_out *o, struct gw_out_delta *d, const char *
         for (size_t i = 0; i < n_ev; i++) {
             const struct toolcall_event *e = &ev[i];
             struct gw_out_tool_ev *t;
-            if (o->tools_max > 0 && e->index >= o->tools_max &&
-                e->type != TOOLCALL_EVENT_CONTENT)
+            if (o->tools_max > 0 && e->index >= o->tools_max && e->type != TOOLCALL_EVENT_CONTENT)
                 continue; /* parallel_tool_calls false: only the first call */
             switch (e->type) {
             case TOOLCALL_EVENT_CONTENT:

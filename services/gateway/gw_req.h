@@ -77,14 +77,14 @@ struct gw_req {
     unsigned given;            /* GW_REQ_GIVEN_* bits: sampling fields the body set */
     bool has_seed;
     uint64_t seed;
-    int n;                      /* choices, 1..GW_REQ_N_MAX */
-    int64_t min_tokens;         /* stop ids (EOS included) masked until this many; 0 = off */
-    int32_t *bias_ids;          /* logit_bias token ids (arena), n_bias entries */
-    float *bias_vals;           /* their biases, clamped to [-100, 100] */
+    int n;              /* choices, 1..GW_REQ_N_MAX */
+    int64_t min_tokens; /* stop ids (EOS included) masked until this many; 0 = off */
+    int32_t *bias_ids;  /* logit_bias token ids (arena), n_bias entries */
+    float *bias_vals;   /* their biases, clamped to [-100, 100] */
     int n_bias;
-    int32_t *stop_ids;          /* stop_token_ids (arena) */
+    int32_t *stop_ids; /* stop_token_ids (arena) */
     int n_stop_ids;
-    bool parallel_tool_calls;   /* false: at most one tool call is returned */
+    bool parallel_tool_calls;          /* false: at most one tool call is returned */
     const char *stop[GW_REQ_STOP_MAX]; /* stop strings (arena) */
     int n_stop;
     bool ignore_eos;

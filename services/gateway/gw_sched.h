@@ -92,7 +92,7 @@ struct gw_sched_submit {
     bool ignore_eos;
     bool logprobs;
     uint32_t top_logprobs;
-    uint32_t min_tokens; /* stop ids masked until this many completion tokens; 0 = off */
+    uint32_t min_tokens;      /* stop ids masked until this many completion tokens; 0 = off */
     const uint32_t *bias_ids; /* (n_bias) logit_bias */
     const float *bias_vals;
     size_t n_bias;

@@ -1,7 +1,7 @@
 /* sample: choosing the next token from a logit vector: greedy, temperature, top-k, top-p, min-p,
- * logit bias and banned ids, repetition / presence / frequency penalties, with an explicit seeded PRNG (xoshiro256**,
- * seeded through splitmix64): the same seed and inputs give the same tokens. A sample_ctx holds
- * the per-vocabulary scratch so nothing is allocated per token. */
+ * logit bias and banned ids, repetition / presence / frequency penalties, with an explicit seeded
+ * PRNG (xoshiro256**, seeded through splitmix64): the same seed and inputs give the same tokens. A
+ * sample_ctx holds the per-vocabulary scratch so nothing is allocated per token. */
 #ifndef MODEL_SAMPLE_H
 #define MODEL_SAMPLE_H
 

@@ -55,10 +55,9 @@ static int run_cmd(char *const argv[], char *const env[], const char *log_name, 
 
 static void dump_logs(void)
 {
-    static const char *const names[] = {"sched_fake", "wk_fake",   "gw_fake",
-                                        "sched_tiny", "wk_tiny",   "gw_tiny",
-                                        "fsched",     "gw_script", "gw_q35",
-                                        "suite"};
+    static const char *const names[] = {"sched_fake", "wk_fake", "gw_fake", "sched_tiny",
+                                        "wk_tiny",    "gw_tiny", "fsched",  "gw_script",
+                                        "gw_q35",     "suite"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         char cmd[700];
         fprintf(stderr, "---- %s.log (tail) ----\n", names[i]);

@@ -112,8 +112,8 @@ static void run_case(const char *dir, const char *tag, bool reserve_full)
             uint32_t want[MAX_TOKENS];
             uint32_t n_want = masked_tokens(prompts[i][3], stops[i], want);
             CHECK(r && r->finish_reason == (n_want < MAX_TOKENS
-                                                 ? TERN__FINISH_REASON__FINISH_REASON_STOP
-                                                 : TERN__FINISH_REASON__FINISH_REASON_LENGTH));
+                                                ? TERN__FINISH_REASON__FINISH_REASON_STOP
+                                                : TERN__FINISH_REASON__FINISH_REASON_LENGTH));
             CHECK(r && r->n_tokens == n_want && r->usage_completion == n_want);
             CHECK(r && !r->gap && r->prompt_tokens == 4);
             for (uint32_t t = 0; r && t < r->n_tokens && t < n_want; t++) {

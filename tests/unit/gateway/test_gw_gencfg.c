@@ -44,8 +44,7 @@ int main(void)
     CHECK_EQ_INT(gw_gencfg_load(&d, "auto", dir, &found, src, sizeof(src), err, sizeof(err)), 0);
     CHECK(!found);
     CHECK_STREQ(src, "none");
-    CHECK(gw_gencfg_load(&d, dir, "/nonexistent", &found, src, sizeof(src), err, sizeof(err)) <
-          0);
+    CHECK(gw_gencfg_load(&d, dir, "/nonexistent", &found, src, sizeof(src), err, sizeof(err)) < 0);
     snprintf(path, sizeof(path), "%s/generation_config.json", dir);
     FILE *f = fopen(path, "w");
     CHECK(f != NULL);
@@ -56,9 +55,8 @@ int main(void)
     CHECK_EQ_INT(gw_gencfg_load(&d, "auto", dir, &found, src, sizeof(src), err, sizeof(err)), 0);
     CHECK(found && d.has_temperature);
     CHECK_STREQ(src, path);
-    CHECK_EQ_INT(gw_gencfg_load(&d, dir, "/nonexistent", &found, src, sizeof(src), err,
-                                sizeof(err)),
-                 0);
+    CHECK_EQ_INT(
+        gw_gencfg_load(&d, dir, "/nonexistent", &found, src, sizeof(src), err, sizeof(err)), 0);
     CHECK(found && d.has_temperature);
     CHECK_EQ_INT(gw_gencfg_load(&d, "vllm", dir, &found, src, sizeof(src), err, sizeof(err)), 0);
     CHECK(!found && !d.has_temperature);

@@ -292,9 +292,8 @@ static void test_request_surface(void)
     CHECK_EQ_INT(gw_req_check_vocab(&r, 6000, &e), 0);
     CHECK_EQ_INT(gw_req_check_vocab(&r, 5809, &e), ERR_INVAL);
     CHECK_STREQ(e.param, "logit_bias");
-    CHECK_EQ_INT(parse(GW_REQ_KIND_COMPLETION, "{\"prompt\":\"x\",\"stop_token_ids\":[70]}", &r,
-                       &e, a),
-                 0);
+    CHECK_EQ_INT(
+        parse(GW_REQ_KIND_COMPLETION, "{\"prompt\":\"x\",\"stop_token_ids\":[70]}", &r, &e, a), 0);
     CHECK_EQ_INT(gw_req_check_vocab(&r, 70, &e), ERR_INVAL);
     CHECK_STREQ(e.param, "stop_token_ids");
     CHECK_EQ_INT(parse(GW_REQ_KIND_CHAT, "{" MSGS "}", &r, &e, a), 0);
