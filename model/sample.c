@@ -1,7 +1,8 @@
 /* sample: token selection from logits (see model/sample.h). Order of operations, as in vLLM:
- * penalties, then greedy or temperature softmax, top-k, top-p (on the top-k renormalised
- * values), min-p, renormalise, draw. Truncations that need an order sort a candidate prefix
- * (see candidates()) by (logit desc, id asc), never the whole vocabulary unless they must. */
+ * logit bias and banned ids, penalties, then greedy or temperature softmax, top-k, top-p (on the
+ * top-k renormalised values), min-p, renormalise, draw. Truncations that need an order sort a
+ * candidate prefix (see candidates()) by (logit desc, id asc), never the whole vocabulary unless
+ * they must. */
 #include "model/sample.h"
 
 #include "common/err.h"
@@ -65,6 +66,11 @@ void sample_params_default(struct sample_params *p)
     p->repetition_penalty = 1.0f;
     p->presence_penalty = 0.0f;
     p->frequency_penalty = 0.0f;
+    p->bias_ids = NULL;
+    p->bias_vals = NULL;
+    p->n_bias = 0;
+    p->ban_ids = NULL;
+    p->n_ban = 0;
 }
 
 struct sample_ctx {
@@ -113,6 +119,18 @@ int32_t sample_argmax(const float *logits, int n)
 }
 
 // ---- the pipeline ----
+
+/* logit_bias, then the banned ids (as vLLM's logits processors: before the penalties) */
+static void apply_bias(struct sample_ctx *sc, const struct sample_params *p)
+{
+    const int V = sc->n_vocab;
+    for (int i = 0; i < p->n_bias; i++)
+        if (p->bias_ids[i] >= 0 && p->bias_ids[i] < V)
+            sc->logit[p->bias_ids[i]] += p->bias_vals[i];
+    for (int i = 0; i < p->n_ban; i++)
+        if (p->ban_ids[i] < (uint32_t)V)
+            sc->logit[p->ban_ids[i]] = -INFINITY;
+}
 
 static void apply_penalties(struct sample_ctx *sc, const struct sample_params *p,
                             const int32_t *hist, int n_hist)
@@ -178,6 +196,7 @@ static int32_t build(struct sample_ctx *sc, const struct sample_params *p, const
 {
     const int V = sc->n_vocab;
     memcpy(sc->logit, logits, sizeof(float) * (size_t)V);
+    apply_bias(sc, p);
     apply_penalties(sc, p, hist, n_hist);
     if (p->temperature <= 0.0f || p->top_k == 1)
         return sample_argmax(sc->logit, V);
@@ -245,6 +264,12 @@ static int32_t build(struct sample_ctx *sc, const struct sample_params *p, const
 
 static bool params_ok(const struct sample_params *p)
 {
+    if (p->n_bias < 0 || p->n_ban < 0 || (p->n_bias && (!p->bias_ids || !p->bias_vals)) ||
+        (p->n_ban && !p->ban_ids))
+        return false;
+    for (int i = 0; i < p->n_bias; i++)
+        if (!isfinite(p->bias_vals[i]))
+            return false;
     return !isnan(p->temperature) && p->top_p > 0.0f && p->min_p <= 1.0f &&
            p->repetition_penalty > 0.0f && isfinite(p->presence_penalty) &&
            isfinite(p->frequency_penalty);

@@ -7,11 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/err.h"
 #include "common/log.h"
 #include "common/sdnotify.h"
 #include "gw_conn.h"
+#include "gw_gencfg.h"
 #include "gw_metrics.h"
 #include "gw_sched.h"
 #include "gw_text.h"
@@ -101,7 +103,20 @@ int gw_init(struct gw *gw, const struct gw_cfg *cfg)
         return ERR_INVAL;
     }
     gw_text_set_exclude_tools_when_none(gw->text, cfg->exclude_tools_none);
-    int rc = uv_loop_init(&gw->loop);
+    bool found = false;
+    char source[1100];
+    int rc = gw_gencfg_load(&gw->gen_defaults_file, cfg->generation_config, cfg->tokenizer_dir,
+                            &found, source, sizeof(source), err, sizeof(err));
+    if (rc < 0) {
+        LOG_ERR("generation_config_failed", "err=%s msg=\"%s\"", err_str(rc), err);
+        gw_text_destroy(gw->text);
+        gw->text = NULL;
+        return rc;
+    }
+    gw->gen_defaults = found ? &gw->gen_defaults_file : NULL;
+    gw_gencfg_log(&gw->gen_defaults_file, source);
+    gw->started_s = (int64_t)time(NULL);
+    rc = uv_loop_init(&gw->loop);
     if (rc < 0)
         goto out_text;
     gw->metrics = gw_metrics_create(cfg->model_name);

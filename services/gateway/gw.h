@@ -11,6 +11,7 @@
 
 #include "gw_cfg.h"
 #include "gw_exch.h"
+#include "gw_req.h"
 
 struct gw_arena;
 struct gw_conn;
@@ -37,6 +38,9 @@ struct gw {
     bool draining;        /* SIGTERM seen: no new connections, 503 to new requests */
     bool listener_open;
     int port_bound; /* actual port after bind */
+    struct gw_req_defaults gen_defaults_file;   /* generation_config.json, when one was read */
+    const struct gw_req_defaults *gen_defaults; /* &gen_defaults_file, or NULL: none/off */
+    int64_t started_s;                          /* process start, Unix s (/v1/models created) */
 };
 
 /* ---- service ---- */

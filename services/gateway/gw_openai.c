@@ -19,26 +19,41 @@
 #include "gw.h"
 #include "gw_arena.h"
 #include "common/buf.h"
+#include "gw_lps.h"
 #include "gw_metrics.h"
 #include "gw_out.h"
 #include "gw_sched.h"
 #include "gw_sse.h"
 #include "gw_text.h"
 #include "proto/tern.pb-c.h"
-#include "text/tokenizer.h"
 
 enum gen_op {
     GEN_OP_GENERATE = 0,
     GEN_OP_TOKENIZE,
 };
 
-/* one completion token's log probability and its best alternatives */
-struct lp_entry {
-    int32_t id;
-    float logprob;
-    int n_top;
-    int32_t top_ids[GW_REQ_TOP_LOGPROBS_MAX];
-    float top_lps[GW_REQ_TOP_LOGPROBS_MAX];
+struct gen;
+
+/* One choice (n > 1 gives several): an independent sequence at the scheduler with its own
+ * output pipeline. */
+struct choice {
+    struct gen *g;
+    int index;       /* choices[].index */
+    uint64_t req_id; /* its scheduler request */
+    bool submitted;  /* the scheduler still runs it */
+    bool finished;
+    const char *finish;  /* finish_reason once finished */
+    uint32_t completion; /* completion tokens once finished */
+    struct gw_out out;
+    struct gw_out_delta delta;
+    bool out_init;
+    /* accumulated (non-stream) */
+    struct buf all_reasoning;
+    struct buf all_content;
+    struct gw_lps lps; /* logprobs of the completion tokens, when asked */
+    /* stop_reason, as vLLM: the stop string or stop_token_ids id that ended it, else null */
+    int stop_index;        /* index in req.stop of the matched stop string, -1 none */
+    int64_t stop_token_id; /* the stop token of a Finish, -1 none */
 };
 
 struct gen {
@@ -53,25 +68,17 @@ struct gen {
     int work_rc;
     char work_err[512];
     /* running */
-    uint64_t req_id;
-    bool submitted;
-    bool finished;
-    char id[96]; /* "chatcmpl-..." / "cmpl-..." */
+    bool started;  /* submitted (req_id of the first choice set) */
+    bool finished; /* the response is complete (or failed) */
+    int n_done;    /* choices finished */
+    char id[96];   /* "chatcmpl-..." / "cmpl-..." */
     long long created;
     const char *model;
-    struct gw_out out;
-    struct gw_out_delta delta;
-    bool out_init;
-    /* accumulated (non-stream) */
-    struct buf all_reasoning;
-    struct buf all_content;
+    struct choice *ch; /* (n_ch) one per choice (arena), set once the body parsed */
+    int n_ch;
     uint32_t prompt_tokens;
     uint64_t t_first_ns, t_last_ns;
     bool prompt_thinking; /* the rendered prompt ends inside <think> */
-    struct lp_entry *lps; /* logprobs of the completion tokens (malloc'd), when asked */
-    size_t n_lps, cap_lps;
-    size_t lps_sent;  /* streamed: entries already attached to a chunk */
-    size_t lp_offset; /* completions: text_offset of the next entry */
     char *tools_json; /* request tools as JSON text (arena) or NULL */
     /* SSE keep-alive: ": ping" when a stream was quiet for cfg->sse_ping_ms (long prefill) */
     uv_timer_t ping;
@@ -83,13 +90,16 @@ static void gen_cleanup(void *p)
 {
     struct gen *g = p;
     free(g->ids);
-    free(g->lps);
-    if (g->out_init) {
-        gw_out_deinit(&g->out);
-        gw_out_delta_deinit(&g->delta);
+    for (int i = 0; i < g->n_ch; i++) {
+        struct choice *ch = &g->ch[i];
+        gw_lps_deinit(&ch->lps);
+        if (ch->out_init) {
+            gw_out_deinit(&ch->out);
+            gw_out_delta_deinit(&ch->delta);
+        }
+        buf_deinit(&ch->all_reasoning);
+        buf_deinit(&ch->all_content);
     }
-    buf_deinit(&g->all_reasoning);
-    buf_deinit(&g->all_content);
 }
 
 int64_t gw_openai_max_model_len(const struct gw *gw)
@@ -184,117 +194,31 @@ static cJSON *tool_calls_json(const struct gw_out *o)
     return arr;
 }
 
-// ---- logprobs ----
-
-static void lps_add(struct gen *g, const struct gw_sched_ev *ev)
+/* "stop_reason": the stop string or the stop_token_ids id that matched; null for EOS, length */
+static void add_stop_reason(const struct choice *ch, cJSON *choice)
 {
-    if (!g->req.logprobs)
+    const struct gw_req *r = &ch->g->req;
+    if (ch->stop_index >= 0 && ch->stop_index < r->n_stop) {
+        cJSON_AddStringToObject(choice, "stop_reason", r->stop[ch->stop_index]);
         return;
-    for (size_t i = 0; i < ev->n_ids; i++) {
-        if (g->n_lps == g->cap_lps) {
-            g->cap_lps = g->cap_lps ? 2 * g->cap_lps : 64;
-            g->lps = xrealloc(g->lps, g->cap_lps * sizeof(*g->lps));
-        }
-        struct lp_entry *e = &g->lps[g->n_lps++];
-        memset(e, 0, sizeof(*e));
-        e->id = (int32_t)ev->ids[i];
-        const Tern__TokenLogprob *lp = i < ev->n_logprobs ? ev->logprobs[i] : NULL;
-        if (!lp)
-            continue; /* the worker sent none: logprob 0, no alternatives */
-        e->logprob = lp->logprob;
-        size_t n = lp->n_top_ids < lp->n_top_logprobs ? lp->n_top_ids : lp->n_top_logprobs;
-        if (n > (size_t)g->req.top_logprobs)
-            n = (size_t)g->req.top_logprobs;
-        for (size_t k = 0; k < n; k++) {
-            e->top_ids[k] = (int32_t)lp->top_ids[k];
-            e->top_lps[k] = lp->top_logprobs[k];
-        }
-        e->n_top = (int)n;
     }
-}
-
-/* the token's text (invalid UTF-8 of a partial byte token becomes U+FFFD) and its raw bytes */
-static void token_text(const struct gen *g, int32_t id, char *out, size_t cap, cJSON **bytes)
-{
-    size_t n = 0;
-    const char *b = tokenizer_id_to_bytes(gw_text_tokenizer(g->gw->text), id, &n);
-    if (!b)
-        n = 0;
-    if (n * 3 + 1 > cap)
-        n = (cap - 1) / 3;
-    size_t w = tokenizer_utf8_repair(b ? b : "", n, true, out, NULL);
-    out[w] = '\0';
-    if (bytes) {
-        *bytes = cJSON_CreateArray();
-        for (size_t i = 0; i < n; i++)
-            cJSON_AddItemToArray(*bytes, cJSON_CreateNumber((unsigned char)b[i]));
-    }
-}
-
-/* OpenAI chat shape: {"content":[{"token","logprob","bytes","top_logprobs":[...]}]} */
-static cJSON *lps_chat_json(const struct gen *g, size_t from, size_t to)
-{
-    cJSON *root = cJSON_CreateObject();
-    cJSON *arr = cJSON_AddArrayToObject(root, "content");
-    char tok[256];
-    for (size_t i = from; i < to; i++) {
-        const struct lp_entry *e = &g->lps[i];
-        cJSON *o = cJSON_CreateObject();
-        cJSON *bytes;
-        token_text(g, e->id, tok, sizeof(tok), &bytes);
-        cJSON_AddStringToObject(o, "token", tok);
-        cJSON_AddNumberToObject(o, "logprob", e->logprob);
-        cJSON_AddItemToObject(o, "bytes", bytes);
-        cJSON *tops = cJSON_AddArrayToObject(o, "top_logprobs");
-        for (int k = 0; k < e->n_top; k++) {
-            cJSON *t = cJSON_CreateObject();
-            token_text(g, e->top_ids[k], tok, sizeof(tok), &bytes);
-            cJSON_AddStringToObject(t, "token", tok);
-            cJSON_AddNumberToObject(t, "logprob", e->top_lps[k]);
-            cJSON_AddItemToObject(t, "bytes", bytes);
-            cJSON_AddItemToArray(tops, t);
+    for (int i = 0; ch->stop_token_id >= 0 && i < r->n_stop_ids; i++)
+        if (r->stop_ids[i] == ch->stop_token_id) {
+            cJSON_AddNumberToObject(choice, "stop_reason", (double)ch->stop_token_id);
+            return;
         }
-        cJSON_AddItemToArray(arr, o);
-    }
-    return root;
-}
-
-/* legacy completions shape: tokens, token_logprobs, top_logprobs [{tok: lp}], text_offset */
-static cJSON *lps_completion_json(const struct gen *g, size_t from, size_t to, size_t *offset)
-{
-    cJSON *root = cJSON_CreateObject();
-    cJSON *toks = cJSON_AddArrayToObject(root, "tokens");
-    cJSON *lps = cJSON_AddArrayToObject(root, "token_logprobs");
-    cJSON *tops = cJSON_AddArrayToObject(root, "top_logprobs");
-    cJSON *offs = cJSON_AddArrayToObject(root, "text_offset");
-    char tok[256];
-    for (size_t i = from; i < to; i++) {
-        const struct lp_entry *e = &g->lps[i];
-        token_text(g, e->id, tok, sizeof(tok), NULL);
-        cJSON_AddItemToArray(toks, cJSON_CreateString(tok));
-        cJSON_AddItemToArray(lps, cJSON_CreateNumber(e->logprob));
-        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)*offset));
-        *offset += strlen(tok);
-        cJSON *t = cJSON_CreateObject();
-        for (int k = 0; k < e->n_top; k++) {
-            char alt[256];
-            token_text(g, e->top_ids[k], alt, sizeof(alt), NULL);
-            if (!cJSON_GetObjectItemCaseSensitive(t, alt))
-                cJSON_AddNumberToObject(t, alt, e->top_lps[k]);
-        }
-        cJSON_AddItemToArray(tops, t);
-    }
-    return root;
+    cJSON_AddNullToObject(choice, "stop_reason");
 }
 
 /* logprobs for entries [from, to) in the request's shape, or a JSON null when not asked */
-static cJSON *lps_json(struct gen *g, size_t from, size_t to)
+static cJSON *lps_json(struct choice *ch, size_t from, size_t to)
 {
+    const struct gen *g = ch->g;
     if (!g->req.logprobs)
         return cJSON_CreateNull();
     if (g->req.kind == GW_REQ_KIND_CHAT)
-        return lps_chat_json(g, from, to);
-    return lps_completion_json(g, from, to, &g->lp_offset);
+        return gw_lps_chat_json(&ch->lps, g->gw->text, from, to);
+    return gw_lps_completion_json(&ch->lps, g->gw->text, from, to);
 }
 
 static void send_json_event(struct gen *g, cJSON *j)
@@ -309,15 +233,17 @@ static void send_json_event(struct gen *g, cJSON *j)
     buf_deinit(&b);
 }
 
-/* one streamed chunk: delta fields or finish_reason */
-static void send_chunk(struct gen *g, const struct gw_out_delta *d, const char *finish, bool role)
+/* one streamed chunk of choice ch: delta fields or finish_reason */
+static void send_chunk(struct choice *ch, const struct gw_out_delta *d, const char *finish,
+                       bool role)
 {
+    struct gen *g = ch->g;
     bool chat = g->req.kind == GW_REQ_KIND_CHAT;
     cJSON *j = envelope(g, chat ? "chat.completion.chunk" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(j, "choices");
     cJSON *c = cJSON_CreateObject();
     cJSON_AddItemToArray(choices, c);
-    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON_AddNumberToObject(c, "index", ch->index);
     if (chat) {
         cJSON *delta = cJSON_AddObjectToObject(c, "delta");
         if (role) {
@@ -335,16 +261,18 @@ static void send_chunk(struct gen *g, const struct gw_out_delta *d, const char *
     } else {
         cJSON_AddStringToObject(c, "text", d && d->content.len ? d->content.data : "");
     }
-    if (g->req.logprobs && g->lps_sent < g->n_lps && (d || finish)) {
-        cJSON_AddItemToObject(c, "logprobs", lps_json(g, g->lps_sent, g->n_lps));
-        g->lps_sent = g->n_lps;
+    if (g->req.logprobs && ch->lps.sent < ch->lps.n && (d || finish)) {
+        cJSON_AddItemToObject(c, "logprobs", lps_json(ch, ch->lps.sent, ch->lps.n));
+        ch->lps.sent = ch->lps.n;
     } else {
         cJSON_AddNullToObject(c, "logprobs");
     }
-    if (finish)
+    if (finish) {
         cJSON_AddStringToObject(c, "finish_reason", finish);
-    else
+        add_stop_reason(ch, c);
+    } else {
         cJSON_AddNullToObject(c, "finish_reason");
+    }
     send_json_event(g, j);
 }
 
@@ -355,56 +283,71 @@ static void stream_start(struct gen *g)
         return;
     gw_exch_stream_begin(g->x);
     if (g->req.kind == GW_REQ_KIND_CHAT)
-        send_chunk(g, NULL, NULL, true); /* the first delta carries the role */
+        for (int i = 0; i < g->n_ch; i++)
+            send_chunk(&g->ch[i], NULL, NULL, true); /* each choice's first delta: the role */
 }
 
-/* deliver what the pipeline produced: stream it or keep it */
-static void deliver(struct gen *g)
+/* deliver what choice ch's pipeline produced: stream it or keep it */
+static void deliver(struct choice *ch)
 {
-    struct gw_out_delta *d = &g->delta;
+    struct gw_out_delta *d = &ch->delta;
     if (gw_out_delta_is_empty(d))
         return;
-    if (g->req.stream) {
-        send_chunk(g, d, NULL, false);
+    if (ch->g->req.stream) {
+        send_chunk(ch, d, NULL, false);
     } else {
-        buf_append(&g->all_reasoning, d->reasoning.data ? d->reasoning.data : "",
+        buf_append(&ch->all_reasoning, d->reasoning.data ? d->reasoning.data : "",
                       d->reasoning.len);
-        buf_append(&g->all_content, d->content.data ? d->content.data : "", d->content.len);
+        buf_append(&ch->all_content, d->content.data ? d->content.data : "", d->content.len);
     }
     gw_out_delta_reset(d);
 }
 
-static void respond_full(struct gen *g, const char *finish, uint32_t completion)
+/* total completion tokens over the choices (usage counts the prompt once, as vLLM) */
+static uint32_t completion_total(const struct gen *g)
+{
+    uint32_t n = 0;
+    for (int i = 0; i < g->n_ch; i++)
+        n += g->ch[i].completion;
+    return n;
+}
+
+static void respond_full(struct gen *g)
 {
     bool chat = g->req.kind == GW_REQ_KIND_CHAT;
     cJSON *j = envelope(g, chat ? "chat.completion" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(j, "choices");
-    cJSON *c = cJSON_CreateObject();
-    cJSON_AddItemToArray(choices, c);
-    cJSON_AddNumberToObject(c, "index", 0);
-    if (chat) {
-        cJSON *m = cJSON_AddObjectToObject(c, "message");
-        cJSON_AddStringToObject(m, "role", "assistant");
-        int n_tools = gw_out_tool_count(&g->out);
-        if (g->all_content.len || n_tools == 0)
-            cJSON_AddStringToObject(m, "content", g->all_content.data ? g->all_content.data : "");
-        else
-            cJSON_AddNullToObject(m, "content");
-        if (g->all_reasoning.len) {
-            cJSON_AddStringToObject(m, "reasoning_content", g->all_reasoning.data);
-            cJSON_AddStringToObject(m, "reasoning", g->all_reasoning.data);
+    for (int i = 0; i < g->n_ch; i++) {
+        struct choice *ch = &g->ch[i];
+        cJSON *c = cJSON_CreateObject();
+        cJSON_AddItemToArray(choices, c);
+        cJSON_AddNumberToObject(c, "index", ch->index);
+        const char *content = ch->all_content.data ? ch->all_content.data : "";
+        if (chat) {
+            cJSON *m = cJSON_AddObjectToObject(c, "message");
+            cJSON_AddStringToObject(m, "role", "assistant");
+            int n_tools = gw_out_tool_count(&ch->out);
+            if (ch->all_content.len || n_tools == 0)
+                cJSON_AddStringToObject(m, "content", content);
+            else
+                cJSON_AddNullToObject(m, "content");
+            if (ch->all_reasoning.len) {
+                cJSON_AddStringToObject(m, "reasoning_content", ch->all_reasoning.data);
+                cJSON_AddStringToObject(m, "reasoning", ch->all_reasoning.data);
+            } else {
+                cJSON_AddNullToObject(m, "reasoning_content");
+                cJSON_AddNullToObject(m, "reasoning");
+            }
+            if (n_tools)
+                cJSON_AddItemToObject(m, "tool_calls", tool_calls_json(&ch->out));
         } else {
-            cJSON_AddNullToObject(m, "reasoning_content");
-            cJSON_AddNullToObject(m, "reasoning");
+            cJSON_AddStringToObject(c, "text", content);
         }
-        if (n_tools)
-            cJSON_AddItemToObject(m, "tool_calls", tool_calls_json(&g->out));
-    } else {
-        cJSON_AddStringToObject(c, "text", g->all_content.data ? g->all_content.data : "");
+        cJSON_AddItemToObject(c, "logprobs", lps_json(ch, 0, ch->lps.n));
+        cJSON_AddStringToObject(c, "finish_reason", ch->finish);
+        add_stop_reason(ch, c);
     }
-    cJSON_AddItemToObject(c, "logprobs", lps_json(g, 0, g->n_lps));
-    cJSON_AddStringToObject(c, "finish_reason", finish);
-    cJSON_AddItemToObject(j, "usage", usage_json(g->prompt_tokens, completion));
+    cJSON_AddItemToObject(j, "usage", usage_json(g->prompt_tokens, completion_total(g)));
     char *s = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
     gw_exch_respond(g->x, 200, "application/json", NULL, s, strlen(s));
@@ -468,27 +411,19 @@ static void ping_start(struct gen *g)
     uv_timer_start(&g->ping, on_ping, (uint64_t)ms, (uint64_t)(ms < 100 ? 100 : ms / 2));
 }
 
-static void gen_finish(struct gen *g, const char *finish, uint32_t completion, double queue_s)
+/* every choice finished: the response's end */
+static void gen_done(struct gen *g)
 {
-    if (g->finished)
-        return;
     g->finished = true;
     ping_stop(g);
-    gw_out_flush(&g->out, &g->delta);
-    if (gw_out_tool_count(&g->out) > 0 && strcmp(finish, "stop") == 0)
-        finish = "tool_calls";
-    deliver(g);
-    uint64_t now = clock_now_ns();
-    gw_metrics_request(g->gw->metrics, strcmp(finish, "tool_calls") == 0 ? "stop" : finish,
-                       g->prompt_tokens, completion, secs(g->x->t_start_ns, g->t_first_ns),
-                       secs(g->x->t_start_ns, now), queue_s);
-    LOG_INFO("request_done", "req=%s id=%llx finish=%s prompt_tokens=%u completion_tokens=%u",
-             g->x->req_id, (unsigned long long)g->req_id, finish, g->prompt_tokens, completion);
+    uint32_t completion = completion_total(g);
+    LOG_INFO("request_done", "req=%s id=%llx n=%d finish=%s prompt_tokens=%u completion_tokens=%u",
+             g->x->req_id, (unsigned long long)g->ch[0].req_id, g->req.n, g->ch[0].finish,
+             g->prompt_tokens, completion);
     if (!g->req.stream) {
-        respond_full(g, finish, completion);
+        respond_full(g);
         return;
     }
-    send_chunk(g, NULL, finish, false);
     if (g->req.include_usage) {
         cJSON *j = envelope(g, g->req.kind == GW_REQ_KIND_CHAT ? "chat.completion.chunk"
                                                                : "text_completion");
@@ -504,16 +439,51 @@ static void gen_finish(struct gen *g, const char *finish, uint32_t completion, d
     gw_exch_stream_end(g->x);
 }
 
-static void gen_fail(struct gen *g, const struct gw_sched_ev *ev)
+static void choice_finish(struct choice *ch, const char *finish, uint32_t completion,
+                          double queue_s)
 {
+    struct gen *g = ch->g;
+    if (ch->finished || g->finished)
+        return;
+    ch->finished = true;
+    gw_out_flush(&ch->out, &ch->delta);
+    if (gw_out_tool_count(&ch->out) > 0 && strcmp(finish, "stop") == 0)
+        finish = "tool_calls";
+    deliver(ch);
+    ch->finish = finish;
+    ch->completion = completion;
+    uint64_t now = clock_now_ns();
+    gw_metrics_request(g->gw->metrics, strcmp(finish, "tool_calls") == 0 ? "stop" : finish,
+                       g->prompt_tokens, completion, secs(g->x->t_start_ns, g->t_first_ns),
+                       secs(g->x->t_start_ns, now), queue_s);
+    if (g->req.stream)
+        send_chunk(ch, NULL, finish, false);
+    if (++g->n_done == g->n_ch)
+        gen_done(g);
+}
+
+/* stop the choices the scheduler still runs (a failed sibling, the client gone) */
+static void abort_choices(struct gen *g, const char *why)
+{
+    for (int i = 0; i < g->n_ch; i++)
+        if (g->ch[i].submitted) {
+            gw_sched_abort(g->gw->sched, g->ch[i].req_id, why);
+            g->ch[i].submitted = false;
+        }
+}
+
+static void gen_fail(struct choice *ch, const struct gw_sched_ev *ev)
+{
+    struct gen *g = ch->g;
     if (g->finished)
         return;
     g->finished = true;
     ping_stop(g);
-    gw_metrics_request(g->gw->metrics, "error", g->prompt_tokens, g->out.n_tokens, -1,
+    abort_choices(g, "sibling_failed");
+    gw_metrics_request(g->gw->metrics, "error", g->prompt_tokens, (uint32_t)ch->out.n_tokens, -1,
                        secs(g->x->t_start_ns, clock_now_ns()), -1);
-    LOG_WARN("request_failed", "req=%s id=%llx code=%d link_lost=%d msg=\"%s\"", g->x->req_id,
-             (unsigned long long)g->req_id, ev->error_code, ev->link_lost,
+    LOG_WARN("request_failed", "req=%s id=%llx choice=%d code=%d link_lost=%d msg=\"%s\"",
+             g->x->req_id, (unsigned long long)ch->req_id, ch->index, ev->error_code, ev->link_lost,
              ev->message ? ev->message : "");
     struct gw_exch *x = g->x;
     const char *msg = ev->message ? ev->message : "generation failed";
@@ -567,7 +537,8 @@ static const char *finish_name(int reason)
 
 static void on_sched_event(void *ctx, const struct gw_sched_ev *ev)
 {
-    struct gen *g = ctx;
+    struct choice *ch = ctx;
+    struct gen *g = ch->g;
     struct gw_exch *x = g->x;
     gw_exch_ref(x); /* g lives in x's arena: keep it alive through this callback */
     switch (ev->kind) {
@@ -581,28 +552,33 @@ static void on_sched_event(void *ctx, const struct gw_sched_ev *ev)
             gw_metrics_itl(g->gw->metrics, (double)(now - g->t_last_ns) / 1e9 / (double)ev->n_ids);
         g->t_last_ns = now;
         stream_start(g);
-        lps_add(g, ev);
-        bool stop = gw_out_feed(&g->out, (const int32_t *)ev->ids, ev->n_ids, &g->delta);
-        deliver(g);
+        if (g->req.logprobs)
+            gw_lps_add(&ch->lps, ev->ids, ev->n_ids, ev->logprobs, ev->n_logprobs,
+                       g->req.top_logprobs);
+        bool stop = gw_out_feed(&ch->out, (const int32_t *)ev->ids, ev->n_ids, &ch->delta);
+        deliver(ch);
         if (stop) {
-            gw_sched_abort(g->gw->sched, g->req_id, "stop_string");
-            g->submitted = false;
-            gen_finish(g, "stop", (uint32_t)g->out.n_tokens, -1.0);
+            ch->stop_index = gw_out_stop_index(&ch->out);
+            gw_sched_abort(g->gw->sched, ch->req_id, "stop_string");
+            ch->submitted = false;
+            choice_finish(ch, "stop", (uint32_t)ch->out.n_tokens, -1.0);
         }
         break;
     }
     case GW_SCHED_EV_FINISH:
-        g->submitted = false;
+        ch->submitted = false;
         stream_start(g);
         if (ev->prompt_tokens)
             g->prompt_tokens = ev->prompt_tokens;
-        gen_finish(g, finish_name(ev->finish_reason),
-                   ev->completion_tokens ? ev->completion_tokens : (uint32_t)g->out.n_tokens,
-                   ev->queue_ms / 1000.0);
+        if (ev->finish_reason == TERN__FINISH_REASON__FINISH_REASON_STOP)
+            ch->stop_token_id = ev->stop_token_id;
+        choice_finish(ch, finish_name(ev->finish_reason),
+                      ev->completion_tokens ? ev->completion_tokens : (uint32_t)ch->out.n_tokens,
+                      ev->queue_ms / 1000.0);
         break;
     case GW_SCHED_EV_ERROR:
-        g->submitted = false;
-        gen_fail(g, ev);
+        ch->submitted = false;
+        gen_fail(ch, ev);
         break;
     }
     gw_exch_unref(x);
@@ -613,18 +589,23 @@ static void on_client_gone(struct gw_exch *x)
 {
     struct gen *g = x->ctx;
     ping_stop(g);
-    if (g->submitted) {
-        gw_sched_abort(g->gw->sched, g->req_id, "client_gone");
-        g->submitted = false;
+    bool running = false;
+    for (int i = 0; i < g->n_ch; i++)
+        running |= g->ch[i].submitted;
+    if (running) {
+        abort_choices(g, "client_gone");
         LOG_INFO("request_aborted", "req=%s id=%llx why=client_gone", x->req_id,
-                 (unsigned long long)g->req_id);
+                 (unsigned long long)g->ch[0].req_id);
     }
     if (g->finished)
         return;
-    if (g->op == GEN_OP_GENERATE && g->req_id) {
+    if (g->op == GEN_OP_GENERATE && g->started) {
         g->finished = true;
-        gw_metrics_request(g->gw->metrics, "abort", g->prompt_tokens, g->out.n_tokens, -1,
-                           secs(x->t_start_ns, clock_now_ns()), -1);
+        for (int i = 0; i < g->n_ch; i++)
+            if (!g->ch[i].finished)
+                gw_metrics_request(g->gw->metrics, "abort", g->prompt_tokens,
+                                   (uint32_t)g->ch[i].out.n_tokens, -1,
+                                   secs(x->t_start_ns, clock_now_ns()), -1);
     }
     /* work still in the threadpool: after_work ends the exchange */
     if (!g->work.data)
@@ -679,16 +660,47 @@ static void start_generation(struct gen *g)
                           "token id %d is outside the vocabulary", g->ids[i]);
             return;
         }
+    if (gw_req_check_vocab(&g->req, vocab, &e) < 0) {
+        req_error(x, &e);
+        return;
+    }
+    /* stop ids: the model's EOS (unless ignore_eos), then stop_token_ids */
     int32_t eos[2];
     gw_text_eos_ids(gw->text, &eos[0], &eos[1]);
-    uint32_t stop_ids[2];
+    uint32_t *stop_ids =
+        gw_arena_alloc(x->arena, sizeof(uint32_t) * (2 + (size_t)g->req.n_stop_ids));
     size_t n_stop_ids = 0;
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 2 && !g->req.ignore_eos; i++)
         if (eos[i] >= 0)
             stop_ids[n_stop_ids++] = (uint32_t)eos[i];
+    for (int i = 0; i < g->req.n_stop_ids; i++)
+        stop_ids[n_stop_ids++] = (uint32_t)g->req.stop_ids[i];
+    /* tool_choice "none": as vLLM (without --exclude-tools-when-tool-choice-none), the tools
+     * are still rendered into the prompt (gw_text_render passes the whole body), but the output
+     * is not parsed for tool calls: <tool_call> text stays in content */
+    bool chat = g->req.kind == GW_REQ_KIND_CHAT;
+    if (chat && g->req.tools && g->req.tool_choice != GW_TOOL_CHOICE_NONE) {
+        char *tj = cJSON_PrintUnformatted(g->req.tools);
+        g->tools_json = gw_arena_strdup(x->arena, tj);
+        free(tj);
+    }
+    for (int i = 0; i < g->n_ch; i++) {
+        struct choice *ch = &g->ch[i];
+        ch->req_id = gw_sched_next_id(gw->sched);
+        gw_out_delta_init(&ch->delta);
+        int rc = gw_out_init(&ch->out, gw->text, g->req.stop, g->req.n_stop, chat,
+                             g->prompt_thinking, g->tools_json, ch->req_id);
+        if (rc < 0) {
+            gw_out_delta_deinit(&ch->delta);
+            gw_exch_error(x, 500, "server_error", NULL, NULL, NULL,
+                          "cannot set up the output parser");
+            return;
+        }
+        ch->out_init = true;
+        ch->out.tools_max = g->req.parallel_tool_calls ? 0 : 1;
+        ch->out.stop_after = (int)g->req.min_tokens;
+    }
     struct gw_sched_submit sub = {0};
-    g->req_id = gw_sched_next_id(gw->sched);
-    sub.req_id = g->req_id;
     sub.prompt_ids = g->ids;
     sub.n_prompt_ids = g->n_ids;
     sub.max_tokens = (uint32_t)g->req.max_tokens;
@@ -700,47 +712,45 @@ static void start_generation(struct gen *g)
     sub.frequency_penalty = (float)g->req.frequency_penalty;
     sub.repetition_penalty = (float)g->req.repetition_penalty;
     sub.has_seed = g->req.has_seed;
-    sub.seed = g->req.seed;
-    sub.stop_ids = g->req.ignore_eos ? NULL : stop_ids;
-    sub.n_stop_ids = g->req.ignore_eos ? 0 : n_stop_ids;
+    sub.stop_ids = n_stop_ids ? stop_ids : NULL;
+    sub.n_stop_ids = n_stop_ids;
     sub.ignore_eos = g->req.ignore_eos;
     sub.logprobs = g->req.logprobs;
     sub.top_logprobs = (uint32_t)g->req.top_logprobs;
+    sub.min_tokens = (uint32_t)g->req.min_tokens;
+    sub.bias_ids = (const uint32_t *)g->req.bias_ids;
+    sub.bias_vals = g->req.bias_vals;
+    sub.n_bias = (size_t)g->req.n_bias;
     sub.model = NULL;
-    int rc = gw_sched_submit(gw->sched, &sub, on_sched_event, g);
-    if (rc == ERR_CLOSED) {
-        unavailable(x, "scheduler_unavailable", "the scheduler is unavailable; retry later", 0);
-        return;
+    /* n choices = n independent sequences (the prompt is prefilled for each; no KV sharing).
+     * A seed gives choice i seed + i, as vLLM's parallel sampling; without one each sequence
+     * gets its own from its req_id at the scheduler. */
+    for (int i = 0; i < g->n_ch; i++) {
+        struct choice *ch = &g->ch[i];
+        sub.req_id = ch->req_id;
+        sub.seed = g->req.seed + (uint64_t)i;
+        int rc = gw_sched_submit(gw->sched, &sub, on_sched_event, ch);
+        if (rc < 0) {
+            abort_choices(g, "submit_failed");
+            if (rc == ERR_CLOSED)
+                unavailable(x, "scheduler_unavailable", "the scheduler is unavailable; retry later",
+                            0);
+            else
+                unavailable(x, "server_is_overloaded", "the server is overloaded; retry later", 0);
+            return;
+        }
+        ch->submitted = true;
     }
-    if (rc < 0) {
-        unavailable(x, "server_is_overloaded", "the server is overloaded; retry later", 0);
-        return;
-    }
-    g->submitted = true;
+    g->started = true;
     g->prompt_tokens = (uint32_t)g->n_ids;
-    LOG_INFO("request_submitted", "req=%s id=%llx prompt_tokens=%zu max_tokens=%lld stream=%d",
-             x->req_id, (unsigned long long)g->req_id, g->n_ids, (long long)g->req.max_tokens,
-             g->req.stream);
-    /* tool_choice "none": as vLLM (without --exclude-tools-when-tool-choice-none), the tools
-     * are still rendered into the prompt (gw_text_render passes the whole body), but the output
-     * is not parsed for tool calls: <tool_call> text stays in content */
-    bool chat = g->req.kind == GW_REQ_KIND_CHAT;
-    if (chat && g->req.tools && g->req.tool_choice != GW_TOOL_CHOICE_NONE) {
-        char *tj = cJSON_PrintUnformatted(g->req.tools);
-        g->tools_json = gw_arena_strdup(x->arena, tj);
-        free(tj);
-    }
-    gw_out_delta_init(&g->delta);
-    rc = gw_out_init(&g->out, gw->text, g->req.stop, g->req.n_stop, chat, g->prompt_thinking,
-                     g->tools_json, g->req_id);
-    g->out_init = rc == 0;
-    if (rc < 0) {
-        gw_out_delta_deinit(&g->delta);
-        gw_sched_abort(gw->sched, g->req_id, "internal");
-        g->submitted = false;
-        gw_exch_error(x, 500, "server_error", NULL, NULL, NULL, "cannot set up the output parser");
-        return;
-    }
+    LOG_INFO("request_submitted",
+             "req=%s id=%llx n=%d prompt_tokens=%zu max_tokens=%lld stream=%d temperature=%g "
+             "top_p=%g top_k=%lld min_p=%g repetition_penalty=%g min_tokens=%lld logit_bias=%d "
+             "stop_token_ids=%d",
+             x->req_id, (unsigned long long)g->ch[0].req_id, g->req.n, g->n_ids,
+             (long long)g->req.max_tokens, g->req.stream, g->req.temperature, g->req.top_p,
+             (long long)g->req.top_k, g->req.min_p, g->req.repetition_penalty,
+             (long long)g->req.min_tokens, g->req.n_bias, g->req.n_stop_ids);
     /* the stream head waits for the first event, so that admission errors (queue full, no
      * worker) still get their HTTP status and Retry-After; a long prefill gets ": ping"
      * comments (and with the first one the head) every sse_ping_ms */
@@ -784,14 +794,28 @@ static void work_done(uv_work_t *w, int status)
     gw_exch_unref(x); /* the work's ref */
 }
 
+/* the request's n choices, in the arena (after the parse: req.n is known) */
+static void choices_init(struct gen *g, struct gw_exch *x)
+{
+    g->ch = gw_arena_alloc(x->arena, sizeof(*g->ch) * (size_t)g->req.n);
+    for (int i = 0; i < g->req.n; i++) {
+        struct choice *ch = &g->ch[i];
+        ch->g = g;
+        ch->index = i;
+        ch->stop_index = -1;
+        ch->stop_token_id = -1;
+        buf_init(&ch->all_reasoning);
+        buf_init(&ch->all_content);
+    }
+    g->n_ch = g->req.n;
+}
+
 static struct gen *gen_new(struct gw *gw, struct gw_exch *x, enum gen_op op)
 {
     struct gen *g = gw_arena_alloc(x->arena, sizeof(*g));
     g->gw = gw;
     g->x = x;
     g->op = op;
-    buf_init(&g->all_reasoning);
-    buf_init(&g->all_content);
     gw_arena_cleanup_add(x->arena, gen_cleanup, g);
     x->ctx = g;
     x->on_abort = on_client_gone;
@@ -824,6 +848,8 @@ void gw_openai_generate(struct gw *gw, struct gw_exch *x, enum gw_req_kind kind)
         req_error(x, &e);
         return;
     }
+    gw_req_apply_defaults(&g->req, gw->gen_defaults);
+    choices_init(g, x);
     gw_sched_status_get(gw->sched, &st);
     if (!st.up) {
         unavailable(x, "scheduler_unavailable", "the scheduler is unavailable; retry later", 0);

@@ -114,6 +114,8 @@ static void content_stage(struct gw_out *o, struct gw_out_delta *d, const char *
         for (size_t i = 0; i < n_ev; i++) {
             const struct toolcall_event *e = &ev[i];
             struct gw_out_tool_ev *t;
+            if (o->tools_max > 0 && e->index >= o->tools_max && e->type != TOOLCALL_EVENT_CONTENT)
+                continue; /* parallel_tool_calls false: only the first call */
             switch (e->type) {
             case TOOLCALL_EVENT_CONTENT:
                 buf_append(&d->content, e->text, e->len);
@@ -164,6 +166,10 @@ static void stop_stage(struct gw_out *o, struct gw_out_delta *d, const char *s, 
     size_t len = 0;
     if (o->stopped || n == 0)
         return;
+    if (o->n_tokens <= o->stop_after) { /* min_tokens not reached: no stop string yet */
+        text_stage(o, d, s, n, false);
+        return;
+    }
     o->stopped = stop_feed(o->stop, s, n, &out, &len);
     text_stage(o, d, out, len, false);
 }
@@ -200,9 +206,15 @@ void gw_out_flush(struct gw_out *o, struct gw_out_delta *d)
     }
 }
 
+int gw_out_stop_index(const struct gw_out *o)
+{
+    return o->stopped ? stop_matched(o->stop) : -1;
+}
+
 int gw_out_tool_count(const struct gw_out *o)
 {
-    return o->tc ? toolcall_count(o->tc) : 0;
+    int n = o->tc ? toolcall_count(o->tc) : 0;
+    return o->tools_max > 0 && n > o->tools_max ? o->tools_max : n;
 }
 
 int gw_out_tool_get(const struct gw_out *o, int i, const char **id, const char **name,

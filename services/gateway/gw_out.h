@@ -43,6 +43,10 @@ struct gw_out {
     struct toolcall *tc;  /* NULL: no tool parsing */
     bool stopped;         /* a stop string matched: no more output */
     int n_tokens;         /* completion tokens seen */
+    int tools_max;        /* tool calls passed on (later ones are dropped); 0 = all. Set after
+                             init: 1 for parallel_tool_calls false */
+    int stop_after;       /* stop strings are looked for only from token stop_after + 1 on
+                             (min_tokens, as vLLM); 0 = from the first. Set after init */
 };
 
 /* tools_json: the request's tools array as JSON text, or NULL for no tool parsing.
@@ -59,7 +63,9 @@ bool gw_out_delta_is_empty(const struct gw_out_delta *d);
 bool gw_out_feed(struct gw_out *o, const int32_t *ids, size_t n, struct gw_out_delta *d);
 /* End of output: flush everything held back. */
 void gw_out_flush(struct gw_out *o, struct gw_out_delta *d);
-/* Completed tool calls (after flush), for non-streamed responses. */
+/* Index (in the stop array given to init) of the stop string that matched, or -1. */
+int gw_out_stop_index(const struct gw_out *o);
+/* Completed tool calls (after flush, at most tools_max), for non-streamed responses. */
 int gw_out_tool_count(const struct gw_out *o);
 int gw_out_tool_get(const struct gw_out *o, int i, const char **id, const char **name,
                     const char **arguments);

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
@@ -123,6 +124,80 @@ static int parse_stop(struct gw_req *r, const cJSON *root, struct gw_arena *a,
     return 0;
 }
 
+/* arr (a JSON array) as token ids (integers in [0, INT32_MAX]) into *out (arena), *n of them */
+static int token_ids(const cJSON *arr, const char *param, struct gw_arena *a, int32_t **out,
+                     size_t *n, struct gw_req_err *err)
+{
+    int cnt = cJSON_GetArraySize(arr);
+    *out = gw_arena_alloc(a, (size_t)(cnt ? cnt : 1) * sizeof(int32_t));
+    *n = 0;
+    cJSON *t;
+    cJSON_ArrayForEach(t, arr)
+    {
+        double v = cJSON_IsNumber(t) ? t->valuedouble : -1;
+        if (!cJSON_IsNumber(t) || v != floor(v) || v < 0 || v > (double)INT32_MAX)
+            return fail(err, 400, param, NULL, "'%s' token ids must be integers >= 0", param);
+        (*out)[(*n)++] = (int32_t)v;
+    }
+    return 0;
+}
+
+/* "logit_bias": {"<token id>": bias, ...}; biases clamped to [-100, 100] as vLLM does */
+static int parse_logit_bias(struct gw_req *r, const cJSON *root, struct gw_arena *a,
+                            struct gw_req_err *err)
+{
+    cJSON *lb = field(root, "logit_bias");
+    if (!lb)
+        return 0;
+    if (!cJSON_IsObject(lb))
+        return fail(err, 400, "logit_bias", NULL,
+                    "'logit_bias' must be an object of token id -> bias");
+    int n = cJSON_GetArraySize(lb);
+    if (n > GW_REQ_LOGIT_BIAS_MAX)
+        return fail(err, 400, "logit_bias", NULL, "at most %d logit_bias entries, got %d",
+                    GW_REQ_LOGIT_BIAS_MAX, n);
+    r->bias_ids = gw_arena_alloc(a, (size_t)(n ? n : 1) * sizeof(int32_t));
+    r->bias_vals = gw_arena_alloc(a, (size_t)(n ? n : 1) * sizeof(float));
+    cJSON *it;
+    cJSON_ArrayForEach(it, lb)
+    {
+        const char *k = it->string;
+        size_t len = strlen(k);
+        bool digits = len > 0 && len <= 10;
+        for (size_t i = 0; digits && i < len; i++)
+            digits = k[i] >= '0' && k[i] <= '9';
+        long long id = digits ? strtoll(k, NULL, 10) : -1;
+        if (id < 0 || id > INT32_MAX)
+            return fail(err, 400, "logit_bias", NULL,
+                        "logit_bias key '%.32s' is not a token id (an integer >= 0 as a string)",
+                        k);
+        if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble))
+            return fail(err, 400, "logit_bias", NULL, "logit_bias['%.32s'] must be a number", k);
+        double v = it->valuedouble;
+        r->bias_ids[r->n_bias] = (int32_t)id;
+        r->bias_vals[r->n_bias++] = (float)(v < -100 ? -100 : v > 100 ? 100 : v);
+    }
+    return 0;
+}
+
+static int parse_stop_ids(struct gw_req *r, const cJSON *root, struct gw_arena *a,
+                          struct gw_req_err *err)
+{
+    cJSON *ids = field(root, "stop_token_ids");
+    if (!ids)
+        return 0;
+    if (!cJSON_IsArray(ids))
+        return fail(err, 400, "stop_token_ids", NULL, "'stop_token_ids' must be a list of ids");
+    int n = cJSON_GetArraySize(ids);
+    if (n > GW_REQ_STOP_IDS_MAX)
+        return fail(err, 400, "stop_token_ids", NULL, "at most %d stop_token_ids, got %d",
+                    GW_REQ_STOP_IDS_MAX, n);
+    size_t got = 0;
+    int rc = token_ids(ids, "stop_token_ids", a, &r->stop_ids, &got, err);
+    r->n_stop_ids = (int)got;
+    return rc;
+}
+
 static int parse_messages(struct gw_req *r, cJSON *root, struct gw_req_err *err)
 {
     cJSON *msgs = field(root, "messages");
@@ -144,6 +219,10 @@ static int parse_messages(struct gw_req *r, cJSON *root, struct gw_req_err *err)
         if (!known)
             return fail(err, 400, "messages", NULL, "messages[%d]: unknown role '%.40s'", i,
                         role->valuestring);
+        /* newer OpenAI clients send "developer" for "system"; the Qwen templates know only
+         * "system" (one drops the message, the other refuses it) */
+        if (strcmp(role->valuestring, "developer") == 0)
+            cJSON_ReplaceItemInObjectCaseSensitive(m, "role", cJSON_CreateString("system"));
         cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
         if (content && !cJSON_IsNull(content) && !cJSON_IsString(content) &&
             !cJSON_IsArray(content))
@@ -275,17 +354,7 @@ static int parse_prompt(struct gw_req *r, cJSON *root, struct gw_arena *a, struc
         r->prompt = gw_arena_strdup(a, first->valuestring);
         return 0;
     }
-    size_t n = (size_t)cJSON_GetArraySize(p);
-    r->prompt_ids = gw_arena_alloc(a, n * sizeof(int32_t));
-    cJSON *t;
-    cJSON_ArrayForEach(t, p)
-    {
-        double v = cJSON_IsNumber(t) ? t->valuedouble : -1;
-        if (!cJSON_IsNumber(t) || v != floor(v) || v < 0 || v > 2147483647.0)
-            return fail(err, 400, "prompt", NULL, "'prompt' token ids must be integers >= 0");
-        r->prompt_ids[r->n_prompt_ids++] = (int32_t)v;
-    }
-    return 0;
+    return token_ids(p, "prompt", a, &r->prompt_ids, &r->n_prompt_ids, err);
 }
 
 // ---- strict JSON text check (RFC 8259) ----
@@ -571,6 +640,9 @@ int gw_req_parse(struct gw_req *r, enum gw_req_kind kind, const char *body, size
     r->top_p = 1.0;
     r->repetition_penalty = 1.0;
     r->enable_thinking = -1;
+    r->max_tokens_cap = -1;
+    r->n = 1;
+    r->parallel_tool_calls = true;
     if (json_check(body, len, a, err))
         return ERR_INVAL;
     cJSON *root = cJSON_ParseWithLength(body, len);
@@ -624,6 +696,17 @@ int gw_req_parse(struct gw_req *r, enum gw_req_kind kind, const char *body, size
         return rc;
     if (r->top_k < 0)
         r->top_k = 0;
+    static const struct {
+        const char *name;
+        unsigned bit;
+    } given[] = {{"temperature", GW_REQ_GIVEN_TEMPERATURE},
+                 {"top_p", GW_REQ_GIVEN_TOP_P},
+                 {"top_k", GW_REQ_GIVEN_TOP_K},
+                 {"min_p", GW_REQ_GIVEN_MIN_P},
+                 {"repetition_penalty", GW_REQ_GIVEN_REPETITION_PENALTY}};
+    for (size_t i = 0; i < ARRAY_LEN(given); i++)
+        if (field(root, given[i].name))
+            r->given |= given[i].bit;
     cJSON *seed = field(root, "seed");
     if (seed) {
         double s = seed->valuedouble;
@@ -633,11 +716,17 @@ int gw_req_parse(struct gw_req *r, enum gw_req_kind kind, const char *body, size
         r->seed = (uint64_t)(int64_t)s;
     }
     int64_t n = 1;
-    if ((rc = get_int(root, "n", 1, 128, NULL, &n, err)))
+    if ((rc = get_int(root, "n", 1, GW_REQ_N_MAX, NULL, &n, err)))
         return rc;
-    if (n > 1)
-        return fail(err, 400, "n", NULL, "n > 1 is not supported yet; use n = 1");
-    if ((rc = parse_stop(r, root, a, err)))
+    r->n = (int)n;
+    if ((rc = get_int(root, "min_tokens", 0, INT32_MAX, NULL, &r->min_tokens, err)))
+        return rc;
+    if (r->max_tokens >= 0 && r->min_tokens > r->max_tokens)
+        return fail(err, 400, "min_tokens", NULL,
+                    "min_tokens (%lld) must be less than or equal to max_tokens (%lld)",
+                    (long long)r->min_tokens, (long long)r->max_tokens);
+    if ((rc = parse_stop(r, root, a, err)) || (rc = parse_stop_ids(r, root, a, err)) ||
+        (rc = parse_logit_bias(r, root, a, err)))
         return rc;
     if ((rc = get_bool(root, "stream", &r->stream, err)) ||
         (rc = get_bool(root, "ignore_eos", &r->ignore_eos, err)))
@@ -682,7 +771,8 @@ int gw_req_parse(struct gw_req *r, enum gw_req_kind kind, const char *body, size
                         "response_format '%.32s' is not supported yet", t->valuestring);
     }
     if (kind == GW_REQ_KIND_CHAT) {
-        if ((rc = parse_tools(r, root, a, err)) || (rc = parse_thinking(r, root, err)))
+        if ((rc = parse_tools(r, root, a, err)) || (rc = parse_thinking(r, root, err)) ||
+            (rc = get_bool(root, "parallel_tool_calls", &r->parallel_tool_calls, err)))
             return rc;
     } else {
         if ((rc = get_bool(root, "echo", &r->echo, err)))
@@ -696,6 +786,39 @@ int gw_req_parse(struct gw_req *r, enum gw_req_kind kind, const char *body, size
         if (sfx && (!cJSON_IsString(sfx) || sfx->valuestring[0]))
             return fail(err, 400, "suffix", NULL, "suffix is not supported");
     }
+    return 0;
+}
+
+void gw_req_apply_defaults(struct gw_req *r, const struct gw_req_defaults *d)
+{
+    if (!d)
+        return;
+    if (d->has_temperature && !(r->given & GW_REQ_GIVEN_TEMPERATURE))
+        r->temperature = d->temperature;
+    if (d->has_top_p && !(r->given & GW_REQ_GIVEN_TOP_P))
+        r->top_p = d->top_p;
+    if (d->has_top_k && !(r->given & GW_REQ_GIVEN_TOP_K))
+        r->top_k = d->top_k;
+    if (d->has_min_p && !(r->given & GW_REQ_GIVEN_MIN_P))
+        r->min_p = d->min_p;
+    if (d->has_repetition_penalty && !(r->given & GW_REQ_GIVEN_REPETITION_PENALTY))
+        r->repetition_penalty = d->repetition_penalty;
+    if (d->has_max_tokens && r->max_tokens < 0)
+        r->max_tokens_cap = d->max_tokens;
+}
+
+int gw_req_check_vocab(const struct gw_req *r, size_t vocab, struct gw_req_err *err)
+{
+    for (int i = 0; i < r->n_bias; i++)
+        if ((size_t)r->bias_ids[i] >= vocab)
+            return fail(err, 400, "logit_bias", NULL,
+                        "token_id %d in logit_bias is outside the vocabulary (size %zu)",
+                        r->bias_ids[i], vocab);
+    for (int i = 0; i < r->n_stop_ids; i++)
+        if ((size_t)r->stop_ids[i] >= vocab)
+            return fail(err, 400, "stop_token_ids", NULL,
+                        "token_id %d in stop_token_ids is outside the vocabulary (size %zu)",
+                        r->stop_ids[i], vocab);
     return 0;
 }
 
@@ -713,6 +836,12 @@ int gw_req_check_context(struct gw_req *r, int64_t prompt_tokens, int64_t max_mo
                         "Please reduce the length of the input prompt.",
                         (long long)max_model_len, (long long)prompt_tokens);
         r->max_tokens = max_model_len - prompt_tokens;
+        if (r->max_tokens_cap >= 0 && r->max_tokens > r->max_tokens_cap)
+            r->max_tokens = r->max_tokens_cap;
+        if (r->min_tokens > r->max_tokens)
+            return fail(err, 400, "min_tokens", NULL,
+                        "min_tokens (%lld) must be less than or equal to max_tokens (%lld)",
+                        (long long)r->min_tokens, (long long)r->max_tokens);
         return 0;
     }
     if (prompt_tokens + r->max_tokens > max_model_len)

@@ -14,10 +14,21 @@ struct cJSON;
 #define GW_REQ_STOP_MAX 16         /* stop strings accepted */
 #define GW_REQ_STOP_LEN_MAX 512    /* bytes per stop string */
 #define GW_REQ_TOP_LOGPROBS_MAX 20 /* alternatives per token (MSG_MAX_TOP_LOGPROBS) */
+#define GW_REQ_LOGIT_BIAS_MAX 1024 /* logit_bias entries (MSG_MAX_LOGIT_BIAS) */
+#define GW_REQ_STOP_IDS_MAX 256    /* stop_token_ids entries */
+#define GW_REQ_N_MAX 8             /* choices per request (n) */
 
 enum gw_req_kind {
     GW_REQ_KIND_CHAT = 0,   /* POST /v1/chat/completions */
     GW_REQ_KIND_COMPLETION, /* POST /v1/completions */
+};
+
+enum gw_req_given {
+    GW_REQ_GIVEN_TEMPERATURE = 1u << 0,
+    GW_REQ_GIVEN_TOP_P = 1u << 1,
+    GW_REQ_GIVEN_TOP_K = 1u << 2,
+    GW_REQ_GIVEN_MIN_P = 1u << 3,
+    GW_REQ_GIVEN_REPETITION_PENALTY = 1u << 4,
 };
 
 enum gw_tool_choice {
@@ -25,6 +36,19 @@ enum gw_tool_choice {
     GW_TOOL_CHOICE_NONE,
     GW_TOOL_CHOICE_REQUIRED,
     GW_TOOL_CHOICE_NAMED,
+};
+
+/* Sampling defaults for fields a request leaves out (the checkpoint's generation_config.json,
+ * as vLLM's --generation-config auto). has_* false: the OpenAI default stays. */
+struct gw_req_defaults {
+    bool has_temperature, has_top_p, has_top_k, has_min_p, has_repetition_penalty;
+    bool has_max_tokens;
+    double temperature;
+    double top_p;
+    int64_t top_k;
+    double min_p;
+    double repetition_penalty;
+    int64_t max_tokens; /* max_new_tokens: cap of the default max_tokens */
 };
 
 /* A rejected request: what the HTTP layer answers. */
@@ -42,6 +66,7 @@ struct gw_req {
     bool stream;
     bool include_usage;        /* stream_options.include_usage */
     int64_t max_tokens;        /* max_tokens / max_completion_tokens; -1 = not given */
+    int64_t max_tokens_cap;    /* when max_tokens is not given: at most this many; -1 = none */
     double temperature;        /* [0, 2], default 1 */
     double top_p;              /* (0, 1], default 1 */
     int64_t top_k;             /* 0 or -1 = off, else >= 1 */
@@ -49,8 +74,17 @@ struct gw_req {
     double presence_penalty;   /* [-2, 2], default 0 */
     double frequency_penalty;  /* [-2, 2], default 0 */
     double repetition_penalty; /* (0, 2], default 1 */
+    unsigned given;            /* GW_REQ_GIVEN_* bits: sampling fields the body set */
     bool has_seed;
     uint64_t seed;
+    int n;              /* choices, 1..GW_REQ_N_MAX */
+    int64_t min_tokens; /* stop ids (EOS included) masked until this many; 0 = off */
+    int32_t *bias_ids;  /* logit_bias token ids (arena), n_bias entries */
+    float *bias_vals;   /* their biases, clamped to [-100, 100] */
+    int n_bias;
+    int32_t *stop_ids; /* stop_token_ids (arena) */
+    int n_stop_ids;
+    bool parallel_tool_calls;          /* false: at most one tool call is returned */
     const char *stop[GW_REQ_STOP_MAX]; /* stop strings (arena) */
     int n_stop;
     bool ignore_eos;
@@ -73,6 +107,13 @@ struct gw_req {
  * served_model: the only accepted "model" value besides absent (404 otherwise). */
 int gw_req_parse(struct gw_req *r, enum gw_req_kind kind, const char *body, size_t len,
                  const char *served_model, struct gw_arena *arena, struct gw_req_err *err);
+
+/* Fill the sampling fields r left out from d (NULL: nothing). */
+void gw_req_apply_defaults(struct gw_req *r, const struct gw_req_defaults *d);
+
+/* Token ids the body named (logit_bias, stop_token_ids) must be < vocab. 0, or ERR_INVAL with
+ * the error (param names the field). */
+int gw_req_check_vocab(const struct gw_req *r, size_t vocab, struct gw_req_err *err);
 
 /* Context check: prompt_tokens + max_tokens must fit max_model_len. Fills r->max_tokens when
  * it was not given. 0, or ERR_INVAL with the OpenAI "context_length_exceeded" error. */

@@ -149,7 +149,7 @@ static cJSON *model_card(const struct gw *gw, const char *id)
     cJSON *m = cJSON_CreateObject();
     cJSON_AddStringToObject(m, "id", id);
     cJSON_AddStringToObject(m, "object", "model");
-    cJSON_AddNumberToObject(m, "created", 0);
+    cJSON_AddNumberToObject(m, "created", (double)gw->started_s); /* process start */
     cJSON_AddStringToObject(m, "owned_by", "tern");
     cJSON_AddStringToObject(m, "root", id);
     cJSON_AddNullToObject(m, "parent");

@@ -35,6 +35,8 @@ struct call {
     size_t n_prompt;    // n_prompt0 + tokens received
     size_t cap_prompt;
     uint32_t *stop_ids;
+    uint32_t *bias_ids;
+    float *bias_vals;
     char *model;
     uint32_t gen_base;  // tokens received before the current submission
     bool parked;        // waiting for a scheduler (link lost)
@@ -98,6 +100,8 @@ static void call_free(struct call *c)
         return;
     free(c->prompt);
     free(c->stop_ids);
+    free(c->bias_ids);
+    free(c->bias_vals);
     free(c->model);
     free(c);
 }
@@ -388,6 +392,7 @@ static void handle(struct gw_sched *s, Tern__Envelope *env, uint64_t now)
         }
         ev.queue_ms = f->queue_ms;
         ev.ttft_ms = f->ttft_ms;
+        ev.stop_token_id = f->has_stop_token_id ? (int64_t)f->stop_token_id : -1;
         c->cb(c->ctx, &ev);
         call_free(c);
         break;
@@ -595,6 +600,11 @@ static int send_submit(struct gw_sched *s, const struct gw_sched_submit *sub)
     sp.logprobs = sub->logprobs;
     sp.has_top_logprobs = sub->logprobs;
     sp.top_logprobs = sub->top_logprobs;
+    sp.has_min_tokens = sub->min_tokens > 0;
+    sp.min_tokens = sub->min_tokens;
+    sp.n_bias_ids = sp.n_bias_values = sub->n_bias;
+    sp.bias_ids = (uint32_t *)sub->bias_ids;
+    sp.bias_values = (float *)sub->bias_vals;
     m.sampling = &sp;
     env.req_id = sub->req_id;
     env.body_case = TERN__ENVELOPE__BODY_SUBMIT;
@@ -624,6 +634,14 @@ int gw_sched_submit(struct gw_sched *s, const struct gw_sched_submit *sub, gw_sc
         c->stop_ids = xmalloc(sizeof(uint32_t) * sub->n_stop_ids);
         memcpy(c->stop_ids, sub->stop_ids, sizeof(uint32_t) * sub->n_stop_ids);
     }
+    if (sub->n_bias) {
+        c->bias_ids = xmalloc(sizeof(uint32_t) * sub->n_bias);
+        c->bias_vals = xmalloc(sizeof(float) * sub->n_bias);
+        memcpy(c->bias_ids, sub->bias_ids, sizeof(uint32_t) * sub->n_bias);
+        memcpy(c->bias_vals, sub->bias_vals, sizeof(float) * sub->n_bias);
+    }
+    c->sub.bias_ids = c->bias_ids;
+    c->sub.bias_vals = c->bias_vals;
     c->model = sub->model ? xstrdup(sub->model) : NULL;
     c->sub.stop_ids = c->stop_ids;
     c->sub.model = c->model;
@@ -659,6 +677,7 @@ static void resume_parked(struct gw_sched *s, uint64_t now)
                 sub.n_prompt_ids = c->n_prompt;
                 if (sub.max_tokens > 0)
                     sub.max_tokens -= got;
+                sub.min_tokens = sub.min_tokens > got ? sub.min_tokens - got : 0;
                 if (send_submit(s, &sub) != 0) {
                     pp = &c->next; /* back-pressure: again at the next tick */
                     continue;
@@ -689,6 +708,7 @@ static void resume_parked(struct gw_sched *s, uint64_t now)
                 ev.finish_reason = TERN__FINISH_REASON__FINISH_REASON_LENGTH;
                 ev.prompt_tokens = (uint32_t)c->n_prompt0;
                 ev.completion_tokens = got;
+                ev.stop_token_id = -1;
                 c->cb(c->ctx, &ev);
                 call_free(c);
             } else {

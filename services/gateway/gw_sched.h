@@ -38,6 +38,7 @@ struct gw_sched_ev {
     int finish_reason;          /* FINISH: TERN__FINISH_REASON__* */
     uint32_t queue_ms;          /* FINISH */
     uint32_t ttft_ms;           /* FINISH */
+    int64_t stop_token_id;      /* FINISH: the stop token that ended it, -1 = none */
     int error_code;             /* ERROR: TERN__ERROR_CODE__* */
     const char *message;        /* ERROR */
     uint32_t retry_after_ms;    /* ERROR */
@@ -91,6 +92,10 @@ struct gw_sched_submit {
     bool ignore_eos;
     bool logprobs;
     uint32_t top_logprobs;
+    uint32_t min_tokens;      /* stop ids masked until this many completion tokens; 0 = off */
+    const uint32_t *bias_ids; /* (n_bias) logit_bias */
+    const float *bias_vals;
+    size_t n_bias;
     const char *model;
 };
 int gw_sched_submit(struct gw_sched *s, const struct gw_sched_submit *sub, gw_sched_ev_cb cb,

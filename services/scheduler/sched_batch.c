@@ -38,6 +38,9 @@ static bool vocab_ok(const struct sched_req *r, const struct sched_worker *w)
     for (uint32_t i = 0; i < r->n_prompt; i++)
         if (r->prompt[i] >= w->vocab_size)
             return false;
+    for (uint32_t i = 0; i < r->samp.n_bias; i++)
+        if (r->samp.bias_ids[i] >= w->vocab_size)
+            return false;
     return true;
 }
 
@@ -145,7 +148,8 @@ static int cmp_placed(const void *a, const void *b)
     return x->id < y->id ? -1 : x->id > y->id ? 1 : 0;
 }
 
-static void fill_sampling(Tern__SamplingParams *p, const struct sched_sampling *x)
+/* done: completion tokens this placement starts with (resumed), which count for min_tokens */
+static void fill_sampling(Tern__SamplingParams *p, const struct sched_sampling *x, uint32_t done)
 {
     tern__sampling_params__init(p);
     p->has_temperature = p->has_top_p = p->has_top_k = p->has_min_p = true;
@@ -161,6 +165,11 @@ static void fill_sampling(Tern__SamplingParams *p, const struct sched_sampling *
     p->seed = x->seed;
     p->logprobs = x->logprobs;
     p->top_logprobs = x->top_logprobs;
+    p->has_min_tokens = x->min_tokens > done;
+    p->min_tokens = x->min_tokens > done ? x->min_tokens - done : 0;
+    p->n_bias_ids = p->n_bias_values = x->n_bias;
+    p->bias_ids = x->bias_ids;
+    p->bias_values = x->bias_vals;
 }
 
 /* Make room in r's block table for `steps` decode steps; returns the steps granted (maybe
@@ -270,7 +279,7 @@ static void plan_worker(struct sched *s, struct sched_worker *w)
             x->block_table = r->seq.blocks;
         }
         if (x->new_seq) {
-            fill_sampling(&sp[n_work], &r->samp);
+            fill_sampling(&sp[n_work], &r->samp, r->n_resume);
             x->sampling = &sp[n_work];
             x->n_stop_ids = r->n_stop;
             x->stop_ids = r->stop_ids;

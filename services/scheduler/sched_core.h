@@ -32,6 +32,10 @@ struct sched_sampling {
     uint64_t seed; // resolved (from the Submit, else derived from req_id)
     bool logprobs;
     uint32_t top_logprobs;
+    uint32_t min_tokens; // stop ids masked until this many completion tokens (0 = off)
+    uint32_t *bias_ids;  // (n_bias) logit_bias, owned
+    float *bias_vals;    // (n_bias)
+    uint32_t n_bias;
 };
 
 struct sched_req {

@@ -197,6 +197,11 @@ static const char *check_sampling(const Tern__SamplingParams *p)
         return "frequency_penalty must be in [-2, 2]";
     if (p->top_logprobs > MSG_MAX_TOP_LOGPROBS)
         return "top_logprobs too large";
+    if (p->n_bias_ids != p->n_bias_values || p->n_bias_ids > MSG_MAX_LOGIT_BIAS)
+        return "bad logit bias";
+    for (size_t i = 0; i < p->n_bias_values; i++)
+        if (!isfinite(p->bias_values[i]))
+            return "logit bias must be finite";
     return NULL;
 }
 
@@ -261,6 +266,12 @@ static void on_submit(struct sched *s, int gw, uint64_t req_id, const Tern__Subm
                    "token id out of vocabulary");
             return;
         }
+    for (size_t i = 0; vocab && sub->sampling && i < sub->sampling->n_bias_ids; i++)
+        if (sub->sampling->bias_ids[i] >= vocab) {
+            reject(s, gw, req_id, TERN__ERROR_CODE__ERROR_CODE_INVALID,
+                   "logit bias token id out of vocabulary");
+            return;
+        }
     if (s->n_queued >= (uint32_t)s->cfg->queue_cap) {
         reject(s, gw, req_id, TERN__ERROR_CODE__ERROR_CODE_QUEUE_FULL, "queue full");
         return;
@@ -294,6 +305,14 @@ static void on_submit(struct sched *s, int gw, uint64_t req_id, const Tern__Subm
     r->samp.seed = p->has_seed ? p->seed : splitmix64(req_id);
     r->samp.logprobs = p->has_logprobs && p->logprobs;
     r->samp.top_logprobs = p->top_logprobs;
+    r->samp.min_tokens = p->has_min_tokens ? p->min_tokens : 0;
+    r->samp.n_bias = (uint32_t)p->n_bias_ids;
+    if (r->samp.n_bias) {
+        r->samp.bias_ids = xmalloc(sizeof(uint32_t) * r->samp.n_bias);
+        r->samp.bias_vals = xmalloc(sizeof(float) * r->samp.n_bias);
+        memcpy(r->samp.bias_ids, p->bias_ids, sizeof(uint32_t) * r->samp.n_bias);
+        memcpy(r->samp.bias_vals, p->bias_values, sizeof(float) * r->samp.n_bias);
+    }
     r->t_submit_ms = now_ms;
     r->t_queued_ms = now_ms;
     if (sched_reqs_add(s->reqs, r) < 0) { /* checked above; cannot happen */

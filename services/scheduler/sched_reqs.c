@@ -52,6 +52,8 @@ void sched_req_destroy(struct sched_req *r)
     free(r->gen);
     free(r->resume_ids);
     free(r->stop_ids);
+    free(r->samp.bias_ids);
+    free(r->samp.bias_vals);
     free(r->seq.blocks);
     free(r);
 }

@@ -33,8 +33,11 @@ struct wk_seq {
     uint32_t n_generated, max_new;
     uint32_t *stop_ids; // (n_stop)
     uint32_t n_stop;
-    struct sample_params sp;
+    struct sample_params sp; // bias_ids / ban_ids point at the fields below
     struct sample_rng rng;
+    int32_t *bias_ids; // (sp.n_bias) logit_bias
+    float *bias_vals;
+    uint32_t min_tokens; // stop ids banned while n_generated < min_tokens
     bool logprobs;
     uint32_t top_logprobs;
     int32_t *hist; // (n_hist) prompt + generated tokens, for the penalties
@@ -93,6 +96,8 @@ static void seq_close(struct wk_exec *x, struct wk_seq *sq)
     free(sq->blocks);
     free(sq->stop_ids);
     free(sq->hist);
+    free(sq->bias_ids);
+    free(sq->bias_vals);
     memset(sq, 0, sizeof *sq);
 }
 
@@ -127,8 +132,31 @@ static void sampling_from(struct wk_seq *sq, const Tern__SamplingParams *p, uint
         sq->logprobs = p->has_logprobs && p->logprobs;
         sq->top_logprobs =
             p->top_logprobs > MSG_MAX_TOP_LOGPROBS ? MSG_MAX_TOP_LOGPROBS : p->top_logprobs;
+        sq->min_tokens = p->has_min_tokens ? p->min_tokens : 0;
+        size_t nb = p->n_bias_ids < p->n_bias_values ? p->n_bias_ids : p->n_bias_values;
+        if (nb > MSG_MAX_LOGIT_BIAS)
+            nb = MSG_MAX_LOGIT_BIAS;
+        if (nb) {
+            sq->bias_ids = xmalloc(sizeof(int32_t) * nb);
+            sq->bias_vals = xmalloc(sizeof(float) * nb);
+            for (size_t i = 0; i < nb; i++) {
+                sq->bias_ids[i] = p->bias_ids[i] > INT32_MAX ? -1 : (int32_t)p->bias_ids[i];
+                sq->bias_vals[i] = isfinite(p->bias_values[i]) ? p->bias_values[i] : 0.0f;
+            }
+            sq->sp.bias_ids = sq->bias_ids;
+            sq->sp.bias_vals = sq->bias_vals;
+            sq->sp.n_bias = (int)nb;
+        }
     }
     sample_rng_seed(&sq->rng, seed);
+}
+
+/* min_tokens: the stop ids are banned while fewer completion tokens exist */
+static void seq_mask_update(struct wk_seq *sq)
+{
+    bool ban = sq->n_generated < sq->min_tokens;
+    sq->sp.ban_ids = ban ? sq->stop_ids : NULL;
+    sq->sp.n_ban = ban ? (int)sq->n_stop : 0;
 }
 
 /* Check one plan item and bind it to its sequence (creating it for new_seq). */
@@ -167,6 +195,7 @@ static void job_prepare(struct wk_exec *x, struct job *j, const Tern__SeqWork *w
         if (sq->n_stop)
             memcpy(sq->stop_ids, w->stop_ids, sizeof(uint32_t) * sq->n_stop);
         sampling_from(sq, w->sampling, w->req_id);
+        seq_mask_update(sq);
     } else {
         sq = seq_find(x, w->req_id);
         if (!sq || (uint32_t)(sq - x->seqs) != w->slot) {
@@ -274,6 +303,7 @@ static void seq_push(struct wk_seq *sq, uint32_t tok)
     sq->last = tok;
     sq->has_last = true;
     sq->n_generated++;
+    seq_mask_update(sq);
     for (uint32_t i = 0; i < sq->n_stop; i++)
         if (sq->stop_ids[i] == tok)
             sq->stopped = true;
@@ -439,7 +469,11 @@ static void run_plan(struct wk_exec *x, const Tern__StepPlan *p)
                 uint64_t cap = (uint64_t)j->sq->n_blocks * in->block_tokens;
                 if (cap > in->max_model_len)
                     cap = in->max_model_len;
-                j->spec_k = wk_spec_round_k(x->spec, &j->sq->sp, j->sq->pos, j->steps_left, cap);
+                /* no speculative round while min_tokens masks the stop ids: the mask changes
+                 * inside the window */
+                j->spec_k = j->sq->sp.n_ban ? 0
+                                            : wk_spec_round_k(x->spec, &j->sq->sp, j->sq->pos,
+                                                              j->steps_left, cap);
                 if (j->spec_k)
                     continue; /* a speculative round after the batched items */
                 it->tokens = &j->sq->last;

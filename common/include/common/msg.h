@@ -19,6 +19,7 @@
 #define MSG_PEER_ID_MAX 255              /* zmq routing ids are 1..255 bytes */
 #define MSG_ENDPOINT_MAX 256             /* endpoint string incl. NUL */
 #define MSG_MAX_TOP_LOGPROBS 20          /* bound for SamplingParams.top_logprobs */
+#define MSG_MAX_LOGIT_BIAS 1024          /* bound for SamplingParams.bias_ids / bias_values */
 
 struct curve_link;
 

@@ -1,7 +1,7 @@
 /* sample: choosing the next token from a logit vector: greedy, temperature, top-k, top-p, min-p,
- * repetition / presence / frequency penalties, with an explicit seeded PRNG (xoshiro256**,
- * seeded through splitmix64): the same seed and inputs give the same tokens. A sample_ctx holds
- * the per-vocabulary scratch so nothing is allocated per token. */
+ * logit bias and banned ids, repetition / presence / frequency penalties, with an explicit seeded
+ * PRNG (xoshiro256**, seeded through splitmix64): the same seed and inputs give the same tokens. A
+ * sample_ctx holds the per-vocabulary scratch so nothing is allocated per token. */
 #ifndef MODEL_SAMPLE_H
 #define MODEL_SAMPLE_H
 
@@ -24,9 +24,14 @@ struct sample_params {
     float repetition_penalty;  // tokens in hist: logit/rp if > 0 else logit*rp; 1: off
     float presence_penalty;    // logit -= presence if the token is in hist; 0: off
     float frequency_penalty;   // logit -= frequency * count in hist; 0: off
+    const int32_t *bias_ids;   // (n_bias) logit += bias_vals[i] before the penalties (logit_bias);
+    const float *bias_vals;    //   ids outside the vocabulary are ignored; borrowed
+    int n_bias;                // 0: off
+    const uint32_t *ban_ids;   // (n_ban) logit = -inf before the penalties (min_tokens masks the
+    int n_ban;                 //   stop ids with it); borrowed; 0: off
 };
 
-/* temperature 1, everything else off. */
+/* temperature 1, everything else off (no bias, no banned ids). */
 void sample_params_default(struct sample_params *p);
 
 struct sample_ctx;

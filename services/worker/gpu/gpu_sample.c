@@ -84,6 +84,8 @@ static int stage_rows(struct gpu_sample *gs, int n_rows, const struct gpu_sample
         const struct sample_params *p = req[r].params;
         if (!p || !req[r].rng || req[r].n_hist < 0 || (req[r].n_hist > 0 && !req[r].hist))
             return ERR_INVAL;
+        if (p->n_bias || p->n_ban)
+            return ERR_INVAL; /* no logit bias / banned ids in the kernel: the host samples those */
         struct sample_row *row = &gs->h_rows[r];
         *row = (struct sample_row){
             .temperature = p->temperature,

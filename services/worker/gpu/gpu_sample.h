@@ -32,7 +32,8 @@ void gpu_sample_destroy(struct gpu_sample *gs);
 /* tokens[r] (host) for n_rows rows of d_logits (device, (n_rows, vocab) fp32; the penalties are
  * applied to it in place), and logprobs[r] (host, optional: log of the chosen token's
  * probability in the final distribution, 0 for greedy rows). Runs on stream and waits for it.
- * ERR_INVAL (bad params in any row: no rng is advanced), ERR_TOOBIG (n_rows > max_rows or more
+ * ERR_INVAL (bad params in any row, or a logit bias / banned ids, which only the host sampler
+ * applies: no rng is advanced), ERR_TOOBIG (n_rows > max_rows or more
  * penalty pairs than max_pen), ERR_CUDA. */
 int gpu_sample_run(struct gpu_sample *gs, float *d_logits, int n_rows,
                    const struct gpu_sample_req *req, int32_t *tokens, float *logprobs,

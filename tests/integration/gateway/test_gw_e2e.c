@@ -524,8 +524,10 @@ static void test_sched_kill(void)
     struct itest_conn *c2 = calloc(1, sizeof(*c2));
     c->fd = itest_connect(g_port);
     c2->fd = itest_connect(port2);
+    /* the logit bias (+100 on id 11: every token is 11) must survive the resubmission, or the
+     * text after it would follow the fake model's formula instead */
     const char *body = "{\"prompt\":\"long\",\"max_tokens\":240,\"stream\":true,"
-                       "\"stream_options\":{\"include_usage\":true}}";
+                       "\"logit_bias\":{\"11\":100},\"stream_options\":{\"include_usage\":true}}";
     char req[512];
     int n = snprintf(req, sizeof(req),
                      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s",
@@ -582,9 +584,11 @@ static void test_sched_kill(void)
     static char text[16384];
     char finish[32];
     int completion;
-    CHECK(full_result("/v1/completions", "{\"prompt\":\"long\",\"max_tokens\":240}", text,
-                      sizeof(text), finish, &completion));
+    CHECK(full_result("/v1/completions",
+                      "{\"prompt\":\"long\",\"max_tokens\":240,\"logit_bias\":{\"11\":100}}",
+                      text, sizeof(text), finish, &completion));
     CHECK_EQ_INT(completion, 240);
+    CHECK(strspn(text, ",") == strlen(text) && strlen(text) == 240); /* id 11 is "," */
     CHECK_STREQ(s.content.data ? s.content.data : "", text);
     stream_free(&s);
     itest_resp_free(&r);

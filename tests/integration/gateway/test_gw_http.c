@@ -129,7 +129,7 @@ static void test_validation(void)
     CHECK(is_error_body(r.body, "temperature", NULL));
     itest_resp_free(&r);
     CHECK_EQ_INT(req("POST", P, KEY CT,
-                     "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":2}", &r),
+                     "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":9}", &r),
                  400);
     CHECK(is_error_body(r.body, "n", NULL));
     itest_resp_free(&r);

@@ -103,6 +103,11 @@ test('models.list and retrieve', async () => {
   assert.equal(page.data[0].max_model_len, MML);
   const m = await fake.models.retrieve(MODEL);
   assert.equal(m.id, MODEL);
+  // created: the gateway's start (a real Unix time, the same on every call)
+  const now = Date.now() / 1000;
+  assert.ok(page.data[0].created > now - 600 && page.data[0].created <= now + 1,
+            `created ${page.data[0].created}`);
+  assert.equal(m.created, page.data[0].created);
   const e = await expectError(fake.models.retrieve('no-such-model'), 404, OpenAI.NotFoundError,
                               'does not exist');
   assert.equal(e.code, 'model_not_found');
@@ -137,8 +142,8 @@ test('invalid parameters -> 400 with param', async () => {
     fake.chat.completions.create({ model: MODEL, messages: user('hi'), temperature: 3 }),
     400, OpenAI.BadRequestError, "'temperature' must be in");
   assert.equal(e.param, 'temperature');
-  e = await expectError(fake.chat.completions.create({ model: MODEL, messages: user('hi'), n: 2 }),
-                        400, OpenAI.BadRequestError, 'n > 1');
+  e = await expectError(fake.chat.completions.create({ model: MODEL, messages: user('hi'), n: 9 }),
+                        400, OpenAI.BadRequestError, "'n' must be in [1, 8]");
   assert.equal(e.param, 'n');
   e = await expectError(fake.chat.completions.create({ model: 'gpt-4o', messages: user('hi') }),
                         404, OpenAI.NotFoundError, "The model 'gpt-4o' does not exist");
@@ -273,6 +278,214 @@ for (const [name, client] of [['fake', fake], ['tiny', tiny]]) {
   });
 }
 
+// ---- request surface: logit_bias, stop_token_ids, min_tokens (issue 21) ----
+
+// The fake engine's model: after token t comes (31 t + 7) mod vocab (a logit spike of 30 over
+// zeros), so every expectation below is computed here, independently of the server.
+const FAKE_VOCAB = 151936;
+const fakeNext = (t) => (t * 31 + 7) % FAKE_VOCAB;
+
+test('fake: logit_bias -100 removes the token the model would pick; +100 forces one', async () => {
+  const req = { model: MODEL, prompt: [100], max_tokens: 2, temperature: 0 };
+  const t1 = fakeNext(100);
+  const plain = await fake.completions.create(req);
+  // without t1 the logits tie at 0: the lowest id (0, "!") wins, then fakeNext(0) = 7 ("(")
+  const biased = await fake.completions.create({ ...req, logit_bias: { [t1]: -100 } });
+  assert.equal(biased.choices[0].text, '!(');
+  assert.notEqual(plain.choices[0].text, biased.choices[0].text);
+  const s = await collect(await fake.completions.create(
+    { ...req, logit_bias: { [t1]: -100 }, stream: true }), 'completion');
+  assert.equal(s.content, '!(');
+  const forced = await fake.completions.create({ ...req, max_tokens: 1, logit_bias: { 7: 100 } });
+  assert.equal(forced.choices[0].text, '(');
+  // chat too: the bias holds at every step, so the token never appears
+  const chat = await fake.chat.completions.create({ model: MODEL, messages: user('hi'),
+    max_tokens: 1, temperature: 0, logit_bias: { 0: 100 } });
+  assert.equal(chat.choices[0].message.content, '!');
+  await expectError(fake.completions.create({ ...req, logit_bias: { 999999: 1 } }), 400,
+                    OpenAI.BadRequestError, 'outside the vocabulary');
+});
+
+test('fake: stop_token_ids end the answer; min_tokens masks them (and EOS) until reached', async () => {
+  const t1 = fakeNext(100), t2 = fakeNext(t1);
+  const req = { model: MODEL, prompt: [100], max_tokens: 4, temperature: 0 };
+  let r = await fake.completions.create({ ...req, stop_token_ids: [t2] });
+  assert.equal(r.choices[0].finish_reason, 'stop');
+  assert.equal(r.usage.completion_tokens, 2);
+  r = await fake.completions.create({ ...req, stop_token_ids: [t1] });
+  assert.equal(r.choices[0].finish_reason, 'stop');
+  assert.equal(r.usage.completion_tokens, 1);
+  // masked for the first two tokens: the lowest id (0), then 7, 224, 6951: never t1
+  r = await fake.completions.create({ ...req, stop_token_ids: [t1], min_tokens: 2 });
+  assert.equal(r.choices[0].finish_reason, 'length');
+  assert.equal(r.usage.completion_tokens, 4);
+  assert.ok(r.choices[0].text.startsWith('!('), JSON.stringify(r.choices[0].text));
+  const s = await collect(await fake.chat.completions.create({ model: MODEL, messages: user('hi'),
+    max_tokens: 4, temperature: 0, stop_token_ids: [t1], min_tokens: 2,
+    stream: true, stream_options: { include_usage: true } }));
+  assert.equal(s.usage[0].completion_tokens, 4);
+  await expectError(fake.completions.create({ ...req, min_tokens: 5 }), 400,
+                    OpenAI.BadRequestError, 'min_tokens');
+});
+
+test('fake: text_offset counts characters, not UTF-8 bytes', async () => {
+  // 108386 is "你好" (2 characters, 6 bytes); a +100 bias makes it every token
+  const r = await fake.completions.create({ model: MODEL, prompt: [100], max_tokens: 3,
+    temperature: 0, logprobs: 0, logit_bias: { 108386: 100 } });
+  const lp = r.choices[0].logprobs;
+  assert.equal(r.choices[0].text, '你好你好你好');
+  assert.deepEqual(lp.tokens, ['你好', '你好', '你好']);
+  assert.deepEqual(lp.text_offset, [0, 2, 4]);
+  let got = [];
+  for await (const c of await fake.completions.create({ model: MODEL, prompt: [100], max_tokens: 3,
+    temperature: 0, logprobs: 0, logit_bias: { 108386: 100 }, stream: true }))
+    got = got.concat(c.choices[0]?.logprobs?.text_offset ?? []);
+  assert.deepEqual(got, [0, 2, 4]);
+});
+
+test('stop_reason: the stop token id, the stop string, null for length / EOS', async () => {
+  const t2 = fakeNext(fakeNext(100));
+  const req = { model: MODEL, prompt: [100], max_tokens: 4, temperature: 0 };
+  let r = await fake.completions.create({ ...req, stop_token_ids: [t2] });
+  assert.equal(r.choices[0].stop_reason, t2);
+  r = await fake.completions.create(req);
+  assert.equal(r.choices[0].finish_reason, 'length');
+  assert.equal(r.choices[0].stop_reason, null);
+  // scripted model: a stop string, then its natural end (EOS)
+  const sreq = { model: MODEL, messages: emit('Hello STOP world') };
+  r = await script.chat.completions.create({ ...sreq, stop: ['STOP'] });
+  assert.equal(r.choices[0].finish_reason, 'stop');
+  assert.equal(r.choices[0].stop_reason, 'STOP');
+  r = await script.chat.completions.create(sreq);
+  assert.equal(r.choices[0].finish_reason, 'stop');
+  assert.equal(r.choices[0].stop_reason, null);
+  const last = [];
+  for await (const c of await script.chat.completions.create({ ...sreq, stop: ['STOP'], stream: true }))
+    if (c.choices[0]?.finish_reason) last.push(c.choices[0]);
+  assert.equal(last.length, 1);
+  assert.equal(last[0].stop_reason, 'STOP');
+  // min_tokens also holds stop strings back (as vLLM): the first STOP is within 4 tokens
+  const words = 'STOP' + ' word'.repeat(20) + ' STOP tail';
+  r = await script.chat.completions.create({ model: MODEL, messages: emit(words), stop: ['STOP'] });
+  assert.equal(r.choices[0].message.content, '');
+  r = await script.chat.completions.create({ model: MODEL, messages: emit(words), stop: ['STOP'],
+                                             min_tokens: 4 });
+  assert.equal(r.choices[0].message.content, 'STOP' + ' word'.repeat(20) + ' ');
+  assert.equal(r.choices[0].stop_reason, 'STOP');
+  const fs = [];
+  for await (const c of await fake.completions.create({ ...req, stop_token_ids: [t2], stream: true }))
+    if (c.choices[0]?.finish_reason) fs.push(c.choices[0]);
+  assert.equal(fs[0].stop_reason, t2);
+});
+
+test('script: parallel_tool_calls false -> only the first tool call, streamed and not', async () => {
+  const req = { model: MODEL, messages: emit(TOOL_TEXT), tools: TOOLS, parallel_tool_calls: false };
+  const full = await script.chat.completions.create(req);
+  const tc = full.choices[0].message.tool_calls;
+  assert.equal(tc.length, 1);
+  assert.equal(tc[0].function.name, 'get_weather');
+  assert.equal(full.choices[0].finish_reason, 'tool_calls');
+  const s = await collect(await script.chat.completions.create({ ...req, stream: true }));
+  assert.equal(s.tools.length, 1);
+  assert.equal(s.tools[0].name, 'get_weather');
+  const both = await script.chat.completions.create({ ...req, parallel_tool_calls: true });
+  assert.equal(both.choices[0].message.tool_calls.length, 2);
+});
+
+// ---- n > 1: independent choices ----
+
+/* Drain a raw stream of n choices: per index its text, finish reasons, role count. */
+async function collectN(stream, n, kind = 'chat') {
+  const r = { text: Array(n).fill(''), finish: Array.from({ length: n }, () => []),
+              roles: Array(n).fill(0), usage: [], ids: new Set() };
+  for await (const c of stream) {
+    r.ids.add(c.id);
+    if (c.usage) { r.usage.push(c.usage); assert.deepEqual(c.choices, []); continue; }
+    for (const ch of c.choices) {
+      assert.ok(ch.index >= 0 && ch.index < n, `index ${ch.index}`);
+      if (ch.finish_reason) r.finish[ch.index].push(ch.finish_reason);
+      if (kind !== 'chat') { r.text[ch.index] += ch.text ?? ''; continue; }
+      if (ch.delta.role) r.roles[ch.index]++;
+      r.text[ch.index] += ch.delta.content ?? '';
+    }
+  }
+  assert.equal(r.ids.size, 1);
+  for (let i = 0; i < n; i++) assert.equal(r.finish[i].length, 1, `one finish_reason for ${i}`);
+  if (kind === 'chat') assert.deepEqual(r.roles, Array(n).fill(1), 'each choice gets its role once');
+  return r;
+}
+
+test('fake: n = 3 greedy -> three equal choices, usage counts them all, streamed == not', async () => {
+  const req = { model: MODEL, messages: user('Tell me.'), max_tokens: 5, temperature: 0, n: 3 };
+  const full = await fake.chat.completions.create(req);
+  assert.deepEqual(full.choices.map((c) => c.index), [0, 1, 2]);
+  const texts = full.choices.map((c) => c.message.content);
+  assert.equal(new Set(texts).size, 1, 'greedy choices are equal');
+  assert.equal(full.usage.completion_tokens, 15);
+  const one = await fake.chat.completions.create({ ...req, n: 1 });
+  assert.equal(full.usage.prompt_tokens, one.usage.prompt_tokens, 'the prompt counts once');
+  assert.equal(texts[0], one.choices[0].message.content);
+  const s = await collectN(await fake.chat.completions.create(
+    { ...req, stream: true, stream_options: { include_usage: true } }), 3);
+  assert.deepEqual(s.text, texts);
+  assert.deepEqual(s.usage, [full.usage]);
+  const c = await fake.completions.create({ model: MODEL, prompt: [100], max_tokens: 2,
+                                            temperature: 0, n: 2 });
+  assert.deepEqual(c.choices.map((x) => x.index), [0, 1]);
+  assert.equal(c.choices[0].text, c.choices[1].text);
+  assert.equal(c.usage.completion_tokens, 4);
+  const lp = await fake.chat.completions.create({ ...req, logprobs: true, top_logprobs: 1 });
+  for (const ch of lp.choices) assert.equal(ch.logprobs.content.length, 5, 'logprobs per choice');
+  const fin = await fake.chat.completions.stream({ ...req, n: 2 }).finalChatCompletion();
+  assert.equal(fin.choices.length, 2);
+  assert.equal(fin.choices[1].message.content, texts[0]);
+});
+
+test('script: n = 2 -> each choice parses its own tool calls, streamed and not', async () => {
+  const req = { model: MODEL, messages: emit(TOOL_TEXT), tools: TOOLS, n: 2 };
+  const full = await script.chat.completions.create(req);
+  assert.equal(full.choices.length, 2);
+  for (const ch of full.choices) {
+    assert.equal(ch.finish_reason, 'tool_calls');
+    assert.deepEqual(ch.message.tool_calls.map((t) => t.function.name), ['get_weather', 'get_time']);
+  }
+  const fin = await script.chat.completions.stream(req).finalChatCompletion();
+  for (const ch of fin.choices)
+    assert.deepEqual(JSON.parse(ch.message.tool_calls[0].function.arguments), { city: 'Paris', days: 3 });
+});
+
+test('tiny: n = 3 sampled -> independent sequences (choice i == n = 1 with seed + i)', async () => {
+  const req = { model: MODEL, messages: user('Pick words.'), max_tokens: 8, temperature: 1,
+                top_p: 1, top_k: -1, seed: 70 };
+  const full = await tiny.chat.completions.create({ ...req, n: 3 });
+  const texts = full.choices.map((c) => c.message.content);
+  assert.ok(new Set(texts).size >= 2, 'sampled choices differ');
+  for (let i = 0; i < 3; i++) {
+    const one = await tiny.chat.completions.create({ ...req, seed: 70 + i });
+    assert.equal(texts[i], one.choices[0].message.content, `choice ${i}`);
+  }
+  const s = await collectN(await tiny.chat.completions.create({ ...req, n: 3, stream: true }), 3);
+  assert.deepEqual(s.text, texts);
+});
+
+// ---- generation_config.json defaults (the tiny checkpoint ships temperature 0.7, top_p 0.8,
+// top_k 20; its gateway runs with the default --generation-config auto) ----
+
+test('tiny: generation_config.json fills the sampling fields a request leaves out', async () => {
+  const base = { model: MODEL, messages: user('Pick words.'), max_tokens: 12 };
+  let differs = false;
+  for (const seed of [5, 6, 7]) {
+    const d = (await tiny.chat.completions.create({ ...base, seed })).choices[0].message.content;
+    const e = (await tiny.chat.completions.create(
+      { ...base, seed, temperature: 0.7, top_p: 0.8, top_k: 20 })).choices[0].message.content;
+    assert.equal(d, e, 'omitted fields == the checkpoint values given explicitly');
+    const o = (await tiny.chat.completions.create(
+      { ...base, seed, temperature: 1, top_p: 1, top_k: -1 })).choices[0].message.content;
+    differs ||= o !== d;
+  }
+  assert.ok(differs, 'the OpenAI defaults sample differently');
+});
+
 // ---- scripted model text: reasoning and tool calls ----
 
 const TOOLS = [
@@ -388,6 +601,27 @@ async function renderPrompt(base, body, headers = {}) {
   return (await post('/detokenize', { tokens: t.tokens })).prompt;
 }
 
+test('developer role = system before the template (Qwen3 drops it, Qwen3.5 refuses it raw)', async () => {
+  const prompt = async (base, body) => {
+    const r = await fetch(base + '/tokenize', { method: 'POST', body: JSON.stringify(body) });
+    assert.equal(r.status, 200, `tokenize: ${await r.clone().text()}`);
+    return (await r.json()).tokens;
+  };
+  const msgs = (role) => [{ role, content: 'Be brief.' }, ...user('hi')];
+  for (const base of [process.env.GW_SCRIPT_URL, process.env.GW_Q35_URL]) {
+    const dev = await prompt(base, { messages: msgs('developer') });
+    const sys = await prompt(base, { messages: msgs('system') });
+    assert.deepEqual(dev, sys, `${base}: developer renders as system`);
+    const none = await prompt(base, { messages: user('hi') });
+    assert.ok(dev.length > none.length + 2, 'the developer text is in the prompt');
+  }
+  const q35 = new OpenAI({ baseURL: process.env.GW_Q35_URL + '/v1', apiKey: 'unused', ...opts });
+  const r = await q35.chat.completions.create({ model: MODEL,
+    messages: [{ role: 'developer', content: 'Be brief.' }, ...emit('done')],
+    chat_template_kwargs: { enable_thinking: false } });
+  assert.equal(r.choices[0].message.content, 'done');
+});
+
 test('--default-chat-template-kwargs applies; the request kwargs win', async () => {
   const empty = '<think>\n\n</think>';
   const fakeUrl = process.env.GW_FAKE_URL;
@@ -470,28 +704,30 @@ test('raw SSE shape (what the Python SDK relies on too)', async () => {
   assert.deepEqual(fin.delta, {});
 });
 
-test('client abort mid-stream cancels the request at the scheduler', async () => {
+test('client abort mid-stream cancels the request at the scheduler (n = 1 and every choice of n = 2)', async () => {
   const base = process.env.GW_SCRIPT_URL;
   const running = async () => {
     const t = await (await fetch(base + '/metrics')).text();
     return Number(t.match(/^vllm:num_requests_running\{[^}]*\} (\S+)$/m)[1]);
   };
-  const ac = new AbortController();
-  const stream = await script.chat.completions.create(
-    { model: MODEL, stream: true, messages: emit('x'.repeat(50) + ' [[delay_ms=8000]]') },
-    { signal: ac.signal });
-  let t0 = Date.now();
-  while ((await running()) < 1) {
-    assert.ok(Date.now() - t0 < 5000, 'the request never showed as running');
-    await new Promise((res) => setTimeout(res, 50));
-  }
-  ac.abort();
-  // the SDK ends the iteration quietly on its own abort
-  try { for await (const _ of stream); } catch (e) { assert.ok(/abort/i.test(String(e))); }
-  t0 = Date.now();
-  while ((await running()) !== 0) {
-    assert.ok(Date.now() - t0 < 5000, 'the scheduler still runs the aborted request');
-    await new Promise((res) => setTimeout(res, 50));
+  for (const n of [1, 2]) {
+    const ac = new AbortController();
+    const stream = await script.chat.completions.create(
+      { model: MODEL, stream: true, n, messages: emit('x'.repeat(50) + ' [[delay_ms=8000]]') },
+      { signal: ac.signal });
+    let t0 = Date.now();
+    while ((await running()) < n) {
+      assert.ok(Date.now() - t0 < 5000, 'the request never showed as running');
+      await new Promise((res) => setTimeout(res, 50));
+    }
+    ac.abort();
+    // the SDK ends the iteration quietly on its own abort
+    try { for await (const _ of stream); } catch (e) { assert.ok(/abort/i.test(String(e))); }
+    t0 = Date.now();
+    while ((await running()) !== 0) {
+      assert.ok(Date.now() - t0 < 5000, 'the scheduler still runs the aborted request');
+      await new Promise((res) => setTimeout(res, 50));
+    }
   }
 });
 

@@ -13,10 +13,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/file.h"
 #include "itest.h"
 #include "test.h"
 
-#define N_PROCS 8
+#define N_PROCS 9
 #define API_KEY "sk-tern-test-key"
 
 static char g_dir[64];
@@ -54,9 +55,9 @@ static int run_cmd(char *const argv[], char *const env[], const char *log_name, 
 
 static void dump_logs(void)
 {
-    static const char *const names[] = {"sched_fake", "wk_fake",   "gw_fake",
-                                        "sched_tiny", "wk_tiny",   "gw_tiny",
-                                        "fsched",     "gw_script", "suite"};
+    static const char *const names[] = {"sched_fake", "wk_fake", "gw_fake", "sched_tiny",
+                                        "wk_tiny",    "gw_tiny", "fsched",  "gw_script",
+                                        "gw_q35",     "suite"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         char cmd[700];
         fprintf(stderr, "---- %s.log (tail) ----\n", names[i]);
@@ -186,18 +187,42 @@ int main(void)
     spawn(s3, "fsched");
     char *script_flags[] = {"--sse-ping-ms", "200", NULL};
     start_gateway(port_script, ep[4], tokdir, "gw_script", false, script_flags);
+    /* a second gateway on the scripted scheduler with the Qwen3.5 chat template (the one this
+     * model family ships: chat_template.jinja next to the tokenizer, as in the checkpoints) */
+    char q35[128], lnk[1400], tgt[1400];
+    snprintf(q35, sizeof(q35), "%s/q35", g_dir);
+    CHECK_EQ_INT(mkdir(q35, 0700), 0);
+    static const char *const q35_files[3] = {"tokenizer.json", "tokenizer_config.json",
+                                             "chat_template.jinja"};
+    char cwd[1024] = "";
+    if (!getcwd(cwd, sizeof(cwd)))
+        cwd[0] = '\0';
+    for (int i = 0; i < 3; i++) {
+        snprintf(lnk, sizeof(lnk), "%s/%s", q35, q35_files[i]);
+        if (i < 2)
+            snprintf(tgt, sizeof(tgt), "%s%s%s/%s", tokdir[0] == '/' ? "" : cwd,
+                     tokdir[0] == '/' ? "" : "/", tokdir, q35_files[i]);
+        else
+            snprintf(tgt, sizeof(tgt), "%s%s%s/tests/unit/jinja/templates/qwen3.5.jinja",
+                     g_src[0] == '/' ? "" : cwd, g_src[0] == '/' ? "" : "/", g_src);
+        CHECK_EQ_INT(symlink(tgt, lnk), 0);
+    }
+    int port_q35 = itest_free_port();
+    start_gateway(port_q35, ep[4], q35, "gw_q35", false, NULL);
 
     bool up = itest_wait_status(port_fake, "/health", 200, 30000) &&
               itest_wait_status(port_tiny, "/health", 200, 30000) &&
-              itest_wait_status(port_script, "/health", 200, 30000);
+              itest_wait_status(port_script, "/health", 200, 30000) &&
+              itest_wait_status(port_q35, "/health", 200, 30000);
     CHECK(up);
     if (up) {
-        char e1[64], e2[64], e3[64], e4[64];
+        char e1[64], e2[64], e3[64], e4[64], e5[64];
         snprintf(e1, sizeof(e1), "GW_FAKE_URL=http://127.0.0.1:%d", port_fake);
         snprintf(e2, sizeof(e2), "GW_TINY_URL=http://127.0.0.1:%d", port_tiny);
         snprintf(e3, sizeof(e3), "GW_SCRIPT_URL=http://127.0.0.1:%d", port_script);
         snprintf(e4, sizeof(e4), "GW_API_KEY=%s", API_KEY);
-        char *env[] = {e1, e2, e3, e4, "GW_MAX_MODEL_LEN=512", NULL};
+        snprintf(e5, sizeof(e5), "GW_Q35_URL=http://127.0.0.1:%d", port_q35);
+        char *env[] = {e1, e2, e3, e4, e5, "GW_MAX_MODEL_LEN=512", NULL};
         char node[] = "/usr/bin/env";
         char *argv[] = {node, "node", suite, NULL};
         int rc = run_cmd(argv, env, "suite", 90000);
@@ -206,6 +231,17 @@ int main(void)
         if (system(cmd) != 0)
             fprintf(stderr, "cannot print the suite log\n");
         CHECK_EQ_INT(rc, 0);
+        /* the startup line with the checkpoint's defaults (tiny), none without a file (fake) */
+        char path[256];
+        snprintf(path, sizeof(path), "%s/gw_tiny.log", g_dir);
+        char *log = file_read(path, NULL);
+        CHECK(log && strstr(log, "ev=generation_config source=\"") &&
+              strstr(log, "generation_config.json\" temperature=0.7 top_p=0.8 top_k=20"));
+        free(log);
+        snprintf(path, sizeof(path), "%s/gw_fake.log", g_dir);
+        log = file_read(path, NULL);
+        CHECK(log && strstr(log, "ev=generation_config source=\"none\""));
+        free(log);
     }
     stop_all();
     if (test_failures_ > 0)

@@ -389,6 +389,11 @@ int svc_client_submit(struct svc_client *c, uint64_t id, const struct svc_submit
     sp.logprobs = s->logprobs;
     sp.has_top_logprobs = s->top_logprobs > 0;
     sp.top_logprobs = s->top_logprobs;
+    sp.n_bias_ids = sp.n_bias_values = s->n_bias;
+    sp.bias_ids = (uint32_t *)s->bias_ids;
+    sp.bias_values = (float *)s->bias_vals;
+    sp.has_min_tokens = s->min_tokens > 0;
+    sp.min_tokens = s->min_tokens;
     sub.sampling = &sp;
     sub.has_ignore_eos = s->ignore_eos;
     sub.ignore_eos = s->ignore_eos;

@@ -91,6 +91,10 @@ struct svc_submit {
     bool logprobs;
     uint32_t top_logprobs;
     bool ignore_eos;
+    const uint32_t *bias_ids; // (n_bias) logit_bias
+    const float *bias_vals;
+    uint32_t n_bias;
+    uint32_t min_tokens;
 };
 
 /* Send a Submit; the request is tracked in c->reqs. 0 or a msg_send status. */

@@ -131,6 +131,55 @@ static void test_stop(struct svc_client *c)
     CHECK(r && r->stop_token == (int)t3);
 }
 
+/* logit_bias and min_tokens reach the worker's sampler: the fake model's spike (30 over zeros)
+ * biased by -100 loses to the lowest id; a stop id is never sampled before min_tokens */
+static void test_bias_min_tokens(struct svc_client *c)
+{
+    uint32_t prompt[2] = {5, 42};
+    uint32_t t1 = svc_fake_next(42, VOCAB), low = t1 == 0 ? 1 : 0;
+    uint32_t bias_ids[1] = {t1};
+    float bias_vals[1] = {-100.0f};
+    struct svc_submit s = {.prompt = prompt,
+                           .n_prompt = 2,
+                           .max_tokens = 3,
+                           .temperature = 0,
+                           .bias_ids = bias_ids,
+                           .bias_vals = bias_vals,
+                           .n_bias = 1};
+    uint64_t id = 210;
+    CHECK_EQ_INT(svc_client_submit(c, id, &s), 0);
+    /* min_tokens 3 with the first fake token as a stop id: masked for tokens 1..3, so the
+     * stop token is replaced by the lowest id and the request runs to its length */
+    uint32_t stop[1] = {t1};
+    struct svc_submit m = {.prompt = prompt,
+                           .n_prompt = 2,
+                           .max_tokens = 3,
+                           .temperature = 0,
+                           .stop_ids = stop,
+                           .n_stop = 1,
+                           .min_tokens = 3};
+    uint64_t ids[3] = {id, 211, 212};
+    CHECK_EQ_INT(svc_client_submit(c, ids[1], &m), 0);
+    m.min_tokens = 0; /* without it: stops at once */
+    CHECK_EQ_INT(svc_client_submit(c, ids[2], &m), 0);
+    CHECK(svc_client_wait_done(c, ids, 3, 5000));
+    struct svc_req *r = svc_client_req(c, ids[0]);
+    CHECK(r && r->n_tokens == 3 && r->tokens[0] == low);
+    r = svc_client_req(c, ids[1]);
+    CHECK(r && r->n_tokens == 3 && r->tokens[0] == low &&
+          r->finish_reason == TERN__FINISH_REASON__FINISH_REASON_LENGTH);
+    r = svc_client_req(c, ids[2]);
+    CHECK(r && r->n_tokens == 1 && r->tokens[0] == t1 &&
+          r->finish_reason == TERN__FINISH_REASON__FINISH_REASON_STOP && r->stop_token == (int)t1);
+    /* a bias id outside the vocabulary is refused at admission */
+    bias_ids[0] = VOCAB + 1;
+    id = 213;
+    CHECK_EQ_INT(svc_client_submit(c, id, &s), 0);
+    CHECK(svc_client_wait_done(c, &id, 1, 5000));
+    r = svc_client_req(c, id);
+    CHECK(r && r->error_code == TERN__ERROR_CODE__ERROR_CODE_INVALID);
+}
+
 static void test_abort(struct svc_client *c)
 {
     uint32_t prompt[4] = {1, 2, 3, 4};
@@ -344,6 +393,7 @@ int main(void)
     if (up) {
         test_generate(&c);
         test_stop(&c);
+        test_bias_min_tokens(&c);
         test_abort(&c);
         test_rejects(&c);
         test_gateway_gone(&c, gw_ep);

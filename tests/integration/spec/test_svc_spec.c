@@ -4,7 +4,8 @@
  * be identical (the plain run is the reference: test_svc_cpu ties it to `tern generate`), the
  * spec_decode counters of the StatusSnapshot must move only in the speculative run and be
  * consistent (draft tokens <= 3 x rounds, accepted per position non-increasing and summing to
- * the accepted total), a sampled request with explicit K must finish normally. The --no-mtp
+ * the accepted total), a sampled request with explicit K must finish normally, and logit_bias /
+ * min_tokens hold under speculation (bias_and_min_tokens). The --no-mtp
  * checkpoint (config declares the layer, no mtp.* tensors): explicit K=2 makes the worker exit
  * non-zero with the one line; the default K logs the line and serves. With the real tokenizer
  * installed, a tern-gateway on the speculative run's scheduler must export the same draft count
@@ -84,6 +85,58 @@ static void prompt_of(int i, uint32_t *p, uint32_t *n)
 
 /* Serve the N_REQ greedy requests (and one sampled one when sampled) with --speculative-tokens
  * spec on model; fill r. */
+/* With speculation on: logit_bias -100 on request 1's first greedy token keeps it out of all
+ * 100 tokens (drafts proposing it are rejected against the biased target), and min_tokens 12
+ * with request 0's 6th token as a stop id keeps the first 12 tokens free of it (no speculative
+ * round while masked) and the first 5 equal to the reference. */
+static void bias_and_min_tokens(struct svc_client *c, const struct run *r, const uint32_t *p0,
+                                uint32_t n0, const uint32_t *p1, uint32_t n1)
+{
+    uint32_t banned = r->tokens[1][0], stop = r->tokens[0][5];
+    uint32_t ids_b[1] = {banned};
+    float vals_b[1] = {-100.0f};
+    struct svc_submit b = {.prompt = p1,
+                           .n_prompt = n1,
+                           .max_tokens = N_TOK,
+                           .temperature = 0.0f,
+                           .ignore_eos = true,
+                           .bias_ids = ids_b,
+                           .bias_vals = vals_b,
+                           .n_bias = 1};
+    uint32_t stop_ids[1] = {stop};
+    struct svc_submit m = {.prompt = p0,
+                           .n_prompt = n0,
+                           .max_tokens = 40,
+                           .temperature = 0.0f,
+                           .ignore_eos = true,
+                           .stop_ids = stop_ids,
+                           .n_stop = 1,
+                           .min_tokens = 12};
+    uint64_t ids[2] = {300, 301};
+    CHECK_EQ_INT(svc_client_submit(c, ids[0], &b), 0);
+    CHECK_EQ_INT(svc_client_submit(c, ids[1], &m), 0);
+    CHECK(svc_client_wait_done(c, ids, 2, 40000));
+    struct svc_req *q = svc_client_req(c, ids[0]);
+    CHECK(q && q->done && q->error_code == 0 && q->n_tokens == N_TOK);
+    for (uint32_t t = 0; q && t < q->n_tokens; t++)
+        if (q->tokens[t] == banned) {
+            fprintf(stderr, "biased request: token %u is the banned %u\n", t, banned);
+            CHECK(q->tokens[t] != banned);
+            break;
+        }
+    q = svc_client_req(c, ids[1]);
+    CHECK(q && q->done && q->error_code == 0 && q->n_tokens >= 12);
+    bool early = false;
+    for (uint32_t t = 0; t < 5; t++)
+        early |= r->tokens[0][t] == stop;
+    for (uint32_t t = 0; q && t < 12 && t < q->n_tokens; t++)
+        CHECK(q->tokens[t] != stop);
+    for (uint32_t t = 0; q && !early && t < 5; t++)
+        CHECK_EQ_INT(q->tokens[t], r->tokens[0][t]);
+    if (q && q->finish_reason == TERN__FINISH_REASON__FINISH_REASON_STOP)
+        CHECK(q->tokens[q->n_tokens - 1] == stop && q->stop_token == (int)stop);
+}
+
 static void serve(const char *model, const char *spec, bool sampled, const char *tag,
                   const char *tokenizer, struct run *r)
 {
@@ -186,6 +239,9 @@ static void serve(const char *model, const char *spec, bool sampled, const char 
             if (r->gw_drafts != (long long)r->drafts)
                 svc_client_pump(&c, 100);
         }
+        /* after the counters above were taken: these requests add speculative rounds */
+        if (sampled && done)
+            bias_and_min_tokens(&c, r, prompt[0], np[0], prompt[1], np[1]);
     }
     svc_client_close(&c);
     if (gp.pid)

@@ -240,6 +240,47 @@ int main(void)
     for (int i = 0; i < V; i++)
         CHECK_NEAR(probs[i], p[i], 1e-6);
 
+    // logit bias (before the penalties) and banned ids (min_tokens), greedy and sampled
+    sample_params_default(&sp);
+    sp.temperature = 0.0f;
+    int32_t bias_ids[2] = { 1, 4 };
+    float bias_vals[2] = { -100.0f, -0.5f };
+    sp.bias_ids = bias_ids;
+    sp.bias_vals = bias_vals;
+    sp.n_bias = 2;                 // 1 -> -98, 4 -> 1.5: 4 still wins over 3 (1.2)
+    CHECK_EQ_INT(sample_token(sc, &sp, logits, NULL, 0, &r), 4);
+    bias_vals[1] = -1.0f;          // 4 -> 1.0: 3 wins
+    CHECK_EQ_INT(sample_token(sc, &sp, logits, NULL, 0, &r), 3);
+    int32_t out_of_vocab[1] = { V + 5 };
+    float big[1] = { 100.0f };
+    sp.bias_ids = out_of_vocab;    // ignored
+    sp.bias_vals = big;
+    sp.n_bias = 1;
+    CHECK_EQ_INT(sample_token(sc, &sp, logits, NULL, 0, &r), 1);
+    sample_params_default(&sp);
+    uint32_t ban[2] = { 1, 4 };
+    sp.ban_ids = ban;
+    sp.n_ban = 2;                  // never drawn at any seed; the rest renormalised
+    CHECK_EQ_INT(sample_probs(sc, &sp, logits, NULL, 0, probs), 0);
+    CHECK_NEAR(probs[1], 0.0, 0);
+    CHECK_NEAR(probs[4], 0.0, 0);
+    double rest = 0.0;
+    for (int i = 0; i < V; i++)
+        rest += probs[i];
+    CHECK_NEAR(rest, 1.0, 1e-5);
+    for (int i = 0; i < 200; i++) {
+        int32_t t = sample_token(sc, &sp, logits, NULL, 0, &r);
+        CHECK(t != 1 && t != 4 && t >= 0 && t < V);
+    }
+    sp.temperature = 0.0f;
+    CHECK_EQ_INT(sample_token(sc, &sp, logits, NULL, 0, &r), 3);
+    sample_params_default(&sp);
+    float nan_bias[1] = { NAN };
+    sp.bias_ids = bias_ids;
+    sp.bias_vals = nan_bias;
+    sp.n_bias = 1;
+    CHECK_EQ_INT(sample_token(sc, &sp, logits, NULL, 0, &r), ERR_INVAL);
+
     // bad parameters
     sample_params_default(&sp);
     sp.top_p = 0.0f;

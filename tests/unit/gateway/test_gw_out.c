@@ -15,6 +15,9 @@ struct result {
     bool stopped;
 };
 
+static int g_tools_max;  /* gw_out.tools_max for run() */
+static int g_stop_after; /* gw_out.stop_after for run() */
+
 static void run(const char *text, size_t chunk, const char *const *stop, int n_stop, bool reasoning,
                 bool thinking, const char *tools, struct result *res)
 {
@@ -25,6 +28,8 @@ static void run(const char *text, size_t chunk, const char *const *stop, int n_s
     buf_init(&res->content);
     buf_init(&res->args);
     CHECK_EQ_INT(gw_out_init(&o, NULL, stop, n_stop, reasoning, thinking, tools, 42), 0);
+    o.tools_max = g_tools_max;
+    o.stop_after = g_stop_after;
     gw_out_delta_init(&d);
     size_t n = strlen(text);
     for (size_t i = 0; i < n && !res->stopped; i += chunk) {
@@ -53,7 +58,7 @@ static void run(const char *text, size_t chunk, const char *const *stop, int n_s
                       d.tools[t].args.len);
     }
     res->n_tools = gw_out_tool_count(&o);
-    if (res->n_tools > 0) {
+    if (res->n_tools == 1) { /* one call: its streamed pieces add up to it */
         const char *id, *name, *args;
         CHECK_EQ_INT(gw_out_tool_get(&o, 0, &id, &name, &args), 0);
         CHECK(strncmp(id, "call_", 5) == 0);
@@ -91,6 +96,13 @@ static void test_stop(void)
         CHECK(!r.stopped);
         CHECK_STREQ(s(&r.content), "abc STO");
         result_free(&r);
+        /* min_tokens 9: the first STOP (tokens 2..5) is text, the one at tokens 11..14 stops */
+        g_stop_after = 9;
+        run("aSTOPbcdefSTOPgh", chunks[c], stop, 2, false, false, NULL, &r);
+        CHECK(r.stopped);
+        CHECK_STREQ(s(&r.content), "aSTOPbcdef");
+        result_free(&r);
+        g_stop_after = 0;
     }
 }
 
@@ -153,6 +165,23 @@ static void test_tools(void)
     CHECK(args && strcmp(cJSON_GetObjectItemCaseSensitive(args, "city")->valuestring, "Oslo") == 0);
     cJSON_Delete(args);
     result_free(&r);
+    /* two calls; parallel_tool_calls false (tools_max 1) passes on only the first, streamed
+     * and whole */
+    const char *two = "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+                      "\"Oslo\"}}</tool_call>\n<tool_call>{\"name\": \"get_weather\", "
+                      "\"arguments\": {\"city\": \"Rome\"}}</tool_call>";
+    run(two, 5, NULL, 0, true, false, tools, &r);
+    CHECK_EQ_INT(r.n_tools, 2);
+    result_free(&r);
+    g_tools_max = 1;
+    for (size_t c = 1; c < 64; c += 34) {
+        run(two, c, NULL, 0, true, false, tools, &r);
+        CHECK_EQ_INT(r.n_tools, 1);
+        CHECK(strstr(s(&r.args), "Oslo") != NULL);
+        CHECK(strstr(s(&r.args), "Rome") == NULL);
+        result_free(&r);
+    }
+    g_tools_max = 0;
 }
 
 int main(void)

@@ -149,7 +149,8 @@ static void test_ranges(void)
     expect_chat_bad("\"max_completion_tokens\":-1", "max_completion_tokens");
     expect_chat_bad("\"seed\":0.5", "seed");
     expect_chat_bad("\"seed\":\"1\"", "seed");
-    expect_chat_bad("\"n\":2", "n");
+    expect_chat_bad("\"n\":9", "n"); /* GW_REQ_N_MAX 8 */
+    expect_chat_ok("\"n\":8");
     expect_chat_bad("\"n\":0", "n");
     expect_chat_ok("\"n\":1");
     expect_chat_bad("\"stop\":5", "stop");
@@ -267,8 +268,120 @@ static void test_context(void)
     gw_arena_destroy(a);
 }
 
+/* logit_bias, stop_token_ids, min_tokens, parallel_tool_calls: values, clamps and errors */
+static void test_request_surface(void)
+{
+    struct gw_arena *a = gw_arena_create(0);
+    struct gw_req r;
+    struct gw_req_err e;
+    CHECK_EQ_INT(parse(GW_REQ_KIND_CHAT,
+                       "{" MSGS ",\"logit_bias\":{\"5809\":-100,\"7\":250.5,\"0\":-1e9},"
+                       "\"stop_token_ids\":[3,9],\"min_tokens\":4,\"max_tokens\":4,"
+                       "\"parallel_tool_calls\":false}",
+                       &r, &e, a),
+                 0);
+    CHECK_EQ_INT(r.n_bias, 3);
+    CHECK_EQ_INT(r.bias_ids[0], 5809);
+    CHECK_NEAR(r.bias_vals[0], -100.0, 0);
+    CHECK_NEAR(r.bias_vals[1], 100.0, 0); /* clamped, as vLLM */
+    CHECK_NEAR(r.bias_vals[2], -100.0, 0);
+    CHECK_EQ_INT(r.n_stop_ids, 2);
+    CHECK_EQ_INT(r.stop_ids[1], 9);
+    CHECK_EQ_INT(r.min_tokens, 4);
+    CHECK(!r.parallel_tool_calls);
+    CHECK_EQ_INT(gw_req_check_vocab(&r, 6000, &e), 0);
+    CHECK_EQ_INT(gw_req_check_vocab(&r, 5809, &e), ERR_INVAL);
+    CHECK_STREQ(e.param, "logit_bias");
+    CHECK_EQ_INT(
+        parse(GW_REQ_KIND_COMPLETION, "{\"prompt\":\"x\",\"stop_token_ids\":[70]}", &r, &e, a), 0);
+    CHECK_EQ_INT(gw_req_check_vocab(&r, 70, &e), ERR_INVAL);
+    CHECK_STREQ(e.param, "stop_token_ids");
+    CHECK_EQ_INT(parse(GW_REQ_KIND_CHAT, "{" MSGS "}", &r, &e, a), 0);
+    CHECK(r.parallel_tool_calls);
+    CHECK_EQ_INT(r.n_bias + r.n_stop_ids + (int)r.min_tokens, 0);
+    /* min_tokens above the max_tokens left by the context: 400 */
+    CHECK_EQ_INT(parse(GW_REQ_KIND_CHAT, "{" MSGS ",\"min_tokens\":30}", &r, &e, a), 0);
+    CHECK_EQ_INT(gw_req_check_context(&r, 1000, 1024, &e), ERR_INVAL);
+    CHECK_STREQ(e.param, "min_tokens");
+    expect_chat_bad("\"logit_bias\":[1]", "logit_bias");
+    expect_chat_bad("\"logit_bias\":\"x\"", "logit_bias");
+    expect_chat_bad("\"logit_bias\":{\"abc\":1}", "logit_bias");
+    expect_chat_bad("\"logit_bias\":{\"-1\":1}", "logit_bias");
+    expect_chat_bad("\"logit_bias\":{\"1.5\":1}", "logit_bias");
+    expect_chat_bad("\"logit_bias\":{\"99999999999\":1}", "logit_bias");
+    expect_chat_bad("\"logit_bias\":{\"1\":\"x\"}", "logit_bias");
+    expect_chat_bad("\"logit_bias\":{\"\":1}", "logit_bias");
+    expect_chat_bad("\"stop_token_ids\":5", "stop_token_ids");
+    expect_chat_bad("\"stop_token_ids\":[-1]", "stop_token_ids");
+    expect_chat_bad("\"stop_token_ids\":[1.5]", "stop_token_ids");
+    expect_chat_bad("\"stop_token_ids\":[\"1\"]", "stop_token_ids");
+    expect_chat_bad("\"min_tokens\":-1", "min_tokens");
+    expect_chat_bad("\"min_tokens\":1.5", "min_tokens");
+    expect_chat_bad("\"min_tokens\":5,\"max_tokens\":4", "min_tokens");
+    expect_chat_bad("\"parallel_tool_calls\":1", "parallel_tool_calls");
+    expect_chat_ok("\"logit_bias\":{},\"stop_token_ids\":[],\"min_tokens\":0");
+    expect_chat_ok("\"logit_bias\":null,\"stop_token_ids\":null,\"parallel_tool_calls\":true");
+    gw_arena_destroy(a);
+}
+
+/* generation_config defaults fill only what the request left out */
+static void test_apply_defaults(void)
+{
+    struct gw_arena *a = gw_arena_create(0);
+    struct gw_req r;
+    struct gw_req_err e;
+    struct gw_req_defaults d = {.has_temperature = true,
+                                .has_top_p = true,
+                                .has_top_k = true,
+                                .has_max_tokens = true,
+                                .temperature = 0.7,
+                                .top_p = 0.8,
+                                .top_k = 20,
+                                .max_tokens = 50};
+    CHECK_EQ_INT(parse(GW_REQ_KIND_CHAT, "{" MSGS ",\"top_p\":0.5}", &r, &e, a), 0);
+    gw_req_apply_defaults(&r, &d);
+    CHECK_NEAR(r.temperature, 0.7, 1e-12);
+    CHECK_NEAR(r.top_p, 0.5, 0);
+    CHECK_EQ_INT(r.top_k, 20);
+    CHECK_NEAR(r.min_p, 0.0, 0);
+    CHECK_NEAR(r.repetition_penalty, 1.0, 0);
+    CHECK_EQ_INT(gw_req_check_context(&r, 10, 1024, &e), 0);
+    CHECK_EQ_INT(r.max_tokens, 50); /* max_new_tokens caps the default */
+    CHECK_EQ_INT(parse(GW_REQ_KIND_CHAT, "{" MSGS ",\"temperature\":0,\"top_k\":-1}", &r, &e, a),
+                 0);
+    gw_req_apply_defaults(&r, &d);
+    CHECK_NEAR(r.temperature, 0.0, 0);
+    CHECK_EQ_INT(r.top_k, 0);
+    CHECK_EQ_INT(gw_req_check_context(&r, 1000, 1024, &e), 0);
+    CHECK_EQ_INT(r.max_tokens, 24);
+    gw_req_apply_defaults(&r, NULL);
+    gw_arena_destroy(a);
+}
+
+/* the developer role reaches the template as system (OpenAI's newer name for it) */
+static void test_developer_role(void)
+{
+    struct gw_arena *a = gw_arena_create(0);
+    struct gw_req r;
+    struct gw_req_err e;
+    CHECK_EQ_INT(parse(GW_REQ_KIND_CHAT,
+                       "{\"messages\":[{\"role\":\"developer\",\"content\":\"Be brief.\"},"
+                       "{\"role\":\"user\",\"content\":\"hi\"}]}",
+                       &r, &e, a),
+                 0);
+    cJSON *m0 = cJSON_GetArrayItem(r.messages, 0);
+    cJSON *role = cJSON_GetObjectItemCaseSensitive(m0, "role");
+    CHECK(role && cJSON_IsString(role) && strcmp(role->valuestring, "system") == 0);
+    cJSON *content = cJSON_GetObjectItemCaseSensitive(m0, "content");
+    CHECK(content && strcmp(content->valuestring, "Be brief.") == 0);
+    gw_arena_destroy(a);
+}
+
 int main(void)
 {
+    test_developer_role();
+    test_request_surface();
+    test_apply_defaults();
     test_defaults();
     test_values();
     test_ranges();
