@@ -154,10 +154,11 @@ static int load_key_file(struct gw_cfg *c, const char *path)
     return rc;
 }
 
-static void usage(void)
+static void usage(FILE *f)
 {
-    cfg_usage(stderr, "tern-gateway", opts, sizeof(opts) / sizeof(opts[0]));
-    fprintf(stderr, "  --api-key KEY (repeatable, or comma-separated; env TERN_API_KEY)\n");
+    cfg_usage(f, "tern-gateway", opts, sizeof(opts) / sizeof(opts[0]));
+    fprintf(f, "  --%-22s %-30s %s\n", "api-key KEY", "TERN_API_KEY",
+            "accepted bearer key (repeatable, or comma-separated)");
 }
 
 int gw_cfg_parse(struct gw_cfg *cfg, int argc, char **argv)
@@ -196,12 +197,15 @@ int gw_cfg_parse(struct gw_cfg *cfg, int argc, char **argv)
     free(args);
     if (rc < 0) {
         fprintf(stderr, "tern-gateway: %s\n", err);
-        usage();
         return ERR_INVAL;
     }
     if (res.help) {
-        usage();
+        usage(stdout);
         return 1;
+    }
+    if (res.n_rest) {
+        fprintf(stderr, "tern-gateway: unexpected argument \"%s\"\n", res.rest[0]);
+        return ERR_INVAL;
     }
     cfg->check_config = res.check_config;
     int lvl = log_level_parse(cfg->log_level_name);

@@ -147,6 +147,10 @@ int sched_cfg_parse(struct sched_cfg *cfg, int argc, char **argv)
                        sizeof err);
     if (rc == 0 && res.help) {
         cfg_usage(stdout, "tern-scheduler", OPTS, ARRAY_LEN(OPTS));
+        printf("  --%-22s %-30s %s\n  --%-22s %-30s %s\n", "check", "",
+               "print the KV-pool plan for --model DIR or --config CONFIG.json, start nothing "
+               "(exit 0 fits, 1 refused)",
+               "json", "", "with --check: the plan as one JSON object");
         return 1;
     }
     if (rc == 0 && res.n_rest) {
