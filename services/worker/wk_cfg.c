@@ -11,6 +11,7 @@
 #include "common/kv_plan.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "wk_engine.h"
 #include "model/backend.h"
 
 #define F(field) offsetof(struct wk_cfg, field)
@@ -132,6 +133,11 @@ int wk_cfg_validate(const struct wk_cfg *c, char *err, size_t errlen)
     if (strcmp(c->engine, "fake") != 0 && strcmp(c->engine, "cpu") != 0 &&
         strcmp(c->engine, "cuda") != 0) {
         snprintf(err, errlen, "engine \"%s\" is not fake|cpu|cuda", c->engine);
+        return ERR_INVAL;
+    }
+    if (strcmp(c->engine, "cuda") == 0 && !wk_engine_cuda_is_built()) {
+        snprintf(err, errlen, "engine cuda is not in this build (built without CUDA: use --engine "
+                 "cpu, or rebuild where nvcc exists)");
         return ERR_INVAL;
     }
     if (strcmp(c->engine, "fake") != 0) {
