@@ -67,8 +67,10 @@ int tern_cmd_inspect(int argc, char **argv)
         ARGS_STR("--tokenizer", "TDIR", &tok_dir,
                  "also check that TDIR/tokenizer.json loads and fits the model's vocab_size"),
     };
-    const struct args_spec spec = {"tern inspect", "DIR [--json] [--check] [--load-format "
-                                   "auto|dummy] [--seed N] [--tokenizer TDIR]", opts, ARRAY_LEN(opts), NULL};
+    const struct args_spec spec = {"tern inspect",
+                                   "DIR [--json] [--check] [--load-format auto|dummy] [--seed N] "
+                                   "[--tokenizer TDIR]",
+                                   opts, ARRAY_LEN(opts), NULL};
     int ar = args_parse(&spec, argc, argv);
     if (ar != 0)
         return args_exit(ar);

@@ -67,7 +67,8 @@ int args_parse(const struct args_spec *s, int argc, char **argv);
 /* The exit code for a non-zero result of args_parse or args_fail: 0 for ARGS_HELP, else 2. */
 int args_exit(int rc);
 /* One usage-error line "PROG: <message> (see PROG --help)" on stderr; returns 2 (the exit). */
-int args_fail(const struct args_spec *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int args_fail(const struct args_spec *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 /* The usage: synopsis, one line per option, the notes. */
 void args_usage(const struct args_spec *s, FILE *f);
 

@@ -67,7 +67,8 @@ int main(void)
     CHECK(strstr(err, "needs --engine cuda") != NULL);
 
     const char *unknown[] = {"--engine", "cuda", "--model", dir, "--linear-backend", "marlin"};
-    const char *cuda_forced[] = {"--engine", "cuda", "--model", dir, "--moe-backend", "nvfp4-w4a16"};
+    const char *cuda_forced[] = {"--engine",      "cuda",       "--model", dir,
+                                 "--moe-backend", "nvfp4-w4a16"};
     if (!wk_engine_cuda_is_built()) { /* refused up front, with the reason */
         CHECK_EQ_INT(parse(&c, cuda_forced, 6, err, sizeof err), ERR_INVAL);
         CHECK(strstr(err, "engine cuda is not in this build") != NULL);
