@@ -194,7 +194,12 @@ int gw_cfg_parse(struct gw_cfg *cfg, int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *val = NULL;
-        if (strcmp(a, "--api-key") == 0 && i + 1 < argc)
+        if (strcmp(a, "--api-key") == 0 && i + 1 >= argc) {
+            fprintf(stderr, "tern-gateway: flag --api-key needs a value\n");
+            free(args);
+            return ERR_INVAL;
+        }
+        if (strcmp(a, "--api-key") == 0)
             val = argv[++i];
         else if (strncmp(a, "--api-key=", 10) == 0)
             val = a + 10;

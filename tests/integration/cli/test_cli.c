@@ -198,6 +198,8 @@ static void check_services(void)
         snprintf(what, sizeof what, "%s %s %s", b->cmd, b->flag, b->value);
         expect_usage_error(what, run(b->cmd, b->flag, b->value, NULL), b->flag);
     }
+    expect_usage_error("tern-gateway --api-key", run("tern-gateway", "--api-key", NULL),
+                       "--api-key");
     /* every flag in the help: the scheduler's --check and --json, the gateway's --api-key */
     struct out r = run("tern-scheduler", "--help", NULL);
     CHECK(r.out && strstr(r.out, "--check ") && strstr(r.out, "--json") &&
