@@ -9,7 +9,7 @@
 set -uo pipefail
 cd "$(dirname "$0")"
 ./scripts/setup.sh || exit 1
-BUILD=${TERN_BUILD_DIR:-build}
+BUILD=${TERN_BUILD_DIR:-build-test} # ./run.sh serves from build/ (Release)
 JOBS=$(nproc)
 t0=$(date +%s)
 cmake -S . -B "$BUILD" -DTERN_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null || exit 1

@@ -14,3 +14,13 @@ function(tern_add_test name)
     ENVIRONMENT "TERN_SOURCE_DIR=${CMAKE_SOURCE_DIR};TERN_BUILD_DIR=${CMAKE_BINARY_DIR}"
     SKIP_RETURN_CODE 77)
 endfunction()
+
+# tern_test_depends(name target...): build these program targets (those that exist in this
+# configuration) before test `name`, for tests that run the programs as processes.
+function(tern_test_depends name)
+  foreach(dep ${ARGN})
+    if(TARGET ${dep})
+      add_dependencies(${name} ${dep})
+    endif()
+  endforeach()
+endfunction()

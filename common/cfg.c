@@ -3,11 +3,12 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
+#include "common/args.h"
 #include "common/err.h"
 
 #define CFG_LINE_MAX 1024
@@ -21,25 +22,9 @@ static const struct cfg_opt *find_opt(const struct cfg_opt *opts, size_t n, cons
     return NULL;
 }
 
-static int parse_bool(const char *v, bool *out)
-{
-    if (!strcasecmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") ||
-        !strcasecmp(v, "on")) {
-        *out = true;
-        return 0;
-    }
-    if (!strcasecmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "no") ||
-        !strcasecmp(v, "off")) {
-        *out = false;
-        return 0;
-    }
-    return ERR_INVAL;
-}
-
 int cfg_set(void *cfg, const struct cfg_opt *opt, const char *value, char *err, size_t errlen)
 {
     char *field = (char *)cfg + opt->offset;
-    char *end = NULL;
     switch (opt->type) {
     case CFG_TYPE_STR:
         if (strlen(value) >= opt->size) {
@@ -50,41 +35,31 @@ int cfg_set(void *cfg, const struct cfg_opt *opt, const char *value, char *err, 
         return 0;
     case CFG_TYPE_INT:
     case CFG_TYPE_I64: {
-        errno = 0;
-        long long v = strtoll(value, &end, 0);
-        if (errno || end == value || *end != '\0') {
-            snprintf(err, errlen, "%s: not an integer: \"%s\"", opt->name, value);
-            return ERR_INVAL;
-        }
-        if ((opt->min || opt->max) && (v < opt->min || v > opt->max)) {
-            snprintf(err, errlen, "%s: %lld out of range [%" PRId64 ", %" PRId64 "]", opt->name, v,
-                     opt->min, opt->max);
-            return ERR_INVAL;
-        }
-        if (opt->type == CFG_TYPE_INT) {
-            if (v < -2147483647LL - 1 || v > 2147483647LL) {
-                snprintf(err, errlen, "%s: %lld does not fit an int", opt->name, v);
-                return ERR_INVAL;
-            }
+        const bool bounded = opt->min || opt->max;
+        const bool is_int = opt->type == CFG_TYPE_INT;
+        int64_t v;
+        int rc = args_parse_i64(opt->name, value,
+                                bounded ? opt->min : is_int ? INT32_MIN : INT64_MIN,
+                                bounded ? opt->max : is_int ? INT32_MAX : INT64_MAX, &v, err,
+                                errlen);
+        if (rc < 0)
+            return rc;
+        if (is_int)
             *(int *)field = (int)v;
-        } else {
-            *(int64_t *)field = (int64_t)v;
-        }
+        else
+            *(int64_t *)field = v;
         return 0;
     }
     case CFG_TYPE_DOUBLE: {
-        errno = 0;
-        double d = strtod(value, &end);
-        if (errno || end == value || *end != '\0') {
-            snprintf(err, errlen, "%s: not a number: \"%s\"", opt->name, value);
-            return ERR_INVAL;
-        }
-        *(double *)field = d;
-        return 0;
+        double d;
+        int rc = args_parse_double(opt->name, value, -DBL_MAX, DBL_MAX, &d, err, errlen);
+        if (rc == 0)
+            *(double *)field = d;
+        return rc;
     }
     case CFG_TYPE_BOOL: {
         bool b;
-        if (parse_bool(value, &b) < 0) {
+        if (args_parse_bool(value, &b) < 0) {
             snprintf(err, errlen, "%s: not a boolean: \"%s\"", opt->name, value);
             return ERR_INVAL;
         }
@@ -225,8 +200,13 @@ int cfg_parse(void *cfg, const struct cfg_opt *opts, size_t n_opts, int argc, ch
             return ERR_INVAL;
         }
         int rc = cfg_set(cfg, o, val, err, errlen);
-        if (rc < 0)
+        if (rc < 0) {
+            /* name the flag as it was typed: "--heartbeat-ms: not an integer: ..." */
+            char msg[512];
+            snprintf(msg, sizeof msg, "--%s", err);
+            snprintf(err, errlen, "%s", msg);
             return rc;
+        }
     }
     return 0;
 }
@@ -271,6 +251,10 @@ void cfg_format(const void *cfg, const struct cfg_opt *opts, size_t n_opts, char
 void cfg_usage(FILE *f, const char *prog, const struct cfg_opt *opts, size_t n_opts)
 {
     fprintf(f, "usage: %s [--config FILE] [--check-config] [--flag value ...]\n", prog);
+    fprintf(f, "  --%-22s %-30s %s\n", "config FILE", "", "key=value file (flags win over it)");
+    fprintf(f, "  --%-22s %-30s %s\n", "check-config", "",
+            "validate and load what startup loads, log the config, exit 0 (2 on errors)");
+    fprintf(f, "  --%-22s %-30s %s\n", "help, -h", "", "this help");
     for (size_t i = 0; i < n_opts; i++)
         fprintf(f, "  --%-22s %-30s %s\n", opts[i].name, opts[i].env ? opts[i].env : "",
                 opts[i].help ? opts[i].help : "");

@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/msg.h"
 #include "common/xalloc.h"
+#include "gw_text.h"
 
 #define F(x) offsetof(struct gw_cfg, x)
 #define S(x) sizeof(((struct gw_cfg *)0)->x)
@@ -158,10 +159,30 @@ static int load_key_file(struct gw_cfg *c, const char *path)
     return rc;
 }
 
-static void usage(void)
+/* --check-config loads what gw_init will: the tokenizer and chat template, the CURVE keys. */
+static int check_loads(const struct gw_cfg *cfg)
 {
-    cfg_usage(stderr, "tern-gateway", opts, sizeof(opts) / sizeof(opts[0]));
-    fprintf(stderr, "  --api-key KEY (repeatable, or comma-separated; env TERN_API_KEY)\n");
+    char err[512];
+    struct gw_text *t = gw_text_create(cfg->tokenizer_dir, err, sizeof(err));
+    if (!t) {
+        fprintf(stderr, "tern-gateway: tokenizer \"%s\": %s\n", cfg->tokenizer_dir, err);
+        return ERR_INVAL;
+    }
+    gw_text_destroy(t);
+    const char *eps[] = {cfg->sched_endpoint};
+    int rc = curve_link_check(&cfg->curve, false, eps, 1);
+    if (rc < 0) {
+        fprintf(stderr, "tern-gateway: CURVE keys: %s\n", err_str(rc));
+        return ERR_INVAL;
+    }
+    return 0;
+}
+
+static void usage(FILE *f)
+{
+    cfg_usage(f, "tern-gateway", opts, sizeof(opts) / sizeof(opts[0]));
+    fprintf(f, "  --%-22s %-30s %s\n", "api-key KEY", "TERN_API_KEY",
+            "accepted bearer key (repeatable, or comma-separated)");
 }
 
 int gw_cfg_parse(struct gw_cfg *cfg, int argc, char **argv)
@@ -177,7 +198,12 @@ int gw_cfg_parse(struct gw_cfg *cfg, int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *val = NULL;
-        if (strcmp(a, "--api-key") == 0 && i + 1 < argc)
+        if (strcmp(a, "--api-key") == 0 && i + 1 >= argc) {
+            fprintf(stderr, "tern-gateway: flag --api-key needs a value\n");
+            free(args);
+            return ERR_INVAL;
+        }
+        if (strcmp(a, "--api-key") == 0)
             val = argv[++i];
         else if (strncmp(a, "--api-key=", 10) == 0)
             val = a + 10;
@@ -200,12 +226,15 @@ int gw_cfg_parse(struct gw_cfg *cfg, int argc, char **argv)
     free(args);
     if (rc < 0) {
         fprintf(stderr, "tern-gateway: %s\n", err);
-        usage();
         return ERR_INVAL;
     }
     if (res.help) {
-        usage();
+        usage(stdout);
         return 1;
+    }
+    if (res.n_rest) {
+        fprintf(stderr, "tern-gateway: unexpected argument \"%s\"\n", res.rest[0]);
+        return ERR_INVAL;
     }
     cfg->check_config = res.check_config;
     int lvl = log_level_parse(cfg->log_level_name);
@@ -238,6 +267,8 @@ int gw_cfg_parse(struct gw_cfg *cfg, int argc, char **argv)
     if (cfg->api_key_file[0] && (rc = load_key_file(cfg, cfg->api_key_file)) < 0)
         return rc;
     if (cfg->check_config) {
+        if ((rc = check_loads(cfg)) < 0)
+            return rc;
         char line[2048];
         cfg_format(cfg, opts, sizeof(opts) / sizeof(opts[0]), line, sizeof(line));
         printf("%s api_keys=%d\n", line, cfg->n_api_keys);

@@ -10,6 +10,7 @@
 #include "common/kv_plan.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "sched_check.h"
 
 #define F(field) offsetof(struct sched_cfg, field)
 #define S(field) sizeof(((struct sched_cfg *)0)->field)
@@ -147,6 +148,10 @@ int sched_cfg_parse(struct sched_cfg *cfg, int argc, char **argv)
                        sizeof err);
     if (rc == 0 && res.help) {
         cfg_usage(stdout, "tern-scheduler", OPTS, ARRAY_LEN(OPTS));
+        printf("  --%-22s %-30s %s\n  --%-22s %-30s %s\n", "check", "",
+               "print the KV-pool plan for --model DIR or --config CONFIG.json, start nothing "
+               "(exit 0 fits, 1 refused)",
+               "json", "", "with --check: the plan as one JSON object");
         return 1;
     }
     if (rc == 0 && res.n_rest) {
@@ -162,6 +167,12 @@ int sched_cfg_parse(struct sched_cfg *cfg, int argc, char **argv)
     if (res.check_config) {
         log_init("scheduler", (enum log_level)log_level_parse(cfg->log_level));
         sched_cfg_log(cfg);
+        /* what startup loads: the model config and its KV plan, the CURVE keys */
+        const char *eps[] = {cfg->gateway_endpoint, cfg->worker_endpoint};
+        if (sched_check_startup(cfg) < 0 || curve_link_check(&cfg->curve, true, eps, 2) < 0) {
+            LOG_ERR("check_config", "result=failed");
+            return ERR_INVAL;
+        }
         LOG_INFO("check_config", "result=ok");
         return 1;
     }

@@ -139,6 +139,39 @@ static const char *check_register(const Tern__Register *r)
     return NULL;
 }
 
+/* Another connection's worker with this id that is alive: heard within two heartbeats and a
+ * different process (instance). A restarted worker finds its old entry silent (or its own
+ * instance) and replaces it; a second live process with the id (two hosts with the same
+ * --worker-id) is refused instead, so the two never knock each other off. */
+static struct sched_worker *id_held_live(struct sched *s, const struct sched_worker *w,
+                                         const Tern__Register *reg, uint64_t now_ms)
+{
+    const uint64_t live_ms = 2 * (uint64_t)s->cfg->heartbeat_ms;
+    for (int i = 0; i < SCHED_MAX_WORKERS; i++) {
+        struct sched_worker *o = &s->workers[i];
+        if (o == w || o->state == SCHED_WORKER_STATE_FREE || strcmp(o->id, reg->worker_id) != 0)
+            continue;
+        if (o->instance != reg->instance && now_ms - o->hb.last_seen_ms < live_ms)
+            return o;
+    }
+    return NULL;
+}
+
+static void refuse_duplicate(struct sched *s, const struct msg_peer *from,
+                             const Tern__Register *reg, const struct sched_worker *held,
+                             uint64_t now_ms)
+{
+    char msg[320];
+    snprintf(msg, sizeof msg,
+             "worker id \"%s\" is held by another live worker (instance %016" PRIx64
+             "); give each worker its own --worker-id (TERN_WORKER_ID; default: host name + pid)",
+             reg->worker_id, held->instance);
+    LOG_WARN("register_refused", "worker=%s instance=%016" PRIx64 " held_by=%016" PRIx64
+             " held_silent_ms=%" PRIu64 " msg=\"duplicate worker id: a second live worker\"",
+             reg->worker_id, reg->instance, held->instance, now_ms - held->hb.last_seen_ms);
+    sched_reply_error(s, &s->wk_sock, from, 0, TERN__ERROR_CODE__ERROR_CODE_DUPLICATE, msg);
+}
+
 static void on_register(struct sched *s, struct sched_worker *w, const struct msg_peer *from,
                         const Tern__Register *reg, uint64_t now_ms)
 {
@@ -149,9 +182,14 @@ static void on_register(struct sched *s, struct sched_worker *w, const struct ms
         sched_reply_error(s, &s->wk_sock, from, 0, TERN__ERROR_CODE__ERROR_CODE_INVALID, bad);
         return;
     }
+    struct sched_worker *held = id_held_live(s, w, reg, now_ms);
+    if (held) {
+        refuse_duplicate(s, from, reg, held, now_ms);
+        return;
+    }
     if (w && w->state == SCHED_WORKER_STATE_READY)
         sched_wk_lost(s, w, "registered_again");
-    /* the same worker_id on another connection: the old process is gone */
+    /* the same worker_id on another connection, silent or the same process: a restart */
     for (int i = 0; i < SCHED_MAX_WORKERS; i++) {
         struct sched_worker *o = &s->workers[i];
         if (o != w && o->state != SCHED_WORKER_STATE_FREE && strcmp(o->id, reg->worker_id) == 0)

@@ -25,6 +25,9 @@ enum wk_link_state {
 
 struct wk_exec;
 
+#define WK_REGISTER_WARN_MS 5000          // not registered this long: a register_waiting line
+#define WK_REGISTER_RETRY_REFUSED_MS 2000 // extra wait before a Register after a refusal
+
 struct wk {
     const struct wk_cfg *cfg;
     void *zctx;
@@ -44,6 +47,10 @@ struct wk {
     struct msg_hb hb;        // with the scheduler
     uint64_t register_at_ms; // last Register sent
     bool register_failed;    // and it could not be queued (not connected)
+    uint64_t registering_since_ms; // first Register since the last ack (0 = registered)
+    uint64_t register_warned_ms;   // last register_waiting line
+    char register_refusal[256];    // the scheduler's last refusal ("" = none)
+    bool ready_sent;               // READY=1 (after the first RegisterAck)
     uint64_t n_plans, n_results;
 };
 

@@ -11,7 +11,9 @@
 #include "common/kv_plan.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "wk_engine.h"
 #include "model/backend.h"
+#include "model/config_load.h"
 
 #define F(field) offsetof(struct wk_cfg, field)
 #define S(field) sizeof(((struct wk_cfg *)0)->field)
@@ -21,7 +23,8 @@ static const struct cfg_opt OPTS[] = {
     {"scheduler-endpoint", "TERN_SCHED_WORKER_ENDPOINT", CFG_TYPE_STR, F(scheduler_endpoint),
      S(scheduler_endpoint), 0, 0, "scheduler's worker endpoint"},
     {"worker-id", "TERN_WORKER_ID", CFG_TYPE_STR, F(worker_id), S(worker_id), 0, 0,
-     "name in logs and status (wk-<pid>)"},
+     "unique name with the scheduler, logs and status (<host name>-<pid>; the units: "
+     "<host name>-<GPU>)"},
     {"engine", "TERN_WORKER_ENGINE", CFG_TYPE_STR, F(engine), S(engine), 0, 0,
      "fake|cpu|cuda (cpu)"},
     {"model", "TERN_MODEL", CFG_TYPE_STR, F(model), S(model), 0, 0,
@@ -91,7 +94,11 @@ static void set_defaults(struct wk_cfg *c)
     if (msg_endpoint_default(c->scheduler_endpoint, sizeof c->scheduler_endpoint, "scheduler-wk") <
         0)
         c->scheduler_endpoint[0] = '\0'; /* validation reports it */
-    snprintf(c->worker_id, sizeof c->worker_id, "wk-%d", (int)getpid());
+    /* unique across hosts: the host name plus this process */
+    char host[40] = "";
+    if (gethostname(host, sizeof host - 1) < 0 || !host[0])
+        snprintf(host, sizeof host, "wk");
+    snprintf(c->worker_id, sizeof c->worker_id, "%s-%d", host, (int)getpid());
     snprintf(c->engine, sizeof c->engine, "cpu");
     snprintf(c->load_format, sizeof c->load_format, "auto");
     snprintf(c->moe_backend, sizeof c->moe_backend, "auto");
@@ -132,6 +139,11 @@ int wk_cfg_validate(const struct wk_cfg *c, char *err, size_t errlen)
     if (strcmp(c->engine, "fake") != 0 && strcmp(c->engine, "cpu") != 0 &&
         strcmp(c->engine, "cuda") != 0) {
         snprintf(err, errlen, "engine \"%s\" is not fake|cpu|cuda", c->engine);
+        return ERR_INVAL;
+    }
+    if (strcmp(c->engine, "cuda") == 0 && !wk_engine_cuda_is_built()) {
+        snprintf(err, errlen, "engine cuda is not in this build (built without CUDA: use --engine "
+                 "cpu, or rebuild where nvcc exists)");
         return ERR_INVAL;
     }
     if (strcmp(c->engine, "fake") != 0) {
@@ -198,6 +210,20 @@ int wk_cfg_validate(const struct wk_cfg *c, char *err, size_t errlen)
     return 0;
 }
 
+/* --check-config loads what startup will, short of the weights: the model config, the CURVE
+ * keys. Logs what fails. */
+static int check_loads(const struct wk_cfg *cfg)
+{
+    char err[512];
+    struct model_config mc;
+    if (strcmp(cfg->engine, "fake") != 0 && config_load(&mc, cfg->model, err, sizeof err) < 0) {
+        LOG_ERR("model_config_invalid", "model=%s msg=\"%s\"", cfg->model, err);
+        return ERR_INVAL;
+    }
+    const char *eps[] = {cfg->scheduler_endpoint};
+    return curve_link_check(&cfg->curve, false, eps, 1);
+}
+
 int wk_cfg_parse(struct wk_cfg *cfg, int argc, char **argv)
 {
     char err[512];
@@ -222,6 +248,10 @@ int wk_cfg_parse(struct wk_cfg *cfg, int argc, char **argv)
     if (res.check_config) {
         log_init("worker", (enum log_level)log_level_parse(cfg->log_level));
         wk_cfg_log(cfg);
+        if (check_loads(cfg) < 0) {
+            LOG_ERR("check_config", "result=failed");
+            return ERR_INVAL;
+        }
         LOG_INFO("check_config", "result=ok");
         return 1;
     }

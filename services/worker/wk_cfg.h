@@ -14,7 +14,7 @@ struct wk_cfg {
     struct curve_link_cfg curve; // --curve-secret, --curve-server-pub, --insecure-tcp
     char scheduler_endpoint[MSG_ENDPOINT_MAX]; // scheduler's worker ROUTER; default
                                                // ipc://<rundir>/scheduler-wk.sock
-    char worker_id[64];                        // stable name in logs and status; default "wk-<pid>"
+    char worker_id[64];                        // unique name; default "<host name>-<pid>"
     char engine[16];                           // fake | cpu | cuda; default cpu
     char model[512];     // model directory (engines cpu, cuda); default models/tiny
     int device;          // CUDA device ordinal (engine cuda); 0

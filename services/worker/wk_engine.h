@@ -96,5 +96,7 @@ int wk_engine_cpu_create(const struct wk_cfg *cfg, wk_engine_progress_cb progres
  * otherwise by wk_engine_cuda_stub.c, which returns ERR_UNSUPPORTED. */
 int wk_engine_cuda_create(const struct wk_cfg *cfg, wk_engine_progress_cb progress, void *ctx,
                           struct wk_engine **out);
+/* Whether this build has the cuda engine (false from the stub). */
+bool wk_engine_cuda_is_built(void);
 
 #endif

@@ -67,6 +67,10 @@ static void send_register(struct wk *w, uint64_t now_ms)
      */
     w->register_failed = link_send(w, &env) < 0;
     w->register_at_ms = now_ms;
+    if (w->state != WK_LINK_STATE_REGISTERING || !w->registering_since_ms) {
+        w->registering_since_ms = now_ms;
+        w->register_warned_ms = now_ms;
+    }
     w->state = WK_LINK_STATE_REGISTERING;
 }
 
@@ -101,6 +105,25 @@ static void send_heartbeat(struct wk *w, uint64_t now_ms)
     msg_hb_sent(&w->hb, now_ms);
 }
 
+/* Not registered for a while: one line every WK_REGISTER_WARN_MS that says why, if known. */
+static void warn_registering(struct wk *w, uint64_t now_ms)
+{
+    char status[400];
+    w->register_warned_ms = now_ms;
+    if (w->register_refusal[0])
+        snprintf(status, sizeof status, "not registered: the scheduler refuses: %s",
+                 w->register_refusal);
+    else
+        snprintf(status, sizeof status,
+                 "not registered: no answer from the scheduler at %s (not running there, a "
+                 "wrong endpoint, or this worker's CURVE key is not on its allow-list)",
+                 w->cfg->scheduler_endpoint);
+    LOG_WARN("register_waiting", "worker=%s waited_ms=%" PRIu64 " connected=%s msg=\"%s\"",
+             w->cfg->worker_id, now_ms - w->registering_since_ms,
+             w->register_failed ? "no" : "yes", status);
+    (void)sdnotify_status(status);
+}
+
 // ---- frames from the scheduler ----
 
 static void on_link(struct wk *w, Tern__Envelope *env, uint64_t now_ms)
@@ -118,8 +141,15 @@ static void on_link(struct wk *w, Tern__Envelope *env, uint64_t now_ms)
             w->hb.dead_after_ms = a->dead_after_ms;
         }
         w->state = WK_LINK_STATE_READY;
+        w->registering_since_ms = 0;
+        w->register_refusal[0] = '\0';
         LOG_INFO("registered", "scheduler_instance=%016" PRIx64 " heartbeat_ms=%u",
                  w->sched_instance, w->hb.interval_ms);
+        if (!w->ready_sent) { /* systemd: active only once the scheduler took us */
+            (void)sdnotify_ready(); /* no-op outside systemd */
+            w->ready_sent = true;
+        }
+        (void)sdnotify_status("registered with the scheduler");
         break;
     }
     case TERN__ENVELOPE__BODY_HEARTBEAT:
@@ -138,6 +168,16 @@ static void on_link(struct wk *w, Tern__Envelope *env, uint64_t now_ms)
         w->n_plans++;
         break;
     case TERN__ENVELOPE__BODY_ERROR:
+        if (w->state == WK_LINK_STATE_REGISTERING && env->req_id == 0) {
+            /* Register refused (a duplicate id, a bad capacity): say why, retry slowly */
+            snprintf(w->register_refusal, sizeof w->register_refusal, "%s",
+                     env->error->message ? env->error->message : "refused");
+            LOG_ERR("register_refused", "worker=%s code=%d msg=\"%s\"", w->cfg->worker_id,
+                    (int)env->error->code, w->register_refusal);
+            (void)sdnotify_status(w->register_refusal);
+            w->register_at_ms = now_ms + WK_REGISTER_RETRY_REFUSED_MS;
+            break;
+        }
         LOG_WARN("scheduler_error", "req=%016" PRIx64 " code=%d msg=\"%s\"", env->req_id,
                  (int)env->error->code, env->error->message ? env->error->message : "");
         break;
@@ -176,8 +216,8 @@ static int on_pipe(struct wk *w, Tern__Envelope *env, uint64_t now_ms)
                  "kv_blocks=%u",
                  w->engine_name, in->model_id, in->vocab_size, in->max_model_len, in->n_slots,
                  in->kv_blocks);
-        (void)sdnotify_ready(); /* no-op outside systemd */
-        send_register(w, now_ms);
+        (void)sdnotify_status("loaded; registering with the scheduler");
+        send_register(w, now_ms); /* READY=1 comes with the RegisterAck */
         break;
     }
     case TERN__ENVELOPE__BODY_STEP_RESULT:
@@ -323,8 +363,11 @@ int wk_run(struct wk *w, volatile sig_atomic_t *stop)
             }
             break;
         case WK_LINK_STATE_REGISTERING:
-            if (now - w->register_at_ms >= (w->register_failed ? 20u : w->hb.interval_ms))
+            if (now >= w->register_at_ms &&
+                now - w->register_at_ms >= (w->register_failed ? 20u : w->hb.interval_ms))
                 send_register(w, now);
+            if (now - w->register_warned_ms >= WK_REGISTER_WARN_MS)
+                warn_registering(w, now);
             break;
         default:
             break;

@@ -12,6 +12,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/args.h"
 #include "common/err.h"
 #include "common/xalloc.h"
 #include "loadgen/lg_http.h"
@@ -25,203 +26,152 @@ const char tern_cmd_bench_help[] =
 
 #define SWEEP_MAX 64
 
-static const char usage[] =
-    "usage: tern bench [--url http://127.0.0.1:8000] [--model NAME] [--endpoint completions|chat]\n"
-    "                  --prompt-len N --output-len N [--concurrency C] [--rate R]\n"
-    "                  [--requests N | --duration S] [--temperature T] [--ignore-eos] [--seed S]\n"
-    "                  [--timeout S] [--api-key KEY] [--json FILE] [--sweep VAR=v1,v2,...]\n"
-    "                  [--plot FILE.png]\n"
+static const char NOTES[] =
     "  Closed loop at --concurrency (default 1) unless --rate R (Poisson arrivals; --concurrency\n"
-    "  then caps the requests in flight). Default 16 requests. --api-key: default "
-    "$OPENAI_API_KEY.\n"
+    "  then caps the requests in flight). Default 16 requests.\n"
     "  --sweep VAR: concurrency | rate | prompt-len | output-len; one point per value, all in the\n"
-    "  JSON, and a PNG of output tok/s and ITL p50 (--plot FILE, or the --json name with .png).\n";
+    "  JSON, and a PNG of output tok/s and ITL p50 (--plot FILE, or the --json name with .png).\n"
+    "  Exit: 0 ran, 1 server unreachable / a point with no completed request / output failed,\n"
+    "  2 usage error.\n";
 
 struct opts {
     struct lg_cfg cfg;
-    const char *url, *json, *plot, *sweep_var, *api_key;
+    const char *url, *json, *plot, *sweep_var, *api_key, *model;
     double sweep[SWEEP_MAX];
     int n_sweep;
+    double timeout_s;
 };
 
-#define PARSE_HELP (-1) /* parse() saw --help */
-
-__attribute__((format(printf, 1, 2))) static int bad(const char *fmt, ...)
+static int endpoint_arg(void *dst, const char *v, char *err, size_t errlen)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "tern bench: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " (see tern bench --help)\n");
-    va_end(ap);
-    return 2;
+    if (strcmp(v, "completions") != 0 && strcmp(v, "chat") != 0) {
+        snprintf(err, errlen, "\"%s\" is not completions|chat", v);
+        return ERR_INVAL;
+    }
+    *(enum lg_endpoint *)dst = strcmp(v, "chat") == 0 ? LG_ENDPOINT_CHAT : LG_ENDPOINT_COMPLETIONS;
+    return 0;
 }
 
-/* strict number parsing: the whole string, finite */
-static bool num(const char *s, double *v)
-{
-    char *e;
-    if (!s || !*s)
-        return false;
-    *v = strtod(s, &e);
-    return *e == '\0' && isfinite(*v);
-}
-
-static bool pos_int(const char *s, int *v)
-{
-    double d;
-    if (!num(s, &d) || d < 1 || d > 1e9 || d != floor(d))
-        return false;
-    *v = (int)d;
-    return true;
-}
-
-static int parse_sweep(struct opts *o, const char *arg)
+/* VAR=v1,v2,...: positive integers, or positive numbers for rate */
+static int sweep_arg(void *dst, const char *arg, char *err, size_t errlen)
 {
     static const char *const vars[] = {"concurrency", "rate", "prompt-len", "output-len"};
+    struct opts *o = dst;
     const char *eq = strchr(arg, '=');
-    if (!eq)
-        return bad("--sweep wants VAR=v1,v2,... (got '%s')", arg);
+    if (o->sweep_var) {
+        snprintf(err, errlen, "given twice");
+        return ERR_INVAL;
+    }
+    if (!eq) {
+        snprintf(err, errlen, "wants VAR=v1,v2,... (got \"%s\")", arg);
+        return ERR_INVAL;
+    }
     size_t vl = (size_t)(eq - arg);
     for (size_t i = 0; i < ARRAY_LEN(vars); i++)
         if (strlen(vars[i]) == vl && strncmp(arg, vars[i], vl) == 0)
             o->sweep_var = vars[i];
-    if (!o->sweep_var)
-        return bad("--sweep: unknown variable in '%s' (concurrency|rate|prompt-len|output-len)",
-                   arg);
+    if (!o->sweep_var) {
+        snprintf(err, errlen, "unknown variable in \"%s\" (concurrency|rate|prompt-len|output-len)",
+                 arg);
+        return ERR_INVAL;
+    }
+    const bool is_rate = strcmp(o->sweep_var, "rate") == 0;
     char *list = xstrdup(eq + 1), *save = NULL;
     int rc = 0;
-    for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    for (char *t = strtok_r(list, ",", &save); rc == 0 && t; t = strtok_r(NULL, ",", &save)) {
         double v;
-        bool is_rate = strcmp(o->sweep_var, "rate") == 0;
-        int iv;
-        if (o->n_sweep == SWEEP_MAX || (is_rate ? !num(t, &v) || v <= 0 : !pos_int(t, &iv))) {
-            rc = bad("--sweep: bad value list '%s'", arg);
-            break;
+        int64_t iv;
+        if (o->n_sweep == SWEEP_MAX) {
+            snprintf(err, errlen, "more than %d values", SWEEP_MAX);
+            rc = ERR_INVAL;
+        } else if (is_rate) {
+            rc = args_parse_double(o->sweep_var, t, 1e-9, 1e9, &v, err, errlen);
+            o->sweep[o->n_sweep++] = v;
+        } else {
+            rc = args_parse_i64(o->sweep_var, t, 1, 1000000000, &iv, err, errlen);
+            o->sweep[o->n_sweep++] = (double)iv;
         }
-        o->sweep[o->n_sweep++] = is_rate ? v : iv;
     }
     free(list);
-    if (rc == 0 && o->n_sweep == 0)
-        rc = bad("--sweep: no values in '%s'", arg);
+    if (rc == 0 && o->n_sweep == 0) {
+        snprintf(err, errlen, "no values in \"%s\"", arg);
+        rc = ERR_INVAL;
+    }
     return rc;
 }
 
-static int parse(struct opts *o, int argc, char **argv)
+/* the checks between flags, after parsing: -1 to go on, else the exit code */
+static int check(struct opts *o, const struct args_spec *spec)
 {
     struct lg_cfg *c = &o->cfg;
-    memset(o, 0, sizeof(*o));
-    o->url = "http://127.0.0.1:8000";
-    c->temperature = -1;
-    c->timeout_ms = 600000;
-    c->concurrency = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        double d;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            fputs(usage, stdout);
-            return PARSE_HELP;
-        }
-        if (strcmp(a, "--ignore-eos") == 0) {
-            c->ignore_eos = true;
-            continue;
-        }
-        static const char *const with_value[] = {
-            "--url",   "--model",    "--endpoint", "--prompt-len",  "--output-len", "--concurrency",
-            "--rate",  "--requests", "--duration", "--temperature", "--seed",       "--json",
-            "--sweep", "--plot",     "--timeout",  "--api-key"};
-        bool known = false;
-        for (size_t k = 0; k < ARRAY_LEN(with_value); k++)
-            known |= strcmp(a, with_value[k]) == 0;
-        if (!known)
-            return bad("unknown flag '%s'", a);
-        if (!v)
-            return bad("%s needs a value", a);
-        i++;
-        if (strcmp(a, "--url") == 0) {
-            o->url = v;
-        } else if (strcmp(a, "--model") == 0) {
-            if (strlen(v) >= sizeof(c->model))
-                return bad("--model '%.40s' is too long", v);
-            snprintf(c->model, sizeof(c->model), "%s", v);
-        } else if (strcmp(a, "--endpoint") == 0) {
-            if (strcmp(v, "completions") == 0)
-                c->endpoint = LG_ENDPOINT_COMPLETIONS;
-            else if (strcmp(v, "chat") == 0)
-                c->endpoint = LG_ENDPOINT_CHAT;
-            else
-                return bad("--endpoint must be completions or chat, not '%s'", v);
-        } else if (strcmp(a, "--prompt-len") == 0) {
-            if (!pos_int(v, &c->prompt_len))
-                return bad("--prompt-len wants a positive integer, not '%s'", v);
-        } else if (strcmp(a, "--output-len") == 0) {
-            if (!pos_int(v, &c->output_len))
-                return bad("--output-len wants a positive integer, not '%s'", v);
-        } else if (strcmp(a, "--concurrency") == 0) {
-            if (!pos_int(v, &c->concurrency))
-                return bad("--concurrency wants a positive integer, not '%s'", v);
-        } else if (strcmp(a, "--rate") == 0) {
-            if (!num(v, &c->rate) || c->rate <= 0)
-                return bad("--rate wants a positive number (requests/s), not '%s'", v);
-        } else if (strcmp(a, "--requests") == 0) {
-            if (!pos_int(v, &c->requests))
-                return bad("--requests wants a positive integer, not '%s'", v);
-        } else if (strcmp(a, "--duration") == 0) {
-            if (!num(v, &c->duration_s) || c->duration_s <= 0)
-                return bad("--duration wants a positive number of seconds, not '%s'", v);
-        } else if (strcmp(a, "--temperature") == 0) {
-            if (!num(v, &c->temperature) || c->temperature < 0 || c->temperature > 2)
-                return bad("--temperature wants a number in [0, 2], not '%s'", v);
-        } else if (strcmp(a, "--seed") == 0) {
-            if (!num(v, &d) || d < 0 || d != floor(d) || d > 9e15)
-                return bad("--seed wants a non-negative integer, not '%s'", v);
-            c->seed = (uint64_t)d;
-        } else if (strcmp(a, "--timeout") == 0) {
-            if (!num(v, &d) || d <= 0 || d > 86400)
-                return bad("--timeout wants seconds in (0, 86400], not '%s'", v);
-            c->timeout_ms = (int)(d * 1000);
-        } else if (strcmp(a, "--api-key") == 0) {
-            o->api_key = v;
-        } else if (strcmp(a, "--json") == 0) {
-            o->json = v;
-        } else if (strcmp(a, "--plot") == 0) {
-            o->plot = v;
-        } else if (strcmp(a, "--sweep") == 0) {
-            if (o->sweep_var)
-                return bad("%s", "--sweep given twice");
-            int rc = parse_sweep(o, v);
-            if (rc)
-                return rc;
-        }
-    }
+    c->timeout_ms = (int)(o->timeout_s * 1000);
+    if (o->model && strlen(o->model) >= sizeof(c->model))
+        return args_fail(spec, "--model: \"%.40s\" is too long", o->model);
+    if (o->model)
+        snprintf(c->model, sizeof(c->model), "%s", o->model);
     if (c->prompt_len == 0)
-        return bad("%s", "--prompt-len N is required");
+        return args_fail(spec, "--prompt-len N is required");
     if (c->output_len == 0)
-        return bad("%s", "--output-len N is required");
+        return args_fail(spec, "--output-len N is required");
     if (c->requests > 0 && c->duration_s > 0)
-        return bad("%s", "give --requests or --duration, not both");
+        return args_fail(spec, "give --requests or --duration, not both");
     if (c->requests == 0 && c->duration_s == 0)
         c->requests = 16;
     bool sweep_rate = o->sweep_var && strcmp(o->sweep_var, "rate") == 0;
     if (c->concurrency < 0)
         c->concurrency = c->rate > 0 || sweep_rate ? 0 : 1;
     if (o->plot && !o->sweep_var)
-        return bad("%s", "--plot needs --sweep");
+        return args_fail(spec, "--plot needs --sweep");
     int rc = lg_url_parse(&c->url, o->url);
     if (rc == ERR_INVAL)
-        return bad("--url wants http://host[:port], not '%s'", o->url);
+        return args_fail(spec, "--url wants http://host[:port], not '%s'", o->url);
     if (rc < 0) {
         fprintf(stderr, "tern bench: cannot resolve the host of %s\n", o->url);
         return 1;
     }
-    if (!o->api_key)
-        o->api_key = getenv("OPENAI_API_KEY");
     if (o->api_key && strlen(o->api_key) >= sizeof(c->url.api_key))
-        return bad("%s", "--api-key is too long");
+        return args_fail(spec, "--api-key is too long");
     if (o->api_key)
         snprintf(c->url.api_key, sizeof(c->url.api_key), "%s", o->api_key);
-    return 0;
+    return -1;
+}
+
+/* -1 to go on, else the exit code (after the help or one line on stderr) */
+static int parse(struct opts *o, int argc, char **argv)
+{
+    struct lg_cfg *c = &o->cfg;
+    memset(o, 0, sizeof(*o));
+    o->url = "http://127.0.0.1:8000";
+    o->api_key = getenv("OPENAI_API_KEY");
+    c->temperature = -1;
+    o->timeout_s = 600;
+    c->concurrency = -1;
+    const int big = 1000000000;
+    const struct args_opt opts[] = {
+        ARGS_STR("--url", "URL", &o->url, "server (http://127.0.0.1:8000)"),
+        ARGS_STR("--model", "NAME", &o->model, "\"model\" of each request (none sent)"),
+        ARGS_FN("--endpoint", "completions|chat", &c->endpoint, endpoint_arg,
+                "which API (completions)"),
+        ARGS_INT("--prompt-len", "N", &c->prompt_len, 1, big, "prompt tokens (required)"),
+        ARGS_INT("--output-len", "N", &c->output_len, 1, big, "max_tokens (required)"),
+        ARGS_INT("--concurrency", "C", &c->concurrency, 1, big, "requests in flight (1)"),
+        ARGS_DOUBLE("--rate", "R", &c->rate, 1e-9, 1e9, "Poisson arrivals, requests/s (off)"),
+        ARGS_INT("--requests", "N", &c->requests, 1, big, "requests per point (16)"),
+        ARGS_DOUBLE("--duration", "S", &c->duration_s, 1e-3, 1e9,
+                    "run this long instead, seconds"),
+        ARGS_DOUBLE("--temperature", "T", &c->temperature, 0, 2, "sent when given"),
+        ARGS_BOOL("--ignore-eos", &c->ignore_eos, "send ignore_eos: true"),
+        ARGS_U64("--seed", "S", &c->seed, "prompt generator seed (0)"),
+        ARGS_DOUBLE("--timeout", "S", &o->timeout_s, 1e-3, 86400, "per request, seconds (600)"),
+        ARGS_STR("--api-key", "KEY", &o->api_key, "bearer key (default $OPENAI_API_KEY)"),
+        ARGS_STR("--json", "FILE", &o->json, "every point as JSON"),
+        ARGS_FN("--sweep", "VAR=v1,v2,..", o, sweep_arg, "one point per value"),
+        ARGS_STR("--plot", "FILE.png", &o->plot, "gnuplot PNG of a sweep"),
+    };
+    const struct args_spec spec = {"tern bench", "--prompt-len N --output-len N [options]", opts,
+                                   ARRAY_LEN(opts), NOTES};
+    int rc = args_parse(&spec, argc, argv);
+    return rc != 0 ? args_exit(rc) : check(o, &spec);
 }
 
 /* GET path as JSON; NULL with err set when the server does not answer 200 + JSON */
@@ -284,8 +234,8 @@ int tern_cmd_bench(int argc, char **argv)
 {
     struct opts o;
     int rc = parse(&o, argc, argv);
-    if (rc)
-        return rc == PARSE_HELP ? 0 : rc;
+    if (rc >= 0)
+        return rc;
     char err[512];
     cJSON *version = get_json(&o.cfg.url, "/version", err, sizeof(err));
     if (!version) {

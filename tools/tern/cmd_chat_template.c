@@ -1,10 +1,12 @@
 /* tern chat-template: render a chat request (stdin) with a model's chat template and print the
- * prompt (no trailing newline is added). Exit 0 on success, 1 when rendering fails (the
- * template raised or the request is invalid), 2 on a usage or template load error. */
+ * prompt (no trailing newline is added). Exit 0 on success, 1 when loading or rendering fails
+ * (the template raised or the request is invalid), 2 on a usage error. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/args.h"
 #include "common/err.h"
 #include "common/xalloc.h"
 #include "text/chat.h"
@@ -14,20 +16,6 @@ int tern_cmd_chat_template(int argc, char **argv);
 const char tern_cmd_chat_template_help[] =
     "render a chat request (stdin JSON) with a chat template: --template FILE | "
     "--tokenizer-config FILE | --dir CHECKPOINT [--kwargs JSON] [--vars]";
-
-static void usage(void)
-{
-    fprintf(
-        stderr,
-        "usage: tern chat-template (--template FILE | --tokenizer-config FILE | --dir DIR)"
-        " [--kwargs JSON] [--vars] < request.json\n"
-        "  --template FILE          a chat_template.jinja file\n"
-        "  --tokenizer-config FILE  a tokenizer_config.json with chat_template\n"
-        "  --dir DIR                a checkpoint: chat_template.jinja, else tokenizer_config.json\n"
-        "  --kwargs JSON            server default chat_template_kwargs (JSON object)\n"
-        "  --vars                   stdin is a JSON object of template variables, bound as is\n"
-        "                           (no chat request normalisation)\n");
-}
 
 static char *read_stdin(size_t *len)
 {
@@ -72,14 +60,14 @@ static int render_vars(const char *tpl_path, const char *in, size_t in_len)
     char *src = read_path(tpl_path, &len);
     if (!src) {
         fprintf(stderr, "tern chat-template: cannot read %s\n", tpl_path);
-        return 2;
+        return 1;
     }
     struct jinja_error err;
     struct jinja_template *t = jinja_template_create(src, len, &err);
     free(src);
     if (!t) {
         fprintf(stderr, "tern chat-template: %s\n", err.msg);
-        return 2;
+        return 1;
     }
     struct jinja_ctx *c = jinja_ctx_create();
     char *out = NULL;
@@ -100,27 +88,28 @@ static int render_vars(const char *tpl_path, const char *in, size_t in_len)
 int tern_cmd_chat_template(int argc, char **argv)
 {
     const char *tpl = NULL, *cfg = NULL, *dir = NULL, *kwargs = NULL;
-    int vars = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--template") && i + 1 < argc) {
-            tpl = argv[++i];
-        } else if (!strcmp(argv[i], "--tokenizer-config") && i + 1 < argc) {
-            cfg = argv[++i];
-        } else if (!strcmp(argv[i], "--dir") && i + 1 < argc) {
-            dir = argv[++i];
-        } else if (!strcmp(argv[i], "--kwargs") && i + 1 < argc) {
-            kwargs = argv[++i];
-        } else if (!strcmp(argv[i], "--vars")) {
-            vars = 1;
-        } else {
-            usage();
-            return 2;
-        }
-    }
-    if (!!tpl + !!cfg + !!dir != 1 || (vars && !tpl)) {
-        usage();
-        return 2;
-    }
+    bool vars = false;
+    const struct args_opt opts[] = {
+        ARGS_STR("--template", "FILE", &tpl, "a chat_template.jinja file"),
+        ARGS_STR("--tokenizer-config", "FILE", &cfg, "a tokenizer_config.json with chat_template"),
+        ARGS_STR("--dir", "DIR", &dir,
+                 "a checkpoint: chat_template.jinja, else tokenizer_config.json"),
+        ARGS_STR("--kwargs", "JSON", &kwargs, "server default chat_template_kwargs (JSON object)"),
+        ARGS_BOOL("--vars", &vars, "stdin is a JSON object of template variables, bound as is "
+                                   "(no chat request normalisation; needs --template)"),
+    };
+    const struct args_spec spec = {
+        "tern chat-template",
+        "(--template FILE | --tokenizer-config FILE | --dir DIR) [--kwargs JSON] [--vars] "
+        "< request.json",
+        opts, ARRAY_LEN(opts), NULL};
+    int ar = args_parse(&spec, argc, argv);
+    if (ar != 0)
+        return args_exit(ar);
+    if (!!tpl + !!cfg + !!dir != 1)
+        return args_fail(&spec, "give one of --template, --tokenizer-config, --dir");
+    if (vars && !tpl)
+        return args_fail(&spec, "--vars needs --template");
     size_t in_len;
     char *in;
     if (vars) {
@@ -148,7 +137,7 @@ int tern_cmd_chat_template(int argc, char **argv)
     }
     if (!t) {
         fprintf(stderr, "tern chat-template: %s\n", err.msg);
-        return 2;
+        return 1;
     }
     in = read_stdin(&in_len);
     char *out = NULL;

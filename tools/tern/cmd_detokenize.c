@@ -1,11 +1,14 @@
 /* tern detokenize: token ids on stdin (separated by spaces, commas, newlines; a JSON array works)
  * -> text on stdout. */
 #include <ctype.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/args.h"
 #include "common/err.h"
+#include "common/xalloc.h"
 #include "text/tokenizer.h"
 
 int tern_cmd_detokenize(int argc, char **argv);
@@ -15,21 +18,19 @@ const char tern_cmd_detokenize_help[] =
 int tern_cmd_detokenize(int argc, char **argv)
 {
     const char *path = getenv("TERN_TOKENIZER");
-    int flags = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--tokenizer") == 0 && i + 1 < argc) {
-            path = argv[++i];
-        } else if (strcmp(argv[i], "--skip-special") == 0) {
-            flags |= TOKENIZER_DECODE_SKIP_SPECIAL;
-        } else {
-            fprintf(stderr, "usage: tern detokenize --tokenizer FILE [--skip-special] < ids\n");
-            return 2;
-        }
-    }
-    if (!path) {
-        fprintf(stderr, "tern detokenize: --tokenizer FILE is required\n");
-        return 2;
-    }
+    bool skip_special = false;
+    const struct args_opt opts[] = {
+        ARGS_STR("--tokenizer", "FILE", &path, "tokenizer.json (default $TERN_TOKENIZER)"),
+        ARGS_BOOL("--skip-special", &skip_special, "leave special tokens out of the text"),
+    };
+    const struct args_spec spec = {"tern detokenize", "--tokenizer FILE [--skip-special] < ids",
+                                   opts, ARRAY_LEN(opts), NULL};
+    int ar = args_parse(&spec, argc, argv);
+    if (ar != 0)
+        return args_exit(ar);
+    if (!path)
+        return args_fail(&spec, "--tokenizer FILE is required");
+    const int flags = skip_special ? TOKENIZER_DECODE_SKIP_SPECIAL : 0;
     size_t cap = 1024, n = 0;
     int32_t *ids = malloc(cap * sizeof(*ids));
     int c, bad = 0;
@@ -72,7 +73,7 @@ int tern_cmd_detokenize(int argc, char **argv)
     if (!ids || bad) {
         fprintf(stderr, "tern detokenize: stdin must hold integer ids\n");
         free(ids);
-        return 2;
+        return 1;
     }
     char err[256];
     struct tokenizer *tok = tokenizer_create_from_file(path, err, sizeof(err));

@@ -4,6 +4,7 @@
  * head, speculative decoding (model/spec.h) drafts K tokens per round and verifies them in one
  * forward pass; the output is the same as without it (identical at temperature 0, the same
  * distribution when sampling). */
+#include "common/args.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/tpool.h"
@@ -26,31 +27,14 @@ const char tern_cmd_generate_help[] = "generate tokens with the CPU reference fo
 
 #define GEN_PREFILL_MAX 256    // tokens per prefill call
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: tern generate --model DIR (--ids 1,2,3 | --prompt TEXT) [options]\n"
-            "  --max-tokens N      tokens to generate (16)\n"
-            "  --temperature T     0 = greedy (0)\n"
-            "  --top-p P --top-k K --min-p P   truncation (off)\n"
-            "  --seed S            sampler seed (0)\n"
-            "  --backend cpu       only the CPU reference exists here\n"
-            "  --threads N         CPU threads, 0 = all (0)\n"
-            "  --ignore-eos        do not stop at the config's eos ids\n"
-            "  --recurrent         GDN by the per-token recurrence also in prefill (testing)\n"
-            "  --print-text        also print the decoded text (needs tokenizer.json)\n"
-            "  --dump-logits FILE  raw little-endian fp32 logits, one row of V per position of\n"
-            "                      the final sequence except the last: prompt rows first\n"
-            "                      (n_prompt + n_generated - 1 rows)\n"
-            "  --speculative-tokens K   MTP speculative decoding with K drafts per round\n"
-            "                      (alias --spec K; 0 = off). Default: 3 at temperature 0 when\n"
-            "                      the checkpoint has mtp.* tensors, else off; sampling\n"
-            "                      (--temperature > 0) speculates only when K is given, so\n"
-            "                      seeded runs print what plain sampling prints unless asked\n"
-            "  --dump-mtp FILE     raw fp32 MTP logits of the prompt pass (MODEL.md 6.4): row p\n"
-            "                      from (token p+1, hidden p), the last with the first sampled\n"
-            "                      token (n_prompt rows; needs mtp.* tensors)\n");
-}
+static const char NOTES[] =
+    "  --dump-logits writes one row of V per position of the final sequence except the last:\n"
+    "  prompt rows first (n_prompt + n_generated - 1 rows). Speculative decoding defaults to 3\n"
+    "  drafts at temperature 0 when the checkpoint has mtp.* tensors, else off; sampling\n"
+    "  (--temperature > 0) speculates only when K is given, so seeded runs print what plain\n"
+    "  sampling prints unless asked. --dump-mtp row p comes from (token p+1, hidden p), the last\n"
+    "  with the first sampled token (n_prompt rows).\n"
+    "  Exit: 0 done, 1 runtime error (load, write), 2 usage error.\n";
 
 struct gen_opts {
     const char *model;
@@ -62,14 +46,15 @@ struct gen_opts {
     int max_tokens;
     int threads;
     uint64_t seed;
-    int ignore_eos;
-    int recurrent;
-    int print_text;
+    bool ignore_eos;
+    bool recurrent;
+    bool print_text;
     int spec;                  // -1: default (spec_configure)
     struct sample_params sp;
 };
 
-static int parse_args(struct gen_opts *o, int argc, char **argv)
+/* 0, or what args_exit turns into the exit code (after the help or the usage-error line) */
+static int parse_args(struct gen_opts *o, int argc, char **argv, struct args_spec *spec)
 {
     memset(o, 0, sizeof(*o));
     o->max_tokens = 16;
@@ -77,54 +62,47 @@ static int parse_args(struct gen_opts *o, int argc, char **argv)
     o->backend = "cpu";
     sample_params_default(&o->sp);
     o->sp.temperature = 0.0f;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int used = 1;
-        if (strcmp(a, "--ignore-eos") == 0)
-            o->ignore_eos = 1, used = 0;
-        else if (strcmp(a, "--recurrent") == 0)
-            o->recurrent = 1, used = 0;
-        else if (strcmp(a, "--print-text") == 0)
-            o->print_text = 1, used = 0;
-        else if (!v)
-            return ERR_INVAL;
-        else if (strcmp(a, "--model") == 0)
-            o->model = v;
-        else if (strcmp(a, "--ids") == 0)
-            o->ids = v;
-        else if (strcmp(a, "--prompt") == 0)
-            o->prompt = v;
-        else if (strcmp(a, "--dump-logits") == 0)
-            o->dump = v;
-        else if (strcmp(a, "--dump-mtp") == 0)
-            o->dump_mtp = v;
-        else if (strcmp(a, "--backend") == 0)
-            o->backend = v;
-        else if (strcmp(a, "--max-tokens") == 0)
-            o->max_tokens = atoi(v);
-        else if (strcmp(a, "--spec") == 0 || strcmp(a, "--speculative-tokens") == 0)
-            o->spec = atoi(v);
-        else if (strcmp(a, "--threads") == 0)
-            o->threads = atoi(v);
-        else if (strcmp(a, "--seed") == 0)
-            o->seed = strtoull(v, NULL, 10);
-        else if (strcmp(a, "--temperature") == 0)
-            o->sp.temperature = strtof(v, NULL);
-        else if (strcmp(a, "--top-p") == 0)
-            o->sp.top_p = strtof(v, NULL);
-        else if (strcmp(a, "--top-k") == 0)
-            o->sp.top_k = atoi(v);
-        else if (strcmp(a, "--min-p") == 0)
-            o->sp.min_p = strtof(v, NULL);
-        else
-            return ERR_INVAL;
-        i += used;
-    }
-    if (!o->model || (!o->ids == !o->prompt) || o->max_tokens < 0 || o->threads < 0)
-        return ERR_INVAL;
-    if (o->spec < -1 || o->spec > FORWARD_SPEC_MAX || (o->spec > 0 && (o->dump || o->dump_mtp)))
-        return ERR_INVAL;
+    const struct args_opt opts[] = {
+        ARGS_STR("--model", "DIR", &o->model, "checkpoint directory (required)"),
+        ARGS_STR("--ids", "1,2,3", &o->ids, "prompt token ids"),
+        ARGS_STR("--prompt", "TEXT", &o->prompt, "prompt text (needs tokenizer.json)"),
+        ARGS_INT("--max-tokens", "N", &o->max_tokens, 0, 1 << 24, "tokens to generate (16)"),
+        ARGS_FLOAT("--temperature", "T", &o->sp.temperature, 0, 100, "0 = greedy (0)"),
+        ARGS_FLOAT("--top-p", "P", &o->sp.top_p, 0, 1, "nucleus truncation, (0, 1] (1 = off)"),
+        ARGS_INT("--top-k", "K", &o->sp.top_k, -1, 1 << 24, "top-k truncation (0 or -1 = off)"),
+        ARGS_FLOAT("--min-p", "P", &o->sp.min_p, 0, 1, "min-p truncation (0 = off)"),
+        ARGS_U64("--seed", "S", &o->seed, "sampler seed (0)"),
+        ARGS_STR("--backend", "cpu", &o->backend, "only the CPU reference exists here"),
+        ARGS_INT("--threads", "N", &o->threads, 0, 4096, "CPU threads, 0 = all (0)"),
+        ARGS_BOOL("--ignore-eos", &o->ignore_eos, "do not stop at the config's eos ids"),
+        ARGS_BOOL("--recurrent", &o->recurrent,
+                  "GDN by the per-token recurrence also in prefill (testing)"),
+        ARGS_BOOL("--print-text", &o->print_text,
+                  "also print the decoded text (needs tokenizer.json)"),
+        ARGS_STR("--dump-logits", "FILE", &o->dump, "raw little-endian fp32 logits"),
+        ARGS_INT("--speculative-tokens", "K", &o->spec, 0, FORWARD_SPEC_MAX,
+                 "MTP speculative decoding with K drafts per round (0 = off)"),
+        ARGS_INT("--spec", "K", &o->spec, 0, FORWARD_SPEC_MAX, "same as --speculative-tokens"),
+        ARGS_STR("--dump-mtp", "FILE", &o->dump_mtp,
+                 "raw fp32 MTP logits of the prompt pass (needs mtp.* tensors)"),
+    };
+    spec->opts = opts;
+    spec->n_opts = ARRAY_LEN(opts);
+    int rc = args_parse(spec, argc, argv);
+    spec->opts = NULL; /* the table lives on this stack frame */
+    spec->n_opts = 0;
+    if (rc != 0)
+        return rc;
+    if (!o->model)
+        return args_fail(spec, "--model DIR is required");
+    if (!o->ids == !o->prompt)
+        return args_fail(spec, "give --ids or --prompt (one of them)");
+    if (o->sp.top_p <= 0.0f)
+        return args_fail(spec, "--top-p: %g out of range (0, 1]", (double)o->sp.top_p);
+    if (o->spec > 0 && (o->dump || o->dump_mtp))
+        return args_fail(spec, "--speculative-tokens does not go with --dump-logits/--dump-mtp");
+    if (strcmp(o->backend, "cpu") != 0)
+        return args_fail(spec, "--backend: \"%s\" not available (only cpu)", o->backend);
     return 0;
 }
 
@@ -248,40 +226,30 @@ static int generate_spec(struct forward_ctx *fc, const struct model *m, struct s
 int tern_cmd_generate(int argc, char **argv)
 {
     struct gen_opts o;
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            usage(stdout);
-            return 0;
-        }
-    if (parse_args(&o, argc, argv) < 0) {
-        usage(stderr);
-        return 2;
-    }
-    if (strcmp(o.backend, "cpu") != 0) {
-        fprintf(stderr, "tern generate: backend '%s' not available (only cpu)\n", o.backend);
-        return 2;
-    }
+    struct args_spec spec = {"tern generate", "--model DIR (--ids 1,2,3 | --prompt TEXT) [options]",
+                             NULL, 0, NOTES};
+    int pr = parse_args(&o, argc, argv, &spec);
+    if (pr != 0)
+        return args_exit(pr);
     struct tokenizer *tok = NULL;
     if (o.prompt || o.print_text) {
         tok = load_tokenizer(o.model);
         if (!tok)
-            return 2;
+            return 1;
     }
     int32_t *prompt = NULL;
     int n_prompt = 0;
     if (o.ids) {
         if (parse_ids(o.ids, &prompt, &n_prompt) < 0) {
-            fprintf(stderr, "tern generate: bad --ids '%s'\n", o.ids);
             tokenizer_destroy(tok);
-            return 2;
+            return args_fail(&spec, "--ids: not a list of token ids: \"%s\"", o.ids);
         }
     } else {
         size_t n = 0;
         if (tokenizer_encode(tok, o.prompt, strlen(o.prompt), &prompt, &n) < 0 || n == 0) {
-            fprintf(stderr, "tern generate: the prompt encodes to no tokens\n");
             free(prompt);
             tokenizer_destroy(tok);
-            return 2;
+            return args_fail(&spec, "--prompt: the text encodes to no tokens");
         }
         n_prompt = (int)n;
     }
@@ -303,6 +271,12 @@ int tern_cmd_generate(int argc, char **argv)
         goto out;
     }
     const int V = m->cfg.vocab_size;
+    for (int i = 0; i < n_prompt; i++)
+        if (prompt[i] >= V) {
+            rc = args_fail(&spec, "--ids: token id %d out of range [0, %d] (vocab_size of %s)",
+                           prompt[i], V - 1, o.model);
+            goto out;
+        }
     /* speculative tokens: the one line about the head, then K (sampling and the dumps keep
      * the plain path unless K was given explicitly) */
     int K = 0;

@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/args.h"
 #include "common/curve.h"
+#include "common/xalloc.h"
 #include "common/err.h"
 
 int tern_cmd_keygen(int argc, char **argv);
@@ -16,22 +18,17 @@ int tern_cmd_keygen(int argc, char **argv)
 {
     const char *prefix = NULL;
     bool force = false;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
-            prefix = argv[++i];
-        } else if (strncmp(argv[i], "--out=", 6) == 0) {
-            prefix = argv[i] + 6;
-        } else if (strcmp(argv[i], "--force") == 0) {
-            force = true;
-        } else {
-            fprintf(stderr, "usage: tern keygen --out PREFIX [--force]\n");
-            return 2;
-        }
-    }
-    if (!prefix || !prefix[0]) {
-        fprintf(stderr, "tern keygen: --out PREFIX is required\n");
-        return 2;
-    }
+    const struct args_opt opts[] = {
+        ARGS_STR("--out", "PREFIX", &prefix, "write PREFIX.key (secret, 0600) and PREFIX.pub"),
+        ARGS_BOOL("--force", &force, "replace existing files"),
+    };
+    const struct args_spec spec = {"tern keygen", "--out PREFIX [--force]", opts,
+                                   ARRAY_LEN(opts), NULL};
+    int ar = args_parse(&spec, argc, argv);
+    if (ar != 0)
+        return args_exit(ar);
+    if (!prefix || !prefix[0])
+        return args_fail(&spec, "--out PREFIX is required");
     struct curve_keypair kp;
     int rc = curve_keypair_generate(&kp);
     if (rc < 0) {

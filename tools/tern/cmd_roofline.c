@@ -2,8 +2,12 @@
  *               [--kv-cache-dtype bf16|fp8] [--bw GB/s] [--json]
  * The bytes one decode step must move for a checkpoint (model/roofline.h), by part, and the
  * decode rate that the given memory bandwidth allows. Header-only: reads formats and shapes, no
- * weights (a config.json alone works with --load-format dummy). Errors: one line, exit 1. */
+ * weights (a config.json alone works with --load-format dummy). Errors: one line, exit 1
+ * (2 for usage). */
+#include "cli.h"
+#include "common/args.h"
 #include "common/file.h"
+#include "common/xalloc.h"
 #include "model/model_load.h"
 #include "model/roofline.h"
 
@@ -18,26 +22,10 @@ int tern_cmd_roofline(int argc, char **argv);
 const char tern_cmd_roofline_help[] =
     "bytes per decode step and the bandwidth limit: roofline DIR|CONFIG.json [--ctx N] [--batch B]";
 
-static const char USAGE[] =
-    "usage: tern roofline DIR|CONFIG.json [--load-format auto|dummy] [--ctx N] [--batch B]\n"
-    "                     [--kv-cache-dtype bf16|fp8] [--bw GB/s (default 4161, H200 copy)] "
-    "[--json]";
-
 static int fail(const char *msg, const char *arg)
 {
     fprintf(stderr, "tern roofline: %s%s%s\n", msg, arg ? " " : "", arg ? arg : "");
     return 1;
-}
-
-static bool parse_i64(const char *s, int64_t lo, int64_t *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < lo)
-        return false;
-    *out = v;
-    return true;
 }
 
 /* A path ending in .json is a config file: copy it into a fresh temp dir as config.json. */
@@ -91,55 +79,27 @@ int tern_cmd_roofline(int argc, char **argv)
     const char *path = NULL;
     bool json = false;
     double bw = 4161.0;
-    int64_t v;
     struct roofline_opts ro = {.batch = 1, .ctx = 0, .kv_elem = 2};
     struct model_load_opts lo = {.header_only = true, .skip_mtp = true};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const bool has = i + 1 < argc;
-        if (strcmp(a, "--json") == 0) {
-            json = true;
-        } else if (strcmp(a, "--load-format") == 0 && has) {
-            const char *f = argv[++i];
-            if (strcmp(f, "dummy") == 0)
-                lo.dummy = true;
-            else if (strcmp(f, "auto") != 0)
-                return fail("unknown --load-format (auto|dummy):", f);
-        } else if (strcmp(a, "--ctx") == 0 && has) {
-            if (!parse_i64(argv[++i], 0, &v))
-                return fail("--ctx needs an integer >= 0, got", argv[i]);
-            ro.ctx = v;
-        } else if (strcmp(a, "--batch") == 0 && has) {
-            if (!parse_i64(argv[++i], 1, &v) || v > 1 << 20)
-                return fail("--batch needs an integer in 1..1048576, got", argv[i]);
-            ro.batch = (int)v;
-        } else if (strcmp(a, "--kv-cache-dtype") == 0 && has) {
-            const char *d = argv[++i];
-            if (strcmp(d, "bf16") == 0 || strcmp(d, "auto") == 0)
-                ro.kv_elem = 2;
-            else if (strcmp(d, "fp8") == 0)
-                ro.kv_elem = 1;
-            else
-                return fail("unknown --kv-cache-dtype (auto|bf16|fp8):", d);
-        } else if (strcmp(a, "--bw") == 0 && has) {
-            char *end;
-            bw = strtod(argv[++i], &end);
-            if (end == argv[i] || *end || !(bw > 0) || bw > 1e6)
-                return fail("--bw needs GB/s > 0, got", argv[i]);
-        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            printf("%s\n", USAGE);
-            return 0;
-        } else if (a[0] == '-' || path) {
-            fprintf(stderr, "tern roofline: unexpected argument '%s'\n%s\n", a, USAGE);
-            return 1;
-        } else {
-            path = a;
-        }
-    }
-    if (!path) {
-        fprintf(stderr, "tern roofline: missing DIR or CONFIG.json\n%s\n", USAGE);
-        return 1;
-    }
+    const struct args_opt opts[] = {
+        ARGS_STR("DIR|CONFIG.json", NULL, &path, "checkpoint directory or its config.json"),
+        ARGS_FN("--load-format", "auto|dummy", &lo.dummy, cli_load_format_parse,
+                "dummy: shapes and formats from config.json alone (auto)"),
+        ARGS_I64("--ctx", "N", &ro.ctx, 0, 1 << 30, "context tokens of each sequence (0)"),
+        ARGS_INT("--batch", "B", &ro.batch, 1, 1 << 20, "sequences decoded together (1)"),
+        ARGS_FN("--kv-cache-dtype", "auto|bf16|fp8", &ro.kv_elem, cli_kv_elem_parse,
+                "KV element type (auto = bf16)"),
+        ARGS_DOUBLE("--bw", "GB/s", &bw, 1e-3, 1e6,
+                    "memory bandwidth (4161, H200 copy measured)"),
+        ARGS_BOOL("--json", &json, "one JSON object instead of text"),
+    };
+    const struct args_spec spec = {"tern roofline", "DIR|CONFIG.json [options]", opts,
+                                   ARRAY_LEN(opts), NULL};
+    int ar = args_parse(&spec, argc, argv);
+    if (ar != 0)
+        return args_exit(ar);
+    if (!path)
+        return args_fail(&spec, "missing DIR or CONFIG.json");
     char dir[512], err[1024] = "";
     bool tmp;
     if (config_dir(path, dir, sizeof dir, &tmp) < 0)

@@ -5,21 +5,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/args.h"
 #include "common/clock.h"
+#include "common/xalloc.h"
 #include "common/err.h"
 #include "common/msg.h"
 #include "proto/tern.pb-c.h"
 
 int tern_cmd_sched_status(int argc, char **argv);
 const char tern_cmd_sched_status_help[] = "print a running scheduler's status snapshot";
-
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: tern sched-status [--endpoint EP] [--timeout-ms N]\n"
-               "  --endpoint EP     scheduler's gateway endpoint (TERN_SCHED_GATEWAY_ENDPOINT,\n"
-               "                    default ipc://<runtime dir>/scheduler-gw.sock)\n"
-               "  --timeout-ms N    wait this long for the answer (2000)\n");
-}
 
 static const char *state_name(Tern__WorkerState s)
 {
@@ -66,26 +60,27 @@ int tern_cmd_sched_status(int argc, char **argv)
 {
     char ep[MSG_ENDPOINT_MAX] = "";
     int timeout_ms = 2000;
-    const char *env = getenv("TERN_SCHED_GATEWAY_ENDPOINT");
-    if (env && env[0])
-        snprintf(ep, sizeof ep, "%s", env);
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--endpoint") == 0 && i + 1 < argc) {
-            snprintf(ep, sizeof ep, "%s", argv[++i]);
-        } else if (strcmp(argv[i], "--timeout-ms") == 0 && i + 1 < argc) {
-            timeout_ms = atoi(argv[++i]);
-        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            usage(stdout);
-            return 0;
-        } else {
-            usage(stderr);
-            return 2;
-        }
-    }
+    const char *arg_ep = getenv("TERN_SCHED_GATEWAY_ENDPOINT");
+    const struct args_opt opts[] = {
+        ARGS_STR("--endpoint", "EP", &arg_ep,
+                 "scheduler's gateway endpoint (TERN_SCHED_GATEWAY_ENDPOINT, default "
+                 "ipc://<runtime dir>/scheduler-gw.sock)"),
+        ARGS_INT("--timeout-ms", "N", &timeout_ms, 1, 3600000,
+                 "wait this long for the answer, ms (2000)"),
+    };
+    const struct args_spec spec = {"tern sched-status", "[--endpoint EP] [--timeout-ms N]", opts,
+                                   ARRAY_LEN(opts), NULL};
+    int ar = args_parse(&spec, argc, argv);
+    if (ar != 0)
+        return args_exit(ar);
+    if (arg_ep && arg_ep[0])
+        snprintf(ep, sizeof ep, "%s", arg_ep);
     if (!ep[0] && msg_endpoint_default(ep, sizeof ep, "scheduler-gw") < 0) {
         fprintf(stderr, "tern sched-status: no runtime dir for the default endpoint\n");
-        return 2;
+        return 1;
     }
+    if (!msg_endpoint_is_valid(ep))
+        return args_fail(&spec, "--endpoint: \"%s\" is not ipc://PATH or tcp://HOST:PORT", ep);
     void *z = msg_context_create();
     if (!z)
         return 1;
@@ -94,7 +89,7 @@ int tern_cmd_sched_status(int argc, char **argv)
     if (rc < 0) {
         fprintf(stderr, "tern sched-status: %s: %s\n", ep, err_str(rc));
         msg_context_destroy(z);
-        return 2;
+        return 1;
     }
     Tern__Envelope env_out = TERN__ENVELOPE__INIT;
     Tern__StatusRequest q = TERN__STATUS_REQUEST__INIT;

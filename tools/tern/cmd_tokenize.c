@@ -1,9 +1,12 @@
 /* tern tokenize: text on stdin -> token ids on stdout (space separated, or a JSON array). */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/args.h"
 #include "common/err.h"
+#include "common/xalloc.h"
 #include "text/tokenizer.h"
 
 int tern_cmd_tokenize(int argc, char **argv);
@@ -37,21 +40,18 @@ static char *read_all(FILE *f, size_t *len)
 int tern_cmd_tokenize(int argc, char **argv)
 {
     const char *path = getenv("TERN_TOKENIZER");
-    int json = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--tokenizer") == 0 && i + 1 < argc) {
-            path = argv[++i];
-        } else if (strcmp(argv[i], "--json") == 0) {
-            json = 1;
-        } else {
-            fprintf(stderr, "usage: tern tokenize --tokenizer FILE [--json] < text\n");
-            return 2;
-        }
-    }
-    if (!path) {
-        fprintf(stderr, "tern tokenize: --tokenizer FILE is required\n");
-        return 2;
-    }
+    bool json = false;
+    const struct args_opt opts[] = {
+        ARGS_STR("--tokenizer", "FILE", &path, "tokenizer.json (default $TERN_TOKENIZER)"),
+        ARGS_BOOL("--json", &json, "print a JSON array instead of space-separated ids"),
+    };
+    const struct args_spec spec = {"tern tokenize", "--tokenizer FILE [--json] < text", opts,
+                                   ARRAY_LEN(opts), NULL};
+    int ar = args_parse(&spec, argc, argv);
+    if (ar != 0)
+        return args_exit(ar);
+    if (!path)
+        return args_fail(&spec, "--tokenizer FILE is required");
     char err[256];
     struct tokenizer *tok = tokenizer_create_from_file(path, err, sizeof(err));
     if (!tok) {

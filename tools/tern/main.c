@@ -35,7 +35,8 @@ static int names_match(const char *arg, const char *name)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: tern <command> [args]\n\ncommands:\n");
+    fprintf(f, "usage: tern <command> [args]     (tern help <command>, tern <command> --help)\n"
+               "       tern --version\n\ncommands:\n");
     for (const struct cmd *c = cmds; c->name; c++) {
         char dashed[64];
         snprintf(dashed, sizeof(dashed), "%s", c->name);
@@ -46,16 +47,42 @@ static void usage(FILE *f)
     }
 }
 
+static const struct cmd *find(const char *name)
+{
+    for (const struct cmd *c = cmds; c->name; c++)
+        if (names_match(name, c->name))
+            return c;
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     log_init("tern", LOG_LEVEL_WARN);
-    if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
     }
-    for (const struct cmd *c = cmds; c->name; c++)
-        if (names_match(argv[1], c->name))
-            return c->fn(argc - 1, argv + 1);
-    fprintf(stderr, "tern: unknown command '%s' (see tern --help)\n", argv[1]);
+    const char *a = argv[1];
+    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0 ||
+        (strcmp(a, "help") == 0 && argc == 2)) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(a, "--version") == 0 || strcmp(a, "-V") == 0)
+        a = "version";
+    if (strcmp(a, "help") == 0) { /* tern help CMD = tern CMD --help */
+        const struct cmd *c = find(argv[2]);
+        if (!c || argc > 3) {
+            fprintf(stderr, "tern: unknown command '%s' (see tern --help)\n", argv[2]);
+            return 2;
+        }
+        char *av[] = {argv[2], (char *)"--help", NULL};
+        return c->fn(2, av);
+    }
+    const struct cmd *c = find(a);
+    if (c)
+        return c->fn(argc - 1, argv + 1);
+    fprintf(stderr, "tern: unknown %s '%s' (see tern --help)\n", a[0] == '-' ? "flag" : "command",
+            a);
     return 2;
 }

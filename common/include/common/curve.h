@@ -137,6 +137,10 @@ struct curve_link {
  * Returns 0, ERR_INVAL, or the failing load's status. */
 int curve_link_init(struct curve_link *l, const struct curve_link_cfg *cfg, void *zctx, bool server,
                     const char *const *endpoints, size_t n_endpoints);
+/* --check-config: what curve_link_init would load at startup (keys, allow-list, the endpoint
+ * policy), in a context of its own, then let go. Returns its status (it logs refusals). */
+int curve_link_check(const struct curve_link_cfg *cfg, bool server, const char *const *endpoints,
+                     size_t n_endpoints);
 /* Stop the ZAP handler and the nag thread. Call before the zmq context is terminated. */
 void curve_link_deinit(struct curve_link *l);
 /* Apply CURVE to a socket about to bind (server) or connect (client) to endpoint: every tcp://

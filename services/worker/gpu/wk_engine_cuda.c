@@ -171,6 +171,11 @@ int wk_engine_cuda_opts(const struct wk_cfg *cfg, const struct model *m, int spe
     return 0;
 }
 
+bool wk_engine_cuda_is_built(void)
+{
+    return true;
+}
+
 int wk_engine_cuda_create(const struct wk_cfg *cfg, wk_engine_progress_cb progress, void *ctx,
                           struct wk_engine **out)
 {

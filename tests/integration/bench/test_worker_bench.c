@@ -135,14 +135,15 @@ static void test_cpu(void)
     }
     cJSON_Delete(rr);
     cJSON_Delete(j);
-    /* tern roofline on bad input: exit 1 with one line naming the problem */
-    const char *bad[][2] = {{"--batch 0", "--batch needs an integer"},
-                            {"--kv-cache-dtype fp4", "unknown --kv-cache-dtype"},
-                            {"--bw -3", "--bw needs GB/s > 0"}};
+    /* tern roofline on bad flags: exit 2 with one line naming the flag (a missing checkpoint,
+     * below, is a runtime error: exit 1) */
+    const char *bad[][2] = {{"--batch 0", "--batch: 0 out of range"},
+                            {"--kv-cache-dtype fp4", "--kv-cache-dtype: \"fp4\" is not"},
+                            {"--bw -3", "--bw: -3 out of range"}};
     for (int i = 0; i < 3; i++) {
         snprintf(cmd, sizeof cmd, "%s roofline %s %s > %s/roof.err 2>&1", g_tern, model,
                  bad[i][0], g_dir);
-        CHECK_EQ_INT(run(cmd), 1);
+        CHECK_EQ_INT(run(cmd), 2);
         snprintf(rj, sizeof rj, "%s/roof.err", g_dir);
         size_t en;
         char *s = file_read(rj, &en);

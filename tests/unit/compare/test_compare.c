@@ -450,7 +450,7 @@ int main(void)
     free(out);
     snprintf(cmd, sizeof(cmd), "'%s' compare '%s' --gpu nosuchgpu 2>&1", tern, A);
     out = run(cmd, &rc);
-    CHECK_EQ_INT(rc, 1);
+    CHECK_EQ_INT(rc, 2); /* a usage error */
     free(out);
 
     /* --json: stable across runs, equal to the library object, parses */
