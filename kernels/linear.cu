@@ -17,7 +17,7 @@ struct linear_ctx {
     cublasLtHandle_t lt;
     void *ws;           // cuBLASLt workspace
     size_t ws_bytes;
-    uint16_t *xb;       // (max_rows, max_k) bf16 activations
+    uint16_t *xb;       // (2, max_rows, max_k) bf16 activations (hi, lo parts when split)
     uint16_t *wb;       // (w_elems) bf16 decoded weight rows
     int max_rows, max_k;
     int64_t w_elems;
@@ -70,7 +70,7 @@ int linear_ctx_create(struct linear_ctx **out, int max_rows, int max_k, int64_t 
         goto fail;
     }
     if ((ws_bytes && cudaMalloc(&c->ws, ws_bytes) != cudaSuccess) ||
-        cudaMalloc((void **)&c->xb, sizeof(uint16_t) * (size_t)max_rows * (size_t)max_k) !=
+        cudaMalloc((void **)&c->xb, 2 * sizeof(uint16_t) * (size_t)max_rows * (size_t)max_k) !=
             cudaSuccess ||
         cudaMalloc((void **)&c->wb, sizeof(uint16_t) * (size_t)w_elems) != cudaSuccess) {
         (void)cudaGetLastError();
@@ -97,22 +97,52 @@ void linear_ctx_destroy(struct linear_ctx *c)
 
 int64_t linear_ctx_bytes(const struct linear_ctx *c)
 {
-    return (int64_t)c->ws_bytes + 2 * (int64_t)c->max_rows * c->max_k + 2 * c->w_elems;
+    return (int64_t)c->ws_bytes + 4 * (int64_t)c->max_rows * c->max_k + 2 * c->w_elems;
+}
+
+/* hi = bf16(x), lo = bf16(x - hi) */
+__global__ void linear_split_kernel(uint16_t *hi, uint16_t *lo, const float *x, int64_t n)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const uint16_t h = f32_to_bf16_bits(x[i]);
+        hi[i] = h;
+        lo[i] = f32_to_bf16_bits(x[i] - bf16_bits_to_f32(h));
+    }
+}
+
+/* y (+)= x W^T for rows ldw apart (bf16): once, or for the two parts when split */
+static int linear_parts(struct linear_ctx *c, float *y, int64_t ldy, const uint16_t *w, int64_t ldw,
+                        int n, int rows, int cols, bool split, cudaStream_t st)
+{
+    int rc = gemm_bf16_ld_cuda(y, ldy, c->xb, w, ldw, n, rows, cols, 0, c->lt, c->ws, c->ws_bytes,
+                               st);
+    if (rc == 0 && split)
+        rc = gemm_bf16_ld_cuda(y, ldy, c->xb + (int64_t)c->max_rows * c->max_k, w, ldw, n, rows,
+                               cols, 1, c->lt, c->ws, c->ws_bytes, st);
+    return rc;
 }
 
 static int linear_gemm(struct linear_ctx *c, float *y, const struct kweight *w, int e,
-                       const float *x, int n, cudaStream_t st)
+                       const float *x, int n, bool split, cudaStream_t st)
 {
     if (n > c->max_rows || w->cols > c->max_k || w->cols % 8 || kweight_check_dev(w) || e < 0)
         return ERR_INVAL;
-    int rc = cast_bf16_cuda(c->xb, x, (int64_t)n * w->cols, st);
+    const int64_t nx = (int64_t)n * w->cols;
+    int rc = 0;
+    if (split) {
+        const int64_t blocks = CEIL_DIV(nx, 256);
+        linear_split_kernel<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256, 0, st>>>(
+            c->xb, c->xb + (int64_t)c->max_rows * c->max_k, x, nx);
+        rc = kcuda_launch_status("linear_split");
+    } else {
+        rc = cast_bf16_cuda(c->xb, x, nx, st);
+    }
     if (rc < 0)
         return rc;
     if (w->fmt == KW_FMT_BF16)
-        return gemm_bf16_ld_cuda(y, w->rows, c->xb,
-                                 (const uint16_t *)w->data + (int64_t)e * w->expert_stride,
-                                 w->row_stride, n, w->rows, w->cols, 0, c->lt, c->ws, c->ws_bytes,
-                                 st);
+        return linear_parts(c, y, w->rows, (const uint16_t *)w->data + (int64_t)e * w->expert_stride,
+                            w->row_stride, n, w->rows, w->cols, split, st);
     /* decoded row chunks: a multiple of 16 rows (16-byte aligned output columns) */
     int64_t chunk = c->w_elems / w->cols;
     chunk = chunk >= w->rows ? w->rows : chunk / 16 * 16;
@@ -121,8 +151,7 @@ static int linear_gemm(struct linear_ctx *c, float *y, const struct kweight *w, 
     for (int r0 = 0; r0 < w->rows; r0 += (int)chunk) {
         const int nr = (int)(w->rows - r0 < chunk ? w->rows - r0 : chunk);
         if ((rc = linear_dequant_bf16_cuda(c->wb, w, e, r0, nr, st)) < 0 ||
-            (rc = gemm_bf16_ld_cuda(y + r0, w->rows, c->xb, c->wb, w->cols, n, nr, w->cols, 0,
-                                    c->lt, c->ws, c->ws_bytes, st)) < 0)
+            (rc = linear_parts(c, y + r0, w->rows, c->wb, w->cols, n, nr, w->cols, split, st)) < 0)
             return rc;
     }
     return 0;
@@ -135,8 +164,8 @@ int linear_cuda(struct linear_ctx *c, float *y, const struct kweight *w, int exp
         return ERR_INVAL;
     if (path == LINEAR_PATH_GEMV)
         return gemv_cuda(y, w, expert, x, n, stream);
-    if (path == LINEAR_PATH_GEMM && c)
-        return linear_gemm(c, y, w, expert, x, n, stream);
+    if ((path == LINEAR_PATH_GEMM || path == LINEAR_PATH_GEMM_SPLIT) && c)
+        return linear_gemm(c, y, w, expert, x, n, path == LINEAR_PATH_GEMM_SPLIT, stream);
     return ERR_INVAL;
 }
 

@@ -5,6 +5,11 @@
  *                     to cuBLASLt (bf16 x bf16 -> fp32); an fp8 or nvfp4 weight is first decoded
  *                     (scales applied) and rounded to bf16 into the context's scratch, in row
  *                     chunks that fit it, each chunk one cuBLASLt GEMM into its output columns.
+ *   LINEAR_PATH_GEMM_SPLIT  the same with x split into two bf16 parts, hi = bf16(x) and
+ *                     lo = bf16(x - hi), and y = W hi + W lo (two GEMMs, the second
+ *                     accumulating): x carries ~16 bits instead of 8, for the lm_head, whose
+ *                     logits the bf16 rounding of x would move by ~1e-2 of their range; the
+ *                     weight is read twice, which costs nothing against a GEMV from 4 rows.
  * The context owns the cuBLASLt handle, its workspace and the bf16 scratch; linear_cuda
  * allocates nothing. One context per stream at a time. */
 #ifndef KERNELS_LINEAR_H
@@ -20,14 +25,15 @@
 extern "C" {
 #endif
 
-enum linear_path { LINEAR_PATH_GEMV = 1, LINEAR_PATH_GEMM = 2 };
+enum linear_path { LINEAR_PATH_GEMV = 1, LINEAR_PATH_GEMM = 2, LINEAR_PATH_GEMM_SPLIT = 3 };
 
-/* "gemv", "gemm" (static storage). */
+/* "gemv", "gemm", "gemm_split" (static storage). */
 const char *linear_path_name(int path);
 
 struct linear_ctx;
 
-/* Scratch for up to max_rows x max_k activations and w_elems decoded weight elements (at least
+/* Scratch for up to max_rows x max_k activations (twice: the split path's two parts) and w_elems
+ * decoded weight elements (at least
  * 16 rows of the widest weight), and a cuBLASLt workspace of ws_bytes. Returns 0, ERR_INVAL,
  * ERR_NOMEM (device memory), ERR_CUDA. */
 int linear_ctx_create(struct linear_ctx **out, int max_rows, int max_k, int64_t w_elems,

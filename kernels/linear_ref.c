@@ -8,7 +8,10 @@
 
 const char *linear_path_name(int path)
 {
-    return path == LINEAR_PATH_GEMV ? "gemv" : path == LINEAR_PATH_GEMM ? "gemm" : "?";
+    return path == LINEAR_PATH_GEMV        ? "gemv"
+           : path == LINEAR_PATH_GEMM       ? "gemm"
+           : path == LINEAR_PATH_GEMM_SPLIT ? "gemm_split"
+                                            : "?";
 }
 
 int linear_dequant_bf16_ref(uint16_t *out, const struct kweight *w, int expert, int r0, int nr)

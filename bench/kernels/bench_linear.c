@@ -8,7 +8,9 @@
  * One line per (kind, format, shape, n) with both times, then per (kind, format, shape) the
  * smallest n from which the many-row path is faster at every larger n: the row thresholds of
  * services/worker/gpu/gpu_dispatch.c come from these lines.
- * Usage: bench_linear [quick] (quick: nvfp4 and bf16, GDN qkv and experts only). */
+ * The lm_head also with the split GEMM (kernels/linear.h) the runner uses for it.
+ * Usage: bench_linear [quick|lm_head] (quick: nvfp4 and bf16, GDN qkv and experts only;
+ * lm_head: the lm_head's split GEMM only). */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,29 +60,32 @@ static int copies_for(double bytes)
     return nc > MAX_COPIES ? MAX_COPIES : nc;
 }
 
-/* times[n][path-1]; prints the lines and the threshold */
-static void sweep(struct arg *a, const char *kind, const char *fname, const char *shape)
+/* times[n][path-1]; prints the lines and the threshold. many = path `many` (GEMM, or the
+ * lm_head's split GEMM) against the GEMV. */
+static void sweep(struct arg *a, const char *kind, const char *fname, const char *shape, int many)
 {
     double t[NN][2];
     for (int i = 0; i < NN; i++) {
         a->n = NS[i];
         for (int p = 1; p <= 2; p++) {
-            a->path = p;
+            a->path = p == 1 ? LINEAR_PATH_GEMV : many;
             t[i][p - 1] = ktest_time_us(run, a, 3, 15);
         }
-        printf("%s fmt=%s shape=%s n=%d few_us=%.1f many_us=%.1f ratio=%.2f\n", kind, fname,
-               shape, NS[i], t[i][0], t[i][1], t[i][1] / t[i][0]);
+        printf("%s fmt=%s shape=%s n=%d few_us=%.1f %s_us=%.1f ratio=%.2f\n", kind, fname, shape,
+               NS[i], t[i][0], many == LINEAR_PATH_GEMM_SPLIT ? "split" : "many", t[i][1],
+               t[i][1] / t[i][0]);
     }
     int from = NN;
     while (from > 0 && t[from - 1][1] < t[from - 1][0])
         from--;
-    printf("threshold %s fmt=%s shape=%s many_rows_from=%s%d\n", kind, fname, shape,
+    printf("threshold %s%s fmt=%s shape=%s many_rows_from=%s%d\n", kind,
+           many == LINEAR_PATH_GEMM_SPLIT ? "_split" : "", fname, shape,
            from == NN ? ">" : "", from == NN ? NS[NN - 1] : NS[from]);
     fflush(stdout);
 }
 
 static void dense(struct linear_ctx *c, float *x, float *y, const char *fname, int fmt, int rows,
-                  int cols)
+                  int cols, int many)
 {
     struct arg a;
     memset(&a, 0, sizeof a);
@@ -97,7 +102,7 @@ static void dense(struct linear_ctx *c, float *x, float *y, const char *fname, i
     }
     char shape[32];
     snprintf(shape, sizeof shape, "%dx%d", rows, cols);
-    sweep(&a, "dense", fname, shape);
+    sweep(&a, "dense", fname, shape, many);
     for (int i = 0; i < a.nc; i++)
         kw_pair_free(&w[i]);
     free(w);
@@ -144,7 +149,7 @@ static void experts(float *x, float *y, const char *fname, int fmt)
     a.rw = ktest_dev_from(rw, sizeof(float) * (size_t)T * K);
     size_t w1 = moe_expert_ws_floats(T, K, I, H), w2 = moe_grouped_ws_floats(T, K, E, I, H);
     a.ws = ktest_dev_alloc(sizeof(float) * (w1 > w2 ? w1 : w2));
-    sweep(&a, "experts", fname, "E256xK8xI512xH2048");
+    sweep(&a, "experts", fname, "E256xK8xI512xH2048", LINEAR_PATH_GEMM);
     ktest_free(a.ids), ktest_free(a.rw), ktest_free(a.ws);
     for (int i = 0; i < a.nc; i++) {
         kw_pair_free(&gu[i]);
@@ -156,6 +161,7 @@ static void experts(float *x, float *y, const char *fname, int fmt)
 int main(int argc, char **argv)
 {
     const int quick = argc > 1 && strcmp(argv[1], "quick") == 0;
+    const int lm_only = argc > 1 && strcmp(argv[1], "lm_head") == 0;
     ktest_require_gpu();
     ktest_seed(3);
     const int T = NS[NN - 1], KMAX = 4096;
@@ -172,12 +178,17 @@ int main(int argc, char **argv)
         const char *name;
         int fmt;
     } F[] = { { "nvfp4", KW_FMT_NVFP4 }, { "bf16", KW_FMT_BF16 }, { "fp8", KW_FMT_FP8 } };
-    for (int f = 0; f < (quick ? 2 : 3); f++) {
-        dense(c, x, y, F[f].name, F[f].fmt, 8192, 2048);
+    for (int f = 0; f < (quick && !lm_only ? 2 : 3); f++) {
+        if (lm_only) {
+            dense(c, x, y, F[f].name, F[f].fmt, 248320, 2048, LINEAR_PATH_GEMM_SPLIT);
+            continue;
+        }
+        dense(c, x, y, F[f].name, F[f].fmt, 8192, 2048, LINEAR_PATH_GEMM);
         if (!quick) {
-            dense(c, x, y, F[f].name, F[f].fmt, 2048, 4096);
-            dense(c, x, y, F[f].name, F[f].fmt, 256, 2048);
-            dense(c, x, y, F[f].name, F[f].fmt, 248320, 2048);
+            dense(c, x, y, F[f].name, F[f].fmt, 2048, 4096, LINEAR_PATH_GEMM);
+            dense(c, x, y, F[f].name, F[f].fmt, 256, 2048, LINEAR_PATH_GEMM);
+            dense(c, x, y, F[f].name, F[f].fmt, 248320, 2048, LINEAR_PATH_GEMM);
+            dense(c, x, y, F[f].name, F[f].fmt, 248320, 2048, LINEAR_PATH_GEMM_SPLIT);
         }
         experts(x, y, F[f].name, F[f].fmt);
     }

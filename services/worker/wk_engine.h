@@ -24,7 +24,11 @@ struct wk_engine_info {
     uint32_t eos_ids[WK_ENGINE_MAX_EOS];
     uint32_t n_eos;
     uint32_t spec_k; // MTP drafts per speculative round; 0 = no speculation (ops below NULL)
+    bool device_sampling; // items may ask for the token instead of the logits (below)
 };
+
+struct sample_params;
+struct sample_rng;
 
 /* One item of a step: n tokens of the sequence in slot, at positions pos .. pos+n-1. */
 struct wk_engine_item {
@@ -35,6 +39,15 @@ struct wk_engine_item {
     const uint32_t *blocks; // (n_blocks) block table, validated by the caller
     uint32_t n_blocks;
     float *logits; // (vocab_size) out: last position's logits; NULL = not needed
+    /* With logits NULL and sp set (engines with info.device_sampling only): the engine draws
+     * the last position's token itself, as model/sample.h's sample_token would from those
+     * logits (same params and hist, rng advanced the same way), into token. Never with a logit
+     * bias or banned ids. Spares the copy of a vocabulary row per item. */
+    const struct sample_params *sp;
+    const int32_t *hist; // (n_hist) the tokens the penalties look at
+    uint32_t n_hist;
+    struct sample_rng *rng;
+    int32_t token; // out
     int rc;        // out: 0 or ERR_* for this item alone
 };
 

@@ -311,11 +311,35 @@ static void seq_push(struct wk_seq *sq, uint32_t tok)
         sq->stopped = true;
 }
 
-/* Sample sq's next token from logits; updates the sequence. Returns the token or < 0. */
-static int64_t sample_next(struct wk_exec *x, struct wk_seq *sq, const float *logits)
+/* The engine draws sq's next token on the device (wk_engine.h) when it can and the sequence
+ * needs only the token: no logprobs, no logit bias, no banned ids, at most 4096 history tokens
+ * when a penalty is on. it->logits is then NULL. */
+static void item_sample_on_device(const struct wk_exec *x, struct wk_engine_item *it,
+                                  struct wk_seq *sq)
+{
+    const struct sample_params *p = &sq->sp;
+    const bool pen = p->repetition_penalty != 1.0f || p->presence_penalty != 0.0f ||
+                     p->frequency_penalty != 0.0f;
+    /* the device sampler holds 4096 distinct penalised tokens per row of a batch */
+    if (!it->logits || !x->eng->info.device_sampling || sq->logprobs || p->n_bias || p->n_ban ||
+        (pen && sq->n_hist > 4096))
+        return;
+    it->logits = NULL;
+    it->sp = &sq->sp;
+    it->hist = sq->hist;
+    it->n_hist = sq->n_hist;
+    it->rng = &sq->rng;
+    it->token = -1;
+}
+
+/* Sample sq's next token from logits (or take tok, drawn by the engine, when logits is NULL);
+ * updates the sequence. Returns the token or < 0. */
+static int64_t sample_next(struct wk_exec *x, struct wk_seq *sq, const float *logits,
+                           int32_t tok)
 {
     uint32_t V = x->eng->info.vocab_size;
-    int32_t t = sample_token(x->sc, &sq->sp, logits, sq->hist, (int)sq->n_hist, &sq->rng);
+    int32_t t = logits ? sample_token(x->sc, &sq->sp, logits, sq->hist, (int)sq->n_hist, &sq->rng)
+                       : tok;
     if (t < 0 || (uint32_t)t >= V)
         return ERR_INVAL;
     seq_push(sq, (uint32_t)t);
@@ -465,6 +489,8 @@ static void run_plan(struct wk_exec *x, const Tern__StepPlan *p)
                 it->tokens = j->w->chunk_ids;
                 it->n = (uint32_t)j->w->n_chunk_ids;
                 it->logits = j->w->sample ? x->logits : NULL; /* placed per sub-batch */
+                /* the penalties of this chunk's sample see the chunk (before the engine draws) */
+                hist_append(j->sq, it->tokens, it->n);
             } else if (j->steps_left && !j->sq->stopped) {
                 uint64_t cap = (uint64_t)j->sq->n_blocks * in->block_tokens;
                 if (cap > in->max_model_len)
@@ -483,6 +509,7 @@ static void run_plan(struct wk_exec *x, const Tern__StepPlan *p)
             } else {
                 continue;
             }
+            item_sample_on_device(x, it, j->sq);
             it->slot = (uint32_t)(j->sq - x->seqs);
             it->pos = j->sq->pos;
             it->blocks = j->sq->blocks;
@@ -511,11 +538,9 @@ static void run_plan(struct wk_exec *x, const Tern__StepPlan *p)
                     continue;
                 }
                 j->sq->pos += it->n;
-                if (step == 0 && j->prefill)
-                    hist_append(j->sq, it->tokens, it->n);
-                if (!it->logits)
+                if (!it->logits && !it->sp)
                     continue;
-                int64_t t = sample_next(x, j->sq, it->logits);
+                int64_t t = sample_next(x, j->sq, it->logits, it->token);
                 if (t < 0) {
                     j->err = (int)t;
                     j->msg = "sampling failed";

@@ -6,6 +6,8 @@
  *   - GEMM path vs gemv_ref: what the bf16 roundings cost, printed, and bounded by 2e-2 of
  *     max|y| (x and W each carry 2^-9 relative rounding; a wrong scale, tile or chunk gives
  *     errors of order 1);
+ *   - the split GEMM (x as two bf16 parts) vs gemv_ref: bf16 weights at the GEMV's tolerance,
+ *     decoded weights within the 2e-2 bound;
  *   - the decoded bf16 rows vs linear_dequant_bf16_ref within one bf16 step (2^-8 relative:
  *     the device multiplies the nvfp4 scales in another order);
  * with a scratch small enough that fp8/nvfp4 weights are decoded in several row chunks (the
@@ -63,6 +65,22 @@ static void one(struct linear_ctx *c, const char *fname, int fmt, int sk, int ro
     printf("linear gemm %s %dx%d n=%d: max|gemm - exact| = %.3g of max|y| %.3g\n", fname, rows,
            cols, n, worst / amax, amax);
     CHECK(worst <= 2e-2 * amax);
+    /* split GEMM (the lm_head's): x to ~16 bits, so a bf16 weight matches the exact product at
+     * the GEMV's tolerance; decoded fp8/nvfp4 weights keep their bf16 rounding (2e-2 bound) */
+    ktest_free(dy);
+    dy = ktest_dev_poison(ny);
+    CHECK_EQ_INT(linear_cuda(c, dy, &w.dev, 0, dx, n, LINEAR_PATH_GEMM_SPLIT, 0), 0);
+    ktest_to_host(got, dy, sizeof(float) * ny);
+    snprintf(what, sizeof what, "linear gemm_split %s %dx%d n=%d vs exact", fname, rows, cols, n);
+    if (fmt == KW_FMT_BF16) {
+        CHECK(ktest_compare(what, got, ref, ny, 2e-4 * sqrt((double)cols) * amax, 2e-3) == 0);
+    } else {
+        double ws = 0;
+        for (size_t i = 0; i < ny; i++)
+            ws = fmax(ws, fabs((double)got[i] - ref[i]));
+        printf("%s: max|split - exact| = %.3g of max|y|\n", what, ws / amax);
+        CHECK(ws <= 2e-2 * amax);
+    }
     ktest_free(dx);
     ktest_free(dy);
     free(x), free(ref), free(refg), free(got);
@@ -127,6 +145,7 @@ int main(void)
         kw_pair_free(&w);
         kw_pair_make(&w, KW_FMT_BF16, KW_SCALE_NONE, 1, 16, 512);
         CHECK_EQ_INT(linear_cuda(c, d, &w.dev, 0, d, 513, LINEAR_PATH_GEMM, 0), ERR_INVAL);
+        CHECK_EQ_INT(linear_cuda(c, d, &w.dev, 0, d, 513, LINEAR_PATH_GEMM_SPLIT, 0), ERR_INVAL);
         CHECK_EQ_INT(linear_cuda(c, d, &w.dev, 0, d, 4, 7, 0), ERR_INVAL);
         CHECK_EQ_INT(linear_cuda(NULL, d, &w.dev, 0, d, 4, LINEAR_PATH_GEMM, 0), ERR_INVAL);
         kw_pair_free(&w);

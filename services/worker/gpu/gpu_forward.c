@@ -275,16 +275,20 @@ static void fill_inputs(struct gpu_model *g, const struct gpu_item *items, int n
     }
 }
 
-/* lm_head (+ argmax) for the nl rows listed in h_rows / h_item, in batches of lrows; copies
- * each logits row to its item (row k of the item's n when all_logits, else the last row). */
+/* lm_head (+ argmax, + device sampling) for the nl rows listed in h_rows / h_item, in batches
+ * of lrows; copies each logits row to its item (row k of the item's n when all_logits, else the
+ * last row). The rows of items that sample on the device come first (gpu_step_run), so in each
+ * batch they are rows 0 .. ns-1 of g->logits, the rows gpu_sample_run takes. */
 static int emit_logits(struct gpu_model *g, struct gpu_item *items, const int *row_start, int nl)
 {
     const int64_t V = g->V, H = g->H;
     for (int j0 = 0; j0 < nl; j0 += g->lrows) {
         const int nb = nl - j0 < g->lrows ? nl - j0 : g->lrows;
-        int want_argmax = 0, want_logits = 0;
+        int want_argmax = 0, want_logits = 0, ns = 0;
         for (int j = 0; j < nb; j++) {
             const struct gpu_item *it = &items[g->h_item[j0 + j]];
+            if (!it->logits && it->sample && g->sampler)
+                g->h_sreq[ns++] = *it->sample;
             TRY(gpu_cu(cudaMemcpyAsync(g->xl + j * H, g->x + (int64_t)g->h_rows[j0 + j] * H,
                                    sizeof(float) * (size_t)H, cudaMemcpyDeviceToDevice,
                                    g->stream)));
@@ -301,9 +305,13 @@ static int emit_logits(struct gpu_model *g, struct gpu_item *items, const int *r
             TRY(gpu_cu(cudaMemcpyAsync(g->h_logits, g->logits, sizeof(float) * (size_t)(nb * V),
                                    cudaMemcpyDeviceToHost, g->stream)));
         TRY(gpu_cu(cudaStreamSynchronize(g->stream)));
+        if (ns > 0) /* penalties in place on rows 0 .. ns-1; waits for the stream */
+            TRY(gpu_sample_run(g->sampler, g->logits, ns, g->h_sreq, g->h_stok, NULL, g->stream));
         for (int j = 0; j < nb; j++) {
             const int i = g->h_item[j0 + j];
             struct gpu_item *it = &items[i];
+            if (!it->logits && it->sample && g->sampler && it->token)
+                *it->token = g->h_stok[j]; /* j < ns: the sampled rows lead the batch */
             const int k = g->h_rows[j0 + j] - row_start[i]; // row within the item
             if (it->logits) {
                 float *dst = it->logits + (it->all_logits ? (int64_t)k * V : 0);
@@ -358,16 +366,20 @@ int gpu_step_run(struct gpu_model *g, struct gpu_item *items, int n_items)
         TRY(gpu_cu(cudaGraphLaunch(g->graphs[rows], g->stream)));
     else
         TRY(gpu_run_layers(g, &p));
+    /* rows that need the lm_head: first the last rows of items sampled on the device, then the
+     * others (emit_logits relies on that order) */
     int nl = 0;
-    for (int i = 0; i < n_items; i++) {
-        const struct gpu_item *it = &items[i];
-        if (it->rc != 0 || (!it->logits && !it->argmax))
-            continue;
-        for (int t = it->logits && it->all_logits ? 0 : it->n - 1; t < it->n; t++) {
-            g->h_rows[nl] = row_start[i] + t;
-            g->h_item[nl++] = i;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < n_items; i++) {
+            const struct gpu_item *it = &items[i];
+            const bool dev = !it->logits && it->sample && g->sampler;
+            if (it->rc != 0 || (!it->logits && !it->argmax && !dev) || dev != (pass == 0))
+                continue;
+            for (int t = it->logits && it->all_logits ? 0 : it->n - 1; t < it->n; t++) {
+                g->h_rows[nl] = row_start[i] + t;
+                g->h_item[nl++] = i;
+            }
         }
-    }
     if (nl > 0)
         TRY(emit_logits(g, items, row_start, nl));
     return 0;

@@ -115,6 +115,9 @@ struct gpu_model {
     int32_t *d_in, *h_in;      // tokens | pos | slots | slot_mapping | seq_lens | gdn items |
                                //  block table (one row per step row, stride ts <= bps)
     float *h_logits;           // pinned (lrows, V)
+    struct gpu_sample *sampler; // device sampling of lm_head rows (lrows); NULL: unavailable
+    struct gpu_sample_req *h_sreq; // (lrows) step scratch: the sampled rows' requests
+    int32_t *h_stok;           // (lrows) their tokens
     int32_t *h_argmax;         // pinned (lrows)
 };
 

@@ -661,6 +661,10 @@ int gpu_model_create(struct gpu_model **out, const struct model *m,
         goto fail;
     if (opts->spec_k > 0 && (rc = gpu_spec_create(g, m, err, errlen)) < 0)
         goto fail;
+    /* device sampling of up to lrows rows a batch; without it items take the logits path */
+    g->sampler = gpu_sample_create(g->lrows, g->V, 0);
+    g->h_sreq = xcalloc((size_t)g->lrows, sizeof *g->h_sreq);
+    g->h_stok = xcalloc((size_t)g->lrows, sizeof *g->h_stok);
     g->mem.weights = 0;
     for (int i = 0; i < MODEL_GROUP_COUNT; i++)
         g->mem.weights += g->mem.group[i];
@@ -686,6 +690,9 @@ void gpu_model_destroy(struct gpu_model *g)
     gpu_destroy_graphs(g);
     gpu_spec_destroy(g);
     gpu_dispatch_destroy(g);
+    gpu_sample_destroy(g->sampler);
+    free(g->h_sreq);
+    free(g->h_stok);
     for (int i = 0; i < g->n_allocs; i++)
         cudaFree(g->allocs[i]);
     free(g->allocs);
@@ -746,6 +753,7 @@ int gpu_model_kv_blocks(const struct gpu_model *g) { return g->o.kv_blocks; }
 int gpu_model_max_rows(const struct gpu_model *g) { return g->R; }
 int gpu_model_kv_dtype(const struct gpu_model *g) { return g->kv_dtype; }
 const char *gpu_model_device_name(const struct gpu_model *g) { return g->dev_name; }
+int gpu_model_can_sample(const struct gpu_model *g) { return g->sampler != NULL; }
 
 int gpu_model_seq_open(struct gpu_model *g, int slot)
 {

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gpu_sample.h"
 #include "model/backend.h"
 #include "model/model.h"
 #include "model/model_load.h"
@@ -63,6 +64,8 @@ struct gpu_item {
     int all_logits;          // 1 = logits of all n positions (speculative verify windows)
     int snap;                // internal (gpu_model_spec_window): must be 0 in gpu_model_step
     int32_t *argmax;         // out: greedy id of the last position (computed on the device); or NULL
+    const struct gpu_sample_req *sample; // with logits NULL: draw the last position's token on
+    int32_t *token;          //  the device (gpu_sample.h) into *token; or NULL
     int rc;                  // out: 0 or ERR_* for this item alone
 };
 
@@ -101,6 +104,8 @@ int gpu_model_kv_blocks(const struct gpu_model *g);
 int gpu_model_max_rows(const struct gpu_model *g);
 /* The K/V cache dtype in use (enum kv_dtype, resolved: KV_DTYPE_BF16 or KV_DTYPE_FP8). */
 int gpu_model_kv_dtype(const struct gpu_model *g);
+/* Whether items may ask for a token sampled on the device (gpu_item.sample). */
+int gpu_model_can_sample(const struct gpu_model *g);
 /* Device name (static for the model's lifetime). */
 const char *gpu_model_device_name(const struct gpu_model *g);
 

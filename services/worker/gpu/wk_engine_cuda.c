@@ -24,6 +24,7 @@
 struct cuda_eng {
     struct gpu_model *g;
     struct gpu_item *items;      // (n_slots)
+    struct gpu_sample_req *sreq; // (n_slots) items sampled on the device
     int32_t *tok;                // (max_step_tokens)
 };
 
@@ -56,6 +57,11 @@ static int cuda_step(struct wk_engine *e, struct wk_engine_item *items, uint32_t
         gi->blocks = it->blocks;
         gi->n_blocks = (int)it->n_blocks;
         gi->logits = it->logits;
+        if (!it->logits && it->sp) { /* the token drawn on the device (wk_engine.h) */
+            c->sreq[i] = (struct gpu_sample_req){ it->sp, it->hist, (int)it->n_hist, it->rng };
+            gi->sample = &c->sreq[i];
+            gi->token = &it->token;
+        }
         if (it->n == 0 || used + it->n > e->info.max_step_tokens) {
             gi->slot = -1; // refused by gpu_model_step with ERR_INVAL
             gi->tokens = c->tok;
@@ -100,6 +106,7 @@ static void cuda_destroy(struct wk_engine *e)
     if (c) {
         gpu_model_destroy(c->g);
         free(c->items);
+        free(c->sreq);
         free(c->tok);
         free(c);
     }
@@ -220,14 +227,17 @@ int wk_engine_cuda_create(const struct wk_cfg *cfg, wk_engine_progress_cb progre
     in->kv_blocks = (uint32_t)gpu_model_kv_blocks(c->g);
     in->spec_k = (uint32_t)gpu_model_spec_k(c->g);
     in->kv_bytes = (uint64_t)gpu_model_memory(c->g)->kv_pool;
+    in->device_sampling = gpu_model_can_sample(c->g) != 0;
     c->items = xcalloc(in->n_slots, sizeof *c->items);
+    c->sreq = xcalloc(in->n_slots, sizeof *c->sreq);
     c->tok = xmalloc(sizeof(int32_t) * (in->max_step_tokens ? in->max_step_tokens : 1));
     if (progress)
         progress(ctx, 1.0f, "ready");
     LOG_INFO("engine_ready", "engine=cuda model=%s vocab=%u max_model_len=%u slots=%u "
-             "kv_blocks=%u kv_dtype=%s eos=%u", in->model_id, in->vocab_size, in->max_model_len,
-             in->n_slots, in->kv_blocks,
-             kv_dtype_name((enum kv_dtype)gpu_model_kv_dtype(c->g)), in->n_eos);
+             "kv_blocks=%u kv_dtype=%s eos=%u sampling=\"%s\"", in->model_id, in->vocab_size,
+             in->max_model_len, in->n_slots, in->kv_blocks,
+             kv_dtype_name((enum kv_dtype)gpu_model_kv_dtype(c->g)), in->n_eos,
+             in->device_sampling ? "device (host for logprobs, logit_bias, min_tokens)" : "host");
     *out = e;
     return 0;
 fail:
