@@ -507,19 +507,25 @@ static void run_model(const char *name, struct model *m, const int32_t *seq, int
      * fp32 checkpoint weights), at TOL (TOL_FP8 for e4m3 K/V) */
     const char *sn = kv_fp8 ? "fp8store" : "bf16store";
     char part[96];
+    const struct cmp c0 = compare(sp[0].logits, cpu16, sp[0].have, n, V);
+    const struct cmp c1 = compare(sp[1].logits, cpu16, sp[1].have, n, V);
+    const double arith = fmax(c0.rel_err, c1.rel_err); /* measured, each checked <= tol */
     snprintf(part, sizeof part, "slot0-vs-cpu_%s", sn);
-    report(name, part, compare(sp[0].logits, cpu16, sp[0].have, n, V), tol);
+    report(name, part, c0, tol);
     snprintf(part, sizeof part, "slot1-chunked-vs-cpu_%s", sn);
-    report(name, part, compare(sp[1].logits, cpu16, sp[1].have, n, V), tol);
+    report(name, part, c1, tol);
     snprintf(part, sizeof part, "slot2-reversed-vs-cpu_%s", sn);
     report(name, part, compare(sp[2].logits, rev16, sp[2].have, n, V), tol);
     snprintf(part, sizeof part, "slot3-irregular-all_logits-vs-cpu_%s", sn);
     report(name, part, compare(sp[3].logits, cpu16, sp[3].have, n, V), tol);
     CHECK(sp[3].have[0] && sp[3].have[n - 1]);
     /* against fp32 K/V (CPU backend, transformers): what bf16 storage costs on this model,
-     * measured by the CPU pass with rounded K/V, may be added (x2) to TOL */
+     * measured by the CPU pass with rounded K/V, may be added (x2) to TOL; and by the triangle
+     * inequality (per element, rows normalised by nearly the same max|ref|: 1% slack) the error
+     * can reach the measured arithmetic error against the rounded CPU pass plus that cost (hf_a
+     * on the H200: 0.0095 + 0.0038 at its first position, whose step runs bf16 GEMMs) */
     struct cmp kv = compare(cpu16, cpu, all, n, V);
-    const double tol_kv = fmax(tol, 2.0 * kv.rel_err);
+    const double tol_kv = fmax(fmax(tol, 2.0 * kv.rel_err), 1.01 * (arith + kv.rel_err));
     printf("fixture=%s storage_cost rel_err=%.3g (cpu with %s K/V and %d fp32 weights rounded "
            "to bf16, vs cpu) -> tol %.3g\n", name, kv.rel_err, kv_fp8 ? "e4m3" : "bf16", n_rounded,
            tol_kv);
@@ -543,7 +549,7 @@ static void run_model(const char *name, struct model *m, const int32_t *seq, int
         free(aq);
     } else if (ref) {
         struct cmp kr = compare(cpu16, ref, all, n, V);
-        const double tol_r = fmax(tol, 2.0 * kr.rel_err);
+        const double tol_r = fmax(fmax(tol, 2.0 * kr.rel_err), 1.01 * (arith + kr.rel_err));
         const double tie_r = kv_fp8 ? tol_r : TOL;
         report(name, "slot0-vs-transformers",
                compare_tie(sp[0].logits, ref, sp[0].have, n, V, tie_r), tol_r);
