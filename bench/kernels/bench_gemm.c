@@ -53,17 +53,7 @@ static void bench_moe(const char *name, int fmt, int with_expert)
     int32_t *ids = malloc(ns * 4);
     ktest_fill(x, (size_t)T * H, -1, 1);
     ktest_fill(w, ns, 0, 0.25f);
-    for (int t = 0; t < T; t++) /* k distinct experts per token, like the router */
-        for (int j = 0; j < K; j++) {
-            int e, dup;
-            do {
-                e = (int)(ktest_u32() % E);
-                dup = 0;
-                for (int i = 0; i < j; i++)
-                    dup |= ids[t * K + i] == e;
-            } while (dup);
-            ids[t * K + j] = e;
-        }
+    kw_routes(ids, T, K, E); /* k distinct experts per token, like the router */
     size_t wsf = moe_grouped_ws_floats(T, K, E, I, H), wse = moe_expert_ws_floats(T, K, I, H);
     a.gu = &gu;
     a.dn = &dn;

@@ -133,18 +133,9 @@ static void experts(float *x, float *y, const char *fname, int fmt)
     }
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)T * K);
     float *rw = malloc(sizeof(float) * (size_t)T * K);
-    for (int t = 0; t < T; t++)
-        for (int j = 0; j < K; j++) {
-            int e, dup;
-            do {
-                e = (int)(ktest_u32() % E);
-                dup = 0;
-                for (int i = 0; i < j; i++)
-                    dup |= ids[t * K + i] == e;
-            } while (dup);
-            ids[t * K + j] = e;
-            rw[t * K + j] = 0.125f;
-        }
+    kw_routes(ids, T, K, E);
+    for (int i = 0; i < T * K; i++)
+        rw[i] = 0.125f;
     a.ids = ktest_dev_from(ids, sizeof(int32_t) * (size_t)T * K);
     a.rw = ktest_dev_from(rw, sizeof(float) * (size_t)T * K);
     size_t w1 = moe_expert_ws_floats(T, K, I, H), w2 = moe_grouped_ws_floats(T, K, E, I, H);

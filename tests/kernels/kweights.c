@@ -101,3 +101,18 @@ double kw_pair_bytes(const struct kw_pair *p)
         return n;
     return n / 2 + n / 16;
 }
+
+void kw_routes(int32_t *ids, int n_tok, int top_k, int n_experts)
+{
+    for (int t = 0; t < n_tok; t++)
+        for (int j = 0; j < top_k; j++) {
+            int e, dup;
+            do {
+                e = (int)(ktest_u32() % (uint32_t)n_experts);
+                dup = 0;
+                for (int i = 0; i < j; i++)
+                    dup |= ids[t * top_k + i] == e;
+            } while (dup);
+            ids[t * top_k + j] = e;
+        }
+}
