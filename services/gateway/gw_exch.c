@@ -111,12 +111,14 @@ void gw_exch_error(struct gw_exch *x, int status, const char *type, const char *
     else
         cJSON_AddNullToObject(err, "code");
     char *s = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
     if (x->streaming) {
         /* after the head: an error event, then [DONE] */
         struct buf b;
         buf_init(&b);
-        buf_printf(&b, "data: %s\n\ndata: [DONE]\n\n", s);
+        if (x->on_stream_error)
+            x->on_stream_error(x->stream_error_ctx, err, &b);
+        else
+            buf_printf(&b, "data: %s\n\ndata: [DONE]\n\n", s);
         gw_exch_stream_send(x, b.data, b.len);
         buf_deinit(&b);
         x->status = status; /* counted with the error status */
@@ -124,6 +126,7 @@ void gw_exch_error(struct gw_exch *x, int status, const char *type, const char *
     } else {
         gw_exch_respond(x, status, "application/json", extra, s, strlen(s));
     }
+    cJSON_Delete(root);
     free(s);
 }
 

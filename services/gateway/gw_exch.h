@@ -20,7 +20,12 @@ struct gw_header {
 };
 
 struct gw_exch;
+struct buf;
+struct cJSON;
 typedef void (*gw_exch_abort_cb)(struct gw_exch *x);
+/* An error after the stream head: append the framed event(s) for error (the OpenAI error
+ * object: message, type, param, code) to out; the stream then ends. ctx: stream_error_ctx */
+typedef void (*gw_exch_stream_error_cb)(void *ctx, const struct cJSON *error, struct buf *out);
 
 struct gw_exch {
     struct gw *gw;
@@ -45,6 +50,8 @@ struct gw_exch {
     bool streaming;            /* chunked SSE response */
     bool done;                 /* last byte queued */
     gw_exch_abort_cb on_abort; /* client went away before done (called once) */
+    gw_exch_stream_error_cb on_stream_error; /* NULL: "data: {"error":...}" then [DONE] */
+    void *stream_error_ctx;                  /* on_stream_error's ctx */
     void *ctx;                 /* handler state */
 };
 

@@ -83,6 +83,7 @@ struct gen {
     /* SSE keep-alive: ": ping" when a stream was quiet for cfg->sse_ping_ms (long prefill) */
     uv_timer_t ping;
     bool ping_on;
+    const struct gw_openai_sink *sink; /* NULL: chat / completions JSON */
     uint64_t t_sent_ns; /* last bytes of this stream, or submit time */
 };
 
@@ -127,9 +128,16 @@ static void unavailable(struct gw_exch *x, const char *code, const char *msg, ui
     gw_exch_error(x, 503, "server_error", NULL, code, hdr, "%s", msg);
 }
 
+/* the request's name for a chat parameter */
+static const char *param_of(const struct gen *g, const char *p)
+{
+    return p && g->sink && g->sink->param ? g->sink->param(p) : p;
+}
+
 static void req_error(struct gw_exch *x, const struct gw_req_err *e)
 {
-    gw_exch_error(x, e->status, e->type, e->param, e->code, NULL, "%s", e->message);
+    gw_exch_error(x, e->status, e->type, param_of(x->ctx, e->param), e->code, NULL, "%s",
+                  e->message);
 }
 
 // ---- JSON bodies ----
@@ -282,7 +290,9 @@ static void stream_start(struct gen *g)
     if (!g->req.stream || g->x->started)
         return;
     gw_exch_stream_begin(g->x);
-    if (g->req.kind == GW_REQ_KIND_CHAT)
+    if (g->sink)
+        g->sink->begin(g->sink->ctx, g->x);
+    else if (g->req.kind == GW_REQ_KIND_CHAT)
         for (int i = 0; i < g->n_ch; i++)
             send_chunk(&g->ch[i], NULL, NULL, true); /* each choice's first delta: the role */
 }
@@ -293,7 +303,9 @@ static void deliver(struct choice *ch)
     struct gw_out_delta *d = &ch->delta;
     if (gw_out_delta_is_empty(d))
         return;
-    if (ch->g->req.stream) {
+    if (ch->g->sink) {
+        ch->g->sink->delta(ch->g->sink->ctx, ch->g->x, d);
+    } else if (ch->g->req.stream) {
         send_chunk(ch, d, NULL, false);
     } else {
         buf_append(&ch->all_reasoning, d->reasoning.data ? d->reasoning.data : "",
@@ -420,6 +432,15 @@ static void gen_done(struct gen *g)
     LOG_INFO("request_done", "req=%s id=%llx n=%d finish=%s prompt_tokens=%u completion_tokens=%u",
              g->x->req_id, (unsigned long long)g->ch[0].req_id, g->req.n, g->ch[0].finish,
              g->prompt_tokens, completion);
+    if (g->sink) {
+        struct gw_openai_result r = {.req = &g->req,
+                                     .finish = g->ch[0].finish,
+                                     .prompt_tokens = g->prompt_tokens,
+                                     .completion_tokens = completion,
+                                     .out = &g->ch[0].out};
+        g->sink->end(g->sink->ctx, g->x, &r);
+        return;
+    }
     if (!g->req.stream) {
         respond_full(g);
         return;
@@ -456,7 +477,7 @@ static void choice_finish(struct choice *ch, const char *finish, uint32_t comple
     gw_metrics_request(g->gw->metrics, strcmp(finish, "tool_calls") == 0 ? "stop" : finish,
                        g->prompt_tokens, completion, secs(g->x->t_start_ns, g->t_first_ns),
                        secs(g->x->t_start_ns, now), queue_s);
-    if (g->req.stream)
+    if (g->req.stream && !g->sink)
         send_chunk(ch, NULL, finish, false);
     if (++g->n_done == g->n_ch)
         gen_done(g);
@@ -507,7 +528,7 @@ static void gen_fail(struct choice *ch, const struct gw_sched_ev *ev)
         break;
     case TERN__ERROR_CODE__ERROR_CODE_TOO_LONG:
         gw_exch_error(x, 400, "invalid_request_error",
-                      g->req.kind == GW_REQ_KIND_CHAT ? "messages" : "prompt",
+                      param_of(g, g->req.kind == GW_REQ_KIND_CHAT ? "messages" : "prompt"),
                       "context_length_exceeded", NULL, "%s", msg);
         break;
     case TERN__ERROR_CODE__ERROR_CODE_WORKER_LOST:
@@ -782,8 +803,8 @@ static void work_done(uv_work_t *w, int status)
         gw_exch_stream_end(x);
     } else if (g->work_rc < 0) {
         gw_exch_error(x, 400, "invalid_request_error",
-                      g->req.kind == GW_REQ_KIND_CHAT ? "messages" : "prompt", NULL, NULL, "%s",
-                      g->work_err);
+                      param_of(g, g->req.kind == GW_REQ_KIND_CHAT ? "messages" : "prompt"), NULL,
+                      NULL, "%s", g->work_err);
     } else if (g->op == GEN_OP_TOKENIZE) {
         respond_tokens(g);
     } else if (x->gw->draining) {
@@ -835,7 +856,8 @@ static void queue_work(struct gen *g)
     }
 }
 
-void gw_openai_generate(struct gw *gw, struct gw_exch *x, enum gw_req_kind kind)
+static void generate(struct gw *gw, struct gw_exch *x, enum gw_req_kind kind, const char *body,
+                     size_t len, const struct gw_openai_sink *sink)
 {
     struct gw_sched_status st;
     if (gw->draining) {
@@ -843,8 +865,9 @@ void gw_openai_generate(struct gw *gw, struct gw_exch *x, enum gw_req_kind kind)
         return;
     }
     struct gen *g = gen_new(gw, x, GEN_OP_GENERATE);
+    g->sink = sink;
     struct gw_req_err e;
-    if (gw_req_parse(&g->req, kind, x->body, x->body_len, gw_openai_model(gw), x->arena, &e) < 0) {
+    if (gw_req_parse(&g->req, kind, body, len, gw_openai_model(gw), x->arena, &e) < 0) {
         req_error(x, &e);
         return;
     }
@@ -860,6 +883,17 @@ void gw_openai_generate(struct gw *gw, struct gw_exch *x, enum gw_req_kind kind)
     snprintf(g->id, sizeof(g->id), "%s-%s", kind == GW_REQ_KIND_CHAT ? "chatcmpl" : "cmpl",
              x->req_id);
     queue_work(g);
+}
+
+void gw_openai_generate(struct gw *gw, struct gw_exch *x, enum gw_req_kind kind)
+{
+    generate(gw, x, kind, x->body, x->body_len, NULL);
+}
+
+void gw_openai_generate_sink(struct gw *gw, struct gw_exch *x, const char *body, size_t len,
+                             const struct gw_openai_sink *sink)
+{
+    generate(gw, x, GW_REQ_KIND_CHAT, body, len, sink);
 }
 
 void gw_openai_tokenize(struct gw *gw, struct gw_exch *x)

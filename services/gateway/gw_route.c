@@ -14,6 +14,7 @@
 #include "common/buf.h"
 #include "gw_metrics.h"
 #include "gw_openai.h"
+#include "gw_responses.h"
 #include "gw_route.h"
 #include "gw_sched.h"
 
@@ -24,6 +25,7 @@
 enum route_id {
     ROUTE_CHAT,
     ROUTE_COMPLETIONS,
+    ROUTE_RESPONSES,
     ROUTE_MODELS,
     ROUTE_MODEL,
     ROUTE_HEALTH,
@@ -44,6 +46,7 @@ struct route {
 static const struct route routes[] = {
     {"/v1/chat/completions", HTTP_POST, ROUTE_CHAT, false, "/v1/chat/completions"},
     {"/v1/completions", HTTP_POST, ROUTE_COMPLETIONS, false, "/v1/completions"},
+    {"/v1/responses", HTTP_POST, ROUTE_RESPONSES, false, "/v1/responses"},
     {"/v1/models", HTTP_GET, ROUTE_MODELS, false, "/v1/models"},
     {"/v1/models/", HTTP_GET, ROUTE_MODEL, false, "/v1/models/{id}"},
     {"/health", HTTP_GET, ROUTE_HEALTH, true, "/health"},
@@ -278,6 +281,9 @@ void gw_route_dispatch(struct gw *gw, struct gw_exch *x)
         break;
     case ROUTE_COMPLETIONS:
         gw_openai_generate(gw, x, GW_REQ_KIND_COMPLETION);
+        break;
+    case ROUTE_RESPONSES:
+        gw_responses_handle(gw, x);
         break;
     case ROUTE_MODELS:
         handle_models(gw, x);
