@@ -731,6 +731,138 @@ test('client abort mid-stream cancels the request at the scheduler (n = 1 and ev
   }
 });
 
+// ---- POST /v1/responses (stateless, over the chat path) ----
+
+/* Drain a Responses event stream: sequence_number counts from 0, created + in_progress come
+ * first, one terminal event comes last; returns the text deltas and the final response. */
+async function rcollect(stream) {
+  const r = { types: [], text: '', reasoning: '', args: {}, final: null };
+  let seq = 0;
+  for await (const e of stream) {
+    assert.equal(e.sequence_number, seq++, 'sequence_number counts up from 0');
+    r.types.push(e.type);
+    if (e.type === 'response.output_text.delta') r.text += e.delta;
+    if (e.type === 'response.reasoning_text.delta') r.reasoning += e.delta;
+    if (e.type === 'response.function_call_arguments.delta')
+      r.args[e.output_index] = (r.args[e.output_index] ?? '') + e.delta;
+    if (e.type === 'response.completed' || e.type === 'response.incomplete') r.final = e.response;
+  }
+  assert.deepEqual(r.types.slice(0, 2), ['response.created', 'response.in_progress']);
+  assert.ok(r.final, 'a terminal event');
+  assert.equal(r.types.filter((t) => t === 'response.completed' || t === 'response.incomplete').length, 1);
+  assert.ok(r.types.at(-1) === 'response.completed' || r.types.at(-1) === 'response.incomplete');
+  assert.equal(r.types.filter((t) => t === 'response.output_item.added').length, r.final.output.length);
+  assert.equal(r.types.filter((t) => t === 'response.output_item.done').length, r.final.output.length);
+  return r;
+}
+
+/* output items without the per-request ids (and the SDK helper's parsed fields) */
+const items = (out) => JSON.parse(JSON.stringify(out, (k, v) =>
+  (['id', 'call_id', 'parsed', 'parsed_arguments'].includes(k) ? undefined : v)));
+
+test('responses (fake): create, streamed events and the SDK stream helper agree; max_output_tokens -> incomplete', async () => {
+  const req = { model: MODEL, input: 'Tell me.', instructions: 'Be brief.', max_output_tokens: 5,
+                temperature: 0, metadata: { k: 'v' }, user: 'u1', store: false };
+  const full = await fake.responses.create(req);
+  assert.match(full.id, /^resp_/);
+  assert.equal(full.object, 'response');
+  assert.equal(typeof full.created_at, 'number');
+  assert.equal(full.model, MODEL);
+  assert.equal(full.status, 'incomplete');
+  assert.deepEqual(full.incomplete_details, { reason: 'max_output_tokens' });
+  assert.equal(full.instructions, 'Be brief.');
+  assert.deepEqual(full.metadata, { k: 'v' });
+  assert.equal(full.user, 'u1');
+  assert.equal(full.store, false);
+  assert.equal(full.usage.output_tokens, 5);
+  assert.ok(full.usage.input_tokens > 0);
+  assert.equal(full.usage.total_tokens, full.usage.input_tokens + 5);
+  assert.deepEqual(full.usage.input_tokens_details, { cached_tokens: 0 });
+  assert.deepEqual(full.usage.output_tokens_details, { reasoning_tokens: 0 });
+  assert.ok(full.output.some((o) => o.type === 'message'), 'a message item');
+  // the same request as chat gives the same answer and prompt
+  const chat = await fake.chat.completions.create({ model: MODEL, max_tokens: 5, temperature: 0,
+    messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Tell me.' }] });
+  assert.equal(full.usage.input_tokens, chat.usage.prompt_tokens);
+  assert.equal(full.output_text, chat.choices[0].message.content ?? '');
+  const s = await rcollect(await fake.responses.create({ ...req, stream: true }));
+  assert.equal(s.types.at(-1), 'response.incomplete');
+  assert.equal(s.text, full.output_text);
+  assert.deepEqual(items(s.final.output), items(full.output));
+  assert.deepEqual(s.final.usage, full.usage);
+  const fin = await fake.responses.stream(req).finalResponse();
+  assert.equal(fin.output_text, full.output_text);
+  assert.deepEqual(items(fin.output), items(full.output));
+  // a function tool reaches the real stack (the fake engine answers in text)
+  const t = await fake.responses.create({ model: MODEL, input: 'weather?', max_output_tokens: 3,
+    tools: [{ type: 'function', name: 'get_weather', parameters: { type: 'object', properties: {} } }] });
+  assert.equal(t.usage.output_tokens, 3);
+  assert.ok(t.usage.input_tokens > full.usage.input_tokens - 10, 'the tool is in the prompt');
+  assert.equal(t.tools[0].name, 'get_weather');
+});
+
+const RTOOLS = TOOLS.map((t) => ({ type: 'function', name: t.function.name,
+                                   description: t.function.description, parameters: t.function.parameters }));
+
+test('responses (script): reasoning, message and function_call items, streamed == not; output fed back as input', async () => {
+  const req = { model: MODEL, input: `Please answer. [[emit]]${TOOL_TEXT}[[/emit]]`, tools: RTOOLS };
+  const full = await script.responses.create(req);
+  assert.equal(full.status, 'completed');
+  assert.equal(full.incomplete_details, null);
+  assert.deepEqual(full.output.map((o) => o.type), ['reasoning', 'message', 'function_call', 'function_call']);
+  assert.equal(full.output[0].content[0].type, 'reasoning_text');
+  assert.equal(full.output[0].content[0].text.trim(), 'The user wants weather.');
+  assert.equal(full.output_text, 'Let me check.');
+  const [f1, f2] = full.output.slice(2);
+  assert.equal(f1.name, 'get_weather');
+  assert.deepEqual(JSON.parse(f1.arguments), { city: 'Paris', days: 3 });
+  assert.equal(f2.name, 'get_time');
+  assert.deepEqual(JSON.parse(f2.arguments), { tz: 'Europe/Paris' });
+  assert.ok(f1.call_id && f2.call_id && f1.call_id !== f2.call_id);
+  assert.match(f1.id, /^fc_/);
+  const s = await rcollect(await script.responses.create({ ...req, stream: true }));
+  assert.equal(s.types.at(-1), 'response.completed');
+  assert.equal(s.text, 'Let me check.');
+  assert.equal(s.reasoning, full.output[0].content[0].text);
+  assert.deepEqual(JSON.parse(s.args[2]), { city: 'Paris', days: 3 });
+  assert.deepEqual(JSON.parse(s.args[3]), { tz: 'Europe/Paris' });
+  assert.equal(s.types.filter((t) => t === 'response.function_call_arguments.done').length, 2);
+  assert.deepEqual(items(s.final.output), items(full.output));
+  const fin = await script.responses.stream(req).finalResponse();
+  assert.deepEqual(items(fin.output), items(full.output));
+  // the next turn: the previous output (reasoning and calls) plus the results, stateless
+  const next = await script.responses.create({ model: MODEL, tools: RTOOLS, input: [
+    { role: 'user', content: 'weather?' }, ...full.output,
+    { type: 'function_call_output', call_id: f1.call_id, output: 'sunny' },
+    { type: 'function_call_output', call_id: f2.call_id, output: 'noon [[emit]]It is sunny.[[/emit]]' }] });
+  assert.equal(next.output_text, 'It is sunny.');
+  assert.deepEqual(next.output.map((o) => o.type), ['message']);
+  // tool_choice "none": no function_call items, the text stays
+  const none = await script.responses.create({ ...req, tool_choice: 'none' });
+  assert.ok(!none.output.some((o) => o.type === 'function_call'));
+});
+
+test('responses: bad input -> 400 with the Responses param; previous_response_id refused (stateless)', async () => {
+  let e = await expectError(fake.responses.create({ model: MODEL, input: 'x', previous_response_id: 'resp_1' }),
+                            400, OpenAI.BadRequestError, 'stateless');
+  assert.equal(e.param, 'previous_response_id');
+  e = await expectError(fake.responses.create({ model: MODEL, input: 'x', stream: true,
+                                                text: { format: { type: 'json_object' } } }),
+                        400, OpenAI.BadRequestError, 'not supported');
+  assert.equal(e.param, 'text.format');
+  e = await expectError(fake.responses.create({ model: MODEL, input: 'x', temperature: 3 }),
+                        400, OpenAI.BadRequestError, "'temperature' must be in");
+  assert.equal(e.param, 'temperature');
+  e = await expectError(fake.responses.create({ model: MODEL, input: 'x', tools: [{ type: 'web_search' }] }),
+                        400, OpenAI.BadRequestError, 'web_search');
+  assert.equal(e.param, 'tools[0].type');
+  e = await expectError(fake.responses.create({ model: 'gpt-4o', input: 'x' }),
+                        404, OpenAI.NotFoundError, "The model 'gpt-4o' does not exist");
+  e = await expectError(fake.responses.create({ model: MODEL, input: 'x '.repeat(MML) }),
+                        400, OpenAI.BadRequestError, 'maximum context length');
+  assert.equal(e.param, 'input');
+});
+
 test('/metrics: process, http_requests_total, vLLM names (runs last)', async () => {
   const t = await (await fetch(process.env.GW_FAKE_URL + '/metrics')).text();
   const val = (re) => {
