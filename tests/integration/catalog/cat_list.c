@@ -3,7 +3,8 @@
  * cases.tsv: one case a line, five TAB-separated columns: kind, name, statuses, checks, payload.
  *   kind  R raw bytes to the main gateway, A raw bytes to the API-key gateway, S raw bytes
  *         trickled one at a time (slowloris), J a JSON body POSTed to /v1/chat/completions,
- *         C to /v1/completions, K to /v1/chat/completions on the API-key gateway (no key).
+ *         C to /v1/completions, K to /v1/chat/completions on the API-key gateway (no key),
+ *         P to /v1/responses.
  *   payload escapes: \r \n \t \\ \xHH, {REP:n:text} repeats text n times, {CL} becomes the
  *         byte length of everything after the first blank line (the body), {B} a small valid
  *         chat body. Lines starting with # and empty lines are skipped. */
@@ -202,10 +203,12 @@ int cat_load_tsv(struct cat_list *l, const char *path)
             cat_add(l, col[1], kind == 'A' ? CAT_AUTH : CAT_MAIN, b.p ? b.p : "", b.n, col[2],
                     col[3]);
             l->v[l->n - 1].slow = kind == 'S';
-        } else if (kind == 'J' || kind == 'C' || kind == 'K') {
+        } else if (kind == 'J' || kind == 'C' || kind == 'K' || kind == 'P') {
             cat_add_post(l, col[1], kind == 'K' ? CAT_AUTH : CAT_MAIN,
-                         kind == 'C' ? "/v1/completions" : "/v1/chat/completions", NULL,
-                         b.p ? b.p : "", b.n, col[2], col[3]);
+                         kind == 'C'   ? "/v1/completions"
+                         : kind == 'P' ? "/v1/responses"
+                                       : "/v1/chat/completions",
+                         NULL, b.p ? b.p : "", b.n, col[2], col[3]);
         } else {
             fprintf(stderr, "%s:%d: unknown kind %c\n", path, lineno, kind);
             free(b.p);
