@@ -75,8 +75,8 @@ static const char *path(struct gw_arena *a, const char *fmt, ...)
 static const char *const same_name[] = {
     "model", "stream", "temperature", "top_p", "parallel_tool_calls",
     /* vLLM-style extras the chat endpoint takes */
-    "top_k", "min_p", "seed", "presence_penalty", "frequency_penalty", "repetition_penalty",
-    "stop", "chat_template_kwargs"};
+    "top_k", "min_p", "seed", "presence_penalty", "frequency_penalty", "repetition_penalty", "stop",
+    "chat_template_kwargs"};
 
 /* A message's content: a string, or parts of type input_text / output_text -> chat text parts. */
 static int map_content(const cJSON *content, int i, struct gw_arena *a, cJSON **out,
@@ -150,8 +150,8 @@ static cJSON *assistant_for_call(cJSON *msgs)
     return m;
 }
 
-static int map_item(const cJSON *it, int i, cJSON *msgs, struct buf *reasoning,
-                    struct gw_arena *a, struct gw_req_err *err)
+static int map_item(const cJSON *it, int i, cJSON *msgs, struct buf *reasoning, struct gw_arena *a,
+                    struct gw_req_err *err)
 {
     if (!cJSON_IsObject(it))
         return fail(err, path(a, "input[%d]", i), "input[%d] must be an object", i);
@@ -206,13 +206,12 @@ static int map_item(const cJSON *it, int i, cJSON *msgs, struct buf *reasoning,
     if (strcmp(type, "function_call_output") == 0) {
         const char *call_id = str_field(it, "call_id");
         if (!call_id)
-            return fail(err, path(a, "input[%d].call_id", i),
-                        "input[%d].call_id must be a string", i);
+            return fail(err, path(a, "input[%d].call_id", i), "input[%d].call_id must be a string",
+                        i);
         cJSON *out = field(it, "output");
         cJSON *content = NULL;
         if (!out)
-            return fail(err, path(a, "input[%d].output", i), "input[%d].output is required",
-                        i);
+            return fail(err, path(a, "input[%d].output", i), "input[%d].output is required", i);
         int rc = map_content(out, i, a, &content, err);
         if (rc) {
             err->param = path(a, "input[%d].output", i);
@@ -565,8 +564,7 @@ static cJSON *response_json(const struct gw_resp *r, const char *status, const c
     cJSON_AddBoolToObject(j, "background", false);
     cJSON_AddNullToObject(j, "error");
     if (reason)
-        cJSON_AddStringToObject(cJSON_AddObjectToObject(j, "incomplete_details"), "reason",
-                                reason);
+        cJSON_AddStringToObject(cJSON_AddObjectToObject(j, "incomplete_details"), "reason", reason);
     else
         cJSON_AddNullToObject(j, "incomplete_details");
     copy_or_null(j, "instructions", field(q, "instructions"));
@@ -575,12 +573,12 @@ static cJSON *response_json(const struct gw_resp *r, const char *status, const c
     cJSON *output = cJSON_AddArrayToObject(j, "output");
     for (int i = 0; final && i < r->n_items; i++) {
         bool cut = reason && i == r->n_items - 1;
-        cJSON_AddItemToArray(output, item_json(&r->items[i], false,
-                                               cut ? "incomplete" : "completed"));
+        cJSON_AddItemToArray(output,
+                             item_json(&r->items[i], false, cut ? "incomplete" : "completed"));
     }
     cJSON *ptc = field(q, "parallel_tool_calls");
-    cJSON_AddBoolToObject(j, "parallel_tool_calls", chat ? chat->parallel_tool_calls
-                                                         : !cJSON_IsFalse(ptc));
+    cJSON_AddBoolToObject(j, "parallel_tool_calls",
+                          chat ? chat->parallel_tool_calls : !cJSON_IsFalse(ptc));
     cJSON_AddNullToObject(j, "previous_response_id");
     cJSON *rs = cJSON_AddObjectToObject(j, "reasoning");
     copy_or_null(rs, "effort", field(field(q, "reasoning"), "effort"));
@@ -593,8 +591,8 @@ static cJSON *response_json(const struct gw_resp *r, const char *status, const c
         copy_or_null(j, "temperature", field(q, "temperature"));
         copy_or_null(j, "top_p", field(q, "top_p"));
     }
-    cJSON_AddStringToObject(
-        cJSON_AddObjectToObject(cJSON_AddObjectToObject(j, "text"), "format"), "type", "text");
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(cJSON_AddObjectToObject(j, "text"), "format"),
+                            "type", "text");
     cJSON *tc = field(q, "tool_choice");
     if (tc)
         cJSON_AddItemToObject(j, "tool_choice", cJSON_Duplicate(tc, true));
@@ -609,8 +607,8 @@ static cJSON *response_json(const struct gw_resp *r, const char *status, const c
     if (final) {
         cJSON *u = cJSON_AddObjectToObject(j, "usage");
         cJSON_AddNumberToObject(u, "input_tokens", in);
-        cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "input_tokens_details"),
-                                "cached_tokens", 0);
+        cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "input_tokens_details"), "cached_tokens",
+                                0);
         cJSON_AddNumberToObject(u, "output_tokens", out);
         cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "output_tokens_details"),
                                 "reasoning_tokens", 0); /* not counted separately */

@@ -63,7 +63,7 @@ static void test_map_string(void)
     CHECK_NEAR(r.top_p, 0.9, 1e-12);
     CHECK(r.stream);
     CHECK(!r.parallel_tool_calls);
-    CHECK_EQ_INT(r.enable_thinking, 0); /* reasoning.effort none */
+    CHECK_EQ_INT(r.enable_thinking, 0);                        /* reasoning.effort none */
     CHECK(!cJSON_GetObjectItemCaseSensitive(chat, "unknown")); /* ignored, not passed on */
     CHECK(!cJSON_GetObjectItemCaseSensitive(chat, "metadata"));
     gw_arena_destroy(a);
@@ -153,17 +153,15 @@ static void test_map_errors(void)
         {"{\"input\":[{\"role\":\"user\",\"content\":3}]}", "input[0].content", "string"},
         {"{\"input\":[{\"type\":\"function_call\",\"name\":\"f\",\"arguments\":\"{}\"}]}",
          "input[0].call_id", "string"},
-        {"{\"input\":[{\"type\":\"function_call_output\",\"call_id\":\"c\"}]}",
-         "input[0].output", "required"},
+        {"{\"input\":[{\"type\":\"function_call_output\",\"call_id\":\"c\"}]}", "input[0].output",
+         "required"},
         {"{\"input\":[{\"type\":\"item_reference\",\"id\":\"x\"}]}", "input[0].type",
          "item_reference"},
         {"{\"input\":[{\"type\":\"reasoning\",\"summary\":[]}]}", "input", "no message"},
         {"{\"input\":\"x\",\"tools\":{}}", "tools", "list"},
-        {"{\"input\":\"x\",\"tools\":[{\"type\":\"web_search\"}]}", "tools[0].type",
-         "web_search"},
+        {"{\"input\":\"x\",\"tools\":[{\"type\":\"web_search\"}]}", "tools[0].type", "web_search"},
         {"{\"input\":\"x\",\"tools\":[{\"type\":\"function\"}]}", "tools[0].name", "non-empty"},
-        {"{\"input\":\"x\",\"tool_choice\":{\"type\":\"file_search\"}}", "tool_choice",
-         "function"},
+        {"{\"input\":\"x\",\"tool_choice\":{\"type\":\"file_search\"}}", "tool_choice", "function"},
         {"{\"input\":\"x\",\"text\":{\"format\":{\"type\":\"json_schema\"}}}", "text.format",
          "not supported"},
         {"{\"input\":\"x\",\"text\":{\"format\":{}}}", "text.format", "required"},
@@ -203,13 +201,13 @@ static void test_map_errors(void)
 
 // ---- output ----
 
-#define TOOLS                                                                              \
-    "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":" \
-    "\"object\",\"properties\":{\"city\":{\"type\":\"string\"},\"days\":{\"type\":"            \
+#define TOOLS                                                                                      \
+    "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":"     \
+    "\"object\",\"properties\":{\"city\":{\"type\":\"string\"},\"days\":{\"type\":"                \
     "\"integer\"}}}}}]"
-#define TEXT                                                                               \
-    "<think>\nWeather.\n</think>\n\nLet me check.<tool_call>\n<function=get_weather>\n"        \
-    "<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n" \
+#define TEXT                                                                                       \
+    "<think>\nWeather.\n</think>\n\nLet me check.<tool_call>\n<function=get_weather>\n"            \
+    "<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n"      \
     "</tool_call>"
 
 /* run text through gw_out (byte mode, chunk bytes a step) into a gw_resp; returns the
@@ -386,11 +384,11 @@ static void test_output_stream(void)
         char *s = cJSON_PrintUnformatted(completed);
         CHECK_STREQ(s, whole); /* streamed == non-streamed */
         cJSON *out = cJSON_GetObjectItemCaseSensitive(completed, "output");
-        CHECK_STREQ(jstr(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(
-                                                cJSON_GetArrayItem(out, 1), "content"),
-                                            0),
-                         "text"),
-                    text[1].data);
+        CHECK_STREQ(
+            jstr(cJSON_GetArrayItem(
+                     cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(out, 1), "content"), 0),
+                 "text"),
+            text[1].data);
         CHECK_STREQ(jstr(cJSON_GetArrayItem(out, 2), "arguments"), text[2].data);
         free(s);
         cJSON_Delete(completed);
