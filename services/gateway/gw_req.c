@@ -17,18 +17,25 @@
 static int fail(struct gw_req_err *err, int status, const char *param, const char *code,
                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
-static int fail(struct gw_req_err *err, int status, const char *param, const char *code,
-                const char *fmt, ...)
+int gw_req_err_vset(struct gw_req_err *err, int status, const char *param, const char *code,
+                    const char *fmt, va_list ap)
 {
     err->status = status;
     err->type = "invalid_request_error";
     err->param = param;
     err->code = code;
+    vsnprintf(err->message, sizeof(err->message), fmt, ap);
+    return ERR_INVAL;
+}
+
+static int fail(struct gw_req_err *err, int status, const char *param, const char *code,
+                const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err->message, sizeof(err->message), fmt, ap);
+    int rc = gw_req_err_vset(err, status, param, code, fmt, ap);
     va_end(ap);
-    return ERR_INVAL;
+    return rc;
 }
 
 static void free_json(void *p)

@@ -4,6 +4,7 @@
 #ifndef GW_REQ_H
 #define GW_REQ_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -102,6 +103,10 @@ struct gw_req {
     size_t n_prompt_ids;
     bool echo; /* completions: echo (not supported: rejected when true) */
 };
+
+/* Fill *err as an invalid_request_error (message from fmt); returns ERR_INVAL. */
+int gw_req_err_vset(struct gw_req_err *err, int status, const char *param, const char *code,
+                    const char *fmt, va_list ap);
 
 /* Parse body[0..len) as kind. 0 on success; ERR_INVAL with *err filled for a client error.
  * served_model: the only accepted "model" value besides absent (404 otherwise). */

@@ -28,15 +28,11 @@ static int fail(struct gw_req_err *err, const char *param, const char *fmt, ...)
 
 static int fail(struct gw_req_err *err, const char *param, const char *fmt, ...)
 {
-    err->status = 400;
-    err->type = "invalid_request_error";
-    err->param = param;
-    err->code = NULL;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err->message, sizeof(err->message), fmt, ap);
+    int rc = gw_req_err_vset(err, 400, param, NULL, fmt, ap);
     va_end(ap);
-    return ERR_INVAL;
+    return rc;
 }
 
 static void free_json(void *p)
@@ -489,27 +485,20 @@ static cJSON *item_json(const struct gw_resp_item *it, bool added, const char *s
 {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "id", it->id);
-    switch (it->type) {
-    case GW_RESP_ITEM_REASONING:
-        cJSON_AddStringToObject(j, "type", "reasoning");
+    static const char *const types[] = {"reasoning", "message", "function_call"};
+    cJSON_AddStringToObject(j, "type", types[it->type]);
+    if (it->type == GW_RESP_ITEM_REASONING)
         cJSON_AddArrayToObject(j, "summary");
+    if (it->type == GW_RESP_ITEM_MESSAGE)
+        cJSON_AddStringToObject(j, "role", "assistant");
+    if (it->type != GW_RESP_ITEM_FUNCTION_CALL) {
         cJSON *c = cJSON_AddArrayToObject(j, "content");
         if (!added)
             cJSON_AddItemToArray(c, part_json(it, false));
-        break;
-    case GW_RESP_ITEM_MESSAGE:
-        cJSON_AddStringToObject(j, "type", "message");
-        cJSON_AddStringToObject(j, "role", "assistant");
-        cJSON *mc = cJSON_AddArrayToObject(j, "content");
-        if (!added)
-            cJSON_AddItemToArray(mc, part_json(it, false));
-        break;
-    case GW_RESP_ITEM_FUNCTION_CALL:
-        cJSON_AddStringToObject(j, "type", "function_call");
+    } else {
         cJSON_AddStringToObject(j, "call_id", it->call_id);
         cJSON_AddStringToObject(j, "name", it->name);
         cJSON_AddStringToObject(j, "arguments", added ? "" : text_of(it));
-        break;
     }
     cJSON_AddStringToObject(j, "status", added ? "in_progress" : status);
     return j;
