@@ -534,6 +534,14 @@ static void test_sched_kill(void)
                      strlen(body), body);
     CHECK(itest_send(c->fd, req, (size_t)n));
     CHECK(itest_send(c2->fd, req, (size_t)n));
+    /* and a streamed /v1/responses request on gateway 2: its error is the API's error event */
+    struct itest_conn *c3 = calloc(1, sizeof(*c3));
+    c3->fd = itest_connect(port2);
+    const char *rbody = "{\"input\":\"long\",\"max_output_tokens\":240,\"stream\":true}";
+    n = snprintf(req, sizeof(req),
+                 "POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s",
+                 strlen(rbody), rbody);
+    CHECK(itest_send(c3->fd, req, (size_t)n));
     itest_sleep_ms(100);
     itest_kill(g_sched, SIGKILL);
     itest_wait(g_sched, 2000);
@@ -551,6 +559,17 @@ static void test_sched_kill(void)
     itest_resp_free(&r2);
     close(c2->fd);
     free(c2);
+    struct itest_resp r3;
+    CHECK(itest_read_resp(c3, &r3, 8000));
+    CHECK_EQ_INT(r3.status, 200);
+    CHECK(r3.body && strstr(r3.body, "event: response.created\n") != NULL);
+    const char *err = r3.body ? strstr(r3.body, "event: error\ndata: {\"type\":\"error\"") : NULL;
+    CHECK(err != NULL);
+    CHECK(err && strstr(err, "\"sequence_number\":") && strstr(err, "\"message\":"));
+    CHECK(r3.body && !strstr(r3.body, "[DONE]") && !strstr(r3.body, "response.completed"));
+    itest_resp_free(&r3);
+    close(c3->fd);
+    free(c3);
     itest_kill(gw2, SIGTERM);
     CHECK_EQ_INT(itest_wait(gw2, 5000), 0);
     /* the gateway notices (sched-dead-ms 800): new requests 503 + Retry-After */
