@@ -83,8 +83,8 @@ struct gen {
     /* SSE keep-alive: ": ping" when a stream was quiet for cfg->sse_ping_ms (long prefill) */
     uv_timer_t ping;
     bool ping_on;
-    const struct gw_openai_sink *sink; /* NULL: chat / completions JSON */
     uint64_t t_sent_ns; /* last bytes of this stream, or submit time */
+    const struct gw_openai_sink *sink; /* NULL: chat / completions JSON */
 };
 
 static void gen_cleanup(void *p)
