@@ -1,6 +1,6 @@
 /* gw_openai: the generation endpoints (POST /v1/chat/completions, /v1/completions; through a
- * sink, POST /v1/responses) and POST /tokenize, POST /detokenize. Rendering and tokenization run on the libuv threadpool;
- * everything else on the loop thread. */
+ * sink, POST /v1/responses) and POST /tokenize, POST /detokenize. Rendering and tokenization
+ * run on the libuv threadpool; everything else on the loop thread. */
 #ifndef GW_OPENAI_H
 #define GW_OPENAI_H
 
