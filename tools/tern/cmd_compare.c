@@ -1,7 +1,8 @@
 /* tern compare DIR... [--gpu NAME|auto]... [--json] [--moe-backend B] [--linear-backend B]
  * [--context N] [--reserve-gib X] [--gpu-memory-utilization X]: which checkpoint to download
  * and why it is fast or slow on a GPU (model/compare.h). Header-only: config.json, the index
- * and each shard's header are enough; config.json alone gives an estimate (marked so). Errors: one line on stderr, exit 1 (2 for usage). */
+ * and each shard's header are enough; config.json alone gives an estimate (marked so). Errors:
+ * one line on stderr, exit 1 (2 for usage). */
 #include "common/args.h"
 #include "common/xalloc.h"
 #include "model/compare.h"

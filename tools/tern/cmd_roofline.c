@@ -2,9 +2,9 @@
  *               [--kv-cache-dtype bf16|fp8] [--gpu NAME] [--bw GB/s] [--json]
  * The bytes one decode step must move for a checkpoint (model/roofline.h), by part, and the
  * decode rate that the memory bandwidth allows: --gpu's from the GPU table (model/gpu_table.h,
- * measured copy bandwidth where there is one, else the spec sheet's), or --bw. Header-only: reads formats and shapes, no
- * weights (a config.json alone works with --load-format dummy). Errors: one line, exit 1
- * (2 for usage). */
+ * measured copy bandwidth where there is one, else the spec sheet's), or --bw. Header-only:
+ * reads formats and shapes, no weights (a config.json alone works with --load-format dummy).
+ * Errors: one line, exit 1 (2 for usage). */
 #include "cli.h"
 #include "common/args.h"
 #include "common/file.h"

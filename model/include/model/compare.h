@@ -45,9 +45,9 @@ struct compare_opts {
 
 void compare_opts_default(struct compare_opts *o);
 
-/* Compare n (1..COMPARE_MAX_DIRS) checkpoints (directories, or config .json files). Returns the object (caller frees
- * with cJSON_Delete), or NULL with one line in err (a checkpoint that does not load, missing
- * shard headers, a forced backend that cannot run). */
+/* Compare n (1..COMPARE_MAX_DIRS) checkpoints (directories, or config .json files). Returns the
+ * object (caller frees with cJSON_Delete), or NULL with one line in err (a checkpoint that does
+ * not load, missing shard headers, a forced backend that cannot run). */
 struct cJSON *compare_build(const char *const *dirs, int n, const struct compare_opts *o,
                             char *err, size_t errlen);
 /* Print the object from compare_build as side-by-side text. */

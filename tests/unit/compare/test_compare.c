@@ -279,7 +279,8 @@ static void check_arith(const char *dir, const cJSON *ck, const cJSON *gpu_ev,
     int64_t bytes = (int64_t)num(get(ck, "decode"), "active_weight_bytes") + kv_tok * 8192 +
                     2 * state;
     CHECK_EQ_INT((int64_t)num(gpu_ev, "decode_bytes_per_token"), bytes);
-    CHECK_NEAR(num(gpu_ev, "roofline_tokens_per_s"), gpu_table_roofline_gbps(g, NULL) * 1e9 / (double)bytes, 0.06);
+    CHECK_NEAR(num(gpu_ev, "roofline_tokens_per_s"),
+               gpu_table_roofline_gbps(g, NULL) * 1e9 / (double)bytes, 0.06);
 }
 
 static const char *backend_of(const cJSON *cmp, int gpu, int ck, const char *cls);

@@ -1,7 +1,7 @@
 /* README.md and every markdown file in docs/ stand alone: no path that leaves the repository
  * ("../", /work/, shared/docs, an absolute path to a .md) and every *.md they name exists in the
- * repository (relative to the root or to the citing file's folder). A failure names file:line and the
- * citation. The checker itself is tested on a fixture first. */
+ * repository (relative to the root or to the citing file's folder). A failure names file:line
+ * and the citation. The checker itself is tested on a fixture first. */
 #include "common/file.h"
 #include "test.h"
 
