@@ -1,10 +1,12 @@
 /* compare: the numbers behind `tern compare` (model/compare.h). Every byte figure comes from
- * the safetensors headers (model_load_stats groups, plus the MTP head's experts by name), so a
- * directory holding only config.json, the index and each shard's 8+N header bytes gives the
- * same answer as the full download. Text printing lives in compare_print.c. */
+ * the safetensors headers (model_load_stats groups, MTP experts included), so a directory holding
+ * only config.json, the index and each shard's 8+N header bytes gives the same answer as the full
+ * download. With config.json alone the same groups come from the dummy loader's accounting
+ * (source "config_only"). Text printing lives in compare_print.c. */
 #include "model/compare.h"
 
 #include "common/err.h"
+#include "common/file.h"
 #include "common/kv_plan.h"
 #include "common/xalloc.h"
 #include "model/gpu_table.h"
@@ -16,6 +18,7 @@
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -53,8 +56,9 @@ double compare_expected_tokens(double accept, int k_drafts)
 // ---- per-checkpoint facts ----
 
 struct ckpt {
-    const char *dir;
+    const char *dir;           // the path as given (a directory or a config .json)
     char label[4];
+    bool config_only;          // estimated from config.json (no tensor headers)
     struct model *m;
     const struct model_load_stats *st;
     struct backend_scheme sch[BACKEND_CLASS_COUNT];
@@ -96,34 +100,64 @@ static bool served(const struct model_config *cfg, char *why, size_t len)
     return type_ok && arch_ok;
 }
 
-static int ckpt_init(struct ckpt *c, const char *dir, int idx, char *err, size_t errlen)
+/* Where one checkpoint's figures come from. A directory with safetensors: their headers. A path
+ * ending in .json, or a directory without tensors: config.json alone (and the quantization config
+ * beside it), counted as the header-only dummy load builds the model. A .json not named
+ * config.json is copied into a temp dir (*tmp) as config.json. 0 or -errno. */
+static int ckpt_source(const char *path, char *dir, size_t dlen, bool *config_only, bool *tmp)
+{
+    size_t n = strlen(path);
+    *tmp = false;
+    *config_only = n >= 5 && strcmp(path + n - 5, ".json") == 0;
+    if (!*config_only) {
+        snprintf(dir, dlen, "%s", path);
+        *config_only = !st_dir_has_tensors(dir);
+        return 0;
+    }
+    const char *slash = strrchr(path, '/');
+    if (strcmp(slash ? slash + 1 : path, "config.json") != 0) {
+        *tmp = true;
+        return file_tmpdir_copy(path, "tern-compare", "config.json", dir, dlen);
+    }
+    if (!slash)
+        snprintf(dir, dlen, ".");
+    else
+        snprintf(dir, dlen, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    return 0;
+}
+
+static int ckpt_init(struct ckpt *c, const char *path, int idx, char *err, size_t errlen)
 {
     memset(c, 0, sizeof(*c));
-    c->dir = dir;
+    c->dir = path;
     snprintf(c->label, sizeof(c->label), "%c", 'A' + idx);
-    struct model_load_opts lo = {.header_only = true};
-    char e[768];
-    int rc = model_load(&c->m, dir, &lo, e, sizeof(e));
+    char dir[1024], e[768];
+    bool tmp;
+    int rc = ckpt_source(path, dir, sizeof(dir), &c->config_only, &tmp);
     if (rc < 0) {
-        snprintf(err, errlen, "%s: %s", dir, e);
+        snprintf(err, errlen, "%s: cannot read: %s", path, strerror(-rc));
+        return rc;
+    }
+    struct model_load_opts lo = {.header_only = true, .dummy = c->config_only};
+    rc = model_load(&c->m, dir, &lo, e, sizeof(e));
+    if (tmp)
+        file_tmpdir_remove(dir, "config.json");
+    if (rc < 0) {
+        snprintf(err, errlen, "%s: %s", path, e);
         return rc;
     }
     c->st = model_load_stats(c->m);
     if (!c->st->shapes_known) {
         snprintf(err, errlen, "%s: some shard files are absent, so tensor sizes are unknown: keep "
-                 "the first 8+N bytes of every shard (docs/COMPARE.md)", dir);
+                 "the first 8+N bytes of every shard, or only config.json (docs/COMPARE.md)",
+                 path);
         return ERR_NOTFOUND;
     }
     const struct model_config *cfg = &c->m->cfg;
     backend_schemes_from_model(c->m, c->sch);
     c->served = served(cfg, c->served_why, sizeof(c->served_why));
     c->mtp_usable = c->m->has_mtp;
-    const struct st_set *set = model_load_tensors(c->m);
-    for (int64_t i = 0; i < st_count(set); i++) {
-        const struct st_tensor *t = st_at(set, i);
-        if (strncmp(t->name, "mtp.", 4) == 0 && strstr(t->name, ".mlp.experts."))
-            c->mtp_expert_bytes += t->nbytes;
-    }
+    c->mtp_expert_bytes = c->st->mtp_expert_bytes;
     const int64_t *g = c->st->group_bytes;
     for (int i = 0; i < MODEL_GROUP_COUNT; i++)
         if (i != MODEL_GROUP_MTP && i != MODEL_GROUP_VISUAL && i != MODEL_GROUP_OTHER)
@@ -250,7 +284,8 @@ static int gpu_eval(const struct ckpt *c, const struct gpu_info *gpu, const stru
     ev->decode_bytes = c->active_weights +
                        c->kv[0].kv_bytes_per_token_layer * c->geom.n_attn_layers * ctx +
                        2 * c->kv[0].state_bytes_per_seq;
-    ev->tps = ev->decode_bytes > 0 ? gpu->mem_gbps * 1e9 / (double)ev->decode_bytes : 0;
+    double bw = gpu_table_roofline_gbps(gpu, NULL);
+    ev->tps = ev->decode_bytes > 0 ? bw * 1e9 / (double)ev->decode_bytes : 0;
     if (!c->mtp_usable)
         return 0;
     for (int a = 0; a < 2; a++) {
@@ -285,6 +320,7 @@ static cJSON *ckpt_json(const struct ckpt *c)
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "label", c->label);
     cJSON_AddStringToObject(o, "path", c->dir);
+    cJSON_AddStringToObject(o, "source", c->config_only ? "config_only" : "headers");
     cJSON_AddStringToObject(o, "architecture", cfg->architecture);
     cJSON_AddStringToObject(o, "model_type", cfg->model_type);
     add_i64(o, "max_position_embeddings", cfg->max_position_embeddings);
@@ -543,7 +579,12 @@ struct cJSON *compare_build(const char *const *dirs, int n, const struct compare
         cJSON_AddStringToObject(g, "name", gpu->name);
         cJSON_AddStringToObject(g, "display", gpu->display);
         add_i64(g, "mem_bytes", gpu->mem_bytes);
-        cJSON_AddNumberToObject(g, "mem_gbps", gpu->mem_gbps);
+        const char *bw_src;
+        double bw = gpu_table_roofline_gbps(gpu, &bw_src);
+        cJSON_AddNumberToObject(g, "mem_gbps_spec", gpu->mem_gbps_spec);
+        cJSON_AddNumberToObject(g, "mem_gbps_measured", gpu->mem_gbps_measured);
+        cJSON_AddNumberToObject(g, "roofline_gbps", bw);
+        cJSON_AddStringToObject(g, "roofline_gbps_source", bw_src);
         cJSON_AddNumberToObject(g, "sm", gpu->sm);
         cJSON_AddBoolToObject(g, "fp8_mma", gpu->fp8_mma);
         cJSON_AddBoolToObject(g, "fp4_mma_sync", gpu->fp4_mma_sync);

@@ -27,6 +27,11 @@ static const char *str(const cJSON *o, const char *k)
     return cJSON_IsString(v) ? v->valuestring : "";
 }
 
+static bool config_only(const cJSON *ck)
+{
+    return strcmp(str(ck, "source"), "config_only") == 0;
+}
+
 static const char *human(double b, char *buf, size_t len)
 {
     if (b >= 1024.0 * 1024 * 1024)
@@ -141,7 +146,10 @@ static void c_tensors(const cJSON *ck, char *buf, size_t len, const void *arg)
 {
     (void)arg;
     const cJSON *t = get(ck, "tensors");
-    snprintf(buf, len, "%.0f (%.0f skipped)", num(t, "total"), num(t, "skipped"));
+    if (config_only(ck))
+        snprintf(buf, len, "not counted");
+    else
+        snprintf(buf, len, "%.0f (%.0f skipped)", num(t, "total"), num(t, "skipped"));
 }
 
 static void c_mtp(const cJSON *ck, char *buf, size_t len, const void *arg)
@@ -149,8 +157,18 @@ static void c_mtp(const cJSON *ck, char *buf, size_t len, const void *arg)
     (void)arg;
     const cJSON *m = get(ck, "mtp");
     char h[32];
-    snprintf(buf, len, "%.0f layer / %.0f tensors (%s)", num(m, "declared_layers"),
-             num(m, "tensors"), human(num(m, "bytes"), h, sizeof(h)));
+    if (config_only(ck))
+        snprintf(buf, len, "%.0f layer / assumed present (%s)", num(m, "declared_layers"),
+                 human(num(m, "bytes"), h, sizeof(h)));
+    else
+        snprintf(buf, len, "%.0f layer / %.0f tensors (%s)", num(m, "declared_layers"),
+                 num(m, "tensors"), human(num(m, "bytes"), h, sizeof(h)));
+}
+
+static void c_source(const cJSON *ck, char *buf, size_t len, const void *arg)
+{
+    (void)arg;
+    snprintf(buf, len, "%s", config_only(ck) ? "config.json (estimated)" : "tensor headers");
 }
 
 static void c_vision(const cJSON *ck, char *buf, size_t len, const void *arg)
@@ -158,7 +176,9 @@ static void c_vision(const cJSON *ck, char *buf, size_t len, const void *arg)
     (void)arg;
     const cJSON *v = get(ck, "vision");
     char h[32];
-    if (cJSON_IsTrue(get(v, "present")))
+    if (config_only(ck))
+        snprintf(buf, len, "not counted");
+    else if (cJSON_IsTrue(get(v, "present")))
         snprintf(buf, len, "%.0f tensors (%s, skipped)", num(v, "tensors"),
                  human(num(v, "bytes"), h, sizeof(h)));
     else
@@ -170,7 +190,8 @@ static void c_group(const cJSON *ck, char *buf, size_t len, const void *arg)
     const char *g = arg;
     human(num(get(get(ck, "resident"), "groups"), g), buf, len);
     size_t o = strlen(buf);
-    snprintf(buf + o, len - o, " (%.0f)", num(get(get(ck, "tensors"), "groups"), g));
+    if (!config_only(ck))
+        snprintf(buf + o, len - o, " (%.0f)", num(get(get(ck, "tensors"), "groups"), g));
 }
 
 static void c_bytes(const cJSON *ck, char *buf, size_t len, const void *arg)
@@ -228,6 +249,7 @@ static void print_checkpoints(FILE *f, const cJSON *arr)
         cell(&l, str(e, "label"));
     row_end(f, &l);
     row(f, arr, "path", c_str, "path");
+    row(f, arr, "source", c_source, NULL);
     row(f, arr, "architecture", c_str, "architecture");
     row(f, arr, "served by tern", c_served, NULL);
     row(f, arr, "quantization", c_scheme, "method");
@@ -258,6 +280,8 @@ static void print_checkpoints(FILE *f, const cJSON *arr)
     row(f, arr, "  experts / GDN / lm_head", c_split, NULL);
     cJSON_ArrayForEach(e, arr)
     {
+        if (config_only(e))
+            fprintf(f, "note: %s: %s\n", str(e, "label"), COMPARE_CONFIG_ONLY_NOTE);
         const char *note = str(get(e, "mtp"), "note");
         if (note[0])
             fprintf(f, "note: %s: %s\n", str(e, "label"), note);
@@ -318,8 +342,14 @@ static void print_gpu(FILE *f, const cJSON *g)
 {
     char h[32];
     int sm = (int)num(g, "sm");
-    fprintf(f, "\n== %s: %s, %s, %.0f GB/s, sm_%d, %s%s\n", str(g, "name"), str(g, "display"),
-            human(num(g, "mem_bytes"), h, sizeof(h)), num(g, "mem_gbps"), sm,
+    char bw[96];
+    if (num(g, "mem_gbps_measured") > 0)
+        snprintf(bw, sizeof(bw), "%.0f GB/s spec sheet, %.0f GB/s measured copy",
+                 num(g, "mem_gbps_spec"), num(g, "mem_gbps_measured"));
+    else
+        snprintf(bw, sizeof(bw), "%.0f GB/s spec sheet", num(g, "mem_gbps_spec"));
+    fprintf(f, "\n== %s: %s, %s, %s, sm_%d, %s%s\n", str(g, "name"), str(g, "display"),
+            human(num(g, "mem_bytes"), h, sizeof(h)), bw, sm,
             cJSON_IsTrue(get(g, "fp4_mma_sync")) ? "fp4 mma.sync"
             : cJSON_IsTrue(get(g, "fp4_tcgen05")) ? "fp4 tcgen05 (no tern kernel)"
             : cJSON_IsTrue(get(g, "fp8_mma")) ? "fp8 mma, no fp4 mma" : "no fp8/fp4 mma",
@@ -339,7 +369,8 @@ static void print_gpu(FILE *f, const cJSON *g)
     char k[64];
     snprintf(k, sizeof(k), "bytes/token @%.0f ctx", num(e0, "context_tokens"));
     row(f, evs, k, g_decode, NULL);
-    row(f, evs, "roofline batch 1", g_tps, NULL);
+    snprintf(k, sizeof(k), "roofline batch 1 @%.0f GB/s", num(g, "roofline_gbps"));
+    row(f, evs, k, g_tps, NULL);
     static const int i0 = 0, i1 = 1;
     row(f, evs, "MTP @ acceptance 0.6", g_mtp, &i0);
     row(f, evs, "MTP @ acceptance 0.8", g_mtp, &i1);

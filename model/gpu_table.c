@@ -1,7 +1,9 @@
-/* gpu_table: one static table of GPUs (datasheet figures) plus local detection through
- * nvidia-smi or /proc/driver/nvidia, with no CUDA linkage. Memory totals are nvidia-smi's
- * memory.total (MiB) where known: H200 143771 MiB was read on a real H200; the GB10 figure is
- * the 128 GB LPDDR5x shared with the CPU (nvidia-smi reports no total there). */
+/* gpu_table: one static table of GPUs plus local detection through nvidia-smi or
+ * /proc/driver/nvidia, with no CUDA linkage. Bandwidth: the spec sheet's figure for every GPU,
+ * plus the copy bandwidth tern measured (tests/gpu/gpu_bench, bench_kernels: cudaMemcpy
+ * device-to-device of 1 GiB, read + write counted; docs/PERF.md) where it had the GPU. Memory
+ * totals are nvidia-smi's memory.total (MiB) where known: H200 143771 MiB was read on a real
+ * H200; the GB10 figure is the 128 GB LPDDR5x shared with the CPU (nvidia-smi reports no total). */
 #include "model/gpu_table.h"
 
 #include "common/err.h"
@@ -15,25 +17,39 @@
 
 #define MIB (1024LL * 1024LL)
 
+/* The lowest of the H200 measurements, the one docs/PERF.md's roofline fractions divide by. */
+#define H200_COPY_NOTE                                                                             \
+    "4,161 GB/s (2026-11-29), 4,194-4,217 GB/s (2026-12-01): cudaMemcpy device-to-device of "     \
+    "1 GiB, read + write counted (docs/PERF.md)"
+
 static const struct gpu_info GPUS[] = {
-    {"a100", "NVIDIA A100 SXM 80GB", "a100-80gb,a100-sxm", "a100", 81920 * MIB, 2039.0, 80,
+    {"a100", "NVIDIA A100 SXM 80GB", "a100-80gb,a100-sxm", "a100", 81920 * MIB, 2039.0, 0, "", 80,
      false, false, false, false},
-    {"l40s", "NVIDIA L40S 48GB", "", "l40s", 46068 * MIB, 864.0, 89, true, false, false, false},
-    {"h100", "NVIDIA H100 SXM 80GB", "h100-sxm,h100-sxm5", "h100", 81559 * MIB, 3350.0, 90, true,
-     false, false, false},
-    {"h100-pcie", "NVIDIA H100 PCIe 80GB", "", "h100 pcie", 81559 * MIB, 2000.0, 90, true, false,
-     false, false},
-    {"h200", "NVIDIA H200 SXM 141GB", "h200-sxm", "h200", 143771 * MIB, 4800.0, 90, true, false,
-     false, false},
-    {"b200", "NVIDIA B200 180GB", "hgx-b200", "b200", 183359 * MIB, 8000.0, 100, true, false, true,
+    {"l40s", "NVIDIA L40S 48GB", "", "l40s", 46068 * MIB, 864.0, 0, "", 89, true, false, false,
      false},
+    {"h100", "NVIDIA H100 SXM 80GB", "h100-sxm,h100-sxm5", "h100", 81559 * MIB, 3350.0, 0, "", 90,
+     true, false, false, false},
+    {"h100-pcie", "NVIDIA H100 PCIe 80GB", "", "h100 pcie", 81559 * MIB, 2000.0, 0, "", 90, true,
+     false, false, false},
+    {"h200", "NVIDIA H200 SXM 141GB", "h200-sxm", "h200", 143771 * MIB, 4800.0, 4161.0,
+     H200_COPY_NOTE, 90, true, false, false, false},
+    {"b200", "NVIDIA B200 180GB", "hgx-b200", "b200", 183359 * MIB, 8000.0, 0, "", 100, true,
+     false, true, false},
     {"gb10", "NVIDIA GB10 (DGX Spark) 128GB unified", "dgx-spark,spark", "gb10",
-     128000000000LL, 273.0, 121, true, true, false, true},
+     128000000000LL, 273.0, 0, "", 121, true, true, false, true},
     {"rtx5090", "NVIDIA GeForce RTX 5090 32GB", "rtx-5090,5090", "rtx 5090", 32607 * MIB, 1792.0,
-     120, true, true, false, false},
+     0, "", 120, true, true, false, false},
     {"rtx-pro-6000", "NVIDIA RTX PRO 6000 Blackwell 96GB", "rtx-pro-6000-blackwell,rtxpro6000",
-     "rtx pro 6000 blackwell", 97887 * MIB, 1792.0, 120, true, true, false, false},
+     "rtx pro 6000 blackwell", 97887 * MIB, 1792.0, 0, "", 120, true, true, false, false},
 };
+
+double gpu_table_roofline_gbps(const struct gpu_info *g, const char **source)
+{
+    bool measured = g->mem_gbps_measured > 0;
+    if (source)
+        *source = measured ? "measured copy" : "spec sheet";
+    return measured ? g->mem_gbps_measured : g->mem_gbps_spec;
+}
 
 int gpu_table_count(void)
 {

@@ -42,6 +42,8 @@ static void dummy_count(struct model_loader *L, const char *name, int64_t n)
         s->n_mtp_tensors++;
         s->mtp_bytes += n;
     }
+    if (model_is_mtp_expert(name))
+        s->mtp_expert_bytes += n;
 }
 
 /* A large buffer of n bytes counted in the group of name; NULL + ERR_NOMEM message on failure.

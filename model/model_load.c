@@ -55,6 +55,11 @@ static bool ends(const char *s, const char *suffix)
     return a >= b && strcmp(s + a - b, suffix) == 0;
 }
 
+bool model_is_mtp_expert(const char *name)
+{
+    return starts(name, "mtp.") && strstr(name, ".mlp.experts.") != NULL;
+}
+
 enum model_group model_group_of(const char *name)
 {
     if (starts(name, "mtp."))
@@ -111,6 +116,8 @@ static void count_groups(struct model_loader *L)
         s->group_bytes[g] += t->nbytes;
         s->group_tensors[g]++;
         s->total_bytes += t->nbytes;
+        if (model_is_mtp_expert(t->name))
+            s->mtp_expert_bytes += t->nbytes;
         if (g == MODEL_GROUP_VISUAL || g == MODEL_GROUP_OTHER)
             s->n_skipped++;
     }

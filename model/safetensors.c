@@ -492,6 +492,29 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+static bool is_st_name(const char *name)
+{
+    size_t l = strlen(name);
+    return l > 12 && strcmp(name + l - 12, ".safetensors") == 0;
+}
+
+bool st_dir_has_tensors(const char *dir)
+{
+    char p[4096];
+    struct stat st;
+    snprintf(p, sizeof(p), "%s/%s", dir, ST_INDEX_NAME);
+    if (stat(p, &st) == 0)
+        return true;
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    bool found = false;
+    while (d && !found && (de = readdir(d)) != NULL)
+        found = is_st_name(de->d_name);
+    if (d)
+        closedir(d);
+    return found;
+}
+
 static int open_dir_glob(struct st_set *set, const char *dir, int flags, char *err, size_t errlen)
 {
     DIR *d = opendir(dir);
@@ -503,8 +526,7 @@ static int open_dir_glob(struct st_set *set, const char *dir, int flags, char *e
     int n = 0;
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
-        size_t l = strlen(de->d_name);
-        if (l > 12 && strcmp(de->d_name + l - 12, ".safetensors") == 0) {
+        if (is_st_name(de->d_name)) {
             names = xrealloc(names, (size_t)(n + 1) * sizeof(char *));
             names[n++] = xstrdup(de->d_name);
         }

@@ -3,6 +3,8 @@
 #ifndef TERN_TEST_H
 #define TERN_TEST_H
 
+#include "common/file.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +54,16 @@ static int test_failures_;
         fprintf(stderr, "SKIPPED: %s\n", why);                                   \
         exit(77);                                                                \
     } while (0)
+
+/* The file rel of the source tree ($TERN_SOURCE_DIR, else the working directory), read whole with
+ * a NUL after it; NULL when unreadable. The caller frees it. */
+static inline char *test_read_source(const char *rel)
+{
+    const char *src = getenv("TERN_SOURCE_DIR");
+    char p[1024];
+    snprintf(p, sizeof(p), "%s/%s", src ? src : ".", rel);
+    return file_read(p, NULL);
+}
 
 static inline int test_result(void)
 {

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Scratch (dev/compare): write a header-only checkpoint at the FULL Qwen3.6-35B-A3B geometry
-(tests/configs/qwen3.6-35b-a3b.json, MODEL.md §1-2) in the layouts `tern make-tiny-model` uses:
+(tests/configs/qwen3.6-35b-a3b.json) in the layouts `tern make-tiny-model` uses:
 bf16 (fused 3-D experts), compressed-tensors NVFP4A16 (weight-only) or NVFP4 (W4A4), with or
 without the 19 mtp.* tensors (kept BF16). Quantized modules: routed experts (per-expert 2-D),
 shared expert, attention q/k/v/o; BF16: embeddings, lm_head, GDN, router, shared_expert_gate,

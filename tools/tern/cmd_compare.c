@@ -1,7 +1,8 @@
 /* tern compare DIR... [--gpu NAME|auto]... [--json] [--moe-backend B] [--linear-backend B]
  * [--context N] [--reserve-gib X] [--gpu-memory-utilization X]: which checkpoint to download
  * and why it is fast or slow on a GPU (model/compare.h). Header-only: config.json, the index
- * and each shard's header are enough. Errors: one line on stderr, exit 1 (2 for usage). */
+ * and each shard's header are enough; config.json alone gives an estimate (marked so). Errors:
+ * one line on stderr, exit 1 (2 for usage). */
 #include "common/args.h"
 #include "common/xalloc.h"
 #include "model/compare.h"
@@ -17,7 +18,9 @@ const char tern_cmd_compare_help[] =
     "compare checkpoints side by side: schemes, memory, kernel paths, speed per GPU";
 
 static const char NOTES[] =
-    "  DIR... are checkpoint directories (config.json, the index and each shard's header).\n"
+    "  DIR... are checkpoint directories (config.json, the index and each shard's header), or\n"
+    "  config.json alone (a directory without safetensors, or a .json path): estimated from the\n"
+    "  config and its quantization config as --load-format dummy builds the model.\n"
     "  Backends B: bf16, fp8, nvfp4_w4a16, nvfp4_w4a4_mma, cpu_ref (default auto).\n";
 
 /* repeatable values: the directories and the --gpu names, resolved after parsing */
@@ -73,7 +76,7 @@ int tern_cmd_compare(int argc, char **argv)
     snprintf(gpu_help, sizeof gpu_help, "evaluate on this GPU, repeatable (default every GPU in "
              "the table: %s)", gpu_table_names(names, sizeof(names)));
     const struct args_opt opts[] = {
-        ARGS_FN("DIR...", NULL, &dirs, push, "checkpoint directories"),
+        ARGS_FN("DIR...", NULL, &dirs, push, "checkpoint directories or config .json files"),
         ARGS_FN("--gpu", "NAME|auto", &gpus, push, gpu_help),
         ARGS_BOOL("--json", &json, "one JSON object instead of text"),
         ARGS_FN("--moe-backend", "B", &o.force_moe, backend_arg, "force the MoE kernel path"),

@@ -1,6 +1,8 @@
 /* compare: `tern compare` as a library. Loads each checkpoint header-only (config.json,
- * quantization config, index, safetensors headers; shard data not needed) and derives, side by
- * side: served or not, scheme per module class, tensor counts, MTP declared/present, vision
+ * quantization config, index, safetensors headers; shard data not needed), or from config.json
+ * alone when there are no tensors (a directory without safetensors, or a .json path: estimated
+ * the way `--load-format dummy` builds the model, marked "source": "config_only"), and derives,
+ * side by side: served or not, scheme per module class, tensor counts, MTP declared/present, vision
  * tower, resident bytes per group, KV/state sizes, and per GPU of the table: kernel path per
  * layer class (backend.h), the longest single-sequence context (kv_plan.h), bytes read per
  * decoded token, the bandwidth roofline and the expected MTP speed-up, plus one recommendation
@@ -23,6 +25,12 @@ struct gpu_info;
 #define COMPARE_MAX_DIRS 8
 #define COMPARE_MAX_DRAFTS 4   // MTP draft counts K tried: 1..4
 
+/* The text form's note on a checkpoint of source "config_only". */
+#define COMPARE_CONFIG_ONLY_NOTE                                                                   \
+    "estimated from config.json (no tensor headers): bytes per group as the quantization config "  \
+    "describes them (--load-format dummy), an MTP head wherever the config declares one, vision " \
+    "tower not counted"
+
 struct compare_opts {
     const struct gpu_info *gpus[COMPARE_MAX_GPUS]; // GPUs to evaluate; n_gpus == 0: every GPU
     int n_gpus;
@@ -37,9 +45,9 @@ struct compare_opts {
 
 void compare_opts_default(struct compare_opts *o);
 
-/* Compare n (1..COMPARE_MAX_DIRS) checkpoint directories. Returns the object (caller frees
- * with cJSON_Delete), or NULL with one line in err (a checkpoint that does not load, missing
- * shard headers, a forced backend that cannot run). */
+/* Compare n (1..COMPARE_MAX_DIRS) checkpoints (directories, or config .json files). Returns the
+ * object (caller frees with cJSON_Delete), or NULL with one line in err (a checkpoint that does
+ * not load, missing shard headers, a forced backend that cannot run). */
 struct cJSON *compare_build(const char *const *dirs, int n, const struct compare_opts *o,
                             char *err, size_t errlen);
 /* Print the object from compare_build as side-by-side text. */

@@ -1,9 +1,10 @@
-/* gpu_table: the GPUs tern plans for, as data: memory, memory bandwidth, compute capability and
- * which low-precision tensor-core paths the silicon has. Used by `tern compare` (capacity and
- * roofline estimates) and by backend selection when no device is attached. gpu_table_detect()
- * finds the local GPU without CUDA: it parses `nvidia-smi --query-gpu` output, else
- * /proc/driver/nvidia/gpus/<bus>/information. Figures are vendor datasheet numbers; memory is
- * what nvidia-smi reports as memory.total where known (GB10: the 128 GB shared LPDDR5x). */
+/* gpu_table: the GPUs tern plans for, as data: memory, memory bandwidth (the spec sheet's, and
+ * the copy bandwidth tern measured where it did), compute capability and which low-precision
+ * tensor-core paths the silicon has. The one bandwidth table of `tern compare` and `tern roofline`
+ * (docs/ROOFLINE.md renders it) and of backend selection when no device is attached.
+ * gpu_table_detect() finds the local GPU without CUDA: it parses `nvidia-smi --query-gpu` output,
+ * else /proc/driver/nvidia/gpus/<bus>/information. Memory is what nvidia-smi reports as
+ * memory.total where known (GB10: the 128 GB shared LPDDR5x). */
 #ifndef MODEL_GPU_TABLE_H
 #define MODEL_GPU_TABLE_H
 
@@ -17,13 +18,20 @@ struct gpu_info {
     const char *aliases;       // comma-separated lower-case alternatives ("dgx-spark,spark")
     const char *smi_names;     // comma-separated lower-case substrings of the nvidia-smi name
     int64_t mem_bytes;         // device memory total, bytes
-    double mem_gbps;           // memory bandwidth, GB/s (1e9 bytes/s)
+    double mem_gbps_spec;      // memory bandwidth on the vendor's spec sheet, GB/s (1e9 B/s)
+    double mem_gbps_measured;  // device-to-device copy of 1 GiB, read + write counted, GB/s,
+                               // as measured by tern; 0 where not measured
+    const char *measured_note; // when and how mem_gbps_measured was taken ("" when not)
     int sm;                    // compute capability x10: 80, 89, 90, 100, 120, 121
     bool fp8_mma;              // FP8 (e4m3) tensor cores: sm_89+
     bool fp4_mma_sync;         // mma.sync kind::mxf4nvf4 block-scaled FP4: sm_120 / sm_121
     bool fp4_tcgen05;          // tcgen05.mma kind::mxf4nvf4 (Tensor Memory): sm_100 / sm_103
     bool unified_memory;       // memory shared with the CPU and the OS (GB10)
 };
+
+/* The bandwidth a roofline divides by: the measured copy bandwidth where there is one, else the
+ * spec sheet's. *source (may be NULL) gets "measured copy" or "spec sheet" (static). */
+double gpu_table_roofline_gbps(const struct gpu_info *g, const char **source);
 
 /* Number of entries and entry i (0 <= i < gpu_table_count()); static storage. */
 int gpu_table_count(void);

@@ -49,6 +49,7 @@ struct model_load_stats {
     int64_t n_skipped;     // visual + other tensors not used by the model
     int64_t n_mtp_tensors; // mtp.* tensors present
     int64_t mtp_bytes;
+    int64_t mtp_expert_bytes; // of them, the MTP layer's routed experts (mtp.*.mlp.experts.*)
     bool shapes_known;        // false when some shard was absent (index only)
     char prefix[32];          // "model.language_model." or "model."
     bool fused_experts;       // main layers' experts stored as 3-D gate_up_proj
@@ -80,6 +81,8 @@ const struct quant *model_load_quant(const struct model *m);
 void model_load_log(const struct model *m, const char *dir);
 /* Group of a tensor name (the prefix may be "model.language_model.", "model." or none). */
 enum model_group model_group_of(const char *name);
+/* Is name a routed expert of the MTP layer (mtp.*.mlp.experts.*, fused or per expert)? */
+bool model_is_mtp_expert(const char *name);
 /* "embedding", "lm_head", "linear_attn", "full_attn", "experts", "shared_experts", "router",
  * "norms", "mtp", "visual", "other". */
 const char *model_group_name(enum model_group g);

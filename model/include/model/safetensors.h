@@ -56,6 +56,9 @@ struct st_set;
  * the file and the tensor. Free with st_close(). */
 struct st_set *st_open(const char *path, int flags, char *err, size_t errlen);
 void st_close(struct st_set *set);
+/* Does directory dir hold tensors for st_open: model.safetensors.index.json or a *.safetensors
+ * file? false also when dir cannot be read. */
+bool st_dir_has_tensors(const char *dir);
 
 /* Lookup by exact name; NULL when absent. The pointer lives as long as the set. */
 const struct st_tensor *st_find(const struct st_set *set, const char *name);

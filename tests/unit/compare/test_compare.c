@@ -6,13 +6,17 @@
  * (and the shard files' data sizes); schemes and MTP lines; kernel paths per GPU; forced
  * impossible backends fail with one line; --json is stable and parses; a directory holding
  * only the JSON files and each shard's 8+N header bytes gives the same answer; KV, context and
- * roofline figures against arithmetic done here from config.json. */
+ * roofline figures against arithmetic done here from config.json; config.json alone (a directory,
+ * a config.json path, the full-size tests/configs) gives the header path's bytes per group (tiny)
+ * and `tern roofline`'s byte count (full size), marked as an estimate in text and JSON. */
+#include "common/file.h"
 #include "common/xalloc.h"
 #include "model/compare.h"
 #include "model/gpu_table.h"
 #include "model/model.h"
 #include "model/model_load.h"
 #include "model/qweight.h"
+#include "model/roofline.h"
 #include "model/safetensors.h"
 #include "test.h"
 
@@ -275,7 +279,168 @@ static void check_arith(const char *dir, const cJSON *ck, const cJSON *gpu_ev,
     int64_t bytes = (int64_t)num(get(ck, "decode"), "active_weight_bytes") + kv_tok * 8192 +
                     2 * state;
     CHECK_EQ_INT((int64_t)num(gpu_ev, "decode_bytes_per_token"), bytes);
-    CHECK_NEAR(num(gpu_ev, "roofline_tokens_per_s"), g->mem_gbps * 1e9 / (double)bytes, 0.06);
+    CHECK_NEAR(num(gpu_ev, "roofline_tokens_per_s"),
+               gpu_table_roofline_gbps(g, NULL) * 1e9 / (double)bytes, 0.06);
+}
+
+static const char *backend_of(const cJSON *cmp, int gpu, int ck, const char *cls);
+
+// ---- config.json alone ----
+
+static int64_t group(const cJSON *ck, const char *g)
+{
+    return (int64_t)num(get(get(ck, "resident"), "groups"), g);
+}
+
+/* The same checkpoint read from its headers (h) and from its config.json alone (c): every matrix
+ * group to the byte; vectors count as fp32 (as tern keeps them) where the checkpoint stores bf16
+ * (norms, GDN conv1d and dt_bias; A_log is f32 on disk too). */
+static void check_config_only_tiny(const cJSON *h, const cJSON *c, const char *dir)
+{
+    CHECK_STREQ(str(h, "source"), "headers");
+    CHECK_STREQ(str(c, "source"), "config_only");
+    static const char *const exact[] = {"embedding", "lm_head", "full_attn", "experts",
+                                        "shared_experts", "router"};
+    for (size_t i = 0; i < sizeof(exact) / sizeof(exact[0]); i++)
+        CHECK_EQ_INT(group(c, exact[i]), group(h, exact[i]));
+    CHECK_EQ_INT(group(c, "norms"), 2 * group(h, "norms"));
+    struct model *m = NULL;
+    char err[1024];
+    struct model_load_opts lo = {.header_only = true};
+    CHECK_EQ_INT(model_load(&m, dir, &lo, err, sizeof(err)), 0);
+    if (m) {
+        const struct model_config *k = &m->cfg;
+        int64_t cd = 2LL * k->lin_n_k_heads * k->lin_k_head_dim +
+                     (int64_t)k->lin_n_v_heads * k->lin_v_head_dim;
+        int n_gdn = 0;
+        for (int l = 0; l < k->n_layers; l++)
+            n_gdn += k->layer_types[l] != LAYER_FULL_ATTN;
+        CHECK_EQ_INT(group(c, "linear_attn") - group(h, "linear_attn"),
+                     2 * n_gdn * (cd * k->lin_conv_kernel + k->lin_n_v_heads));
+        model_destroy(m);
+    }
+    CHECK_EQ_INT((int64_t)num(get(c, "mtp"), "expert_bytes"),
+                 (int64_t)num(get(h, "mtp"), "expert_bytes"));
+    CHECK(num(get(c, "mtp"), "bytes") >= num(get(h, "mtp"), "bytes"));
+    CHECK(cJSON_IsTrue(get(get(c, "mtp"), "usable")));
+    CHECK_STREQ(str(get(c, "schemes"), "experts"), str(get(h, "schemes"), "experts"));
+    CHECK_STREQ(str(get(c, "schemes"), "linear_attention"),
+                str(get(h, "schemes"), "linear_attention"));
+}
+
+/* A full-size config (tests/configs) alone: compare's groups are the dummy loader's and agree with
+ * `tern roofline`'s byte count (model/roofline.c: the qweights the loader built, an independent
+ * sum); BF16 experts also by hand. */
+static void check_config_only_full(const char *name, const cJSON *ck)
+{
+    const char *src = getenv("TERN_SOURCE_DIR");
+    char path[1024], dir[256], err[1024];
+    snprintf(path, sizeof(path), "%s/tests/configs/%s", src ? src : ".", name);
+    CHECK_STREQ(str(ck, "source"), "config_only");
+    CHECK_STREQ(str(ck, "path"), path);
+    CHECK_EQ_INT(file_tmpdir_copy(path, "tern-compare-test", "config.json", dir, sizeof(dir)), 0);
+    struct model *m = NULL;
+    struct model_load_opts lo = {.header_only = true, .dummy = true};
+    CHECK_EQ_INT(model_load(&m, dir, &lo, err, sizeof(err)), 0);
+    file_tmpdir_remove(dir, "config.json");
+    if (!m)
+        return;
+    const struct model_load_stats *s = model_load_stats(m);
+    for (int g = 0; g < MODEL_GROUP_COUNT; g++)
+        CHECK_EQ_INT(group(ck, model_group_name((enum model_group)g)), s->group_bytes[g]);
+    const struct model_config *c = &m->cfg;
+    struct roofline_step r;
+    struct roofline_opts ro = {.batch = 1, .ctx = 0, .kv_elem = 2};
+    CHECK_EQ_INT(roofline_decode(m, &ro, &r), 0);
+    const cJSON *d = get(ck, "decode");
+    CHECK_NEAR(num(d, "lm_head_bytes"), r.lm_head, 0.5);
+    CHECK_NEAR((double)group(ck, "experts"), r.expert_bytes * c->n_experts * c->n_layers,
+               1e-9 * r.experts * c->n_experts);
+    /* weights read per token: roofline's dense + experts + lm_head at batch 1 */
+    CHECK_NEAR(num(d, "active_weight_bytes"), r.dense + r.experts + r.lm_head, 16);
+    if (strcmp(name, "qwen3.6-35b-a3b.json") == 0) {
+        CHECK_EQ_INT(group(ck, "experts"),
+                     (int64_t)c->n_layers * c->n_experts * 3 * c->moe_inter * c->hidden_size * 2);
+        CHECK_STREQ(str(get(ck, "schemes"), "experts"), "BF16");
+    }
+    CHECK_EQ_INT((int)num(get(ck, "mtp"), "declared_layers"), 1);
+    CHECK(cJSON_IsTrue(get(get(ck, "mtp"), "usable")));
+    model_destroy(m);
+}
+
+static void test_config_only(const char *tmp, const char *bf16_dir, const char *w4a4_dir)
+{
+    char F[256], E[256], cmd[8192], err[1024];
+    /* tiny: a directory holding only config.json, and a config.json path, beside the headers */
+    snprintf(F, sizeof(F), "%s/fp8", tmp);
+    CHECK_EQ_INT(make_tiny(F, "--format fp8-block --seed 3"), 0);
+    const char *full[3] = {bf16_dir, w4a4_dir, F};
+    const char *gpus[1] = {"h200"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(E, sizeof(E), "%s/config_only_%d", tmp, i);
+        snprintf(cmd, sizeof(cmd), "mkdir -p '%s' && cp '%s/config.json' '%s/'", E, full[i], E);
+        CHECK_EQ_INT(system(cmd), 0);
+        char cfg_path[300];
+        snprintf(cfg_path, sizeof(cfg_path), "%s/config.json", full[i]);
+        const char *dirs[3] = {full[i], E, cfg_path};
+        cJSON *cmp = build(dirs, 3, gpus, 1, BACKEND_AUTO, err, sizeof(err));
+        CHECK(cmp != NULL);
+        if (!cmp) {
+            fprintf(stderr, "compare_build: %s\n", err);
+            continue;
+        }
+        const cJSON *cks = get(cmp, "checkpoints");
+        check_config_only_tiny(cJSON_GetArrayItem(cks, 0), cJSON_GetArrayItem(cks, 1), full[i]);
+        check_config_only_tiny(cJSON_GetArrayItem(cks, 0), cJSON_GetArrayItem(cks, 2), full[i]);
+        cJSON_Delete(cmp);
+    }
+
+    /* full size, BF16 / FP8 / NVFP4 configs given as .json paths */
+    const char *src = getenv("TERN_SOURCE_DIR");
+    static const char *const names[3] = {"qwen3.6-35b-a3b.json", "qwen3.6-35b-a3b-fp8.json",
+                                         "qwen3.6-35b-a3b-nvfp4.json"};
+    char paths[3][1024];
+    const char *dirs[3];
+    for (int i = 0; i < 3; i++) {
+        snprintf(paths[i], sizeof(paths[i]), "%s/tests/configs/%s", src ? src : ".", names[i]);
+        dirs[i] = paths[i];
+    }
+    cJSON *cmp = build(dirs, 3, gpus, 1, BACKEND_AUTO, err, sizeof(err));
+    CHECK(cmp != NULL);
+    if (cmp) {
+        for (int i = 0; i < 3; i++)
+            check_config_only_full(names[i], cJSON_GetArrayItem(get(cmp, "checkpoints"), i));
+        /* the experts on the H200: bf16, fp8, nvfp4_w4a16 */
+        CHECK_STREQ(backend_of(cmp, 0, 0, "moe"), "bf16");
+        CHECK_STREQ(backend_of(cmp, 0, 1, "moe"), "fp8");
+        CHECK_STREQ(backend_of(cmp, 0, 2, "moe"), "nvfp4_w4a16");
+    }
+    cJSON_Delete(cmp);
+
+    /* the CLI marks it, in text and in JSON */
+    int rc;
+    snprintf(cmd, sizeof(cmd), "'%s' compare '%s' '%s' --gpu h200", tern, paths[2], w4a4_dir);
+    char *out = run(cmd, &rc);
+    CHECK_EQ_INT(rc, 0);
+    CHECK(out && strstr(out, "note: A: estimated from config.json (no tensor headers)"));
+    CHECK(out && !strstr(out, "note: B: estimated"));
+    CHECK(out && strstr(out, "config.json (estimated)") && strstr(out, "tensor headers"));
+    free(out);
+    snprintf(cmd, sizeof(cmd), "'%s' compare '%s' --gpu h200 --json", tern, paths[0]);
+    out = run(cmd, &rc);
+    CHECK_EQ_INT(rc, 0);
+    cJSON *j = out ? cJSON_Parse(out) : NULL;
+    CHECK_STREQ(str(cJSON_GetArrayItem(get(j, "checkpoints"), 0), "source"), "config_only");
+    cJSON_Delete(j);
+    free(out);
+    /* no config.json either: one line naming it */
+    snprintf(E, sizeof(E), "%s/empty", tmp);
+    snprintf(cmd, sizeof(cmd), "mkdir -p '%s' && '%s' compare '%s' --gpu h200 2>&1", E, tern, E);
+    out = run(cmd, &rc);
+    CHECK_EQ_INT(rc, 1);
+    CHECK(out && strncmp(out, "tern compare: ", 14) == 0 && strstr(out, "config.json") &&
+          strchr(out, '\n') == out + strlen(out) - 1);
+    free(out);
 }
 
 static const cJSON *eval_of(const cJSON *cmp, int gpu, int ck)
@@ -473,6 +638,8 @@ int main(void)
     cJSON_free(lib);
     free(j1);
     free(j2);
+
+    test_config_only(tmp, C, B);
 
     /* text form mentions every section */
     snprintf(cmd, sizeof(cmd), "'%s' compare '%s' '%s' --gpu gb10", tern, A, B);

@@ -33,7 +33,14 @@ static void test_table(void)
     for (int i = 0; i < gpu_table_count(); i++) {
         const struct gpu_info *g = gpu_table_at(i);
         CHECK(g->mem_bytes > (16LL << 30));
-        CHECK(g->mem_gbps > 100.0);
+        CHECK(g->mem_gbps_spec > 100.0);
+        /* a measurement is below the spec sheet and says when and how it was taken */
+        CHECK(g->mem_gbps_measured >= 0 && g->mem_gbps_measured < g->mem_gbps_spec);
+        CHECK((g->mem_gbps_measured > 0) == (g->measured_note[0] != '\0'));
+        const char *src;
+        double bw = gpu_table_roofline_gbps(g, &src);
+        CHECK(bw == (g->mem_gbps_measured > 0 ? g->mem_gbps_measured : g->mem_gbps_spec));
+        CHECK_STREQ(src, g->mem_gbps_measured > 0 ? "measured copy" : "spec sheet");
         CHECK(g->fp8_mma == (g->sm >= 89));
         CHECK(g->fp4_mma_sync == (g->sm == 120 || g->sm == 121));
         CHECK(g->fp4_tcgen05 == (g->sm >= 100 && g->sm < 110));
@@ -45,6 +52,9 @@ static void test_table(void)
     CHECK(gpu_table_find("dgx_spark") == gpu_table_find("gb10"));
     CHECK(gpu_table_find("RTX PRO 6000") == gpu_table_find("rtx-pro-6000"));
     CHECK(gpu_table_find("tpu-v5") == NULL);
+    /* the H200: 4,800 GB/s spec sheet; 4,161 GB/s device-to-device copy measured (PERF.md) */
+    CHECK(gpu_table_find("h200")->mem_gbps_spec == 4800.0);
+    CHECK(gpu_table_find("h200")->mem_gbps_measured == 4161.0);
     CHECK_EQ_INT(gpu_table_find("gb10")->sm, 121);
     CHECK_EQ_INT(gpu_table_find("b200")->sm, 100);
     CHECK_EQ_INT(gpu_table_find("h100")->sm, 90);
@@ -57,6 +67,56 @@ static void test_table(void)
     CHECK(gpu_table_match_device("NVIDIA GB10") == gpu_table_find("gb10"));
     CHECK(gpu_table_match_device("NVIDIA B200") == gpu_table_find("b200"));
     CHECK(gpu_table_match_device("Tesla T4") == NULL);
+}
+
+/* 4800 -> "4,800" */
+static const char *grouped(double v, char *buf, size_t len)
+{
+    long n = (long)(v + 0.5);
+    if (n >= 1000)
+        snprintf(buf, len, "%ld,%03ld", n / 1000, n % 1000);
+    else
+        snprintf(buf, len, "%ld", n);
+    return buf;
+}
+
+/* docs/ROOFLINE.md renders the table: one row per GPU with the same figures and labels. */
+static void test_table_doc(void)
+{
+    char *doc = test_read_source("docs/ROOFLINE.md");
+    CHECK(doc != NULL);
+    if (!doc)
+        return;
+    int rows = 0;
+    for (const char *p = strstr(doc, "\n| `"); p; p = strstr(p + 1, "\n| `"))
+        rows += strncmp(p, "\n| `--", 5) != 0; /* not the header row */
+    CHECK_EQ_INT(rows, gpu_table_count());
+    for (int i = 0; i < gpu_table_count(); i++) {
+        const struct gpu_info *g = gpu_table_at(i);
+        char key[64], line[512], spec[32], meas[32], want[256];
+        snprintf(key, sizeof(key), "\n| `%s` |", g->name);
+        const char *p = strstr(doc, key);
+        CHECK(p != NULL);
+        if (!p)
+            continue;
+        const char *e = strchr(p + 1, '\n');
+        snprintf(line, sizeof(line), "%.*s", (int)(e ? e - p - 1 : (long)strlen(p + 1)), p + 1);
+        grouped(g->mem_gbps_spec, spec, sizeof(spec));
+        if (g->mem_gbps_measured > 0)
+            snprintf(want, sizeof(want), "| `%s` | %s | %s | %s ", g->name, g->display, spec,
+                     grouped(g->mem_gbps_measured, meas, sizeof(meas)));
+        else
+            snprintf(want, sizeof(want), "| `%s` | %s | %s | not measured | spec sheet |",
+                     g->name, g->display, spec);
+        if (strncmp(line, want, strlen(want)) != 0)
+            fprintf(stderr, "docs/ROOFLINE.md row '%s', want it to start '%s'\n", line, want);
+        CHECK(strncmp(line, want, strlen(want)) == 0);
+        if (g->mem_gbps_measured > 0) {
+            snprintf(want, sizeof(want), "| measured, %s |", meas);
+            CHECK(strstr(line, want) != NULL);
+        }
+    }
+    free(doc);
 }
 
 static void test_parsers(void)
@@ -281,6 +341,7 @@ static void test_mtp_math(void)
 int main(void)
 {
     test_table();
+    test_table_doc();
     test_parsers();
     test_backend_rules();
     test_mtp_math();

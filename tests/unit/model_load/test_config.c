@@ -11,10 +11,7 @@
 
 static void test_real(void)
 {
-    const char *src = getenv("TERN_SOURCE_DIR");
-    char p[1024];
-    snprintf(p, sizeof(p), "%s/tests/configs/qwen3.6-35b-a3b.json", src ? src : ".");
-    char *text = file_read(p, NULL);
+    char *text = test_read_source("tests/configs/qwen3.6-35b-a3b.json");
     CHECK(text != NULL);
     if (!text)
         return;

@@ -77,10 +77,7 @@ int main(void)
     char dir[256];
     if (stf_mkdtemp(dir, sizeof(dir)) < 0)
         TEST_SKIP("no temp dir");
-    const char *src = getenv("TERN_SOURCE_DIR");
-    char p[1024];
-    snprintf(p, sizeof(p), "%s/tests/configs/qwen3.6-35b-a3b.json", src ? src : ".");
-    char *cfg = file_read(p, NULL);
+    char *cfg = test_read_source("tests/configs/qwen3.6-35b-a3b.json");
     CHECK(cfg != NULL);
     if (!cfg)
         return test_result();
@@ -104,7 +101,7 @@ int main(void)
     add(h, "mtp.pre_fc_norm_hidden.weight", "BF16", 1, 2048, 0, 0);
     add(h, "mtp.norm.weight", "BF16", 1, 2048, 0, 0);
     layer(h, "mtp.layers.0.", true);
-    char *hs = cJSON_PrintUnformatted(h);
+    char *hs = cJSON_PrintUnformatted(h), p[1024];
     snprintf(p, sizeof(p), "%s/model.safetensors", dir);
     CHECK(stf_write_raw(p, strlen(hs), hs, NULL, 0) == 0); /* header only: no data */
     cJSON_free(hs);
