@@ -8,12 +8,15 @@
 # $OUT (or ./gpu-logs). The model library needs cJSON + PCRE2, which the GPU machine lacks:
 # run tests/gpu/sysroot.sh here first and carry .gpu (git-ignored) with the call.
 #   tests/gpu/run.sh [--quick] [--arch 90] [--no-sanitizer] [--no-bench] [--no-smoke] [--bench-model]
+#                    [--stack]
 # --quick: build and run only the kernel tests (tests/kernels, tests/unit/kernels_ref) and
 # ktest_gpu_model: no sanitizers, no benches, no smoke, not the other model-level tests of
 # tests/kernels/model (about 2 minutes on an H200 with 16 cores).
 # The run ends with a summary of one screen: one line per test program (PASS/FAIL/SKIP, seconds),
 # the gpu model checks, one line per sanitizer tool / smoke config / bench, and overall; the
 # details stay above it and in $OUT/summary.txt.
+# --stack (optional stage, last): tests/gpu/stack.sh, the whole stack with the cuda worker and
+# tern bench at 1/16/64 streams (needs the bundle of tests/gpu/stack_bundle.sh in .gpu/stack).
 # --bench-model (optional stage, after the smoke runs): gpu_bench on the full-size dummy model,
 # prefill + greedy decode vs the roofline, one line per run in the summary and all runs in
 # $OUT/bench_model.json. Env: BENCH_CONFIGS (tests/configs names, default the NVFP4 one),
@@ -30,6 +33,7 @@ sanitize=1
 bench=1
 smoke=1
 bench_model=0
+stack=0
 quick=0
 while [ $# -gt 0 ]; do
   case $1 in
@@ -39,7 +43,8 @@ while [ $# -gt 0 ]; do
     --no-bench) bench=0 ;;
     --no-smoke) smoke=0 ;;
     --bench-model) bench_model=1 ;;
-    *) echo "usage: $0 [--quick] [--arch N] [--no-sanitizer] [--no-bench] [--no-smoke] [--bench-model]" >&2; exit 2 ;;
+    --stack) stack=1 ;;
+    *) echo "usage: $0 [--quick] [--arch N] [--no-sanitizer] [--no-bench] [--no-smoke] [--bench-model] [--stack]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -184,6 +189,15 @@ if [ $bench = 1 ] && [ -x "$build/bin/bench_kernels" ]; then
     result "$b" "$([ $rc = 0 ] && echo ran || echo "rc=$rc")" "table in $b.txt"
     cat "$out/$b.txt" | tee -a "$summary"
   done
+fi
+if [ $stack = 1 ]; then
+  t1=$(date +%s)
+  OUT="$out" "$root/tests/gpu/stack.sh" > "$out/stack.txt" 2>&1
+  rc=$?
+  [ $rc -eq 0 ] || fail=1
+  say "stack: rc=$rc ($(( $(date +%s) - t1 )) s)"
+  grep -E '^stack:|^(completed|failed|output tokens/s|TTFT|TPOT)' "$out/stack.txt" | tee -a "$summary"
+  result stack "$([ $rc -eq 0 ] && echo PASS || echo "FAIL(rc=$rc)")" "$(( $(date +%s) - t1 )) s"
 fi
 # keep the per-test logs in one file (the transfer back takes few files)
 cat "$out"/test_*.log "$out"/ktest_*.log > "$out/tests.log" 2>/dev/null; rm -f "$out"/test_*.log "$out"/ktest_*.log
