@@ -1,0 +1,156 @@
+/* tokmask: byte trie of a vocabulary and the per-state walk (see text/tokmask.h). Trie nodes are
+ * first-child / next-sibling links in one array; ids with equal bytes chain through tok_next. */
+#include "text/tokmask.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/xalloc.h"
+#include "text/tokenizer.h"
+
+struct tnode {
+    uint32_t child;   // first child; 0: none (the root is node 0)
+    uint32_t sibling; // next child of the same parent; 0: none
+    int32_t tok;      // first id whose bytes end here; -1: none
+    uint8_t b;        // the edge byte from the parent
+};
+
+struct tokmask {
+    int n_vocab;
+    struct tnode *nodes;
+    uint32_t n_nodes, cap_nodes;
+    int32_t *tok_next;           // (n_vocab) next id with the same bytes; -1: none
+    char **bytes;                // (n_vocab) copies; NULL: never allowed
+    size_t *lens;                // (n_vocab)
+    size_t len_max;              // longest token, bytes
+    struct grammar_state *stack; // (len_max + 1) walk scratch, one state per trie depth
+};
+
+static uint32_t node_add(struct tokmask *tm, uint8_t b)
+{
+    if (tm->n_nodes == tm->cap_nodes) {
+        tm->cap_nodes = tm->cap_nodes ? 2 * tm->cap_nodes : 1024;
+        tm->nodes = xrealloc(tm->nodes, sizeof(*tm->nodes) * tm->cap_nodes);
+    }
+    struct tnode *n = &tm->nodes[tm->n_nodes];
+    n->child = 0;
+    n->sibling = 0;
+    n->tok = -1;
+    n->b = b;
+    return tm->n_nodes++;
+}
+
+static void insert(struct tokmask *tm, int32_t id)
+{
+    uint32_t at = 0;
+    for (size_t i = 0; i < tm->lens[id]; i++) {
+        uint8_t b = (uint8_t)tm->bytes[id][i];
+        uint32_t c = tm->nodes[at].child;
+        while (c && tm->nodes[c].b != b)
+            c = tm->nodes[c].sibling;
+        if (!c) {
+            c = node_add(tm, b);
+            tm->nodes[c].sibling = tm->nodes[at].child;
+            tm->nodes[at].child = c;
+        }
+        at = c;
+    }
+    tm->tok_next[id] = tm->nodes[at].tok;
+    tm->nodes[at].tok = id;
+}
+
+struct tokmask *tokmask_create(int n_vocab, const char *const *bytes, const size_t *lens)
+{
+    if (n_vocab <= 0)
+        return NULL;
+    struct tokmask *tm = xcalloc(1, sizeof(*tm));
+    tm->n_vocab = n_vocab;
+    tm->tok_next = xmalloc(sizeof(int32_t) * (size_t)n_vocab);
+    tm->bytes = xcalloc((size_t)n_vocab, sizeof(char *));
+    tm->lens = xcalloc((size_t)n_vocab, sizeof(size_t));
+    node_add(tm, 0);
+    for (int32_t id = 0; id < n_vocab; id++) {
+        tm->tok_next[id] = -1;
+        if (!bytes[id] || !lens[id])
+            continue;
+        tm->bytes[id] = xmalloc(lens[id]);
+        memcpy(tm->bytes[id], bytes[id], lens[id]);
+        tm->lens[id] = lens[id];
+        if (lens[id] > tm->len_max)
+            tm->len_max = lens[id];
+        insert(tm, id);
+    }
+    tm->stack = xmalloc(sizeof(*tm->stack) * (tm->len_max + 1));
+    return tm;
+}
+
+struct tokmask *tokmask_create_from_tokenizer(const struct tokenizer *tok, int n_vocab)
+{
+    if (n_vocab <= 0)
+        return NULL;
+    const char **bytes = xcalloc((size_t)n_vocab, sizeof(char *));
+    size_t *lens = xcalloc((size_t)n_vocab, sizeof(size_t));
+    size_t n_tok = tokenizer_vocab_size(tok);
+    for (int32_t id = 0; id < n_vocab && (size_t)id < n_tok; id++)
+        if (!tokenizer_is_added(tok, id))
+            bytes[id] = tokenizer_id_to_bytes(tok, id, &lens[id]);
+    struct tokmask *tm = tokmask_create(n_vocab, bytes, lens);
+    free(bytes);
+    free(lens);
+    return tm;
+}
+
+void tokmask_destroy(struct tokmask *tm)
+{
+    if (!tm)
+        return;
+    for (int i = 0; i < tm->n_vocab; i++)
+        free(tm->bytes[i]);
+    free(tm->bytes);
+    free(tm->lens);
+    free(tm->tok_next);
+    free(tm->nodes);
+    free(tm->stack);
+    free(tm);
+}
+
+int tokmask_vocab(const struct tokmask *tm)
+{
+    return tm->n_vocab;
+}
+
+/* every child of trie node `at` whose byte stack[depth] accepts; ids ending there join the mask */
+static int walk(struct tokmask *tm, const struct grammar *g, uint32_t at, size_t depth,
+                uint32_t *mask)
+{
+    int n = 0;
+    struct grammar_state *next = &tm->stack[depth + 1];
+    for (uint32_t c = tm->nodes[at].child; c; c = tm->nodes[c].sibling) {
+        grammar_state_copy(next, &tm->stack[depth]);
+        if (!grammar_feed(next, g, tm->nodes[c].b))
+            continue;
+        for (int32_t id = tm->nodes[c].tok; id >= 0; id = tm->tok_next[id]) {
+            mask[id >> 5] |= (uint32_t)1 << (id & 31);
+            n++;
+        }
+        if (tm->nodes[c].child)
+            n += walk(tm, g, c, depth + 1, mask);
+    }
+    return n;
+}
+
+int tokmask_compute(struct tokmask *tm, const struct grammar *g, const struct grammar_state *s,
+                    uint32_t *mask)
+{
+    memset(mask, 0, sizeof(uint32_t) * TOKMASK_WORDS(tm->n_vocab));
+    grammar_state_copy(&tm->stack[0], s);
+    return walk(tm, g, 0, 0, mask);
+}
+
+bool tokmask_advance(const struct tokmask *tm, const struct grammar *g, struct grammar_state *s,
+                     int32_t id)
+{
+    if (id < 0 || id >= tm->n_vocab || !tm->bytes[id])
+        return false;
+    return grammar_feed_bytes(s, g, tm->bytes[id], tm->lens[id]);
+}
