@@ -454,3 +454,21 @@ bool grammar_is_accepting(const struct grammar_state *s, const struct grammar *g
         return num_complete(f);
     return n->kind == GNODE_LITERAL && lit_complete(f, n);
 }
+
+bool grammar_in_string(const struct grammar_state *s, const struct grammar *g)
+{
+    if (s->done || s->depth == 0)
+        return false;
+    const struct grammar_frame *f = &s->f[s->depth - 1];
+    return g->nodes[f->node].kind == GNODE_STRING && f->st == S_BODY && f->aux == 0;
+}
+
+bool grammar_is_string_neutral(const void *p, size_t n)
+{
+    struct grammar_frame f = {.st = S_BODY};
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++)
+        if (b[i] == '"' || b[i] == '\\' || str_step(&f, b[i]) != STEP_OK)
+            return false;
+    return n > 0 && f.aux == 0;
+}

@@ -58,5 +58,11 @@ bool grammar_feed_bytes(struct grammar_state *s, const struct grammar *g, const 
 bool grammar_is_accepting(const struct grammar_state *s, const struct grammar *g);
 /* Nothing more may follow: the text must end here. */
 bool grammar_is_done(const struct grammar_state *s);
+/* Inside a string's text, between characters: every byte string made of whole UTF-8 characters
+ * without '"', '\\' or control bytes (grammar_is_string_neutral) is accepted here and leaves
+ * the state as it is. */
+bool grammar_in_string(const struct grammar_state *s, const struct grammar *g);
+/* The bytes (n) are such a string-neutral run. */
+bool grammar_is_string_neutral(const void *p, size_t n);
 
 #endif
