@@ -71,6 +71,7 @@ void sample_params_default(struct sample_params *p)
     p->n_bias = 0;
     p->ban_ids = NULL;
     p->n_ban = 0;
+    p->allow = NULL;
 }
 
 struct sample_ctx {
@@ -130,6 +131,10 @@ static void apply_bias(struct sample_ctx *sc, const struct sample_params *p)
     for (int i = 0; i < p->n_ban; i++)
         if (p->ban_ids[i] < (uint32_t)V)
             sc->logit[p->ban_ids[i]] = -INFINITY;
+    if (p->allow)
+        for (int i = 0; i < V; i++)
+            if (!(p->allow[i >> 5] >> (i & 31) & 1))
+                sc->logit[i] = -INFINITY;
 }
 
 static void apply_penalties(struct sample_ctx *sc, const struct sample_params *p,

@@ -394,6 +394,9 @@ int svc_client_submit(struct svc_client *c, uint64_t id, const struct svc_submit
     sp.bias_values = (float *)s->bias_vals;
     sp.has_min_tokens = s->min_tokens > 0;
     sp.min_tokens = s->min_tokens;
+    sp.json_schema = (char *)s->json_schema;
+    sp.has_json_replay = s->json_replay > 0;
+    sp.json_replay = s->json_replay;
     sub.sampling = &sp;
     sub.has_ignore_eos = s->ignore_eos;
     sub.ignore_eos = s->ignore_eos;

@@ -95,6 +95,8 @@ struct svc_submit {
     const float *bias_vals;
     uint32_t n_bias;
     uint32_t min_tokens;
+    const char *json_schema; // response_format as a JSON Schema; NULL: off
+    uint32_t json_replay;    // completion tokens at the end of prompt (resubmission)
 };
 
 /* Send a Submit; the request is tracked in c->reqs. 0 or a msg_send status. */
