@@ -28,12 +28,7 @@ static int g_n_pids;
 
 static pid_t spawn(char *const argv[], const char *log_name)
 {
-    char log[512];
-    snprintf(log, sizeof(log), "%s/%s.log", g_dir, log_name);
-    pid_t p = itest_spawn(argv, NULL, log);
-    if (p > 0 && g_n_pids < N_PROCS)
-        g_pids[g_n_pids++] = p;
-    return p;
+    return itest_spawn_logged(g_dir, log_name, argv, g_pids, &g_n_pids, N_PROCS);
 }
 
 static void bin(char *out, size_t n, const char *name)
@@ -67,16 +62,10 @@ static void start_stack(const char *tag, const char *model, int port, const char
 
 static void stop_all(void)
 {
-    for (int i = g_n_pids - 1; i >= 0; i--)
-        itest_kill(g_pids[i], SIGTERM);
-    for (int i = g_n_pids - 1; i >= 0; i--) {
-        int st = itest_wait(g_pids[i], 10000);
-        if (st == -1) {
-            itest_kill(g_pids[i], SIGKILL);
-            itest_wait(g_pids[i], 5000);
-        }
-        CHECK_EQ_INT(st, 0);
-    }
+    int st[N_PROCS];
+    itest_stop_all(g_pids, g_n_pids, 10000, st);
+    for (int i = 0; i < g_n_pids; i++)
+        CHECK_EQ_INT(st[i], 0); /* every service drains and exits 0 on SIGTERM */
     g_n_pids = 0;
 }
 
