@@ -6,6 +6,7 @@
 #include "grammar_internal.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 
 struct cc {
     struct grammar *g;
+    int depth;      // schema nesting of the node being compiled
     char *err;
     size_t errlen;
     char path[256]; // JSON pointer of the schema being compiled
@@ -141,7 +143,9 @@ static int compile_at(struct cc *c, const cJSON *s, const char *key, int idx)
         snprintf(c->path + len, sizeof(c->path) - len, "/%s/%d", key, idx);
     else
         snprintf(c->path + len, sizeof(c->path) - len, "/%s", key);
+    c->depth++;
     int id = compile_node(c, s);
+    c->depth--;
     c->path[len] = '\0';
     return id;
 }
@@ -155,6 +159,8 @@ static int literal_node(struct cc *c, const cJSON *vals, const char *kw)
         if (!cJSON_IsString(v) && !cJSON_IsNumber(v) && !cJSON_IsBool(v) && !cJSON_IsNull(v))
             return fail(c, "unsupported %s value at %s: only strings, numbers, booleans and null",
                         kw, at(c));
+        if (cJSON_IsNumber(v) && !isfinite(v->valuedouble))
+            return fail(c, "unsupported %s value at %s: a number out of range", kw, at(c));
         if (c->g->nodes[id].n_lits == GRAMMAR_PROPS_MAX)
             return fail(c, "unsupported %s at %s: more than %d values", kw, at(c),
                         GRAMMAR_PROPS_MAX);
@@ -305,6 +311,14 @@ static const char *const known_kw[] = {
 
 static int compile_node(struct cc *c, const cJSON *s)
 {
+    /* a value takes a frame per nesting level (and one more for an object key): refusing deep
+     * schemas keeps every required value within GRAMMAR_DEPTH_MAX; the node cap keeps node
+     * indices in a frame's 16 bits */
+    if (c->depth > GRAMMAR_SCHEMA_DEPTH_MAX)
+        return fail(c, "unsupported schema at %s: nested deeper than %d", at(c),
+                    GRAMMAR_SCHEMA_DEPTH_MAX);
+    if (c->g->n_nodes > GRAMMAR_NODES_MAX)
+        return fail(c, "unsupported schema at %s: more than %d nodes", at(c), GRAMMAR_NODES_MAX);
     if (cJSON_IsTrue(s))
         return any_node(c);
     if (!cJSON_IsObject(s))
@@ -378,6 +392,8 @@ static int compile_node(struct cc *c, const cJSON *s)
     {
         if (has_number && !strcmp(t->valuestring, "integer"))
             continue; // number includes the integers
+        if (c->g->n_nodes > GRAMMAR_NODES_MAX)
+            return fail(c, "unsupported type at %s: too long a list", at(c));
         int alt = type_node(c, s, t->valuestring);
         if (alt < 0 || union_add(c, u, alt) < 0)
             return -1;

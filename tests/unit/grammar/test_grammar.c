@@ -153,6 +153,7 @@ static const struct rcase rcases[] = {
     {"{\"type\":\"array\",\"minItems\":3,\"maxItems\":2}", "minItems"},
     {"{\"type\":\"array\",\"minItems\":-1}", "minItems"},
     {"[1]", "not an object"},
+    {"{\"enum\":[1e400]}", "out of range"},
     {"{", "not JSON"},
 };
 
@@ -167,6 +168,28 @@ static void test_refuse(void)
             fprintf(stderr, "  %s: got \"%s\", want \"%s\"\n", rcases[i].schema, err, rcases[i].err);
             CHECK(false);
         }
+        grammar_destroy(g);
+    }
+    /* nesting: GRAMMAR_SCHEMA_DEPTH_MAX levels compile and the deepest value is reachable, one
+     * more is refused */
+    for (int extra = 0; extra <= 1; extra++) {
+        int levels = GRAMMAR_SCHEMA_DEPTH_MAX + extra;
+        char sch[1024] = "", doc[256] = "";
+        for (int i = 0; i < levels; i++) {
+            strcat(sch, "{\"type\":\"array\",\"minItems\":1,\"items\":");
+            strcat(doc, "[");
+        }
+        strcat(sch, "{\"type\":\"integer\"}");
+        strcat(doc, "7");
+        for (int i = 0; i < levels; i++) {
+            strcat(sch, "}");
+            strcat(doc, "]");
+        }
+        char err[256] = "";
+        struct grammar *g = grammar_compile(sch, strlen(sch), err, sizeof(err));
+        CHECK(extra ? g == NULL && strstr(err, "nested deeper") : g != NULL);
+        if (g)
+            CHECK(accepts(g, doc));
         grammar_destroy(g);
     }
     const char *ok = "{\"title\":\"t\",\"description\":\"d\",\"strict\":true,\"$schema\":\"x\","

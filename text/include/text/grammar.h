@@ -14,6 +14,8 @@
 #define GRAMMAR_WS_MAX 4      // whitespace bytes in a row
 #define GRAMMAR_PROPS_MAX 64  // properties of one object, values of one enum
 #define GRAMMAR_DIGITS_MAX 16 // digits of an integer part or a fraction (3 for an exponent)
+#define GRAMMAR_SCHEMA_DEPTH_MAX 24 // schema nesting (properties / items / anyOf levels)
+#define GRAMMAR_NODES_MAX 8192      // compiled nodes of one schema
 
 struct grammar;
 
@@ -22,7 +24,8 @@ struct grammar;
  * (bool or schema), enum and const (strings, numbers, booleans, null), items, minItems, maxItems,
  * anyOf whose alternatives start with different bytes, and the annotations title, description,
  * $schema, default, examples, strict. {} is any JSON value; {"type":"object"} any object (the
- * json_object response format). Anything else returns NULL with a one-line reason naming the
+ * json_object response format). At most GRAMMAR_SCHEMA_DEPTH_MAX levels of nesting and
+ * GRAMMAR_NODES_MAX nodes. Anything else returns NULL with a one-line reason naming the
  * keyword and its JSON pointer in err ("unsupported keyword 'pattern' at /properties/a"). The
  * grammar is freed with grammar_destroy and is read-only afterwards (share it between threads). */
 struct grammar *grammar_compile(const char *json, size_t len, char *err, size_t errlen);
