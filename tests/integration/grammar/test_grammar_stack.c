@@ -6,7 +6,11 @@
  *          output ends with finish_reason "stop", parses, and conforms (schema_check.c);
  *          unsupported keywords and combinations answer 400 naming them;
  *   small: a KV pool too small for four requests at once, so the scheduler preempts and the
- *          worker replays the grammar over the recomputed tokens: every output still conforms. */
+ *          worker replays the grammar over the recomputed tokens: every output still conforms;
+ *   restart: the scheduler is killed during a long JSON stream and started again; the gateway
+ *          resubmits with the tokens so far (json_replay) and the stream goes on as one valid
+ *          document (checked as a grammar prefix: a restarted automaton would begin a second
+ *          value). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,8 +22,9 @@
 #include "itest.h"
 #include "schema_check.h"
 #include "test.h"
+#include "text/grammar.h"
 
-#define N_PROCS 6
+#define N_PROCS 10
 
 static char g_dir[64];
 static char g_build[1024];
@@ -58,6 +63,38 @@ static void start_stack(const char *tag, const char *model, int port, const char
     char *g[] = {gw, "--port", p, "--scheduler-endpoint", gep, "--tokenizer", (char *)model, NULL};
     snprintf(log, sizeof(log), "gw_%s", tag);
     spawn(g, log);
+}
+
+/* the restart stack: fast heartbeats, a gateway that parks streams while the scheduler is away */
+static int g_rs_sched = -1; // index of its scheduler in g_pids
+static char g_rs_gep[256], g_rs_wep[256];
+
+static pid_t start_rs_sched(void)
+{
+    char sched[1100];
+    bin(sched, sizeof(sched), "tern-scheduler");
+    char *s[] = {sched, "--gateway-endpoint", g_rs_gep, "--worker-endpoint", g_rs_wep,
+                 "--heartbeat-ms", "100", "--dead-after-ms", "600", NULL};
+    return spawn(s, "sched_rs");
+}
+
+static void start_rs(const char *model, int port)
+{
+    char worker[1100], gw[1100], p[16];
+    bin(worker, sizeof(worker), "tern-worker");
+    bin(gw, sizeof(gw), "tern-gateway");
+    snprintf(g_rs_gep, sizeof(g_rs_gep), "ipc://%s/rs-gw.sock", g_dir);
+    snprintf(g_rs_wep, sizeof(g_rs_wep), "ipc://%s/rs-wk.sock", g_dir);
+    snprintf(p, sizeof(p), "%d", port);
+    g_rs_sched = g_n_pids;
+    start_rs_sched();
+    char *w[] = {worker, "--scheduler-endpoint", g_rs_wep, "--engine", "cpu", "--model",
+                 (char *)model, "--threads", "1", "--max-model-len", "2048", "--heartbeat-ms",
+                 "100", "--dead-after-ms", "1000", NULL};
+    spawn(w, "wk_rs");
+    char *g[] = {gw, "--port", p, "--scheduler-endpoint", g_rs_gep, "--tokenizer", (char *)model,
+                 "--sched-dead-ms", "800", "--sched-resume-ms", "20000", NULL};
+    spawn(g, "gw_rs");
 }
 
 static void stop_all(void)
@@ -333,6 +370,75 @@ static void test_preempt(int port)
     itest_resp_free(&m);
 }
 
+/* a long json_object stream across a scheduler kill and restart */
+static void test_sched_restart(int port)
+{
+    const char *schema = "{\"type\":\"object\"}";
+    char *body = chat_body("{\"type\":\"json_object\"}", 1, true, "");
+    char req[4096];
+    int n = snprintf(req, sizeof(req),
+                     "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                     "application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                     strlen(body), body);
+    free(body);
+    struct itest_conn *c = calloc(1, sizeof(*c));
+    c->fd = itest_connect(port);
+    CHECK(c->fd >= 0 && itest_send(c->fd, req, (size_t)n));
+    itest_sleep_ms(700);
+    itest_kill(g_pids[g_rs_sched], SIGKILL);
+    itest_wait(g_pids[g_rs_sched], 2000);
+    itest_sleep_ms(1200); /* the gateway and the worker notice */
+    int n_pids = g_n_pids;
+    g_pids[g_rs_sched] = start_rs_sched(); /* in place of the old one, not appended */
+    g_n_pids = n_pids;
+    struct itest_resp r;
+    memset(&r, 0, sizeof(r));
+    CHECK(itest_read_resp(c, &r, 120000));
+    CHECK_EQ_INT(r.status, 200);
+    static char text[1 << 17];
+    size_t tl = 0;
+    const char *fin = NULL;
+    bool error = false;
+    for (char *line = r.body ? strtok(r.body, "\n") : NULL; line; line = strtok(NULL, "\n")) {
+        if (strncmp(line, "data: {", 7) != 0)
+            continue;
+        cJSON *ev = cJSON_Parse(line + 6);
+        error |= cJSON_GetObjectItem(ev, "error") != NULL;
+        cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(ev, "choices"), 0);
+        const char *d =
+            cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(ch, "delta"), "content"));
+        if (d && tl + strlen(d) < sizeof(text))
+            tl += (size_t)snprintf(text + tl, sizeof(text) - tl, "%s", d);
+        const char *f = cJSON_GetStringValue(cJSON_GetObjectItem(ch, "finish_reason"));
+        if (f)
+            fin = !strcmp(f, "stop") ? "stop" : !strcmp(f, "length") ? "length" : "other";
+        cJSON_Delete(ev);
+    }
+    CHECK(!error && fin != NULL);
+    struct grammar *g = grammar_compile(schema, strlen(schema), NULL, 0);
+    struct grammar_state st;
+    grammar_state_init(&st, g);
+    bool prefix = grammar_feed_bytes(&st, g, text, tl);
+    fprintf(stderr, "across a scheduler restart: %zu bytes, finish %s, valid %s\n", tl,
+            fin ? fin : "none", prefix ? "prefix" : "NO");
+    CHECK(prefix);
+    if (fin && !strcmp(fin, "stop"))
+        CHECK(conforms(schema, text));
+    grammar_destroy(g);
+    itest_resp_free(&r);
+    close(c->fd);
+    free(c);
+    char path[128];
+    snprintf(path, sizeof(path), "%s/gw_rs.log", g_dir);
+    FILE *lf = fopen(path, "r");
+    static char logbuf[1 << 20];
+    size_t ln = lf ? fread(logbuf, 1, sizeof(logbuf) - 1, lf) : 0;
+    logbuf[ln] = '\0';
+    if (lf)
+        fclose(lf);
+    CHECK(strstr(logbuf, "ev=req_resubmitted") != NULL); /* the path under test was taken */
+}
+
 int main(void)
 {
     const char *b = getenv("TERN_BUILD_DIR");
@@ -355,11 +461,13 @@ int main(void)
              tiny, vocab, g_dir);
     CHECK_EQ_INT(system(cmd), 0);
 
-    int port_wide = itest_free_port(), port_small = itest_free_port();
+    int port_wide = itest_free_port(), port_small = itest_free_port(), port_rs = itest_free_port();
     start_stack("wide", tiny, port_wide, NULL);
     start_stack("small", tiny, port_small, "6"); /* 6 blocks of 16 tokens */
+    start_rs(tiny, port_rs);
     bool up = itest_wait_status(port_wide, "/health", 200, 30000) &&
-              itest_wait_status(port_small, "/health", 200, 30000);
+              itest_wait_status(port_small, "/health", 200, 30000) &&
+              itest_wait_status(port_rs, "/health", 200, 30000);
     CHECK(up);
     if (up) {
         test_refused(port_wide);
@@ -367,6 +475,7 @@ int main(void)
         test_completions(port_wide);
         test_stream(port_wide);
         test_preempt(port_small);
+        test_sched_restart(port_rs);
     }
     stop_all();
     if (test_failures_ > 0) {
