@@ -1,8 +1,8 @@
 /* sample: token selection from logits (see model/sample.h). Order of operations, as in vLLM:
- * logit bias and banned ids, penalties, then greedy or temperature softmax, top-k, top-p (on the
- * top-k renormalised values), min-p, renormalise, draw. Truncations that need an order sort a
- * candidate prefix (see candidates()) by (logit desc, id asc), never the whole vocabulary unless
- * they must. */
+ * logit bias, banned ids and the allow mask, penalties, then greedy or temperature softmax, top-k,
+ * top-p (on the top-k renormalised values), min-p, renormalise, draw. Truncations that need an
+ * order sort a candidate prefix (see candidates()) by (logit desc, id asc), never the whole
+ * vocabulary unless they must. */
 #include "model/sample.h"
 
 #include "common/err.h"
@@ -121,7 +121,8 @@ int32_t sample_argmax(const float *logits, int n)
 
 // ---- the pipeline ----
 
-/* logit_bias, then the banned ids (as vLLM's logits processors: before the penalties) */
+/* logit_bias, then the banned ids and the allow mask (as vLLM's logits processors: before the
+ * penalties) */
 static void apply_bias(struct sample_ctx *sc, const struct sample_params *p)
 {
     const int V = sc->n_vocab;

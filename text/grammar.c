@@ -153,7 +153,7 @@ static enum step obj_step(struct grammar_state *s, const struct grammar *g, uint
             return STEP_REJECT;
         f->st = O_VALUE;
         return push(s, o->n_props ? o->prop_nodes[f->n - 1] : o->extra, ST_PENDING) ? STEP_OK
-                                                                                   : STEP_REJECT;
+                                                                                    : STEP_REJECT;
     case O_AFTER:
         if (b == ',' && obj_may_add(o, f)) {
             f->st = O_NEXT;
@@ -378,13 +378,20 @@ static enum step frame_step(struct grammar_state *s, const struct grammar *g, ui
         return start_step(f, g, b);
     const struct gnode *n = &g->nodes[f->node];
     switch (n->kind) {
-    case GNODE_OBJECT: return obj_step(s, g, b);
-    case GNODE_ARRAY: return arr_step(s, g, b);
-    case GNODE_STRING: return str_step(f, b);
-    case GNODE_NUMBER: return num_step(f, false, b);
-    case GNODE_INTEGER: return num_step(f, true, b);
-    case GNODE_LITERAL: return lit_step(f, n, b);
-    case GNODE_UNION: break;
+    case GNODE_OBJECT:
+        return obj_step(s, g, b);
+    case GNODE_ARRAY:
+        return arr_step(s, g, b);
+    case GNODE_STRING:
+        return str_step(f, b);
+    case GNODE_NUMBER:
+        return num_step(f, false, b);
+    case GNODE_INTEGER:
+        return num_step(f, true, b);
+    case GNODE_LITERAL:
+        return lit_step(f, n, b);
+    case GNODE_UNION:
+        break;
     }
     return STEP_REJECT;
 }

@@ -16,7 +16,7 @@
 
 struct cc {
     struct grammar *g;
-    int depth;      // schema nesting of the node being compiled
+    int depth; // schema nesting of the node being compiled
     char *err;
     size_t errlen;
     char path[256]; // JSON pointer of the schema being compiled
@@ -72,9 +72,15 @@ static void first_bytes(const struct grammar *g, int id, bool set[256])
     const struct gnode *n = &g->nodes[id];
     memset(set, 0, 256);
     switch (n->kind) {
-    case GNODE_OBJECT: set['{'] = true; break;
-    case GNODE_ARRAY: set['['] = true; break;
-    case GNODE_STRING: set['"'] = true; break;
+    case GNODE_OBJECT:
+        set['{'] = true;
+        break;
+    case GNODE_ARRAY:
+        set['['] = true;
+        break;
+    case GNODE_STRING:
+        set['"'] = true;
+        break;
     case GNODE_NUMBER:
     case GNODE_INTEGER:
         set['-'] = true;
@@ -104,8 +110,10 @@ static int union_add(struct cc *c, int u, int alt)
             continue;
         int16_t to = (int16_t)(is_union ? g->nodes[alt].alt_of_byte[b] : alt);
         if (g->nodes[u].alt_of_byte[b] >= 0 && g->nodes[u].alt_of_byte[b] != to)
-            return fail(c, "unsupported anyOf/type list at %s: alternatives overlap (both may "
-                           "start with '%c')", at(c), b >= 0x20 && b < 0x7f ? b : '?');
+            return fail(c,
+                        "unsupported anyOf/type list at %s: alternatives overlap (both may "
+                        "start with '%c')",
+                        at(c), b >= 0x20 && b < 0x7f ? b : '?');
         g->nodes[u].alt_of_byte[b] = to;
     }
     return 0;
@@ -304,9 +312,11 @@ static int type_node(struct cc *c, const cJSON *s, const char *type)
 }
 
 static const char *const known_kw[] = {
-    "type", "properties", "required", "additionalProperties", "enum", "const", "items",
-    "minItems", "maxItems", "anyOf", "title", "description", "$schema", "default", "examples",
-    "strict", NULL,
+    "type",     "properties", "required", "additionalProperties",
+    "enum",     "const",      "items",    "minItems",
+    "maxItems", "anyOf",      "title",    "description",
+    "$schema",  "default",    "examples", "strict",
+    NULL,
 };
 
 static int compile_node(struct cc *c, const cJSON *s)

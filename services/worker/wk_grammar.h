@@ -28,9 +28,9 @@ void wk_gseq_destroy(struct wk_gseq *gs);
  * tokens the grammar accepts, plus stop_ids once the value may end. hist (n_hist): the sequence's
  * tokens so far (the replay is taken from its end). ERR_STATE with *msg when a replayed token is
  * refused or nothing is allowed. */
-int wk_grammar_mask(struct wk_grammar *wg, struct wk_gseq *gs, const int32_t *hist,
-                    uint32_t n_hist, const uint32_t *stop_ids, uint32_t n_stop,
-                    const uint32_t **allow, const char **msg);
+int wk_grammar_mask(struct wk_grammar *wg, struct wk_gseq *gs, const int32_t *hist, uint32_t n_hist,
+                    const uint32_t *stop_ids, uint32_t n_stop, const uint32_t **allow,
+                    const char **msg);
 /* Advance gs over the sampled token; is_stop: tok ends the sequence (a stop id allowed by the
  * mask). ERR_STATE when the grammar refuses it. */
 int wk_grammar_accept(struct wk_grammar *wg, struct wk_gseq *gs, int32_t tok, bool is_stop);

