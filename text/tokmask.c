@@ -145,22 +145,30 @@ int tokmask_vocab(const struct tokmask *tm)
     return tm->n_vocab;
 }
 
-/* every child of trie node `at` whose byte stack[depth] accepts; ids ending there join the mask */
+/* every child of trie node `at` whose byte state cur accepts; ids ending there join the mask.
+ * Plain ASCII text inside a string leaves the state as it is, so those children reuse cur
+ * instead of a copy and a feed. */
 static int walk(struct tokmask *tm, const struct trie *t, const struct grammar *g, uint32_t at,
-                size_t depth, uint32_t *mask)
+                const struct grammar_state *cur, size_t depth, uint32_t *mask)
 {
     int n = 0;
+    const bool str = grammar_in_string(cur, g);
     struct grammar_state *next = &tm->stack[depth + 1];
     for (uint32_t c = t->nodes[at].child; c; c = t->nodes[c].sibling) {
-        grammar_state_copy(next, &tm->stack[depth]);
-        if (!grammar_feed(next, g, t->nodes[c].b))
-            continue;
+        const uint8_t b = t->nodes[c].b;
+        const struct grammar_state *st = cur;
+        if (!str || b < 0x20 || b >= 0x7f || b == '"' || b == '\\') {
+            grammar_state_copy(next, cur);
+            if (!grammar_feed(next, g, b))
+                continue;
+            st = next;
+        }
         for (int32_t id = t->nodes[c].tok; id >= 0; id = tm->tok_next[id]) {
             mask[id >> 5] |= (uint32_t)1 << (id & 31);
             n++;
         }
         if (t->nodes[c].child)
-            n += walk(tm, t, g, c, depth + 1, mask);
+            n += walk(tm, t, g, c, st, depth + 1, mask);
     }
     return n;
 }
@@ -169,13 +177,12 @@ int tokmask_compute(struct tokmask *tm, const struct grammar *g, const struct gr
                     uint32_t *mask)
 {
     const size_t words = TOKMASK_WORDS(tm->n_vocab);
-    grammar_state_copy(&tm->stack[0], s);
     if (grammar_in_string(s, g)) {
         memcpy(mask, tm->neutral, sizeof(uint32_t) * words);
-        return tm->n_neutral + walk(tm, &tm->special, g, 0, 0, mask);
+        return tm->n_neutral + walk(tm, &tm->special, g, 0, s, 0, mask);
     }
     memset(mask, 0, sizeof(uint32_t) * words);
-    return walk(tm, &tm->all, g, 0, 0, mask);
+    return walk(tm, &tm->all, g, 0, s, 0, mask);
 }
 
 bool tokmask_advance(const struct tokmask *tm, const struct grammar *g, struct grammar_state *s,
