@@ -12,6 +12,7 @@
  *          document (checked as a grammar prefix: a restarted automaton would begin a second
  *          value). */
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,27 +197,34 @@ static bool conforms(const char *schema, const char *text)
     return ok;
 }
 
+/* a malloc'd formatted string (free() it) */
+static char *strf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *strf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *b = malloc((size_t)n + 1);
+    va_start(ap, fmt);
+    vsnprintf(b, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return b;
+}
+
 static char *chat_body(const char *rf, int seed, bool stream, const char *extra)
 {
-    size_t n = strlen(rf) + strlen(extra) + 512;
-    char *b = malloc(n);
-    snprintf(b, n,
-             "{\"messages\":[{\"role\":\"user\",\"content\":\"Describe an item as JSON.\"}],"
-             "\"response_format\":%s,\"max_tokens\":1900,\"temperature\":1,\"top_p\":1,"
-             "\"top_k\":-1,\"seed\":%d,\"stream\":%s%s}",
-             rf, seed, stream ? "true" : "false", extra);
-    return b;
+    return strf("{\"messages\":[{\"role\":\"user\",\"content\":\"Describe an item as JSON.\"}],"
+                "\"response_format\":%s,\"max_tokens\":1900,\"temperature\":1,\"top_p\":1,"
+                "\"top_k\":-1,\"seed\":%d,\"stream\":%s%s}",
+                rf, seed, stream ? "true" : "false", extra);
 }
 
 static char *json_schema_rf(const char *schema)
 {
-    size_t n = strlen(schema) + 128;
-    char *rf = malloc(n);
-    snprintf(rf, n,
-             "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"t\",\"strict\":true,"
-             "\"schema\":%s}}",
-             schema);
-    return rf;
+    return strf("{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"t\",\"strict\":true,"
+                "\"schema\":%s}}",
+                schema);
 }
 
 /* one non-streamed chat request under schema (more body fields in extra); checks and returns
@@ -266,12 +274,9 @@ static void test_corpus(int port)
 static void test_completions(int port)
 {
     char *rf = json_schema_rf(corpus[2]);
-    size_t len = strlen(rf) + 256;
-    char *body = malloc(len);
-    snprintf(body, len,
-             "{\"prompt\":\"An item as JSON:\",\"response_format\":%s,"
-             "\"max_tokens\":1500,\"temperature\":1,\"top_k\":-1,\"seed\":3}",
-             rf);
+    char *body = strf("{\"prompt\":\"An item as JSON:\",\"response_format\":%s,"
+                      "\"max_tokens\":1500,\"temperature\":1,\"top_k\":-1,\"seed\":3}",
+                      rf);
     int st;
     cJSON *j = post(port, "/v1/completions", body, &st);
     CHECK_EQ_INT(st, 200);
@@ -284,6 +289,35 @@ static void test_completions(int port)
     free(rf);
 }
 
+/* what an SSE chat stream carried: the content deltas put together, the last finish_reason,
+ * whether an error event came */
+struct sse {
+    char text[1 << 17];
+    size_t len;
+    char finish[16]; // "" when none
+    bool error;
+};
+
+static void sse_collect(char *body, struct sse *o)
+{
+    memset(o, 0, sizeof(*o));
+    for (char *line = body ? strtok(body, "\n") : NULL; line; line = strtok(NULL, "\n")) {
+        if (strncmp(line, "data: {", 7) != 0)
+            continue;
+        cJSON *ev = cJSON_Parse(line + 6);
+        o->error |= cJSON_GetObjectItem(ev, "error") != NULL;
+        cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(ev, "choices"), 0);
+        const char *d =
+            cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(ch, "delta"), "content"));
+        if (d && o->len + strlen(d) < sizeof(o->text))
+            o->len += (size_t)snprintf(o->text + o->len, sizeof(o->text) - o->len, "%s", d);
+        const char *f = cJSON_GetStringValue(cJSON_GetObjectItem(ch, "finish_reason"));
+        if (f)
+            snprintf(o->finish, sizeof(o->finish), "%s", f);
+        cJSON_Delete(ev);
+    }
+}
+
 /* streamed: the content deltas put together conform */
 static void test_stream(int port)
 {
@@ -294,24 +328,10 @@ static void test_stream(int port)
     CHECK(itest_http(port, "POST", "/v1/chat/completions", "Content-Type: application/json\r\n",
                      body, &r, 120000));
     CHECK_EQ_INT(r.status, 200);
-    char text[65536] = "";
-    size_t tl = 0;
-    bool stop = false;
-    for (char *line = r.body ? strtok(r.body, "\n") : NULL; line; line = strtok(NULL, "\n")) {
-        if (strncmp(line, "data: {", 7) != 0)
-            continue;
-        cJSON *ev = cJSON_Parse(line + 6);
-        cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(ev, "choices"), 0);
-        const char *d =
-            cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(ch, "delta"), "content"));
-        if (d && tl + strlen(d) < sizeof(text))
-            tl += (size_t)snprintf(text + tl, sizeof(text) - tl, "%s", d);
-        const char *fin = cJSON_GetStringValue(cJSON_GetObjectItem(ch, "finish_reason"));
-        stop |= fin && !strcmp(fin, "stop");
-        cJSON_Delete(ev);
-    }
-    CHECK(stop);
-    CHECK(conforms(corpus[3], text));
+    static struct sse o;
+    sse_collect(r.body, &o);
+    CHECK(!o.error && !strcmp(o.finish, "stop"));
+    CHECK(conforms(corpus[3], o.text));
     itest_resp_free(&r);
     free(body);
     free(rf);
@@ -437,35 +457,18 @@ static void test_sched_restart(int port)
     memset(&r, 0, sizeof(r));
     CHECK(itest_read_resp(c, &r, 120000));
     CHECK_EQ_INT(r.status, 200);
-    static char text[1 << 17];
-    size_t tl = 0;
-    const char *fin = NULL;
-    bool error = false;
-    for (char *line = r.body ? strtok(r.body, "\n") : NULL; line; line = strtok(NULL, "\n")) {
-        if (strncmp(line, "data: {", 7) != 0)
-            continue;
-        cJSON *ev = cJSON_Parse(line + 6);
-        error |= cJSON_GetObjectItem(ev, "error") != NULL;
-        cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(ev, "choices"), 0);
-        const char *d =
-            cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(ch, "delta"), "content"));
-        if (d && tl + strlen(d) < sizeof(text))
-            tl += (size_t)snprintf(text + tl, sizeof(text) - tl, "%s", d);
-        const char *f = cJSON_GetStringValue(cJSON_GetObjectItem(ch, "finish_reason"));
-        if (f)
-            fin = !strcmp(f, "stop") ? "stop" : !strcmp(f, "length") ? "length" : "other";
-        cJSON_Delete(ev);
-    }
-    CHECK(!error && fin != NULL);
+    static struct sse o;
+    sse_collect(r.body, &o);
+    CHECK(!o.error && o.finish[0]);
     struct grammar *g = grammar_compile(schema, strlen(schema), NULL, 0);
     struct grammar_state st;
     grammar_state_init(&st, g);
-    bool prefix = grammar_feed_bytes(&st, g, text, tl);
-    fprintf(stderr, "across a scheduler restart: %zu bytes, finish %s, valid %s\n", tl,
-            fin ? fin : "none", prefix ? "prefix" : "NO");
+    bool prefix = grammar_feed_bytes(&st, g, o.text, o.len);
+    fprintf(stderr, "across a scheduler restart: %zu bytes, finish %s, valid %s\n", o.len, o.finish,
+            prefix ? "prefix" : "NO");
     CHECK(prefix);
-    if (fin && !strcmp(fin, "stop"))
-        CHECK(conforms(schema, text));
+    if (!strcmp(o.finish, "stop"))
+        CHECK(conforms(schema, o.text));
     grammar_destroy(g);
     itest_resp_free(&r);
     close(c->fd);

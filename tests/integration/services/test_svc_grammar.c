@@ -73,12 +73,8 @@ int main(void)
     const char *wa[] = {"--engine",   "cpu", "--model",   model, "--scheduler-endpoint", wk_ep,
                         "--max-seqs", "2",   "--threads", "1",   "--max-model-len",      "1024",
                         NULL};
-    CHECK_EQ_INT(svc_spawn(&sched_p, dir, "scheduler", "tern-scheduler", sa), 0);
-    CHECK_EQ_INT(svc_spawn(&wk, dir, "worker", "tern-worker", wa), 0);
     struct svc_client c;
-    CHECK_EQ_INT(svc_client_open(&c, gw_ep), 0);
-    CHECK_EQ_INT(svc_client_hello(&c, 3000), 0);
-    bool up = tok && svc_client_wait_workers(&c, 1, 10000);
+    bool up = svc_start_one(&sched_p, &wk, dir, sa, wa, &c, gw_ep, 10000) && tok;
     CHECK(up);
     if (up) {
         uint32_t prompt[SVC_MAX_TOKENS] = {9707, 11, 1879, 0}; /* "Hello, world!" */
