@@ -1,8 +1,8 @@
 /* sample: token selection from logits (see model/sample.h). Order of operations, as in vLLM:
- * logit bias and banned ids, penalties, then greedy or temperature softmax, top-k, top-p (on the
- * top-k renormalised values), min-p, renormalise, draw. Truncations that need an order sort a
- * candidate prefix (see candidates()) by (logit desc, id asc), never the whole vocabulary unless
- * they must. */
+ * logit bias, banned ids and the allow mask, penalties, then greedy or temperature softmax, top-k,
+ * top-p (on the top-k renormalised values), min-p, renormalise, draw. Truncations that need an
+ * order sort a candidate prefix (see candidates()) by (logit desc, id asc), never the whole
+ * vocabulary unless they must. */
 #include "model/sample.h"
 
 #include "common/err.h"
@@ -71,6 +71,7 @@ void sample_params_default(struct sample_params *p)
     p->n_bias = 0;
     p->ban_ids = NULL;
     p->n_ban = 0;
+    p->allow = NULL;
 }
 
 struct sample_ctx {
@@ -120,7 +121,8 @@ int32_t sample_argmax(const float *logits, int n)
 
 // ---- the pipeline ----
 
-/* logit_bias, then the banned ids (as vLLM's logits processors: before the penalties) */
+/* logit_bias, then the banned ids and the allow mask (as vLLM's logits processors: before the
+ * penalties) */
 static void apply_bias(struct sample_ctx *sc, const struct sample_params *p)
 {
     const int V = sc->n_vocab;
@@ -130,6 +132,10 @@ static void apply_bias(struct sample_ctx *sc, const struct sample_params *p)
     for (int i = 0; i < p->n_ban; i++)
         if (p->ban_ids[i] < (uint32_t)V)
             sc->logit[p->ban_ids[i]] = -INFINITY;
+    if (p->allow)
+        for (int i = 0; i < V; i++)
+            if (!(p->allow[i >> 5] >> (i & 31) & 1))
+                sc->logit[i] = -INFINITY;
 }
 
 static void apply_penalties(struct sample_ctx *sc, const struct sample_params *p,

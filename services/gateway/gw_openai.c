@@ -742,6 +742,7 @@ static void start_generation(struct gen *g)
     sub.bias_ids = (const uint32_t *)g->req.bias_ids;
     sub.bias_vals = g->req.bias_vals;
     sub.n_bias = (size_t)g->req.n_bias;
+    sub.json_schema = g->req.json_schema;
     sub.model = NULL;
     /* n choices = n independent sequences (the prompt is prefilled for each; no KV sharing).
      * A seed gives choice i seed + i, as vLLM's parallel sampling; without one each sequence

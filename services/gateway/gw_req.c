@@ -13,6 +13,7 @@
 #include "common/err.h"
 #include "common/xalloc.h"
 #include "gw_arena.h"
+#include "text/grammar.h"
 
 static int fail(struct gw_req_err *err, int status, const char *param, const char *code,
                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
@@ -636,6 +637,74 @@ static int json_check(const char *body, size_t len, struct gw_arena *a, struct g
                 j.at);
 }
 
+/* response_format: text, json_object (any object) or json_schema (the subset of text/grammar.h;
+ * anything else is refused naming the keyword). Sets r->json_schema to the schema text the
+ * worker compiles. Needs ignore_eos and min_tokens parsed before. */
+static int parse_response_format(struct gw_req *r, const cJSON *rf, struct gw_arena *a,
+                                 struct gw_req_err *err)
+{
+    if (!rf)
+        return 0;
+    const cJSON *t = cJSON_IsObject(rf) ? field(rf, "type") : NULL;
+    if (!t || !cJSON_IsString(t))
+        return fail(err, 400, "response_format", NULL, "'response_format.type' is required");
+    if (!strcmp(t->valuestring, "text"))
+        return 0;
+    char *text = NULL;
+    if (!strcmp(t->valuestring, "json_object")) {
+        r->json_schema = "{\"type\":\"object\"}";
+    } else if (!strcmp(t->valuestring, "json_schema")) {
+        const cJSON *js = field(rf, "json_schema");
+        if (!cJSON_IsObject(js))
+            return fail(err, 400, "response_format", NULL,
+                        "'response_format.json_schema' is required (an object)");
+        const cJSON *k;
+        cJSON_ArrayForEach(k, js)
+        {
+            if (strcmp(k->string, "name") && strcmp(k->string, "description") &&
+                strcmp(k->string, "schema") && strcmp(k->string, "strict"))
+                return fail(err, 400, "response_format", NULL,
+                            "unsupported key '%.64s' in response_format.json_schema", k->string);
+        }
+        const cJSON *name = field(js, "name"), *strict = field(js, "strict");
+        if ((name && !cJSON_IsString(name)) || (strict && !cJSON_IsBool(strict) &&
+                                                !cJSON_IsNull(strict)))
+            return fail(err, 400, "response_format", NULL,
+                        "response_format.json_schema: 'name' must be a string and 'strict' a "
+                        "boolean");
+        const cJSON *sch = field(js, "schema");
+        if (!cJSON_IsObject(sch))
+            return fail(err, 400, "response_format", NULL,
+                        "'response_format.json_schema.schema' is required (an object)");
+        text = cJSON_PrintUnformatted(sch);
+        if (!text)
+            return fail(err, 500, "response_format", NULL, "out of memory");
+        char why[256];
+        struct grammar *g = grammar_compile(text, strlen(text), why, sizeof(why));
+        grammar_destroy(g);
+        if (!g) {
+            cJSON_free(text);
+            return fail(err, 400, "response_format", NULL,
+                        "response_format.json_schema.schema: %s", why);
+        }
+        r->json_schema = gw_arena_strdup(a, text);
+        cJSON_free(text);
+    } else {
+        return fail(err, 400, "response_format", NULL,
+                    "response_format type '%.32s' is not supported (text, json_object, "
+                    "json_schema)", t->valuestring);
+    }
+    if (r->ignore_eos)
+        return fail(err, 400, "ignore_eos", NULL,
+                    "ignore_eos cannot be combined with a JSON response_format: the output ends "
+                    "when the JSON value is complete");
+    if (r->min_tokens > 0)
+        return fail(err, 400, "min_tokens", NULL,
+                    "min_tokens cannot be combined with a JSON response_format: the output ends "
+                    "when the JSON value is complete");
+    return 0;
+}
+
 int gw_req_parse(struct gw_req *r, enum gw_req_kind kind, const char *body, size_t len,
                  const char *served_model, struct gw_arena *a, struct gw_req_err *err)
 {
@@ -768,15 +837,8 @@ int gw_req_parse(struct gw_req *r, enum gw_req_kind kind, const char *body, size
         r->logprobs = has_lp;
         r->top_logprobs = (int)lpn;
     }
-    cJSON *rf = field(root, "response_format");
-    if (rf) {
-        cJSON *t = cJSON_IsObject(rf) ? field(rf, "type") : NULL;
-        if (!t || !cJSON_IsString(t))
-            return fail(err, 400, "response_format", NULL, "'response_format.type' is required");
-        if (strcmp(t->valuestring, "text") != 0)
-            return fail(err, 400, "response_format", NULL,
-                        "response_format '%.32s' is not supported yet", t->valuestring);
-    }
+    if ((rc = parse_response_format(r, field(root, "response_format"), a, err)))
+        return rc;
     if (kind == GW_REQ_KIND_CHAT) {
         if ((rc = parse_tools(r, root, a, err)) || (rc = parse_thinking(r, root, err)) ||
             (rc = get_bool(root, "parallel_tool_calls", &r->parallel_tool_calls, err)))

@@ -38,6 +38,7 @@ struct call {
     uint32_t *bias_ids;
     float *bias_vals;
     char *model;
+    char *json_schema;
     uint32_t gen_base;  // tokens received before the current submission
     bool parked;        // waiting for a scheduler (link lost)
     uint64_t parked_ms;
@@ -103,6 +104,7 @@ static void call_free(struct call *c)
     free(c->bias_ids);
     free(c->bias_vals);
     free(c->model);
+    free(c->json_schema);
     free(c);
 }
 
@@ -605,6 +607,9 @@ static int send_submit(struct gw_sched *s, const struct gw_sched_submit *sub)
     sp.n_bias_ids = sp.n_bias_values = sub->n_bias;
     sp.bias_ids = (uint32_t *)sub->bias_ids;
     sp.bias_values = (float *)sub->bias_vals;
+    sp.json_schema = (char *)sub->json_schema;
+    sp.has_json_replay = sub->json_schema && sub->json_replay;
+    sp.json_replay = sub->json_replay;
     m.sampling = &sp;
     env.req_id = sub->req_id;
     env.body_case = TERN__ENVELOPE__BODY_SUBMIT;
@@ -645,6 +650,8 @@ int gw_sched_submit(struct gw_sched *s, const struct gw_sched_submit *sub, gw_sc
     c->model = sub->model ? xstrdup(sub->model) : NULL;
     c->sub.stop_ids = c->stop_ids;
     c->sub.model = c->model;
+    c->json_schema = sub->json_schema ? xstrdup(sub->json_schema) : NULL;
+    c->sub.json_schema = c->json_schema;
     c->sub.prompt_ids = NULL; /* c->prompt, which may move */
     struct call **pp = call_slot(s, sub->req_id);
     c->next = *pp;
@@ -678,6 +685,7 @@ static void resume_parked(struct gw_sched *s, uint64_t now)
                 if (sub.max_tokens > 0)
                     sub.max_tokens -= got;
                 sub.min_tokens = sub.min_tokens > got ? sub.min_tokens - got : 0;
+                sub.json_replay += got; /* the grammar replays what the client has */
                 if (send_submit(s, &sub) != 0) {
                     pp = &c->next; /* back-pressure: again at the next tick */
                     continue;

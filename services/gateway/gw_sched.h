@@ -97,6 +97,8 @@ struct gw_sched_submit {
     const float *bias_vals;
     size_t n_bias;
     const char *model;
+    const char *json_schema; /* response_format as a JSON Schema (text/grammar.h); NULL: off */
+    uint32_t json_replay;    /* with json_schema: completion tokens at the end of prompt_ids */
 };
 int gw_sched_submit(struct gw_sched *s, const struct gw_sched_submit *sub, gw_sched_ev_cb cb,
                     void *ctx);

@@ -148,7 +148,8 @@ static int cmp_placed(const void *a, const void *b)
     return x->id < y->id ? -1 : x->id > y->id ? 1 : 0;
 }
 
-/* done: completion tokens this placement starts with (resumed), which count for min_tokens */
+/* done: completion tokens this placement starts with (resumed), which count for min_tokens and
+ * which the worker's grammar replays */
 static void fill_sampling(Tern__SamplingParams *p, const struct sched_sampling *x, uint32_t done)
 {
     tern__sampling_params__init(p);
@@ -170,6 +171,11 @@ static void fill_sampling(Tern__SamplingParams *p, const struct sched_sampling *
     p->n_bias_ids = p->n_bias_values = x->n_bias;
     p->bias_ids = x->bias_ids;
     p->bias_values = x->bias_vals;
+    if (x->json_schema) {
+        p->json_schema = x->json_schema;
+        p->has_json_replay = true;
+        p->json_replay = x->json_replay + done;
+    }
 }
 
 /* Make room in r's block table for `steps` decode steps; returns the steps granted (maybe

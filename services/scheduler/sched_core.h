@@ -36,6 +36,9 @@ struct sched_sampling {
     uint32_t *bias_ids;  // (n_bias) logit_bias, owned
     float *bias_vals;    // (n_bias)
     uint32_t n_bias;
+    char *json_schema;    // constrained decoding (Submit's SamplingParams.json_schema), owned;
+                          // NULL: off
+    uint32_t json_replay; // completion tokens already at the end of the Submit's prompt
 };
 
 struct sched_req {

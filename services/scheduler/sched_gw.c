@@ -240,6 +240,9 @@ static void on_submit(struct sched *s, int gw, uint64_t req_id, const Tern__Subm
         return;
     }
     const char *bad = check_sampling(sub->sampling);
+    if (!bad && sub->sampling && sub->sampling->json_replay >= sub->n_prompt_ids &&
+        sub->sampling->json_replay > 0)
+        bad = "json_replay must be less than the prompt";
     if (bad) {
         reject(s, gw, req_id, TERN__ERROR_CODE__ERROR_CODE_INVALID, bad);
         return;
@@ -312,6 +315,10 @@ static void on_submit(struct sched *s, int gw, uint64_t req_id, const Tern__Subm
         r->samp.bias_vals = xmalloc(sizeof(float) * r->samp.n_bias);
         memcpy(r->samp.bias_ids, p->bias_ids, sizeof(uint32_t) * r->samp.n_bias);
         memcpy(r->samp.bias_vals, p->bias_values, sizeof(float) * r->samp.n_bias);
+    }
+    if (p->json_schema && p->json_schema[0]) {
+        r->samp.json_schema = xstrdup(p->json_schema);
+        r->samp.json_replay = p->json_replay;
     }
     r->t_submit_ms = now_ms;
     r->t_queued_ms = now_ms;

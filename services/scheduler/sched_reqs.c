@@ -54,6 +54,7 @@ void sched_req_destroy(struct sched_req *r)
     free(r->stop_ids);
     free(r->samp.bias_ids);
     free(r->samp.bias_vals);
+    free(r->samp.json_schema);
     free(r->seq.blocks);
     free(r);
 }

@@ -15,6 +15,7 @@
 #include "model/sample.h"
 #include "proto/tern.pb-c.h"
 #include "wk.h"
+#include "wk_grammar.h"
 #include "wk_spec.h"
 
 #define WK_EXEC_ITEMS_MAX 64  /* items per engine call (bounds the logits buffer) */
@@ -42,6 +43,7 @@ struct wk_seq {
     uint32_t top_logprobs;
     int32_t *hist; // (n_hist) prompt + generated tokens, for the penalties
     uint32_t n_hist, cap_hist;
+    struct wk_gseq *gram; // json_schema (constrained decoding); NULL: off
 };
 
 struct wk_exec {
@@ -54,6 +56,7 @@ struct wk_exec {
     struct wk_seq *seqs; // (n_slots) indexed by slot
     struct sample_ctx *sc;
     struct wk_spec *spec; // speculative rounds and their counters (K = 0: plain decoding)
+    struct wk_grammar *gram; // vocabulary trie and mask of constrained decoding
     float *logits; // (WK_EXEC_ITEMS_MAX, vocab)
     uint64_t idle_since_ns;
     uint64_t n_plans, n_steps; // totals, logged at exit
@@ -98,6 +101,7 @@ static void seq_close(struct wk_exec *x, struct wk_seq *sq)
     free(sq->hist);
     free(sq->bias_ids);
     free(sq->bias_vals);
+    wk_gseq_destroy(sq->gram);
     memset(sq, 0, sizeof *sq);
 }
 
@@ -196,6 +200,14 @@ static void job_prepare(struct wk_exec *x, struct job *j, const Tern__SeqWork *w
             memcpy(sq->stop_ids, w->stop_ids, sizeof(uint32_t) * sq->n_stop);
         sampling_from(sq, w->sampling, w->req_id);
         seq_mask_update(sq);
+        if (w->sampling && w->sampling->json_schema && w->sampling->json_schema[0]) {
+            sq->gram = wk_gseq_create(x->gram, w->sampling->json_schema,
+                                      w->sampling->json_replay, &j->msg);
+            if (!sq->gram) {
+                j->err = ERR_INVAL;
+                return;
+            }
+        }
     } else {
         sq = seq_find(x, w->req_id);
         if (!sq || (uint32_t)(sq - x->seqs) != w->slot) {
@@ -296,6 +308,14 @@ static void hist_append(struct wk_seq *sq, const uint32_t *toks, uint32_t n)
         sq->hist[sq->n_hist++] = (int32_t)toks[i];
 }
 
+static bool is_stop_id(const struct wk_seq *sq, uint32_t tok)
+{
+    for (uint32_t i = 0; i < sq->n_stop; i++)
+        if (sq->stop_ids[i] == tok)
+            return true;
+    return false;
+}
+
 /* A generated token joins the sequence: history, the next decode's input, stop checks. */
 static void seq_push(struct wk_seq *sq, uint32_t tok)
 {
@@ -304,15 +324,15 @@ static void seq_push(struct wk_seq *sq, uint32_t tok)
     sq->has_last = true;
     sq->n_generated++;
     seq_mask_update(sq);
-    for (uint32_t i = 0; i < sq->n_stop; i++)
-        if (sq->stop_ids[i] == tok)
-            sq->stopped = true;
+    if (is_stop_id(sq, tok))
+        sq->stopped = true;
     if (sq->n_generated >= sq->max_new)
         sq->stopped = true;
 }
 
 /* The engine draws sq's next token on the device (wk_engine.h) when it can and the sequence
- * needs only the token: no logprobs, no logit bias, no banned ids, at most 4096 history tokens
+ * needs only the token: no logprobs, no logit bias, no banned ids, no grammar, at most 4096
+ * history tokens
  * when a penalty is on. it->logits is then NULL. */
 static void item_sample_on_device(const struct wk_exec *x, struct wk_engine_item *it,
                                   struct wk_seq *sq)
@@ -322,7 +342,7 @@ static void item_sample_on_device(const struct wk_exec *x, struct wk_engine_item
                      p->frequency_penalty != 0.0f;
     /* the device sampler holds 4096 distinct penalised tokens per row of a batch */
     if (!it->logits || !x->eng->info.device_sampling || sq->logprobs || p->n_bias || p->n_ban ||
-        (pen && sq->n_hist > 4096))
+        sq->gram || (pen && sq->n_hist > 4096))
         return;
     it->logits = NULL;
     it->sp = &sq->sp;
@@ -333,15 +353,27 @@ static void item_sample_on_device(const struct wk_exec *x, struct wk_engine_item
 }
 
 /* Sample sq's next token from logits (or take tok, drawn by the engine, when logits is NULL);
- * updates the sequence. Returns the token or < 0. */
+ * updates the sequence (its grammar too). Returns the token or < 0 with *msg set. */
 static int64_t sample_next(struct wk_exec *x, struct wk_seq *sq, const float *logits,
-                           int32_t tok)
+                           int32_t tok, const char **msg)
 {
     uint32_t V = x->eng->info.vocab_size;
+    *msg = "sampling failed";
+    if (sq->gram) { /* never sampled on the device (item_sample_on_device) */
+        int rc = wk_grammar_mask(x->gram, sq->gram, sq->hist, sq->n_hist, sq->stop_ids,
+                                 sq->n_stop, &sq->sp.allow, msg);
+        if (rc < 0)
+            return rc;
+    }
     int32_t t = logits ? sample_token(x->sc, &sq->sp, logits, sq->hist, (int)sq->n_hist, &sq->rng)
                        : tok;
+    sq->sp.allow = NULL;
     if (t < 0 || (uint32_t)t >= V)
         return ERR_INVAL;
+    if (sq->gram && wk_grammar_accept(x->gram, sq->gram, t, is_stop_id(sq, (uint32_t)t)) < 0) {
+        *msg = "json_schema refused the sampled token";
+        return ERR_STATE;
+    }
     seq_push(sq, (uint32_t)t);
     return t;
 }
@@ -495,9 +527,9 @@ static void run_plan(struct wk_exec *x, const Tern__StepPlan *p)
                 uint64_t cap = (uint64_t)j->sq->n_blocks * in->block_tokens;
                 if (cap > in->max_model_len)
                     cap = in->max_model_len;
-                /* no speculative round while min_tokens masks the stop ids: the mask changes
-                 * inside the window */
-                j->spec_k = j->sq->sp.n_ban ? 0
+                /* no speculative round while min_tokens masks the stop ids or a grammar masks
+                 * the vocabulary: the mask changes inside the window */
+                j->spec_k = j->sq->sp.n_ban || j->sq->gram ? 0
                                             : wk_spec_round_k(x->spec, &j->sq->sp, j->sq->pos,
                                                               j->steps_left, cap);
                 if (j->spec_k)
@@ -540,10 +572,9 @@ static void run_plan(struct wk_exec *x, const Tern__StepPlan *p)
                 j->sq->pos += it->n;
                 if (!it->logits && !it->sp)
                     continue;
-                int64_t t = sample_next(x, j->sq, it->logits, it->token);
+                int64_t t = sample_next(x, j->sq, it->logits, it->token, &j->msg);
                 if (t < 0) {
                     j->err = (int)t;
-                    j->msg = "sampling failed";
                     continue;
                 }
                 Tern__SeqResult *r = &so.res[so.n];
@@ -650,6 +681,7 @@ void wk_exec_destroy(struct wk_exec *x)
     free(x->logits);
     sample_ctx_destroy(x->sc);
     wk_spec_destroy(x->spec);
+    wk_grammar_destroy(x->gram);
     wk_engine_destroy(x->eng);
     msg_sock_close(&x->pipe);
     free(x);
@@ -723,6 +755,7 @@ void *wk_exec_main(void *arg)
         x->logits = malloc(sizeof(float) * WK_EXEC_ITEMS_MAX * x->eng->info.vocab_size);
         x->sc = sample_ctx_create((int)x->eng->info.vocab_size);
         x->spec = wk_spec_create(x->eng, x->cfg->speculative_tokens > 0);
+        x->gram = wk_grammar_create(x->cfg->model, x->eng->info.vocab_size);
         if (!x->logits || !x->sc)
             rc = ERR_NOMEM;
     }

@@ -29,6 +29,9 @@ struct sample_params {
     int n_bias;                // 0: off
     const uint32_t *ban_ids;   // (n_ban) logit = -inf before the penalties (min_tokens masks the
     int n_ban;                 //   stop ids with it); borrowed; 0: off
+    const uint32_t *allow;     // ((n_vocab + 31) / 32) bit set of the allowed ids (bit id & 31 of
+                               //   word id >> 5); the others get -inf before the penalties
+                               //   (constrained decoding); borrowed; NULL: off
 };
 
 /* temperature 1, everything else off (no bias, no banned ids). */

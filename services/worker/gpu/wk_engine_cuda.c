@@ -237,7 +237,7 @@ int wk_engine_cuda_create(const struct wk_cfg *cfg, wk_engine_progress_cb progre
              "kv_blocks=%u kv_dtype=%s eos=%u sampling=\"%s\"", in->model_id, in->vocab_size,
              in->max_model_len, in->n_slots, in->kv_blocks,
              kv_dtype_name((enum kv_dtype)gpu_model_kv_dtype(c->g)), in->n_eos,
-             in->device_sampling ? "device (host for logprobs, logit_bias, min_tokens)" : "host");
+             in->device_sampling ? "device (host for logprobs, logit_bias, min_tokens, response_format)" : "host");
     *out = e;
     return 0;
 fail:

@@ -92,6 +92,30 @@ int itest_wait(pid_t pid, int timeout_ms)
     }
 }
 
+pid_t itest_spawn_logged(const char *dir, const char *name, char *const argv[], pid_t *pids,
+                         int *n, int max)
+{
+    char log[512];
+    snprintf(log, sizeof(log), "%s/%s.log", dir, name);
+    pid_t p = itest_spawn(argv, NULL, log);
+    if (p > 0 && *n < max)
+        pids[(*n)++] = p;
+    return p;
+}
+
+void itest_stop_all(const pid_t *pids, int n, int timeout_ms, int *st)
+{
+    for (int i = n - 1; i >= 0; i--)
+        itest_kill(pids[i], SIGTERM);
+    for (int i = n - 1; i >= 0; i--) {
+        st[i] = itest_wait(pids[i], timeout_ms);
+        if (st[i] == -1) {
+            itest_kill(pids[i], SIGKILL);
+            itest_wait(pids[i], 5000);
+        }
+    }
+}
+
 int itest_connect(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);

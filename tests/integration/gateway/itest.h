@@ -25,6 +25,13 @@ pid_t itest_spawn(char *const argv[], char *const env[], const char *log);
 /* SIGKILL or SIGTERM; itest_wait returns the exit status (-1 on timeout, 128+sig if signalled). */
 void itest_kill(pid_t pid, int sig);
 int itest_wait(pid_t pid, int timeout_ms);
+/* itest_spawn with the log in dir/name.log; the pid is appended to pids (*n of max) for
+ * itest_stop_all. */
+pid_t itest_spawn_logged(const char *dir, const char *name, char *const argv[], pid_t *pids,
+                         int *n, int max);
+/* SIGTERM to pids[n-1] .. pids[0], then wait for each up to timeout_ms (then SIGKILL); st[i]:
+ * the exit status of pids[i] as itest_wait gives it (-1: it had to be killed). */
+void itest_stop_all(const pid_t *pids, int n, int timeout_ms, int *st);
 /* Connect to 127.0.0.1:port; -1 on failure. */
 int itest_connect(int port);
 /* Send all bytes. */

@@ -151,8 +151,9 @@ test('invalid parameters -> 400 with param', async () => {
   e = await expectError(fake.chat.completions.create({ model: MODEL, messages: [] }),
                         400, OpenAI.BadRequestError, 'messages');
   e = await expectError(fake.chat.completions.create({ model: MODEL, messages: user('hi'),
-                                                      response_format: { type: 'json_object' } }),
-                        400, OpenAI.BadRequestError, 'not supported');
+    response_format: { type: 'json_schema',
+                       json_schema: { name: 'x', schema: { type: 'string', pattern: '^a' } } } }),
+                        400, OpenAI.BadRequestError, "unsupported keyword 'pattern'");
   assert.equal(e.param, 'response_format');
   const r = await fake.chat.completions.create({ model: MODEL, messages: user('hi'),
                                                  max_completion_tokens: 3 });
@@ -470,6 +471,30 @@ test('tiny: n = 3 sampled -> independent sequences (choice i == n = 1 with seed 
 
 // ---- generation_config.json defaults (the tiny checkpoint ships temperature 0.7, top_p 0.8,
 // top_k 20; its gateway runs with the default --generation-config auto) ----
+
+test('tiny: response_format json_schema -> the random model answers conforming JSON, streamed and not', async () => {
+  const schema = { type: 'object', additionalProperties: false, required: ['color', 'n', 'tags'],
+                   properties: { color: { enum: ['red', 'green'] }, n: { type: 'integer' },
+                                 tags: { type: 'array', items: { type: 'boolean' }, maxItems: 2 } } };
+  const body = { model: MODEL, messages: user('an item'), max_tokens: 400, seed: 1,
+                 response_format: { type: 'json_schema', json_schema: { name: 'item', strict: true, schema } } };
+  const check = (text) => {
+    const v = JSON.parse(text);
+    assert.deepEqual(Object.keys(v).sort(), ['color', 'n', 'tags']);
+    assert.ok(['red', 'green'].includes(v.color) && Number.isInteger(v.n), text);
+    assert.ok(Array.isArray(v.tags) && v.tags.length <= 2 && v.tags.every((t) => typeof t === 'boolean'), text);
+  };
+  const r = await tiny.chat.completions.create(body);
+  assert.equal(r.choices[0].finish_reason, 'stop');
+  check(r.choices[0].message.content);
+  const s = await collect(await tiny.chat.completions.create({ ...body, stream: true }));
+  assert.equal(s.content, r.choices[0].message.content, 'streamed == non-streamed (same seed)');
+  const o = await tiny.chat.completions.create({ ...body, seed: 2, max_tokens: 480,
+    logit_bias: { 1: 8, 92: 8, 9207: 8, 497: 8, 1341: 8, 60: 8 }, /* ", }, "}, ", "], ]: shorter documents */
+                                                 response_format: { type: 'json_object' } });
+  assert.equal(o.choices[0].finish_reason, 'stop');
+  assert.equal(typeof JSON.parse(o.choices[0].message.content), 'object');
+});
 
 test('tiny: generation_config.json fills the sampling fields a request leaves out', async () => {
   const base = { model: MODEL, messages: user('Pick words.'), max_tokens: 12 };

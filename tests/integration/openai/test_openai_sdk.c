@@ -32,12 +32,7 @@ static void bin(char *out, size_t n, const char *name)
 
 static pid_t spawn(char *const argv[], const char *log_name)
 {
-    char log[512];
-    snprintf(log, sizeof(log), "%s/%s.log", g_dir, log_name);
-    pid_t p = itest_spawn(argv, NULL, log);
-    if (p > 0 && g_n_pids < N_PROCS)
-        g_pids[g_n_pids++] = p;
-    return p;
+    return itest_spawn_logged(g_dir, log_name, argv, g_pids, &g_n_pids, N_PROCS);
 }
 
 static int run_cmd(char *const argv[], char *const env[], const char *log_name, int timeout_ms)
@@ -69,18 +64,13 @@ static void dump_logs(void)
 
 static void stop_all(void)
 {
-    for (int i = g_n_pids - 1; i >= 0; i--)
-        itest_kill(g_pids[i], SIGTERM);
+    int st[N_PROCS];
+    itest_stop_all(g_pids, g_n_pids, 10000, st);
     for (int i = g_n_pids - 1; i >= 0; i--) {
-        int st = itest_wait(g_pids[i], 10000);
-        if (st == -1) {
-            itest_kill(g_pids[i], SIGKILL);
-            itest_wait(g_pids[i], 5000);
-        }
         /* every service drains and exits 0 on SIGTERM (a sanitizer report makes it non-zero) */
-        if (st != 0)
-            fprintf(stderr, "process %d (#%d) exit status %d\n", (int)g_pids[i], i, st);
-        CHECK_EQ_INT(st, 0);
+        if (st[i] != 0)
+            fprintf(stderr, "process %d (#%d) exit status %d\n", (int)g_pids[i], i, st[i]);
+        CHECK_EQ_INT(st[i], 0);
     }
     g_n_pids = 0;
 }

@@ -81,6 +81,17 @@ int svc_spawn(struct svc_proc *p, const char *dir, const char *name, const char 
     return svc_spawn_env(p, dir, name, bin, args, NULL);
 }
 
+bool svc_start_one(struct svc_proc *sched, struct svc_proc *wk, const char *dir,
+                   const char *const *sa, const char *const *wa, struct svc_client *c,
+                   const char *gw_ep, int timeout_ms)
+{
+    bool ok = svc_spawn(sched, dir, "scheduler", "tern-scheduler", sa) == 0;
+    ok &= svc_spawn(wk, dir, "worker", "tern-worker", wa) == 0;
+    ok &= svc_client_open(c, gw_ep) == 0;
+    ok &= svc_client_hello(c, 3000) == 0;
+    return ok && svc_client_wait_workers(c, 1, timeout_ms);
+}
+
 /* In the child: "K=V" sets K, a bare "K" unsets it. */
 static void apply_env(const char *const *env)
 {
@@ -394,6 +405,9 @@ int svc_client_submit(struct svc_client *c, uint64_t id, const struct svc_submit
     sp.bias_values = (float *)s->bias_vals;
     sp.has_min_tokens = s->min_tokens > 0;
     sp.min_tokens = s->min_tokens;
+    sp.json_schema = (char *)s->json_schema;
+    sp.has_json_replay = s->json_replay > 0;
+    sp.json_replay = s->json_replay;
     sub.sampling = &sp;
     sub.has_ignore_eos = s->ignore_eos;
     sub.ignore_eos = s->ignore_eos;

@@ -95,6 +95,8 @@ struct svc_submit {
     const float *bias_vals;
     uint32_t n_bias;
     uint32_t min_tokens;
+    const char *json_schema; // response_format as a JSON Schema; NULL: off
+    uint32_t json_replay;    // completion tokens at the end of prompt (resubmission)
 };
 
 /* Send a Submit; the request is tracked in c->reqs. 0 or a msg_send status. */
@@ -109,6 +111,12 @@ bool svc_client_wait_tokens(struct svc_client *c, uint64_t id, uint32_t n, int t
 int svc_client_status(struct svc_client *c, int timeout_ms);
 /* Poll status until workers_ready == n (or timeout). true on success. */
 bool svc_client_wait_workers(struct svc_client *c, uint32_t n, int timeout_ms);
+/* The usual start: tern-scheduler (sa) as "scheduler" and one tern-worker (wa) as "worker" in
+ * dir, then c opened as a gateway on gw_ep, hello, and the worker ready within timeout_ms.
+ * true when all that happened (c is open either way: svc_client_close it). */
+bool svc_start_one(struct svc_proc *sched, struct svc_proc *wk, const char *dir,
+                   const char *const *sa, const char *const *wa, struct svc_client *c,
+                   const char *gw_ep, int timeout_ms);
 
 /* The fake engine's model: the token after prev. */
 uint32_t svc_fake_next(uint32_t prev, uint32_t vocab);

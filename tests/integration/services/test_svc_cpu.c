@@ -100,12 +100,8 @@ int main(void)
                         "--max-model-len",
                         "512",
                         NULL};
-    CHECK_EQ_INT(svc_spawn(&sched_p, dir, "scheduler", "tern-scheduler", sa), 0);
-    CHECK_EQ_INT(svc_spawn(&wk, dir, "worker", "tern-worker", wa), 0);
     struct svc_client c;
-    CHECK_EQ_INT(svc_client_open(&c, gw_ep), 0);
-    CHECK_EQ_INT(svc_client_hello(&c, 3000), 0);
-    bool up = svc_client_wait_workers(&c, 1, 10000);
+    bool up = svc_start_one(&sched_p, &wk, dir, sa, wa, &c, gw_ep, 10000);
     CHECK(up);
     if (up) {
         uint64_t ids[N_PROMPTS];

@@ -274,6 +274,21 @@ int main(void)
     }
     sp.temperature = 0.0f;
     CHECK_EQ_INT(sample_token(sc, &sp, logits, NULL, 0, &r), 3);
+    // allow mask (constrained decoding): only ids 0 and 2 may be drawn, with a bias on top
+    sample_params_default(&sp);
+    uint32_t allow[1] = { (1u << 0) | (1u << 2) };
+    sp.allow = allow;
+    CHECK_EQ_INT(sample_probs(sc, &sp, logits, NULL, 0, probs), 0);
+    CHECK_NEAR(probs[0] + probs[2], 1.0, 1e-5);
+    for (int i = 0; i < 200; i++) {
+        int32_t t = sample_token(sc, &sp, logits, NULL, 0, &r);
+        CHECK(t == 0 || t == 2);
+    }
+    sp.bias_ids = bias_ids;
+    sp.bias_vals = big;            // +100 on id 1, which stays masked
+    sp.n_bias = 1;
+    sp.temperature = 0.0f;
+    CHECK(sample_token(sc, &sp, logits, NULL, 0, &r) != 1);
     sample_params_default(&sp);
     float nan_bias[1] = { NAN };
     sp.bias_ids = bias_ids;

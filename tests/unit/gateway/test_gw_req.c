@@ -50,6 +50,32 @@ static void expect_chat_ok(const char *extra)
     gw_arena_destroy(a);
 }
 
+/* response_format -> the schema text sent to the worker */
+static void test_response_format(void)
+{
+    static const char *const cases[][2] = {
+        {"", NULL},
+        {",\"response_format\":{\"type\":\"text\"}", NULL},
+        {",\"response_format\":{\"type\":\"json_object\"}", "{\"type\":\"object\"}"},
+        {",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\","
+         "\"schema\":{ \"type\" : \"array\", \"maxItems\": 2 }}}",
+         "{\"type\":\"array\",\"maxItems\":2}"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char body[512];
+        snprintf(body, sizeof(body), "{" MSGS "%s}", cases[i][0]);
+        struct gw_arena *a = gw_arena_create(0);
+        struct gw_req r;
+        struct gw_req_err e;
+        CHECK_EQ_INT(parse(GW_REQ_KIND_CHAT, body, &r, &e, a), 0);
+        if (cases[i][1])
+            CHECK_STREQ(r.json_schema, cases[i][1]);
+        else
+            CHECK(r.json_schema == NULL);
+        gw_arena_destroy(a);
+    }
+}
+
 static void test_defaults(void)
 {
     struct gw_arena *a = gw_arena_create(0);
@@ -166,8 +192,17 @@ static void test_ranges(void)
     expect_chat_bad("\"logprobs\":true,\"top_logprobs\":21", "top_logprobs");
     expect_chat_bad("\"logprobs\":true,\"top_logprobs\":-1", "top_logprobs");
     expect_chat_bad("\"top_logprobs\":3", "top_logprobs"); /* needs logprobs: true */
-    expect_chat_bad("\"response_format\":{\"type\":\"json_object\"}", "response_format");
     expect_chat_ok("\"response_format\":{\"type\":\"text\"}");
+    expect_chat_ok("\"response_format\":{\"type\":\"json_object\"}");
+    expect_chat_ok("\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\","
+                   "\"strict\":true,\"schema\":{\"type\":\"object\",\"properties\":{\"a\":"
+                   "{\"enum\":[1,2]}},\"required\":[\"a\"]}}}");
+    expect_chat_bad("\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\","
+                    "\"schema\":{\"type\":\"string\",\"maxLength\":3}}}", "response_format");
+    expect_chat_bad("\"response_format\":{\"type\":\"json_schema\"}", "response_format");
+    expect_chat_bad("\"response_format\":{\"type\":\"yaml\"}", "response_format");
+    expect_chat_bad("\"response_format\":{\"type\":\"json_object\"},\"ignore_eos\":true", "ignore_eos");
+    expect_chat_bad("\"response_format\":{\"type\":\"json_object\"},\"min_tokens\":1", "min_tokens");
     expect_chat_bad("\"chat_template_kwargs\":[]", "chat_template_kwargs");
     expect_chat_bad("\"chat_template_kwargs\":{\"enable_thinking\":\"no\"}",
                     "chat_template_kwargs.enable_thinking");
@@ -383,6 +418,7 @@ int main(void)
     test_request_surface();
     test_apply_defaults();
     test_defaults();
+    test_response_format();
     test_values();
     test_ranges();
     test_shapes();

@@ -1,0 +1,481 @@
+/* grammar: the byte-level pushdown automaton over a compiled schema (grammar_internal.h). One
+ * frame per open value; a frame in sub-state 0 waits for its value's first byte (after optional
+ * whitespace) and, for a union, picks the alternative by that byte. Numbers and literals end
+ * implicitly: a byte they refuse closes them (when complete) and goes on to the parent. */
+#include "grammar_internal.h"
+
+#include <string.h>
+
+enum { ST_PENDING = 0 };
+enum { O_START = 1, O_KEYLIT, O_KEY, O_COLON, O_VALUE, O_AFTER, O_NEXT };
+enum { A_START = 1, A_ITEM, A_AFTER };
+enum { S_BODY = 1, S_ESC, S_HEX };
+enum { N_MINUS = 1, N_ZERO, N_INT, N_DOT, N_FRAC, N_E, N_ESIGN, N_EXP };
+enum { L_BODY = 1 };
+
+/* outcome of one byte offered to the innermost frame */
+enum step {
+    STEP_REJECT,  // not allowed
+    STEP_OK,      // consumed
+    STEP_WS,      // consumed as structural whitespace (counted against GRAMMAR_WS_MAX)
+    STEP_CLOSE,   // consumed, and it closed the value
+    STEP_ENDED,   // not consumed: the value ended before it; offer it to the parent
+    STEP_DESCEND, // not consumed: a child frame was pushed; offer it to the child
+};
+
+static bool is_ws(uint8_t b)
+{
+    return b == ' ' || b == '\n' || b == '\t' || b == '\r';
+}
+
+static bool is_digit(uint8_t b)
+{
+    return b >= '0' && b <= '9';
+}
+
+static bool is_hex(uint8_t b)
+{
+    return is_digit(b) || (b >= 'a' && b <= 'f') || (b >= 'A' && b <= 'F');
+}
+
+void grammar_state_init(struct grammar_state *s, const struct grammar *g)
+{
+    s->depth = 1;
+    s->ws = 0;
+    s->done = false;
+    memset(&s->f[0], 0, sizeof(s->f[0]));
+    s->f[0].node = (uint16_t)g->root;
+}
+
+void grammar_state_copy(struct grammar_state *dst, const struct grammar_state *src)
+{
+    dst->depth = src->depth;
+    dst->ws = src->ws;
+    dst->done = src->done;
+    memcpy(dst->f, src->f, sizeof(src->f[0]) * src->depth);
+}
+
+bool grammar_is_done(const struct grammar_state *s)
+{
+    return s->done;
+}
+
+static bool push(struct grammar_state *s, int node, uint8_t st)
+{
+    if (s->depth == GRAMMAR_DEPTH_MAX)
+        return false;
+    struct grammar_frame *f = &s->f[s->depth++];
+    memset(f, 0, sizeof(*f));
+    f->node = (uint16_t)node;
+    f->st = st;
+    return true;
+}
+
+// ---- objects ----
+
+/* candidate properties for the next key: from f->n up to the first required one */
+static uint64_t key_cands(const struct gnode *o, uint32_t next)
+{
+    uint64_t m = 0;
+    for (int j = (int)next; j < o->n_props; j++) {
+        m |= (uint64_t)1 << j;
+        if (o->required >> j & 1)
+            break;
+    }
+    return m;
+}
+
+static bool obj_may_close(const struct gnode *o, const struct grammar_frame *f)
+{
+    return o->n_props == 0 || f->n >= 64 || (o->required >> f->n) == 0;
+}
+
+static bool obj_may_add(const struct gnode *o, const struct grammar_frame *f)
+{
+    return o->n_props ? (int)f->n < o->n_props : o->extra >= 0;
+}
+
+static enum step obj_begin_key(struct grammar_state *s, const struct grammar *g,
+                               struct grammar_frame *f, const struct gnode *o)
+{
+    if (o->n_props) {
+        f->cand = key_cands(o, f->n);
+        f->off = 0;
+        f->st = O_KEYLIT;
+        return STEP_OK;
+    }
+    f->st = O_KEY;
+    return push(s, g->string_node, S_BODY) ? STEP_OK : STEP_REJECT;
+}
+
+static enum step obj_keylit(struct grammar_frame *f, const struct gnode *o, uint8_t b)
+{
+    uint64_t keep = 0;
+    for (int j = 0; j < o->n_props; j++)
+        if ((f->cand >> j & 1) && f->off < o->key_lens[j] && (uint8_t)o->keys[j][f->off] == b)
+            keep |= (uint64_t)1 << j;
+    if (keep) { // a '"' inside an encoded key is escaped, so no key ends where another goes on
+        f->cand = keep;
+        f->off++;
+        return STEP_OK;
+    }
+    if (b != '"')
+        return STEP_REJECT;
+    for (int j = 0; j < o->n_props; j++)
+        if ((f->cand >> j & 1) && o->key_lens[j] == f->off) {
+            f->n = (uint32_t)j + 1;
+            f->st = O_COLON;
+            return STEP_OK;
+        }
+    return STEP_REJECT;
+}
+
+static enum step obj_step(struct grammar_state *s, const struct grammar *g, uint8_t b)
+{
+    struct grammar_frame *f = &s->f[s->depth - 1];
+    const struct gnode *o = &g->nodes[f->node];
+    if (f->st == O_KEYLIT)
+        return obj_keylit(f, o, b);
+    if (is_ws(b))
+        return f->st == O_START || f->st == O_NEXT || f->st == O_COLON || f->st == O_AFTER
+                   ? STEP_WS
+                   : STEP_REJECT;
+    switch (f->st) {
+    case O_START:
+    case O_NEXT:
+        if (b == '"' && obj_may_add(o, f))
+            return obj_begin_key(s, g, f, o);
+        if (b == '}' && f->st == O_START && obj_may_close(o, f))
+            return STEP_CLOSE;
+        return STEP_REJECT;
+    case O_COLON:
+        if (b != ':')
+            return STEP_REJECT;
+        f->st = O_VALUE;
+        return push(s, o->n_props ? o->prop_nodes[f->n - 1] : o->extra, ST_PENDING) ? STEP_OK
+                                                                                    : STEP_REJECT;
+    case O_AFTER:
+        if (b == ',' && obj_may_add(o, f)) {
+            f->st = O_NEXT;
+            return STEP_OK;
+        }
+        if (b == '}' && obj_may_close(o, f))
+            return STEP_CLOSE;
+        return STEP_REJECT;
+    }
+    return STEP_REJECT;
+}
+
+// ---- arrays ----
+
+static enum step arr_step(struct grammar_state *s, const struct grammar *g, uint8_t b)
+{
+    struct grammar_frame *f = &s->f[s->depth - 1];
+    const struct gnode *a = &g->nodes[f->node];
+    if (is_ws(b))
+        return f->st == A_START || f->st == A_AFTER ? STEP_WS : STEP_REJECT;
+    if (f->st == A_START) {
+        if (b == ']')
+            return a->min_items == 0 ? STEP_CLOSE : STEP_REJECT;
+        if (a->max_items == 0)
+            return STEP_REJECT;
+        f->n = 1;
+        f->st = A_ITEM;
+        return push(s, a->items, ST_PENDING) ? STEP_DESCEND : STEP_REJECT;
+    }
+    if (f->st == A_AFTER) {
+        if (b == ',' && f->n < a->max_items) {
+            f->n++;
+            f->st = A_ITEM;
+            return push(s, a->items, ST_PENDING) ? STEP_OK : STEP_REJECT;
+        }
+        if (b == ']' && f->n >= a->min_items)
+            return STEP_CLOSE;
+    }
+    return STEP_REJECT;
+}
+
+// ---- strings ----
+
+static void utf8_expect(struct grammar_frame *f, int more, uint8_t lo, uint8_t hi)
+{
+    f->aux = (uint8_t)more;
+    f->lim = (uint16_t)(lo | hi << 8);
+}
+
+static enum step str_step(struct grammar_frame *f, uint8_t b)
+{
+    if (f->st == S_ESC) {
+        if (b == 'u') {
+            f->st = S_HEX;
+            f->off = 0;
+            f->n = 0;
+            return STEP_OK;
+        }
+        if (!strchr("\"\\/bfnrt", b) || b == 0)
+            return STEP_REJECT;
+        f->st = S_BODY;
+        return STEP_OK;
+    }
+    if (f->st == S_HEX) {
+        if (!is_hex(b))
+            return STEP_REJECT;
+        if (f->off == 0)
+            f->n = b == 'd' || b == 'D';
+        else if (f->off == 1 && f->n && (!is_digit(b) || b >= '8'))
+            return STEP_REJECT; // \uD800-\uDFFF: no surrogates (cJSON refuses lone ones)
+        if (++f->off == 4)
+            f->st = S_BODY;
+        return STEP_OK;
+    }
+    if (f->aux) {
+        if (b < (f->lim & 0xff) || b > (f->lim >> 8))
+            return STEP_REJECT;
+        utf8_expect(f, f->aux - 1, 0x80, 0xbf);
+        return STEP_OK;
+    }
+    if (b == '"')
+        return STEP_CLOSE;
+    if (b == '\\') {
+        f->st = S_ESC;
+        return STEP_OK;
+    }
+    if (b < 0x20)
+        return STEP_REJECT;
+    if (b < 0x80)
+        return STEP_OK;
+    if (b >= 0xc2 && b <= 0xdf)
+        utf8_expect(f, 1, 0x80, 0xbf);
+    else if (b == 0xe0)
+        utf8_expect(f, 2, 0xa0, 0xbf);
+    else if (b == 0xed)
+        utf8_expect(f, 2, 0x80, 0x9f);
+    else if (b >= 0xe1 && b <= 0xef)
+        utf8_expect(f, 2, 0x80, 0xbf);
+    else if (b == 0xf0)
+        utf8_expect(f, 3, 0x90, 0xbf);
+    else if (b >= 0xf1 && b <= 0xf3)
+        utf8_expect(f, 3, 0x80, 0xbf);
+    else if (b == 0xf4)
+        utf8_expect(f, 3, 0x80, 0x8f);
+    else
+        return STEP_REJECT;
+    return STEP_OK;
+}
+
+// ---- numbers and literals ----
+
+static bool num_complete(const struct grammar_frame *f)
+{
+    return f->st == N_ZERO || f->st == N_INT || f->st == N_FRAC || f->st == N_EXP;
+}
+
+static enum step num_to(struct grammar_frame *f, uint8_t st, uint32_t n)
+{
+    f->st = st;
+    f->n = n;
+    return STEP_OK;
+}
+
+static enum step num_step(struct grammar_frame *f, bool integer, uint8_t b)
+{
+    bool d = is_digit(b);
+    switch (f->st) {
+    case ST_PENDING:
+    case N_MINUS:
+        if (b == '-' && f->st == ST_PENDING)
+            return num_to(f, N_MINUS, 0);
+        if (d)
+            return num_to(f, b == '0' ? N_ZERO : N_INT, 1);
+        return STEP_REJECT;
+    case N_ZERO:
+    case N_INT:
+        if (d && f->st == N_INT && f->n < GRAMMAR_DIGITS_MAX)
+            return num_to(f, N_INT, f->n + 1);
+        if (b == '.' && !integer)
+            return num_to(f, N_DOT, 0);
+        if ((b == 'e' || b == 'E') && !integer)
+            return num_to(f, N_E, 0);
+        break;
+    case N_DOT:
+    case N_FRAC:
+        if (d && f->n < GRAMMAR_DIGITS_MAX)
+            return num_to(f, N_FRAC, f->n + 1);
+        if ((b == 'e' || b == 'E') && f->st == N_FRAC)
+            return num_to(f, N_E, 0);
+        break;
+    case N_E:
+    case N_ESIGN:
+    case N_EXP:
+        if ((b == '+' || b == '-') && f->st == N_E)
+            return num_to(f, N_ESIGN, 0);
+        if (d && f->n < 3)
+            return num_to(f, N_EXP, f->n + 1);
+        break;
+    }
+    return num_complete(f) ? STEP_ENDED : STEP_REJECT;
+}
+
+static bool lit_complete(const struct grammar_frame *f, const struct gnode *l)
+{
+    for (int j = 0; j < l->n_lits; j++)
+        if ((f->cand >> j & 1) && l->lit_lens[j] == f->off)
+            return true;
+    return false;
+}
+
+static enum step lit_step(struct grammar_frame *f, const struct gnode *l, uint8_t b)
+{
+    uint64_t cand = f->st == ST_PENDING ? ~(uint64_t)0 : f->cand;
+    uint64_t keep = 0;
+    for (int j = 0; j < l->n_lits; j++)
+        if ((cand >> j & 1) && f->off < l->lit_lens[j] && (uint8_t)l->lits[j][f->off] == b)
+            keep |= (uint64_t)1 << j;
+    if (keep) {
+        f->st = L_BODY;
+        f->cand = keep;
+        f->off++;
+        return STEP_OK;
+    }
+    return f->st != ST_PENDING && lit_complete(f, l) ? STEP_ENDED : STEP_REJECT;
+}
+
+// ---- dispatch ----
+
+static enum step start_step(struct grammar_frame *f, const struct grammar *g, uint8_t b)
+{
+    if (is_ws(b))
+        return STEP_WS;
+    const struct gnode *n = &g->nodes[f->node];
+    if (n->kind == GNODE_UNION) {
+        if (n->alt_of_byte[b] < 0)
+            return STEP_REJECT;
+        f->node = (uint16_t)n->alt_of_byte[b];
+        n = &g->nodes[f->node];
+    }
+    switch (n->kind) {
+    case GNODE_OBJECT:
+        return b == '{' ? num_to(f, O_START, 0) : STEP_REJECT;
+    case GNODE_ARRAY:
+        return b == '[' ? num_to(f, A_START, 0) : STEP_REJECT;
+    case GNODE_STRING:
+        return b == '"' ? num_to(f, S_BODY, 0) : STEP_REJECT;
+    case GNODE_NUMBER:
+    case GNODE_INTEGER:
+        return num_step(f, n->kind == GNODE_INTEGER, b);
+    case GNODE_LITERAL:
+        return lit_step(f, n, b);
+    case GNODE_UNION:
+        break; // unions are flattened at compile time
+    }
+    return STEP_REJECT;
+}
+
+static enum step frame_step(struct grammar_state *s, const struct grammar *g, uint8_t b)
+{
+    struct grammar_frame *f = &s->f[s->depth - 1];
+    if (f->st == ST_PENDING)
+        return start_step(f, g, b);
+    const struct gnode *n = &g->nodes[f->node];
+    switch (n->kind) {
+    case GNODE_OBJECT:
+        return obj_step(s, g, b);
+    case GNODE_ARRAY:
+        return arr_step(s, g, b);
+    case GNODE_STRING:
+        return str_step(f, b);
+    case GNODE_NUMBER:
+        return num_step(f, false, b);
+    case GNODE_INTEGER:
+        return num_step(f, true, b);
+    case GNODE_LITERAL:
+        return lit_step(f, n, b);
+    case GNODE_UNION:
+        break;
+    }
+    return STEP_REJECT;
+}
+
+/* the innermost value is complete: pop it and move its parent on */
+static void close_top(struct grammar_state *s)
+{
+    if (--s->depth == 0) {
+        s->done = true;
+        return;
+    }
+    struct grammar_frame *p = &s->f[s->depth - 1];
+    if (p->st == O_KEY)
+        p->st = O_COLON;
+    else if (p->st == O_VALUE)
+        p->st = O_AFTER;
+    else if (p->st == A_ITEM)
+        p->st = A_AFTER;
+}
+
+bool grammar_feed(struct grammar_state *s, const struct grammar *g, uint8_t b)
+{
+    for (;;) {
+        if (s->done)
+            return false;
+        switch (frame_step(s, g, b)) {
+        case STEP_REJECT:
+            return false;
+        case STEP_WS:
+            return ++s->ws <= GRAMMAR_WS_MAX;
+        case STEP_OK:
+            s->ws = 0;
+            return true;
+        case STEP_CLOSE:
+            s->ws = 0;
+            close_top(s);
+            return true;
+        case STEP_ENDED:
+            close_top(s);
+            break;
+        case STEP_DESCEND:
+            break;
+        }
+    }
+}
+
+bool grammar_feed_bytes(struct grammar_state *s, const struct grammar *g, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++)
+        if (!grammar_feed(s, g, b[i]))
+            return false;
+    return true;
+}
+
+bool grammar_is_accepting(const struct grammar_state *s, const struct grammar *g)
+{
+    if (s->done)
+        return true;
+    if (s->depth != 1)
+        return false;
+    const struct grammar_frame *f = &s->f[0];
+    const struct gnode *n = &g->nodes[f->node];
+    if (f->st == ST_PENDING)
+        return false;
+    if (n->kind == GNODE_NUMBER || n->kind == GNODE_INTEGER)
+        return num_complete(f);
+    return n->kind == GNODE_LITERAL && lit_complete(f, n);
+}
+
+bool grammar_in_string(const struct grammar_state *s, const struct grammar *g)
+{
+    if (s->done || s->depth == 0)
+        return false;
+    const struct grammar_frame *f = &s->f[s->depth - 1];
+    return g->nodes[f->node].kind == GNODE_STRING && f->st == S_BODY && f->aux == 0;
+}
+
+bool grammar_is_string_neutral(const void *p, size_t n)
+{
+    struct grammar_frame f = {.st = S_BODY};
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++)
+        if (b[i] == '"' || b[i] == '\\' || str_step(&f, b[i]) != STEP_OK)
+            return false;
+    return n > 0 && f.aux == 0;
+}

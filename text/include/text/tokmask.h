@@ -1,0 +1,38 @@
+/* tokmask: the allowed-token mask of a grammar state over a whole vocabulary. The token byte
+ * strings are kept in a byte trie; a mask is one depth-first walk of the trie that advances a copy
+ * of the grammar state byte by byte and prunes a subtree at the first byte refused, so the cost
+ * follows the allowed tokens' bytes, not the vocabulary size times the token length. */
+#ifndef TEXT_TOKMASK_H
+#define TEXT_TOKMASK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "text/grammar.h"
+
+struct tokenizer;
+struct tokmask;
+
+/* Words of a mask over n_vocab ids: bit (id & 31) of word id >> 5, set = allowed. */
+#define TOKMASK_WORDS(n_vocab) (((size_t)(n_vocab) + 31) / 32)
+
+/* Trie over n_vocab token byte strings: bytes[i] (lens[i] bytes; NULL or 0 bytes: the id is never
+ * allowed, e.g. special tokens). The bytes are copied. */
+struct tokmask *tokmask_create(int n_vocab, const char *const *bytes, const size_t *lens);
+/* From a tokenizer: every id but the added tokens (special or not: <|im_end|>, <think>, ...),
+ * which a grammar never allows; n_vocab may exceed the tokenizer's (padded lm_head rows). */
+struct tokmask *tokmask_create_from_tokenizer(const struct tokenizer *tok, int n_vocab);
+void tokmask_destroy(struct tokmask *tm);
+int tokmask_vocab(const struct tokmask *tm);
+
+/* Write the mask of the tokens whose bytes s accepts (TOKMASK_WORDS(n_vocab) words). End of text
+ * is not a token here: the caller allows its stop ids when grammar_is_accepting(s). Uses scratch
+ * inside tm: one caller at a time per tokmask. Returns the number of allowed ids. */
+int tokmask_compute(struct tokmask *tm, const struct grammar *g, const struct grammar_state *s,
+                    uint32_t *mask);
+/* Advance s by the bytes of token id. false: id has no bytes or s refuses them (s undefined). */
+bool tokmask_advance(const struct tokmask *tm, const struct grammar *g, struct grammar_state *s,
+                     int32_t id);
+
+#endif
