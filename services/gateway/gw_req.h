@@ -107,7 +107,7 @@ struct gw_req {
 
 /* Fill *err as an invalid_request_error (message from fmt); returns ERR_INVAL. */
 int gw_req_err_vset(struct gw_req_err *err, int status, const char *param, const char *code,
-                    const char *fmt, va_list ap);
+                    const char *fmt, va_list ap) __attribute__((format(printf, 5, 0)));
 
 /* Parse body[0..len) as kind. 0 on success; ERR_INVAL with *err filled for a client error.
  * served_model: the only accepted "model" value besides absent (404 otherwise). */
