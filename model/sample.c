@@ -138,12 +138,17 @@ static void apply_bias(struct sample_ctx *sc, const struct sample_params *p)
                 sc->logit[i] = -INFINITY;
 }
 
+bool sample_params_penalised(const struct sample_params *p)
+{
+    return p->repetition_penalty != 1.0f || p->presence_penalty != 0.0f ||
+           p->frequency_penalty != 0.0f;
+}
+
 static void apply_penalties(struct sample_ctx *sc, const struct sample_params *p,
                             const int32_t *hist, int n_hist)
 {
     const int V = sc->n_vocab;
-    if (n_hist <= 0 || (p->repetition_penalty == 1.0f && p->presence_penalty == 0.0f &&
-                        p->frequency_penalty == 0.0f))
+    if (n_hist <= 0 || !sample_params_penalised(p))
         return;
     for (int i = 0; i < n_hist; i++)
         if (hist[i] >= 0 && hist[i] < V)

@@ -39,13 +39,12 @@ static int fail(struct gw_req_err *err, int status, const char *param, const cha
     return rc;
 }
 
-static void free_json(void *p)
+void gw_req_free_json(void *p)
 {
     cJSON_Delete(p);
 }
 
-/* the item, or NULL when absent or null */
-static cJSON *field(const cJSON *obj, const char *name)
+struct cJSON *gw_req_field(const struct cJSON *obj, const char *name)
 {
     cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, name);
     return (it && !cJSON_IsNull(it)) ? it : NULL;
@@ -53,7 +52,7 @@ static cJSON *field(const cJSON *obj, const char *name)
 
 static int get_bool(const cJSON *obj, const char *name, bool *out, struct gw_req_err *err)
 {
-    cJSON *it = field(obj, name);
+    cJSON *it = gw_req_field(obj, name);
     if (!it)
         return 0;
     if (!cJSON_IsBool(it))
@@ -66,7 +65,7 @@ static int get_bool(const cJSON *obj, const char *name, bool *out, struct gw_req
 static int get_num(const cJSON *obj, const char *name, double lo, bool lo_open, double hi,
                    bool hi_open, double *out, struct gw_req_err *err)
 {
-    cJSON *it = field(obj, name);
+    cJSON *it = gw_req_field(obj, name);
     if (!it)
         return 0;
     if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble))
@@ -82,7 +81,7 @@ static int get_num(const cJSON *obj, const char *name, double lo, bool lo_open, 
 static int get_int(const cJSON *obj, const char *name, int64_t lo, int64_t hi, bool *present,
                    int64_t *out, struct gw_req_err *err)
 {
-    cJSON *it = field(obj, name);
+    cJSON *it = gw_req_field(obj, name);
     if (present)
         *present = it != NULL;
     if (!it)
@@ -100,7 +99,7 @@ static int get_int(const cJSON *obj, const char *name, int64_t lo, int64_t hi, b
 static int parse_stop(struct gw_req *r, const cJSON *root, struct gw_arena *a,
                       struct gw_req_err *err)
 {
-    cJSON *it = field(root, "stop");
+    cJSON *it = gw_req_field(root, "stop");
     if (!it)
         return 0;
     if (cJSON_IsString(it)) {
@@ -154,7 +153,7 @@ static int token_ids(const cJSON *arr, const char *param, struct gw_arena *a, in
 static int parse_logit_bias(struct gw_req *r, const cJSON *root, struct gw_arena *a,
                             struct gw_req_err *err)
 {
-    cJSON *lb = field(root, "logit_bias");
+    cJSON *lb = gw_req_field(root, "logit_bias");
     if (!lb)
         return 0;
     if (!cJSON_IsObject(lb))
@@ -191,7 +190,7 @@ static int parse_logit_bias(struct gw_req *r, const cJSON *root, struct gw_arena
 static int parse_stop_ids(struct gw_req *r, const cJSON *root, struct gw_arena *a,
                           struct gw_req_err *err)
 {
-    cJSON *ids = field(root, "stop_token_ids");
+    cJSON *ids = gw_req_field(root, "stop_token_ids");
     if (!ids)
         return 0;
     if (!cJSON_IsArray(ids))
@@ -208,7 +207,7 @@ static int parse_stop_ids(struct gw_req *r, const cJSON *root, struct gw_arena *
 
 static int parse_messages(struct gw_req *r, cJSON *root, struct gw_req_err *err)
 {
-    cJSON *msgs = field(root, "messages");
+    cJSON *msgs = gw_req_field(root, "messages");
     if (!msgs)
         return fail(err, 400, "messages", NULL, "'messages' is required");
     if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0)
@@ -218,7 +217,7 @@ static int parse_messages(struct gw_req *r, cJSON *root, struct gw_req_err *err)
     int i = 0;
     cJSON_ArrayForEach(m, msgs)
     {
-        cJSON *role = cJSON_IsObject(m) ? field(m, "role") : NULL;
+        cJSON *role = cJSON_IsObject(m) ? gw_req_field(m, "role") : NULL;
         if (!role || !cJSON_IsString(role))
             return fail(err, 400, "messages", NULL, "messages[%d] needs a string 'role'", i);
         bool known = false;
@@ -244,7 +243,7 @@ static int parse_messages(struct gw_req *r, cJSON *root, struct gw_req_err *err)
 
 static int parse_tools(struct gw_req *r, cJSON *root, struct gw_arena *a, struct gw_req_err *err)
 {
-    cJSON *tools = field(root, "tools");
+    cJSON *tools = gw_req_field(root, "tools");
     if (tools) {
         if (!cJSON_IsArray(tools))
             return fail(err, 400, "tools", NULL, "'tools' must be a list");
@@ -252,9 +251,9 @@ static int parse_tools(struct gw_req *r, cJSON *root, struct gw_arena *a, struct
         int i = 0;
         cJSON_ArrayForEach(t, tools)
         {
-            cJSON *type = cJSON_IsObject(t) ? field(t, "type") : NULL;
-            cJSON *fn = cJSON_IsObject(t) ? field(t, "function") : NULL;
-            cJSON *name = fn ? field(fn, "name") : NULL;
+            cJSON *type = cJSON_IsObject(t) ? gw_req_field(t, "type") : NULL;
+            cJSON *fn = cJSON_IsObject(t) ? gw_req_field(t, "function") : NULL;
+            cJSON *name = fn ? gw_req_field(fn, "name") : NULL;
             if (!type || !cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0 ||
                 !fn || !cJSON_IsObject(fn) || !name || !cJSON_IsString(name) ||
                 name->valuestring[0] == '\0')
@@ -266,7 +265,7 @@ static int parse_tools(struct gw_req *r, cJSON *root, struct gw_arena *a, struct
         if (cJSON_GetArraySize(tools) > 0)
             r->tools = tools;
     }
-    cJSON *tc = field(root, "tool_choice");
+    cJSON *tc = gw_req_field(root, "tool_choice");
     if (!tc)
         return 0;
     if (cJSON_IsString(tc)) {
@@ -280,8 +279,8 @@ static int parse_tools(struct gw_req *r, cJSON *root, struct gw_arena *a, struct
             return fail(err, 400, "tool_choice", NULL,
                         "'tool_choice' must be \"none\", \"auto\", \"required\" or a function");
     } else if (cJSON_IsObject(tc)) {
-        cJSON *fn = field(tc, "function");
-        cJSON *name = fn ? field(fn, "name") : NULL;
+        cJSON *fn = gw_req_field(tc, "function");
+        cJSON *name = fn ? gw_req_field(fn, "name") : NULL;
         if (!name || !cJSON_IsString(name))
             return fail(err, 400, "tool_choice", NULL, "'tool_choice.function.name' is required");
         r->tool_choice = GW_TOOL_CHOICE_NAMED;
@@ -299,7 +298,7 @@ static int parse_tools(struct gw_req *r, cJSON *root, struct gw_arena *a, struct
         cJSON *t;
         cJSON_ArrayForEach(t, r->tools)
         {
-            cJSON *name = field(field(t, "function"), "name");
+            cJSON *name = gw_req_field(gw_req_field(t, "function"), "name");
             found |= strcmp(name->valuestring, r->tool_choice_name) == 0;
         }
         if (!found)
@@ -311,13 +310,13 @@ static int parse_tools(struct gw_req *r, cJSON *root, struct gw_arena *a, struct
 
 static int parse_thinking(struct gw_req *r, cJSON *root, struct gw_req_err *err)
 {
-    cJSON *kw = field(root, "chat_template_kwargs");
+    cJSON *kw = gw_req_field(root, "chat_template_kwargs");
     if (kw) {
         if (!cJSON_IsObject(kw))
             return fail(err, 400, "chat_template_kwargs", NULL,
                         "'chat_template_kwargs' must be an object");
         r->template_kwargs = kw;
-        cJSON *et = field(kw, "enable_thinking");
+        cJSON *et = gw_req_field(kw, "enable_thinking");
         if (et) {
             if (!cJSON_IsBool(et))
                 return fail(err, 400, "chat_template_kwargs.enable_thinking", NULL,
@@ -325,7 +324,7 @@ static int parse_thinking(struct gw_req *r, cJSON *root, struct gw_req_err *err)
             r->enable_thinking = cJSON_IsTrue(et) ? 1 : 0;
         }
     }
-    cJSON *eff = field(root, "reasoning_effort");
+    cJSON *eff = gw_req_field(root, "reasoning_effort");
     if (eff) {
         static const char *const ok[] = {"none", "minimal", "low", "medium", "high"};
         bool known = false;
@@ -345,7 +344,7 @@ static int parse_thinking(struct gw_req *r, cJSON *root, struct gw_req_err *err)
 
 static int parse_prompt(struct gw_req *r, cJSON *root, struct gw_arena *a, struct gw_req_err *err)
 {
-    cJSON *p = field(root, "prompt");
+    cJSON *p = gw_req_field(root, "prompt");
     if (!p)
         return fail(err, 400, "prompt", NULL, "'prompt' is required");
     if (cJSON_IsString(p)) {
@@ -645,7 +644,7 @@ static int parse_response_format(struct gw_req *r, const cJSON *rf, struct gw_ar
 {
     if (!rf)
         return 0;
-    const cJSON *t = cJSON_IsObject(rf) ? field(rf, "type") : NULL;
+    const cJSON *t = cJSON_IsObject(rf) ? gw_req_field(rf, "type") : NULL;
     if (!t || !cJSON_IsString(t))
         return fail(err, 400, "response_format", NULL, "'response_format.type' is required");
     if (!strcmp(t->valuestring, "text"))
@@ -654,7 +653,7 @@ static int parse_response_format(struct gw_req *r, const cJSON *rf, struct gw_ar
     if (!strcmp(t->valuestring, "json_object")) {
         r->json_schema = "{\"type\":\"object\"}";
     } else if (!strcmp(t->valuestring, "json_schema")) {
-        const cJSON *js = field(rf, "json_schema");
+        const cJSON *js = gw_req_field(rf, "json_schema");
         if (!cJSON_IsObject(js))
             return fail(err, 400, "response_format", NULL,
                         "'response_format.json_schema' is required (an object)");
@@ -666,13 +665,13 @@ static int parse_response_format(struct gw_req *r, const cJSON *rf, struct gw_ar
                 return fail(err, 400, "response_format", NULL,
                             "unsupported key '%.64s' in response_format.json_schema", k->string);
         }
-        const cJSON *name = field(js, "name"), *strict = field(js, "strict");
+        const cJSON *name = gw_req_field(js, "name"), *strict = gw_req_field(js, "strict");
         if ((name && !cJSON_IsString(name)) || (strict && !cJSON_IsBool(strict) &&
                                                 !cJSON_IsNull(strict)))
             return fail(err, 400, "response_format", NULL,
                         "response_format.json_schema: 'name' must be a string and 'strict' a "
                         "boolean");
-        const cJSON *sch = field(js, "schema");
+        const cJSON *sch = gw_req_field(js, "schema");
         if (!cJSON_IsObject(sch))
             return fail(err, 400, "response_format", NULL,
                         "'response_format.json_schema.schema' is required (an object)");
@@ -724,12 +723,12 @@ int gw_req_parse(struct gw_req *r, enum gw_req_kind kind, const char *body, size
     cJSON *root = cJSON_ParseWithLength(body, len);
     if (!root)
         return fail(err, 400, NULL, NULL, "request body is not valid JSON");
-    gw_arena_cleanup_add(a, free_json, root);
+    gw_arena_cleanup_add(a, gw_req_free_json, root);
     r->root = root;
     if (!cJSON_IsObject(root))
         return fail(err, 400, NULL, NULL, "request body must be a JSON object");
 
-    cJSON *model = field(root, "model");
+    cJSON *model = gw_req_field(root, "model");
     if (model) {
         if (!cJSON_IsString(model))
             return fail(err, 400, "model", NULL, "'model' must be a string");
@@ -781,9 +780,9 @@ int gw_req_parse(struct gw_req *r, enum gw_req_kind kind, const char *body, size
                  {"min_p", GW_REQ_GIVEN_MIN_P},
                  {"repetition_penalty", GW_REQ_GIVEN_REPETITION_PENALTY}};
     for (size_t i = 0; i < ARRAY_LEN(given); i++)
-        if (field(root, given[i].name))
+        if (gw_req_field(root, given[i].name))
             r->given |= given[i].bit;
-    cJSON *seed = field(root, "seed");
+    cJSON *seed = gw_req_field(root, "seed");
     if (seed) {
         double s = seed->valuedouble;
         if (!cJSON_IsNumber(seed) || s != floor(s) || fabs(s) > 9.2e18)
@@ -807,11 +806,11 @@ int gw_req_parse(struct gw_req *r, enum gw_req_kind kind, const char *body, size
     if ((rc = get_bool(root, "stream", &r->stream, err)) ||
         (rc = get_bool(root, "ignore_eos", &r->ignore_eos, err)))
         return rc;
-    cJSON *so = field(root, "stream_options");
+    cJSON *so = gw_req_field(root, "stream_options");
     if (so) {
         if (!cJSON_IsObject(so))
             return fail(err, 400, "stream_options", NULL, "'stream_options' must be an object");
-        cJSON *iu = field(so, "include_usage");
+        cJSON *iu = gw_req_field(so, "include_usage");
         if (iu && !cJSON_IsBool(iu))
             return fail(err, 400, "stream_options.include_usage", NULL,
                         "'include_usage' must be a boolean");
@@ -837,7 +836,7 @@ int gw_req_parse(struct gw_req *r, enum gw_req_kind kind, const char *body, size
         r->logprobs = has_lp;
         r->top_logprobs = (int)lpn;
     }
-    if ((rc = parse_response_format(r, field(root, "response_format"), a, err)))
+    if ((rc = parse_response_format(r, gw_req_field(root, "response_format"), a, err)))
         return rc;
     if (kind == GW_REQ_KIND_CHAT) {
         if ((rc = parse_tools(r, root, a, err)) || (rc = parse_thinking(r, root, err)) ||
@@ -848,10 +847,10 @@ int gw_req_parse(struct gw_req *r, enum gw_req_kind kind, const char *body, size
             return rc;
         if (r->echo)
             return fail(err, 400, "echo", NULL, "echo is not supported yet");
-        cJSON *bo = field(root, "best_of");
+        cJSON *bo = gw_req_field(root, "best_of");
         if (bo && (!cJSON_IsNumber(bo) || bo->valuedouble != 1))
             return fail(err, 400, "best_of", NULL, "best_of other than 1 is not supported");
-        cJSON *sfx = field(root, "suffix");
+        cJSON *sfx = gw_req_field(root, "suffix");
         if (sfx && (!cJSON_IsString(sfx) || sfx->valuestring[0]))
             return fail(err, 400, "suffix", NULL, "suffix is not supported");
     }

@@ -105,6 +105,12 @@ struct gw_req {
     bool echo; /* completions: echo (not supported: rejected when true) */
 };
 
+struct cJSON;
+/* obj's member name, or NULL when it is absent or JSON null (the request parsers' reading). */
+struct cJSON *gw_req_field(const struct cJSON *obj, const char *name);
+/* cJSON_Delete as a gw_arena cleanup. */
+void gw_req_free_json(void *p);
+
 /* Fill *err as an invalid_request_error (message from fmt); returns ERR_INVAL. */
 int gw_req_err_vset(struct gw_req_err *err, int status, const char *param, const char *code,
                     const char *fmt, va_list ap) __attribute__((format(printf, 5, 0)));

@@ -35,21 +35,9 @@ static int fail(struct gw_req_err *err, const char *param, const char *fmt, ...)
     return rc;
 }
 
-static void free_json(void *p)
-{
-    cJSON_Delete(p);
-}
-
-/* the item, or NULL when absent or null */
-static cJSON *field(const cJSON *obj, const char *name)
-{
-    cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, name);
-    return (it && !cJSON_IsNull(it)) ? it : NULL;
-}
-
 static const char *str_field(const cJSON *obj, const char *name)
 {
-    cJSON *it = field(obj, name);
+    cJSON *it = gw_req_field(obj, name);
     return cJSON_IsString(it) ? it->valuestring : NULL;
 }
 
@@ -117,9 +105,9 @@ static int map_content(const cJSON *content, int i, struct gw_arena *a, cJSON **
 /* reasoning item text (content[].text, else summary[].text), appended to *acc */
 static void reasoning_text(const cJSON *item, struct buf *acc)
 {
-    const cJSON *list = field(item, "content");
+    const cJSON *list = gw_req_field(item, "content");
     if (!cJSON_IsArray(list) || cJSON_GetArraySize(list) == 0)
-        list = field(item, "summary");
+        list = gw_req_field(item, "summary");
     if (!cJSON_IsArray(list))
         return;
     const cJSON *p;
@@ -162,7 +150,7 @@ static int map_item(const cJSON *it, int i, cJSON *msgs, struct buf *reasoning, 
             return fail(err, path(a, "input[%d].role", i),
                         "input[%d].role must be user, system, developer or assistant", i);
         cJSON *content = NULL;
-        int rc = map_content(field(it, "content"), i, a, &content, err);
+        int rc = map_content(gw_req_field(it, "content"), i, a, &content, err);
         if (rc)
             return rc;
         cJSON *m = cJSON_CreateObject();
@@ -204,7 +192,7 @@ static int map_item(const cJSON *it, int i, cJSON *msgs, struct buf *reasoning, 
         if (!call_id)
             return fail(err, path(a, "input[%d].call_id", i), "input[%d].call_id must be a string",
                         i);
-        cJSON *out = field(it, "output");
+        cJSON *out = gw_req_field(it, "output");
         cJSON *content = NULL;
         if (!out)
             return fail(err, path(a, "input[%d].output", i), "input[%d].output is required", i);
@@ -242,7 +230,7 @@ static int map_input(const cJSON *root, cJSON *chat, struct gw_arena *a, struct 
         cJSON_AddStringToObject(m, "content", ins->valuestring);
         cJSON_AddItemToArray(msgs, m);
     }
-    cJSON *in = field(root, "input");
+    cJSON *in = gw_req_field(root, "input");
     if (!in)
         return fail(err, "input", "'input' is required");
     if (cJSON_IsString(in)) {
@@ -272,7 +260,7 @@ static int map_input(const cJSON *root, cJSON *chat, struct gw_arena *a, struct 
 /* flat function tools {type, name, description, parameters, strict} -> chat tools */
 static int map_tools(const cJSON *root, cJSON *chat, struct gw_arena *a, struct gw_req_err *err)
 {
-    cJSON *tools = field(root, "tools");
+    cJSON *tools = gw_req_field(root, "tools");
     if (tools) {
         if (!cJSON_IsArray(tools))
             return fail(err, "tools", "'tools' must be a list");
@@ -296,7 +284,7 @@ static int map_tools(const cJSON *root, cJSON *chat, struct gw_arena *a, struct 
             cJSON_AddStringToObject(fn, "name", name);
             static const char *const keep[] = {"description", "parameters", "strict"};
             for (size_t k = 0; k < ARRAY_LEN(keep); k++) {
-                cJSON *v = field(t, keep[k]);
+                cJSON *v = gw_req_field(t, keep[k]);
                 if (v)
                     cJSON_AddItemToObject(fn, keep[k], cJSON_Duplicate(v, true));
             }
@@ -304,7 +292,7 @@ static int map_tools(const cJSON *root, cJSON *chat, struct gw_arena *a, struct 
             i++;
         }
     }
-    cJSON *tc = field(root, "tool_choice");
+    cJSON *tc = gw_req_field(root, "tool_choice");
     if (!tc)
         return 0;
     if (cJSON_IsString(tc)) {
@@ -328,21 +316,21 @@ static int map_rest(const cJSON *root, cJSON *chat, struct gw_req_err *err)
 {
     static const char *const stateful[] = {"previous_response_id", "conversation"};
     for (size_t k = 0; k < ARRAY_LEN(stateful); k++)
-        if (field(root, stateful[k]))
+        if (gw_req_field(root, stateful[k]))
             return fail(err, stateful[k],
                         "'%s' is not supported: tern's /v1/responses is stateless (nothing is "
                         "stored); send the whole conversation in 'input'",
                         stateful[k]);
-    cJSON *bg = field(root, "background");
+    cJSON *bg = gw_req_field(root, "background");
     if (bg && !cJSON_IsFalse(bg))
         return fail(err, "background", "'background' responses are not supported (stateless)");
-    cJSON *store = field(root, "store");
+    cJSON *store = gw_req_field(root, "store");
     if (store && !cJSON_IsBool(store))
         return fail(err, "store", "'store' must be a boolean");
-    cJSON *user = field(root, "user");
+    cJSON *user = gw_req_field(root, "user");
     if (user && !cJSON_IsString(user))
         return fail(err, "user", "'user' must be a string");
-    cJSON *md = field(root, "metadata");
+    cJSON *md = gw_req_field(root, "metadata");
     if (md) {
         if (!cJSON_IsObject(md))
             return fail(err, "metadata", "'metadata' must be an object of strings");
@@ -353,11 +341,11 @@ static int map_rest(const cJSON *root, cJSON *chat, struct gw_req_err *err)
                 return fail(err, "metadata", "'metadata' must be an object of strings");
         }
     }
-    cJSON *text = field(root, "text");
+    cJSON *text = gw_req_field(root, "text");
     if (text) {
         if (!cJSON_IsObject(text))
             return fail(err, "text", "'text' must be an object");
-        cJSON *fmt = field(text, "format");
+        cJSON *fmt = gw_req_field(text, "format");
         if (fmt) {
             const char *t = cJSON_IsObject(fmt) ? str_field(fmt, "type") : NULL;
             if (!t)
@@ -366,11 +354,11 @@ static int map_rest(const cJSON *root, cJSON *chat, struct gw_req_err *err)
                 return fail(err, "text.format", "text.format '%.32s' is not supported yet", t);
         }
     }
-    cJSON *rs = field(root, "reasoning");
+    cJSON *rs = gw_req_field(root, "reasoning");
     if (rs) {
         if (!cJSON_IsObject(rs))
             return fail(err, "reasoning", "'reasoning' must be an object");
-        cJSON *eff = field(rs, "effort");
+        cJSON *eff = gw_req_field(rs, "effort");
         if (eff) { /* chat's reasoning_effort: "none" turns thinking off */
             static const char *const ok[] = {"none", "minimal", "low", "medium", "high"};
             bool known = false;
@@ -382,7 +370,7 @@ static int map_rest(const cJSON *root, cJSON *chat, struct gw_req_err *err)
             cJSON_AddItemToObject(chat, "reasoning_effort", cJSON_Duplicate(eff, true));
         }
     }
-    cJSON *mot = field(root, "max_output_tokens");
+    cJSON *mot = gw_req_field(root, "max_output_tokens");
     if (mot) {
         double v = mot->valuedouble;
         if (!cJSON_IsNumber(mot) || v != (double)(int64_t)v || v < 1 || v > INT32_MAX)
@@ -400,7 +388,7 @@ int gw_responses_map(const char *body, size_t len, struct gw_arena *a, char **ch
     cJSON *root = cJSON_ParseWithLength(body, len);
     if (!root)
         return fail(err, NULL, "request body is not valid JSON");
-    gw_arena_cleanup_add(a, free_json, root);
+    gw_arena_cleanup_add(a, gw_req_free_json, root);
     *root_out = root;
     if (!cJSON_IsObject(root))
         return fail(err, NULL, "request body must be a JSON object");
@@ -556,8 +544,8 @@ static cJSON *response_json(const struct gw_resp *r, const char *status, const c
         cJSON_AddStringToObject(cJSON_AddObjectToObject(j, "incomplete_details"), "reason", reason);
     else
         cJSON_AddNullToObject(j, "incomplete_details");
-    copy_or_null(j, "instructions", field(q, "instructions"));
-    copy_or_null(j, "max_output_tokens", field(q, "max_output_tokens"));
+    copy_or_null(j, "instructions", gw_req_field(q, "instructions"));
+    copy_or_null(j, "max_output_tokens", gw_req_field(q, "max_output_tokens"));
     cJSON_AddStringToObject(j, "model", r->model);
     cJSON *output = cJSON_AddArrayToObject(j, "output");
     for (int i = 0; final && i < r->n_items; i++) {
@@ -565,29 +553,29 @@ static cJSON *response_json(const struct gw_resp *r, const char *status, const c
         cJSON_AddItemToArray(output,
                              item_json(&r->items[i], false, cut ? "incomplete" : "completed"));
     }
-    cJSON *ptc = field(q, "parallel_tool_calls");
+    cJSON *ptc = gw_req_field(q, "parallel_tool_calls");
     cJSON_AddBoolToObject(j, "parallel_tool_calls",
                           chat ? chat->parallel_tool_calls : !cJSON_IsFalse(ptc));
     cJSON_AddNullToObject(j, "previous_response_id");
     cJSON *rs = cJSON_AddObjectToObject(j, "reasoning");
-    copy_or_null(rs, "effort", field(field(q, "reasoning"), "effort"));
+    copy_or_null(rs, "effort", gw_req_field(gw_req_field(q, "reasoning"), "effort"));
     cJSON_AddNullToObject(rs, "summary");
     cJSON_AddBoolToObject(j, "store", false); /* stateless: nothing is stored */
     if (chat) {
         cJSON_AddNumberToObject(j, "temperature", chat->temperature);
         cJSON_AddNumberToObject(j, "top_p", chat->top_p);
     } else {
-        copy_or_null(j, "temperature", field(q, "temperature"));
-        copy_or_null(j, "top_p", field(q, "top_p"));
+        copy_or_null(j, "temperature", gw_req_field(q, "temperature"));
+        copy_or_null(j, "top_p", gw_req_field(q, "top_p"));
     }
     cJSON_AddStringToObject(cJSON_AddObjectToObject(cJSON_AddObjectToObject(j, "text"), "format"),
                             "type", "text");
-    cJSON *tc = field(q, "tool_choice");
+    cJSON *tc = gw_req_field(q, "tool_choice");
     if (tc)
         cJSON_AddItemToObject(j, "tool_choice", cJSON_Duplicate(tc, true));
     else
         cJSON_AddStringToObject(j, "tool_choice", "auto");
-    cJSON *tools = field(q, "tools");
+    cJSON *tools = gw_req_field(q, "tools");
     if (tools)
         cJSON_AddItemToObject(j, "tools", cJSON_Duplicate(tools, true));
     else
@@ -605,8 +593,8 @@ static cJSON *response_json(const struct gw_resp *r, const char *status, const c
     } else {
         cJSON_AddNullToObject(j, "usage");
     }
-    copy_or_null(j, "user", field(q, "user"));
-    cJSON *md = field(q, "metadata");
+    copy_or_null(j, "user", gw_req_field(q, "user"));
+    cJSON *md = gw_req_field(q, "metadata");
     if (md)
         cJSON_AddItemToObject(j, "metadata", cJSON_Duplicate(md, true));
     else

@@ -25,6 +25,8 @@ struct wk_engine_info {
     uint32_t n_eos;
     uint32_t spec_k; // MTP drafts per speculative round; 0 = no speculation (ops below NULL)
     bool device_sampling; // items may ask for the token instead of the logits (below)
+    uint32_t device_sampling_max_hist; // ... when a penalty is on, only with at most this many
+                                       //  history tokens
 };
 
 struct sample_params;
@@ -44,7 +46,8 @@ struct wk_engine_item {
      * logits (same params and hist, rng advanced the same way), into token. Never with a logit
      * bias or banned ids. Spares the copy of a vocabulary row per item. */
     const struct sample_params *sp;
-    const int32_t *hist; // (n_hist) the tokens the penalties look at
+    const int32_t *hist; // (n_hist) the tokens the penalties look at (with a penalty on, at most
+                         //  info.device_sampling_max_hist)
     uint32_t n_hist;
     struct sample_rng *rng;
     int32_t token; // out

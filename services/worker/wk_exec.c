@@ -331,18 +331,15 @@ static void seq_push(struct wk_seq *sq, uint32_t tok)
 }
 
 /* The engine draws sq's next token on the device (wk_engine.h) when it can and the sequence
- * needs only the token: no logprobs, no logit bias, no banned ids, no grammar, at most 4096
- * history tokens
- * when a penalty is on. it->logits is then NULL. */
+ * needs only the token: no logprobs, no logit bias, no banned ids, no grammar, and with a penalty
+ * on a history the engine takes. it->logits is then NULL. */
 static void item_sample_on_device(const struct wk_exec *x, struct wk_engine_item *it,
                                   struct wk_seq *sq)
 {
+    const struct wk_engine_info *in = &x->eng->info;
     const struct sample_params *p = &sq->sp;
-    const bool pen = p->repetition_penalty != 1.0f || p->presence_penalty != 0.0f ||
-                     p->frequency_penalty != 0.0f;
-    /* the device sampler holds 4096 distinct penalised tokens per row of a batch */
-    if (!it->logits || !x->eng->info.device_sampling || sq->logprobs || p->n_bias || p->n_ban ||
-        sq->gram || (pen && sq->n_hist > 4096))
+    if (!it->logits || !in->device_sampling || sq->logprobs || p->n_bias || p->n_ban ||
+        sq->gram || (sample_params_penalised(p) && sq->n_hist > in->device_sampling_max_hist))
         return;
     it->logits = NULL;
     it->sp = &sq->sp;

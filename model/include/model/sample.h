@@ -5,6 +5,7 @@
 #ifndef MODEL_SAMPLE_H
 #define MODEL_SAMPLE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct sample_rng {
@@ -36,6 +37,8 @@ struct sample_params {
 
 /* temperature 1, everything else off (no bias, no banned ids). */
 void sample_params_default(struct sample_params *p);
+/* Whether a repetition, presence or frequency penalty is on (the history matters). */
+bool sample_params_penalised(const struct sample_params *p);
 
 struct sample_ctx;
 struct sample_ctx *sample_ctx_create(int n_vocab);

@@ -98,24 +98,24 @@ void gpu_dispatch_destroy(struct gpu_model *g)
     g->lin = NULL;
 }
 
-static int linear_path(const struct gpu_model *g, const struct kweight *w, int n)
+/* `many` from rows[w->fmt] rows on (when the GEMM context exists), else the GEMV */
+static int linear_path(const struct gpu_model *g, const struct kweight *w, int n, const int *rows,
+                       int many)
 {
-    return g->lin && fmt_ok(w->fmt) && n >= g->disp.gemm_rows[w->fmt] ? LINEAR_PATH_GEMM
-                                                                      : LINEAR_PATH_GEMV;
+    return g->lin && fmt_ok(w->fmt) && n >= rows[w->fmt] ? many : LINEAR_PATH_GEMV;
 }
 
 int gpu_linear(struct gpu_model *g, float *y, const struct kweight *w, const float *x, int n)
 {
-    return linear_cuda(g->lin, y, w, 0, x, n, linear_path(g, w, n), g->stream);
+    return linear_cuda(g->lin, y, w, 0, x, n,
+                       linear_path(g, w, n, g->disp.gemm_rows, LINEAR_PATH_GEMM), g->stream);
 }
 
 int gpu_lm_head(struct gpu_model *g, float *y, const float *x, int n)
 {
-    const struct kweight *w = &g->lm_head;
-    const int path = g->lin && fmt_ok(w->fmt) && n >= g->disp.lm_rows[w->fmt]
-                         ? LINEAR_PATH_GEMM_SPLIT
-                         : LINEAR_PATH_GEMV;
-    return linear_cuda(g->lin, y, w, 0, x, n, path, g->stream);
+    return linear_cuda(g->lin, y, &g->lm_head, 0, x, n,
+                       linear_path(g, &g->lm_head, n, g->disp.lm_rows, LINEAR_PATH_GEMM_SPLIT),
+                       g->stream);
 }
 
 int gpu_router(struct gpu_model *g, struct gpu_layer *L, int n)

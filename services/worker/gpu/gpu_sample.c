@@ -44,7 +44,7 @@ struct gpu_sample *gpu_sample_create(int max_rows, int vocab, int max_pen)
         return NULL;
     }
     if (max_pen == 0)
-        max_pen = max_rows * 4096;
+        max_pen = max_rows * GPU_SAMPLE_PEN_PER_ROW;
     struct gpu_sample *gs = xcalloc(1, sizeof(*gs));
     gs->max_rows = max_rows;
     gs->vocab = vocab;
@@ -66,12 +66,6 @@ fail:
     (void)cudaGetLastError();
     gpu_sample_destroy(gs);
     return NULL;
-}
-
-static int penalties_on(const struct sample_params *p)
-{
-    return p->repetition_penalty != 1.0f || p->presence_penalty != 0.0f ||
-           p->frequency_penalty != 0.0f;
 }
 
 /* Rows and penalty pairs into the host staging; 0, ERR_INVAL, ERR_TOOBIG. No rng advanced. */
@@ -99,7 +93,7 @@ static int stage_rows(struct gpu_sample *gs, int n_rows, const struct gpu_sample
         };
         if (sample_row_check(row) != 0)
             return ERR_INVAL;
-        if (penalties_on(p) && req[r].n_hist > 0) {
+        if (sample_params_penalised(p) && req[r].n_hist > 0) {
             // unique tokens <= n_hist: check the room before writing
             const int room = gs->max_pen - np;
             if (req[r].n_hist > room) {

@@ -23,8 +23,13 @@ struct gpu_sample_req {
     struct sample_rng *rng; // advanced as sample_token does
 };
 
+/* Distinct penalised tokens per row that the default penalty room (max_pen 0) holds for every
+ * row of a full call: a row with a longer history may not fit (ERR_TOOBIG). */
+#define GPU_SAMPLE_PEN_PER_ROW 4096
+
 /* max_rows: most rows per call; vocab: V (<= SAMPLE_MAX_VOCAB); max_pen: most distinct
- * (row, token) penalty pairs per call, all rows together (0 = max_rows * 4096).
+ * (row, token) penalty pairs per call, all rows together (0 = max_rows *
+ * GPU_SAMPLE_PEN_PER_ROW).
  * NULL on bad arguments or allocation failure (logged). */
 struct gpu_sample *gpu_sample_create(int max_rows, int vocab, int max_pen);
 void gpu_sample_destroy(struct gpu_sample *gs);

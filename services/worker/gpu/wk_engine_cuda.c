@@ -228,6 +228,7 @@ int wk_engine_cuda_create(const struct wk_cfg *cfg, wk_engine_progress_cb progre
     in->spec_k = (uint32_t)gpu_model_spec_k(c->g);
     in->kv_bytes = (uint64_t)gpu_model_memory(c->g)->kv_pool;
     in->device_sampling = gpu_model_can_sample(c->g) != 0;
+    in->device_sampling_max_hist = GPU_SAMPLE_PEN_PER_ROW; // the runner's sampler's default room
     c->items = xcalloc(in->n_slots, sizeof *c->items);
     c->sreq = xcalloc(in->n_slots, sizeof *c->sreq);
     c->tok = xmalloc(sizeof(int32_t) * (in->max_step_tokens ? in->max_step_tokens : 1));
