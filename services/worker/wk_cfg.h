@@ -30,6 +30,8 @@ struct wk_cfg {
     int fake_vocab;      // fake engine vocabulary; 1024
     int fake_eos;        // fake engine EOS id; -1 = none
     int fake_step_us;    // fake engine: sleep per step, us (simulated compute); 0
+    bool fake_device_sampling; // fake engine: info.device_sampling (the worker's path for an
+                               //  engine that draws tokens itself, without a GPU)
     int max_msg_bytes;   // frame cap, bytes; 8 MiB
     char log_level[16];  // debug|info|warn|error; info
     /* --bench (wk_bench.h): time the engine without a scheduler, print the result, exit */

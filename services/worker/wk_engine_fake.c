@@ -1,7 +1,9 @@
 /* wk_engine_fake: a model-free engine for tests of the services. The "model" predicts
  * next = (prev * 31 + 7) % vocab with a logit spike of 30 over zeros, so greedy and seeded
  * sampling both return it (p > 1 - 1e-9 for vocab < 10^4). It keeps a position per slot and
- * refuses work at the wrong position, so scheduler/worker disagreements show up as errors. */
+ * refuses work at the wrong position, so scheduler/worker disagreements show up as errors.
+ * With --fake-device-sampling it draws the tokens of the items that ask (sample_token on its
+ * own logits), as the cuda engine does on the GPU. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,7 @@
 #include "model/config.h"
 #include "model/config_load.h"
 #include "model/kv_geom.h"
+#include "model/sample.h"
 #include "wk_cfg.h"
 #include "wk_engine.h"
 
@@ -29,6 +32,8 @@ struct fake_slot {
 struct fake {
     struct fake_slot *slots; // (n_slots)
     int step_us;             // simulated compute per step
+    struct sample_ctx *sc;   // device sampling: the sampler and a logits row; else NULL
+    float *row;
 };
 
 static int fake_seq_open(struct wk_engine *e, uint32_t slot)
@@ -72,10 +77,13 @@ static int fake_step(struct wk_engine *e, struct wk_engine_item *items, uint32_t
         }
         sl->pos += it->n;
         sl->last = it->tokens[it->n - 1];
-        if (it->logits) {
-            memset(it->logits, 0, sizeof(float) * V);
-            it->logits[((uint64_t)sl->last * 31 + 7) % V] = FAKE_SPIKE;
+        float *lg = it->logits ? it->logits : it->sp && f->sc ? f->row : NULL;
+        if (lg) {
+            memset(lg, 0, sizeof(float) * V);
+            lg[((uint64_t)sl->last * 31 + 7) % V] = FAKE_SPIKE;
         }
+        if (!it->logits && lg) /* the token drawn here (wk_engine.h) */
+            it->token = sample_token(f->sc, it->sp, lg, it->hist, (int)it->n_hist, it->rng);
     }
     if (f->step_us > 0) {
         struct timespec ts = {.tv_sec = f->step_us / 1000000,
@@ -88,6 +96,8 @@ static int fake_step(struct wk_engine *e, struct wk_engine_item *items, uint32_t
 static void fake_destroy(struct wk_engine *e)
 {
     struct fake *f = e->impl;
+    sample_ctx_destroy(f->sc);
+    free(f->row);
     free(f->slots);
     free(f);
     free(e);
@@ -140,6 +150,12 @@ int wk_engine_fake_create(const struct wk_cfg *cfg, struct wk_engine **out)
     }
     f->slots = xcalloc(in->n_slots, sizeof *f->slots);
     f->step_us = cfg->fake_step_us;
+    if (cfg->fake_device_sampling) {
+        f->sc = sample_ctx_create((int)in->vocab_size);
+        f->row = xmalloc(sizeof(float) * in->vocab_size);
+        in->device_sampling = f->sc != NULL;
+        in->device_sampling_max_hist = UINT32_MAX;
+    }
     *out = e;
     return 0;
 }

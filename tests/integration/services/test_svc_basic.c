@@ -1,7 +1,10 @@
 /* Integration: tern-scheduler + two fake tern-workers + a proto-level test gateway, on ipc://
  * in a temp dir. Submit -> tokens -> finish (tokens checked against the fake model's formula),
  * stop ids, length, logprobs, both workers used, abort frees the pool, admission errors, and a
- * gateway that disappears has its requests aborted and its pool returned to zero. */
+ * gateway that disappears has its requests aborted and its pool returned to zero. The workers
+ * run --fake-device-sampling: requests without logprobs, logit_bias or min_tokens take the
+ * worker's path for an engine that draws tokens itself (the cuda engine's), the others the host
+ * sampler. */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -362,6 +365,7 @@ int main(void)
                          "8",
                          "--fake-step-us",
                          "3000",
+                         "--fake-device-sampling",
                          NULL};
     const char *w2a[] = {"--engine",
                          "fake",
@@ -381,6 +385,7 @@ int main(void)
                          "8",
                          "--fake-step-us",
                          "3000",
+                         "--fake-device-sampling",
                          NULL};
     CHECK_EQ_INT(svc_spawn(&sched_p, dir, "scheduler", "tern-scheduler", sa), 0);
     CHECK_EQ_INT(svc_spawn(&wk1, dir, "w1", "tern-worker", w1a), 0);
