@@ -153,6 +153,11 @@ int main(int argc, char **argv)
 {
     const int quick = argc > 1 && strcmp(argv[1], "quick") == 0;
     const int lm_only = argc > 1 && strcmp(argv[1], "lm_head") == 0;
+    if (argc > 2 || (argc == 2 && !quick && !lm_only)) {
+        fprintf(stderr, "bench_linear: unknown argument '%s' (usage: bench_linear "
+                "[quick|lm_head])\n", argv[argc - 1]);
+        return 2;
+    }
     ktest_require_gpu();
     ktest_seed(3);
     const int T = NS[NN - 1], KMAX = 4096;

@@ -13,6 +13,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cfg=${1:-$root/tests/configs/qwen3.6-35b-a3b-nvfp4.json}
 out=${OUT:-$root/gpu-logs}
 s=$root/.gpu/stack
+[ -f "$cfg" ] || { echo "stack: no config file $cfg"; exit 2; }
 [ -x "$s/bin/tern-worker" ] || { echo "stack: no bundle in $s (run tests/gpu/stack_bundle.sh BUILD_DIR here first)"; exit 2; }
 export LD_LIBRARY_PATH=$s/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 mkdir -p "$out"
