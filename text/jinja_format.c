@@ -152,8 +152,11 @@ int jrt_percent_format(struct jrt *rt, struct jinja_value fmt, struct jinja_valu
     struct buf b = {0};
     int rc = 0;
     for (size_t i = 0; i < n; i++) {
-        if (f[i] != '%') {
-            buf_putc(&b, f[i]);
+        if (f[i] != '%') { /* the literal run up to the next '%' in one copy */
+            const char *pct = memchr(f + i, '%', n - i);
+            size_t run = pct ? (size_t)(pct - (f + i)) : n - i;
+            buf_append(&b, f + i, run);
+            i += run - 1;
             continue;
         }
         if (++i >= n) {

@@ -203,12 +203,22 @@ int jrt_binop(struct jrt *rt, int op, struct jinja_value l, struct jinja_value r
                  (uint64_t)k > (JINJA_ARENA_MAX - jrt_arena(rt)->total) / 2 / unit)
             return jrt_fail(rt, "repeated %s too large", l.kind == JV_STR ? "string" : "list");
         if (l.kind == JV_STR) {
-            struct buf b = {0};
-            for (int64_t i = 0; i < k; i++)
-                buf_append(&b, l.u.s.s, l.u.s.n);
-            *out = jv_strdup(jrt_arena(rt), b.data ? b.data : "", b.len);
+            /* doubling copies: a one-byte string repeated 10^8 times is 27 memcpys */
+            size_t len = unit * (size_t)k;
+            char *d = ja_alloc(jrt_arena(rt), len + 1);
+            size_t have = 0;
+            if (len) {
+                memcpy(d, l.u.s.s, unit);
+                have = unit;
+            }
+            while (have < len) {
+                size_t c = have < len - have ? have : len - have;
+                memcpy(d + have, d, c);
+                have += c;
+            }
+            d[len] = '\0';
+            *out = jv_str(d, len);
             out->flags = l.flags & JV_F_SAFE;
-            buf_deinit(&b);
         } else {
             *out = jv_list_new(jrt_arena(rt), 0);
             out->flags = l.flags;

@@ -132,6 +132,10 @@ static const char *check_register(const Tern__Register *r)
         return "worker_id missing";
     if (r->max_seqs == 0 || r->block_tokens == 0 || r->kv_blocks == 0)
         return "max_seqs, block_tokens and kv_blocks must be > 0";
+    if (r->kv_blocks > MSG_MAX_KV_BLOCKS || r->max_seqs > MSG_MAX_SEQS ||
+        r->state_slots > MSG_MAX_SEQS || r->block_tokens > MSG_MAX_BLOCK_TOKENS)
+        return "kv_blocks <= 16777216, max_seqs and state_slots <= 4096, block_tokens <= 4096 "
+               "required";
     if (r->max_model_len < 2 || r->vocab_size == 0)
         return "max_model_len >= 2 and vocab_size > 0 required";
     if (r->n_eos_ids > SCHED_MAX_EOS)

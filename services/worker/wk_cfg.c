@@ -39,7 +39,7 @@ static const struct cfg_opt OPTS[] = {
      "concurrent sequences (16)"},
     {"block-tokens", "TERN_WORKER_BLOCK_TOKENS", CFG_TYPE_INT, F(block_tokens), 0, 1, 4096,
      "tokens per KV block (16)"},
-    {"kv-blocks", "TERN_WORKER_KV_BLOCKS", CFG_TYPE_INT, F(kv_blocks), 0, 0, 1 << 28,
+    {"kv-blocks", "TERN_WORKER_KV_BLOCKS", CFG_TYPE_INT, F(kv_blocks), 0, 0, 1 << 24,
      "KV blocks, 0 = max-seqs x max-model-len (0)"},
     {"max-model-len", "TERN_MAX_MODEL_LEN", CFG_TYPE_INT, F(max_model_len), 0, 0, 1 << 24,
      "positions per sequence, 0 = model's, cpu capped at 4096 (0)"},

@@ -7,20 +7,40 @@
 #include "common/err.h"
 #include "common/kv_plan.h"
 #include "common/log.h"
+#include "common/msg.h"
+#include "common/xalloc.h"
 #include "model/kv_geom.h"
 #include "wk_cfg.h"
+
+uint32_t wk_engine_default_blocks(uint32_t n_slots, uint32_t max_model_len, uint32_t block_tokens)
+{
+    uint64_t n = (uint64_t)n_slots * CEIL_DIV((uint64_t)max_model_len, block_tokens ? block_tokens : 1);
+    return n > MSG_MAX_KV_BLOCKS ? MSG_MAX_KV_BLOCKS : (uint32_t)n;
+}
 
 int wk_engine_create(const struct wk_cfg *cfg, wk_engine_progress_cb progress, void *ctx,
                      struct wk_engine **out)
 {
     *out = NULL;
+    int rc = ERR_INVAL;
     if (strcmp(cfg->engine, "fake") == 0)
-        return wk_engine_fake_create(cfg, out);
-    if (strcmp(cfg->engine, "cpu") == 0)
-        return wk_engine_cpu_create(cfg, progress, ctx, out);
-    if (strcmp(cfg->engine, "cuda") == 0)
-        return wk_engine_cuda_create(cfg, progress, ctx, out);
-    return ERR_INVAL;
+        rc = wk_engine_fake_create(cfg, out);
+    else if (strcmp(cfg->engine, "cpu") == 0)
+        rc = wk_engine_cpu_create(cfg, progress, ctx, out);
+    else if (strcmp(cfg->engine, "cuda") == 0)
+        rc = wk_engine_cuda_create(cfg, progress, ctx, out);
+    if (rc < 0)
+        return rc;
+    /* the Register bounds (common/msg.h): announce at most what the scheduler accepts; the
+     * blocks past the bound stay unused */
+    struct wk_engine_info *in = &(*out)->info;
+    if (in->kv_blocks > MSG_MAX_KV_BLOCKS) {
+        LOG_WARN("kv_pool_clamped", "engine=%s blocks=%u announced=%u msg=\"a worker announces "
+                 "at most %u KV blocks\"", cfg->engine, in->kv_blocks, MSG_MAX_KV_BLOCKS,
+                 MSG_MAX_KV_BLOCKS);
+        in->kv_blocks = MSG_MAX_KV_BLOCKS;
+    }
+    return rc;
 }
 
 void wk_engine_destroy(struct wk_engine *e)
@@ -50,8 +70,8 @@ int wk_engine_size_from_plan(const struct wk_cfg *cfg, const struct model_config
         fprintf(stderr, "tern-worker: %s\n", err);
         return rc;
     }
-    if (p.n_blocks > UINT32_MAX / 2)
-        p.n_blocks = UINT32_MAX / 2;
+    if (p.n_blocks > MSG_MAX_KV_BLOCKS)
+        p.n_blocks = MSG_MAX_KV_BLOCKS;
     in->n_slots = (uint32_t)p.n_state_slots;
     in->kv_blocks = (uint32_t)p.n_blocks;
     in->kv_bytes = (uint64_t)p.budget_bytes;

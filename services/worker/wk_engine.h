@@ -104,6 +104,10 @@ struct model_config;
 int wk_engine_size_from_plan(const struct wk_cfg *cfg, const struct model_config *mc,
                              const char *engine, int spec_k, struct wk_engine_info *in);
 
+/* Blocks for n_slots sequences of max_model_len positions, at most MSG_MAX_KV_BLOCKS (the
+ * bound a Register may announce). */
+uint32_t wk_engine_default_blocks(uint32_t n_slots, uint32_t max_model_len, uint32_t block_tokens);
+
 /* The backends. */
 int wk_engine_fake_create(const struct wk_cfg *cfg, struct wk_engine **out);
 int wk_engine_cpu_create(const struct wk_cfg *cfg, wk_engine_progress_cb progress, void *ctx,

@@ -186,7 +186,7 @@ int wk_engine_cpu_create(const struct wk_cfg *cfg, wk_engine_progress_cb progres
     in->block_tokens = (uint32_t)cfg->block_tokens;
     in->kv_blocks = cfg->kv_blocks
                         ? (uint32_t)cfg->kv_blocks
-                        : in->n_slots * (uint32_t)CEIL_DIV(in->max_model_len, in->block_tokens);
+                        : wk_engine_default_blocks(in->n_slots, in->max_model_len, in->block_tokens);
     int spec_k = 0; /* first: with speculation on, the plan holds the MTP layer's KV too */
     rc = wk_spec_cpu_configure(c->m, cfg->speculative_tokens, &spec_k);
     if (rc < 0)

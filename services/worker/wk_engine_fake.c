@@ -125,7 +125,7 @@ int wk_engine_fake_create(const struct wk_cfg *cfg, struct wk_engine **out)
     in->block_tokens = (uint32_t)cfg->block_tokens;
     in->kv_blocks = cfg->kv_blocks
                         ? (uint32_t)cfg->kv_blocks
-                        : in->n_slots * (uint32_t)CEIL_DIV(in->max_model_len, in->block_tokens);
+                        : wk_engine_default_blocks(in->n_slots, in->max_model_len, in->block_tokens);
     in->kv_bytes = 0;
     if (cfg->kv_cache_memory_bytes > 0) { /* geometry from the config.json under --model */
         struct model_config *mc = xcalloc(1, sizeof *mc);

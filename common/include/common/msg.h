@@ -20,6 +20,11 @@
 #define MSG_ENDPOINT_MAX 256             /* endpoint string incl. NUL */
 #define MSG_MAX_TOP_LOGPROBS 20          /* bound for SamplingParams.top_logprobs */
 #define MSG_MAX_LOGIT_BIAS 1024          /* bound for SamplingParams.bias_ids / bias_values */
+/* Bounds on a Register: the scheduler sizes its per-worker pool accounting from these (5 bytes a
+ * block), so a worker may not announce more; a worker whose plan is larger announces the bound. */
+#define MSG_MAX_KV_BLOCKS (1u << 24)   /* Register.kv_blocks (16.7M blocks, 84 MB of accounting) */
+#define MSG_MAX_SEQS 4096u             /* Register.max_seqs and state_slots */
+#define MSG_MAX_BLOCK_TOKENS 4096u     /* Register.block_tokens */
 
 struct curve_link;
 
