@@ -86,7 +86,7 @@ int kv_plan_compute(const struct kv_geom *g, const struct kv_opts *o, struct kv_
     p->kv_bytes_per_token = p->kv_bytes_per_token_layer * p->n_kv_layers;
     p->block_bytes = p->kv_bytes_per_token * p->block_tokens;
     /* conv window: Kc-1 pre-conv inputs per channel, model dtype (bf16); recurrent S: Hv x Dk x Dv */
-    int64_t conv = g->gdn_conv_dim * (g->gdn_conv_kernel - 1) * 2;
+    int64_t conv = g->gdn_conv_dim * (g->gdn_conv_kernel - 1) * (g->conv_state_f32 ? 4 : 2);
     int64_t ssm = (int64_t)g->gdn_v_heads * g->gdn_k_dim * g->gdn_v_dim * (g->ssm_state_f32 ? 4 : 2);
     p->gdn_bytes_per_layer = g->n_gdn_layers ? conv + ssm : 0;
     p->state_bytes_per_seq = p->gdn_bytes_per_layer * g->n_gdn_layers;

@@ -12,6 +12,10 @@
 #       FUZZ_BUILD_DIR build dir (default <repo>/build-fuzz)
 #       FUZZ_TIMEOUT   seconds one input may take before it counts as a hang (10)
 #       FUZZ_RSS_MB    memory limit per fuzzer process, MiB (2048)
+#       FUZZ_SEED      libFuzzer -seed (default: 1 when CI is set, so that CI is a function of
+#                      the commit: the same code explores the same inputs, and a finding of a
+#                      CI run reproduces with `CI=true ./test.sh` at that commit; otherwise 0,
+#                      a new seed per run, which is what exploring locally wants)
 #       FUZZ_MERGE=1   after the run, merge new inputs into the committed seed corpora
 #                      (minimized with -merge=1; review before committing)
 # Per-target extra libFuzzer flags live in tests/fuzz/<name>.options (one line), a dictionary in
@@ -24,6 +28,7 @@ SECS=${FUZZ_SECONDS:-60}
 JOBS=${FUZZ_JOBS:-2}
 TMO=${FUZZ_TIMEOUT:-10}
 RSS=${FUZZ_RSS_MB:-2048}
+if [ -n "${CI:-}" ]; then SEED=${FUZZ_SEED:-1}; else SEED=${FUZZ_SEED:-0}; fi
 CC_BIN=${CC:-clang}
 case "$CC_BIN" in *clang*) ;; *) CC_BIN=clang ;; esac
 
@@ -59,7 +64,7 @@ if ! cmake --build "$BUILD" -j"$JOBS" $tlist >"$BUILD.build.log" 2>&1; then
     exit 1
 fi
 t1=$(date +%s)
-echo "fuzz: built in $((t1 - t0)) s; running ${SECS} s per target, $JOBS at a time"
+echo "fuzz: built in $((t1 - t0)) s; running ${SECS} s per target, $JOBS at a time, seed=$SEED"
 
 run_one() {
     local name=$1
@@ -79,12 +84,12 @@ run_one() {
     TERN_SOURCE_DIR="$SRC" ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}" \
     UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}" \
         timeout -k 10 $((SECS + 120)) "$bin" -max_total_time="$SECS" -timeout="$TMO" \
-        -rss_limit_mb="$RSS" -print_final_stats=1 -artifact_prefix="$w/artifacts/" \
+        -rss_limit_mb="$RSS" -seed="$SEED" -print_final_stats=1 -artifact_prefix="$w/artifacts/" \
         "${extra[@]}" "${dirs[@]}" >"$w/log.txt" 2>&1
     echo $? >"$w/rc"
 }
 export -f run_one
-export BUILD SRC SECS TMO RSS
+export BUILD SRC SECS TMO RSS SEED
 
 # shellcheck disable=SC2086
 printf '%s\n' $TARGETS | xargs -P "$JOBS" -I{} bash -c 'run_one {}'

@@ -46,6 +46,10 @@ static const struct cfg_opt OPTS[] = {
     {"kv-cache-memory-bytes", "TERN_KV_CACHE_MEMORY_BYTES", CFG_TYPE_I64, F(kv_cache_memory_bytes),
      0, 0, INT64_MAX,
      "KV + GDN state budget, bytes: slots and blocks from the model's KV plan (0 = kv-blocks)"},
+    {"gpu-memory-utilization", "TERN_GPU_MEMORY_UTILIZATION", CFG_TYPE_DOUBLE,
+     F(gpu_memory_utilization), 0, 0, 0,
+     "engine cuda: fraction of device memory the worker may use; the KV pool is what is left "
+     "after weights and step buffers, unless kv-blocks or kv-cache-memory-bytes is given (0.9)"},
     {"kv-cache-dtype", "TERN_KV_CACHE_DTYPE", CFG_TYPE_STR, F(kv_cache_dtype), S(kv_cache_dtype), 0,
      0, "auto|bf16|fp8 for the KV plan (auto)"},
     {"max-step-tokens", "TERN_WORKER_MAX_STEP_TOKENS", CFG_TYPE_INT, F(max_step_tokens), 0, 1,
@@ -112,6 +116,7 @@ static void set_defaults(struct wk_cfg *c)
     c->max_seqs = 16;
     c->block_tokens = 16;
     c->kv_blocks = 0;
+    c->gpu_memory_utilization = 0.9;
     c->max_model_len = 0;
     c->max_step_tokens = 512;
     snprintf(c->kv_cache_dtype, sizeof c->kv_cache_dtype, "auto");
@@ -182,6 +187,11 @@ int wk_cfg_validate(const struct wk_cfg *c, char *err, size_t errlen)
     }
     if (kv_dtype_parse(c->kv_cache_dtype) < 0) {
         snprintf(err, errlen, "kv-cache-dtype \"%s\" is not auto|bf16|fp8", c->kv_cache_dtype);
+        return ERR_INVAL;
+    }
+    if (!(c->gpu_memory_utilization > 0.0 && c->gpu_memory_utilization <= 1.0)) {
+        snprintf(err, errlen, "gpu-memory-utilization (%g) must be in (0, 1]",
+                 c->gpu_memory_utilization);
         return ERR_INVAL;
     }
     if (c->kv_cache_memory_bytes > 0 && c->kv_blocks > 0) {

@@ -47,6 +47,10 @@ struct wk_cfg {
     /* > 0: size slots and blocks from this budget with the model's kv_plan (docs/KV.md;
      * engines fake, cpu); 0 = kv_blocks */
     int64_t kv_cache_memory_bytes;
+    /* engine cuda, neither kv_blocks nor kv_cache_memory_bytes given: the KV pool and state
+     * slots are what is left of this fraction of the device's memory after the weights and the
+     * step buffers (kv_plan, the same arithmetic as tern-scheduler --check); 0.9 */
+    double gpu_memory_utilization;
     char kv_cache_dtype[16]; // auto|bf16|fp8 for that plan; auto
     int speculative_tokens;  // MTP drafts per round (engine cpu); -1 = 3 with a head, else 0
     char load_format[16];    // auto (safetensors) | dummy (random weights of the config's shapes

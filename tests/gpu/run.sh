@@ -16,7 +16,9 @@
 # the gpu model checks, one line per sanitizer tool / smoke config / bench, and overall; the
 # details stay above it and in $OUT/summary.txt.
 # --stack (optional stage, last): tests/gpu/stack.sh, the whole stack with the cuda worker and
-# tern bench at 1/16/64 streams (needs the bundle of tests/gpu/stack_bundle.sh in .gpu/stack).
+# tern bench at 1/16/64 streams (needs the bundle of tests/gpu/stack_bundle.sh in .gpu/stack),
+# then tests/gpu/runsh.sh: ./run.sh picks cuda, sizes the pool by --gpu-memory-utilization,
+# serves, survives a worker kill.
 # --bench-model (optional stage, after the smoke runs): gpu_bench on the full-size dummy model,
 # prefill + greedy decode vs the roofline, one line per run in the summary and all runs in
 # $OUT/bench_model.json. Env: BENCH_CONFIGS (tests/configs names, default the NVFP4 one),
@@ -198,6 +200,13 @@ if [ $stack = 1 ]; then
   say "stack: rc=$rc ($(( $(date +%s) - t1 )) s)"
   grep -E '^stack:|^(completed|failed|output tokens/s|TTFT|TPOT)' "$out/stack.txt" | tee -a "$summary"
   result stack "$([ $rc -eq 0 ] && echo PASS || echo "FAIL(rc=$rc)")" "$(( $(date +%s) - t1 )) s"
+  t1=$(date +%s)
+  OUT="$out" "$root/tests/gpu/runsh.sh" > "$out/runsh.txt" 2>&1
+  rc=$?
+  [ $rc -eq 0 ] || fail=1
+  say "runsh: rc=$rc ($(( $(date +%s) - t1 )) s)"
+  tee -a "$summary" < "$out/runsh.txt"
+  result run.sh "$([ $rc -eq 0 ] && echo PASS || echo "FAIL(rc=$rc)")" "$(( $(date +%s) - t1 )) s"
 fi
 # keep the per-test logs in one file (the transfer back takes few files)
 cat "$out"/test_*.log "$out"/ktest_*.log > "$out/tests.log" 2>/dev/null; rm -f "$out"/test_*.log "$out"/ktest_*.log

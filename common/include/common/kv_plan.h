@@ -30,6 +30,7 @@ struct kv_geom {
     int gdn_k_dim;             // Dk
     int gdn_v_dim;             // Dv
     bool ssm_state_f32;        // recurrent state dtype: fp32 (mamba_ssm_dtype) or bf16
+    bool conv_state_f32;       // conv window dtype: fp32 (the CUDA runner) or bf16 (the model's)
     int mtp_layers;            // MTP attention layers available (0 when the head is missing)
     int64_t max_position_embeddings; // default max_model_len
 };

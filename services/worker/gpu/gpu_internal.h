@@ -80,6 +80,8 @@ struct gpu_model {
     struct gpu_dispatch disp;
     struct linear_ctx *lin;    // GEMM path scratch and cuBLASLt (NULL: no dense GEMM path)
     struct gpu_model_mem mem;
+    bool mem_sized;              // opts.mem_util sized the pool: mem_plan holds how
+    struct gpu_mem_plan mem_plan;
     cudaStream_t stream;
     cudaGraphExec_t *graphs;   // [n_slots + 1]: the layer stack for n rows; NULL when eager
     bool use_graphs;
@@ -205,6 +207,9 @@ int gpu_upload_mtp(struct gpu_model *g, const struct model *m, struct gpu_mtp_w 
 void *gpu_dev_alloc(struct gpu_model *g, size_t bytes, int64_t *acct);
 /* Upload the MTP head of m and allocate the speculation buffers (spec_k = opts.spec_k). */
 int gpu_spec_create(struct gpu_model *g, const struct model *m, char *err, size_t errlen);
+/* The MTP layer's K/V (same blocks and dtype as the main layers): after gpu_spec_create, once
+ * o.kv_blocks is final. */
+int gpu_spec_alloc_kv(struct gpu_model *g, char *err, size_t errlen);
 void gpu_spec_destroy(struct gpu_model *g);
 /* After gpu_step_run of a plain step: the MTP over every position whose next token is now
  * known (its K/V), and the slot's last hidden kept for the next round. */

@@ -14,6 +14,7 @@
 #include "common/xalloc.h"
 #include "kv_write.h"
 #include "model/dtype.h"
+#include "model/kv_geom.h"
 
 /* ---- device allocation with accounting ---- */
 
@@ -450,9 +451,10 @@ static float *act(struct gpu_model *g, int64_t n)
     return dev_alloc(g, sizeof(float) * (size_t)(n > 0 ? n : 1), &g->mem.activations);
 }
 
-static int alloc_state(struct gpu_model *g, char *err, size_t errlen)
+/* The per-sequence caches: GDN state for o.n_slots slots, K/V for o.kv_blocks blocks. */
+static int alloc_caches(struct gpu_model *g, char *err, size_t errlen)
 {
-    const int64_t B = g->R, H = g->H, L = g->lrows, S = g->o.n_slots;
+    const int64_t S = g->o.n_slots;
     const size_t kv_bytes = (size_t)kv_dtype_bytes(g->kv_dtype) * (size_t)g->o.kv_blocks *
                             (size_t)g->o.block_tokens * (size_t)g->hkv * (size_t)g->hd;
     for (int l = 0; l < g->cfg.n_layers; l++) {
@@ -471,6 +473,13 @@ static int alloc_state(struct gpu_model *g, char *err, size_t errlen)
                 return fail(err, errlen, ERR_NOMEM, "kv pool", "cudaMalloc failed");
         }
     }
+    return 0;
+}
+
+/* The step buffers (sized by max_rows and o.n_slots) and the pinned host buffers. */
+static int alloc_acts(struct gpu_model *g, char *err, size_t errlen)
+{
+    const int64_t B = g->R, H = g->H, L = g->lrows;
     const int64_t vd = (int64_t)g->hv * g->dv, qd = (int64_t)g->hq * g->hd;
     g->h = act(g, B * H);
     g->x = act(g, B * H);
@@ -527,6 +536,50 @@ static int alloc_state(struct gpu_model *g, char *err, size_t errlen)
     return 0;
 }
 
+/* opts.mem_util: the pool from what the device has left (struct gpu_mem_plan). Runs after
+ * every allocation that does not depend on the pool; lowers o.n_slots when the plan reserves
+ * fewer state slots (the buffers sized for more stay). */
+static int size_from_memory(struct gpu_model *g, const struct model *m, char *err, size_t errlen)
+{
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return fail(err, errlen, ERR_CUDA, "device memory", "cudaMemGetInfo failed");
+    }
+    struct gpu_mem_plan *mp = &g->mem_plan;
+    mp->device_total = (int64_t)total_b;
+    mp->device_used = (int64_t)(total_b - free_b);
+    mp->reserve = g->o.mem_reserve > 0 ? g->o.mem_reserve : GPU_MEM_RESERVE_DEFAULT;
+    /* the geometry of this runner's caches: fp32 conv windows, S padded to GPU_GDN_D */
+    struct kv_geom geom;
+    model_kv_geom(&g->cfg, m->has_mtp, &geom);
+    geom.conv_state_f32 = true;
+    geom.ssm_state_f32 = true;
+    geom.gdn_k_dim = GPU_GDN_D;
+    geom.gdn_v_dim = GPU_GDN_D;
+    struct kv_opts ko = {
+        .dtype = (enum kv_dtype)g->kv_dtype,
+        .max_model_len = g->o.max_model_len,
+        .max_num_seqs = g->o.n_slots,
+        .gpu_memory_utilization = g->o.mem_util,
+        .device_total_bytes = mp->device_total,
+        .weights_bytes = mp->device_used,
+        .reserve_bytes = mp->reserve,
+        .spec_tokens = g->o.spec_k,
+        .block_tokens = g->o.block_tokens,
+    };
+    char msg[400];
+    int rc = kv_plan_compute(&geom, &ko, &mp->kv, msg, sizeof msg);
+    if (rc < 0)
+        return fail(err, errlen, rc, "--gpu-memory-utilization", msg);
+    if (mp->kv.n_blocks * g->o.block_tokens > INT32_MAX)
+        mp->kv.n_blocks = INT32_MAX / g->o.block_tokens; // cache slots are int32
+    g->o.kv_blocks = (int)mp->kv.n_blocks;
+    g->o.n_slots = (int)mp->kv.n_state_slots;
+    g->mem_sized = true;
+    return 0;
+}
+
 int gpu_model_create(struct gpu_model **out, const struct model *m,
                      const struct gpu_model_opts *opts, char *err, size_t errlen)
 {
@@ -535,7 +588,8 @@ int gpu_model_create(struct gpu_model **out, const struct model *m,
     const struct model_config *c = &m->cfg;
     if (!opts || opts->n_slots <= 0 || opts->max_model_len <= 0 || opts->block_tokens < 0 ||
         opts->kv_blocks < 0 || opts->max_rows < 0 || opts->max_rows > 65535 ||
-        opts->n_slots > 65535 || opts->spec_k < 0 || opts->spec_k > GPU_SPEC_MAX)
+        opts->n_slots > 65535 || opts->spec_k < 0 || opts->spec_k > GPU_SPEC_MAX ||
+        !(opts->mem_util >= 0 && opts->mem_util <= 1) || (opts->mem_util > 0 && opts->kv_blocks))
         return fail(err, errlen, ERR_INVAL, "gpu_model_opts", "bad sizes");
     if (opts->kv_dtype != KV_DTYPE_AUTO && opts->kv_dtype != KV_DTYPE_BF16 &&
         opts->kv_dtype != KV_DTYPE_FP8)
@@ -657,7 +711,9 @@ int gpu_model_create(struct gpu_model **out, const struct model *m,
         g->mem.weights += g->mem.group[i];
     if ((rc = gpu_dispatch_init(g, err, errlen)) < 0)
         goto fail;
-    if ((rc = alloc_state(g, err, errlen)) < 0)
+    /* everything whose size does not depend on the pool first, so that mem_util can size the
+     * pool from what is left */
+    if ((rc = alloc_acts(g, err, errlen)) < 0)
         goto fail;
     if (opts->spec_k > 0 && (rc = gpu_spec_create(g, m, err, errlen)) < 0)
         goto fail;
@@ -665,6 +721,12 @@ int gpu_model_create(struct gpu_model **out, const struct model *m,
     g->sampler = gpu_sample_create(g->lrows, g->V, 0);
     g->h_sreq = xcalloc((size_t)g->lrows, sizeof *g->h_sreq);
     g->h_stok = xcalloc((size_t)g->lrows, sizeof *g->h_stok);
+    if (opts->mem_util > 0 && (rc = size_from_memory(g, m, err, errlen)) < 0)
+        goto fail;
+    if ((rc = alloc_caches(g, err, errlen)) < 0)
+        goto fail;
+    if (opts->spec_k > 0 && (rc = gpu_spec_alloc_kv(g, err, errlen)) < 0)
+        goto fail;
     g->mem.weights = 0;
     for (int i = 0; i < MODEL_GROUP_COUNT; i++)
         g->mem.weights += g->mem.group[i];
@@ -737,6 +799,19 @@ void gpu_model_log(const struct gpu_model *g)
         if (g->mem.group[i])
             LOG_INFO("gpu_resident", "group=%s bytes=%lld", model_group_name((enum model_group)i),
                      (long long)g->mem.group[i]);
+    if (g->mem_sized) {
+        const struct gpu_mem_plan *mp = &g->mem_plan;
+        LOG_INFO("gpu_kv_plan",
+                 "util=%.3f device_total=%lld used_before_pool=%lld reserve=%lld budget=%lld "
+                 "blocks=%lld tokens=%lld state_slots=%lld kv_dtype=%s max_concurrency=%.2fx "
+                 "max_model_len=%lld msg=\"budget = device_total x util - used_before_pool - "
+                 "reserve; blocks and slots by kv_plan, as tern-scheduler --check\"",
+                 g->o.mem_util, (long long)mp->device_total, (long long)mp->device_used,
+                 (long long)mp->reserve, (long long)mp->kv.budget_bytes,
+                 (long long)mp->kv.n_blocks, (long long)mp->kv.pool_tokens,
+                 (long long)mp->kv.n_state_slots, kv_dtype_name(mp->kv.dtype),
+                 mp->kv.max_concurrency, (long long)mp->kv.max_model_len);
+    }
     LOG_INFO("gpu_memory", "weights=%lld gdn_state=%lld kv_pool=%lld kv_dtype=%s activations=%lld "
              "dispatch=%lld total=%lld", (long long)g->mem.weights, (long long)g->mem.gdn_state,
              (long long)g->mem.kv_pool, kv_dtype_name((enum kv_dtype)g->kv_dtype),
@@ -744,6 +819,10 @@ void gpu_model_log(const struct gpu_model *g)
 }
 
 const struct gpu_model_mem *gpu_model_memory(const struct gpu_model *g) { return &g->mem; }
+const struct gpu_mem_plan *gpu_model_mem_plan(const struct gpu_model *g)
+{
+    return g->mem_sized ? &g->mem_plan : NULL;
+}
 const struct backend_plan *gpu_model_plan(const struct gpu_model *g) { return &g->plan; }
 int gpu_model_vocab(const struct gpu_model *g) { return g->V; }
 int gpu_model_n_slots(const struct gpu_model *g) { return g->o.n_slots; }

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/kv_plan.h"
 #include "gpu_sample.h"
 #include "model/backend.h"
 #include "model/model.h"
@@ -47,6 +48,25 @@ struct gpu_model_opts {
                           //  (kernels/moe_grouped.h): 0 = default, -1 = never
     int prefill_attn;     // items of several rows attend through attn_prefill: 0 = yes (from 2
                           //  rows), -1 = no (attn_decode one query row at a time)
+    double mem_util;      // > 0 (at most 1): size the pool from the device's memory, as vLLM's
+                          //  --gpu-memory-utilization: kv_blocks and n_slots (at most the one
+                          //  given) from kv_plan_compute over total x mem_util minus what the
+                          //  device holds once the weights and step buffers are in, minus
+                          //  mem_reserve; kv_blocks must be 0. ERR_FULL with the plan's one-line
+                          //  refusal when one max_model_len sequence does not fit.
+    int64_t mem_reserve;  // with mem_util: bytes left free for what comes after the pool (CUDA
+                          //  graphs, cuBLASLt's lazy workspaces); 0 = GPU_MEM_RESERVE_DEFAULT
+};
+
+#define GPU_MEM_RESERVE_DEFAULT ((int64_t)512 << 20)
+
+/* With opts.mem_util: how the pool was sized (gpu_model_mem_plan). */
+struct gpu_mem_plan {
+    int64_t device_total;  // cudaMemGetInfo total
+    int64_t device_used;   // total - free just before the pool: weights, step buffers, the CUDA
+                           //  context, other processes
+    int64_t reserve;       // opts.mem_reserve resolved
+    struct kv_plan kv;     // the plan (budget, blocks, slots, tokens, concurrency)
 };
 
 #define GPU_SPEC_MAX 16
@@ -95,6 +115,8 @@ void gpu_model_destroy(struct gpu_model *g);
  * resident bytes per group, KV pool and state. */
 void gpu_model_log(const struct gpu_model *g);
 const struct gpu_model_mem *gpu_model_memory(const struct gpu_model *g);
+/* The memory sizing of opts.mem_util, NULL when the pool was sized by kv_blocks. */
+const struct gpu_mem_plan *gpu_model_mem_plan(const struct gpu_model *g);
 const struct backend_plan *gpu_model_plan(const struct gpu_model *g);
 int gpu_model_vocab(const struct gpu_model *g);
 int gpu_model_n_slots(const struct gpu_model *g);

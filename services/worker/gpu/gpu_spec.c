@@ -77,11 +77,6 @@ int gpu_spec_create(struct gpu_model *g, const struct model *m, char *err, size_
     int rc = gpu_upload_mtp(g, m, &s->w, err, errlen);
     if (rc < 0)
         return rc;
-    /* the MTP layer's K/V: same blocks, same dtype as the main layers */
-    const size_t kv_bytes = (size_t)kv_dtype_bytes(g->kv_dtype) * (size_t)g->o.kv_blocks *
-                            (size_t)g->o.block_tokens * (size_t)g->hkv * (size_t)g->hd;
-    s->w.layer.k_cache = gpu_dev_alloc(g, kv_bytes, &g->mem.kv_pool);
-    s->w.layer.v_cache = gpu_dev_alloc(g, kv_bytes, &g->mem.kv_pool);
     /* GDN snapshots for the one open window (win_slot): the state after each of its K+1 rows */
     g->n_snap = K + 1;
     for (int l = 0; l < g->cfg.n_layers; l++) {
@@ -105,8 +100,7 @@ int gpu_spec_create(struct gpu_model *g, const struct model *m, char *err, size_
     s->win_hid = gpu_dev_alloc(g, sizeof(float) * (size_t)(K + 1) * (size_t)H, a);
     const size_t n_in = (size_t)in_table(s) + (size_t)s->MR * (size_t)g->bps;
     s->d_min = gpu_dev_alloc(g, sizeof(int32_t) * n_in, a);
-    if (!s->w.layer.k_cache || !s->w.layer.v_cache || !s->cat || !s->hid || !s->h_last ||
-        !s->pend_hid || !s->win_hid || !s->d_min)
+    if (!s->cat || !s->hid || !s->h_last || !s->pend_hid || !s->win_hid || !s->d_min)
         goto nomem;
     if (cudaMallocHost((void **)&s->h_min, sizeof(int32_t) * n_in) != cudaSuccess) {
         (void)cudaGetLastError();
@@ -120,6 +114,20 @@ int gpu_spec_create(struct gpu_model *g, const struct model *m, char *err, size_
 nomem:
     snprintf(err, errlen, "speculation buffers: cudaMalloc failed");
     return ERR_NOMEM;
+}
+
+int gpu_spec_alloc_kv(struct gpu_model *g, char *err, size_t errlen)
+{
+    struct gpu_spec *s = g->spec;
+    const size_t kv_bytes = (size_t)kv_dtype_bytes(g->kv_dtype) * (size_t)g->o.kv_blocks *
+                            (size_t)g->o.block_tokens * (size_t)g->hkv * (size_t)g->hd;
+    s->w.layer.k_cache = gpu_dev_alloc(g, kv_bytes, &g->mem.kv_pool);
+    s->w.layer.v_cache = gpu_dev_alloc(g, kv_bytes, &g->mem.kv_pool);
+    if (!s->w.layer.k_cache || !s->w.layer.v_cache) {
+        snprintf(err, errlen, "speculation: the MTP layer's K/V: cudaMalloc failed");
+        return ERR_NOMEM;
+    }
+    return 0;
 }
 
 void gpu_spec_destroy(struct gpu_model *g)

@@ -174,6 +174,10 @@ int wk_engine_cuda_opts(const struct wk_cfg *cfg, const struct model *m, int spe
         .max_rows = cfg->max_step_tokens, // every step is one pass over at most this many rows
         .spec_k = spec_k,
         .kv_dtype = kv_dtype,
+        /* neither --kv-blocks nor --kv-cache-memory-bytes: the pool from the device's memory */
+        .mem_util = cfg->kv_blocks == 0 && cfg->kv_cache_memory_bytes == 0
+                        ? cfg->gpu_memory_utilization
+                        : 0.0,
     };
     return 0;
 }
@@ -221,10 +225,13 @@ int wk_engine_cuda_create(const struct wk_cfg *cfg, wk_engine_progress_cb progre
     m = NULL;
     if (rc < 0) {
         LOG_ERR("engine_init_failed", "engine=cuda err=%s msg=\"%s\"", err_str(rc), err);
+        if (rc == ERR_FULL) // the memory plan's refusal: the operator's one line
+            fprintf(stderr, "tern-worker: %s\n", err);
         goto fail;
     }
     gpu_model_log(c->g);
     in->kv_blocks = (uint32_t)gpu_model_kv_blocks(c->g);
+    in->n_slots = (uint32_t)gpu_model_n_slots(c->g); // the memory plan may reserve fewer
     in->spec_k = (uint32_t)gpu_model_spec_k(c->g);
     in->kv_bytes = (uint64_t)gpu_model_memory(c->g)->kv_pool;
     in->device_sampling = gpu_model_can_sample(c->g) != 0;

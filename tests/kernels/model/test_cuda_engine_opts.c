@@ -11,11 +11,12 @@
  *     1 MiB now fits one sequence (524,288 + 14,592 B): the dtype reaches the plan.
  * Checked: slots/blocks handed to the runner equal the plan's, kv_dtype is
  * kv_dtype_parse(--kv-cache-dtype) (0 = auto = bf16 in the runner), without a budget the runner
- * keeps its own default (kv_blocks 0 = n_slots x blocks per sequence), --kv-blocks passes
+ * sizes the pool from device memory (mem_util = --gpu-memory-utilization, default 0.9, kv_blocks
+ * 0; off with --kv-blocks or a budget; (0, 1] only), --kv-blocks passes
  * through, max_rows / spec_k / max_model_len are the flags' (--max-step-tokens > 65535 is
  * refused: one step is one pass of at most that many rows). Also gpu_model_create's option
  * refusals that come before any device call (bad kv_dtype, cache slots past int32, max_rows,
- * spec_k, n_slots): ERR_INVAL with a message. */
+ * spec_k, n_slots, mem_util outside [0, 1] or with kv_blocks): ERR_INVAL with a message. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,10 +70,11 @@ int main(void)
     struct wk_engine_info in;
     struct gpu_model_opts go;
 
-    /* no budget: the runner's default pool, bf16 (auto) */
+    /* no budget: the pool from the device's memory at 0.9, bf16 (auto) */
     CHECK_EQ_INT(opts(m, NULL, 0, 0, &in, &go), 0);
     CHECK_EQ_INT(go.n_slots, 16);
     CHECK_EQ_INT(go.kv_blocks, 0);
+    CHECK(go.mem_util == 0.9);
     CHECK_EQ_INT(go.kv_dtype, KV_DTYPE_AUTO);
     CHECK_EQ_INT(go.max_model_len, 4096);
     CHECK_EQ_INT(go.block_tokens, 16);
@@ -89,6 +91,7 @@ int main(void)
     CHECK_EQ_INT(opts(m, kb, 6, 3, &in, &go), 0);
     CHECK_EQ_INT(go.kv_blocks, 300);
     CHECK_EQ_INT(in.kv_blocks, 300);
+    CHECK(go.mem_util == 0.0); // --kv-blocks: no memory sizing
     CHECK_EQ_INT(go.kv_dtype, KV_DTYPE_FP8);
     CHECK_EQ_INT(go.max_rows, 64);
     CHECK_EQ_INT(go.spec_k, 3);
@@ -108,6 +111,22 @@ int main(void)
     CHECK_EQ_INT(in.n_slots, 16);
     CHECK_EQ_INT(in.kv_blocks, 1991);
     CHECK_EQ_INT(go.kv_dtype, KV_DTYPE_AUTO);
+    CHECK(go.mem_util == 0.0); // a budget: no memory sizing
+
+    /* --gpu-memory-utilization reaches the runner; outside (0, 1] the flags are refused */
+    const char *u5[] = { "--gpu-memory-utilization", "0.5" };
+    CHECK_EQ_INT(opts(m, u5, 2, 0, &in, &go), 0);
+    CHECK(go.mem_util == 0.5);
+    CHECK_EQ_INT(go.kv_blocks, 0);
+    const char *bad_u[][2] = { { "--gpu-memory-utilization", "0" },
+                               { "--gpu-memory-utilization", "1.5" },
+                               { "--gpu-memory-utilization", "-0.1" } };
+    for (int i = 0; i < 3; i++) {
+        char *argv[] = { (char *)"tern-worker", (char *)"--engine", (char *)"cuda",
+                         (char *)bad_u[i][0], (char *)bad_u[i][1], NULL };
+        struct wk_cfg cfg;
+        CHECK(wk_cfg_parse(&cfg, 5, argv) != 0);
+    }
 
     /* the same budget with fp8 K/V: twice the blocks (half the bytes per block) */
     const char *b8[] = { "--kv-cache-memory-bytes", "8388608", "--kv-cache-dtype", "fp8" };
@@ -129,14 +148,17 @@ int main(void)
 
     /* gpu_model_create refuses bad options before any device call */
     const struct gpu_model_opts ok = { .n_slots = 2, .max_model_len = 64 };
-    struct gpu_model_opts bad[5] = { ok, ok, ok, ok, ok };
+    struct gpu_model_opts bad[7] = { ok, ok, ok, ok, ok, ok, ok };
     bad[0].kv_dtype = 7;                 // not auto|bf16|fp8
     bad[1].kv_blocks = 1 << 28;          // x 16 tokens: cache slots past int32
     bad[1].block_tokens = 16;
     bad[2].max_rows = 65536;             // one pass's rows ride a grid axis
     bad[3].spec_k = GPU_SPEC_MAX + 1;
     bad[4].n_slots = 0;
-    for (int i = 0; i < 5; i++) {
+    bad[5].mem_util = 1.5;               // a fraction
+    bad[6].mem_util = 0.9;               // memory sizing and a block count: one or the other
+    bad[6].kv_blocks = 100;
+    for (int i = 0; i < 7; i++) {
         struct gpu_model *g = NULL;
         err[0] = '\0';
         CHECK_EQ_INT(gpu_model_create(&g, m, &bad[i], err, sizeof err), ERR_INVAL);
