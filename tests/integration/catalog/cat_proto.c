@@ -381,6 +381,33 @@ static void wk_cases(struct run *r, const char *ep)
     want_error(r, &l, "wk_version_3", 0, TERN__ERROR_CODE__ERROR_CODE_VERSION);
     link_close(&l);
 
+    /* a Register announcing more than the scheduler can account: refused (INVALID), not an
+     * allocation of 20 GB; then one announcing 2^32-1 sequences */
+    {
+        static const struct { const char *name; uint32_t blocks, seqs; } big[] = {
+            {"wk_register_4e9_kv_blocks", 4000000000u, 8},
+            {"wk_register_4e9_max_seqs", 64, 4000000000u},
+        };
+        for (size_t i = 0; i < 2; i++) {
+            link_open(&l, ep);
+            Tern__Register reg = TERN__REGISTER__INIT;
+            reg.worker_id = (char *)"catalog-big";
+            reg.has_max_model_len = reg.has_max_seqs = reg.has_block_tokens = true;
+            reg.has_kv_blocks = reg.has_vocab_size = true;
+            reg.max_model_len = 4096;
+            reg.max_seqs = big[i].seqs;
+            reg.block_tokens = 16;
+            reg.kv_blocks = big[i].blocks;
+            reg.vocab_size = 1000;
+            env_init(&e, 0);
+            e.body_case = TERN__ENVELOPE__BODY_REGISTER_WORKER;
+            e.register_worker = &reg;
+            send_env(&l, &e);
+            want_error(r, &l, big[i].name, 0, TERN__ERROR_CODE__ERROR_CODE_INVALID);
+            link_close(&l);
+        }
+    }
+
     /* a StepResult for a step and request nobody knows, with a million tokens */
     link_open(&l, ep);
     Tern__StepResult sr = TERN__STEP_RESULT__INIT;
