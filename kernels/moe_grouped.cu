@@ -2,7 +2,9 @@
  * computes a 64 x 64 output tile per 128-thread block (4 warps as 2 x 2, 32 x 32 each, mma.sync
  * m16n8k16 bf16 with fp32 accumulation) over K in steps of 32: every thread loads two 8-element
  * chunks of A (activations, converted to bf16) and two of B (weights, dequantized to bf16) into
- * padded shared memory, then the warps run the mma steps. A block's rows are one tile of the
+ * padded shared memory, then the warps run the mma steps. The 16-row variant: 16 x 64 per block
+ * (4 warps as 1 x 4, 16 x 16 each) over K steps of 128 (two chunks of A and eight of B per
+ * thread). A block's rows are one tile of the
  * expert-sorted slot list (all one expert); for gate_up its 64 columns are 32 intermediate
  * indices, interleaved in groups of 8 as gate, up, gate, up so that every thread holds the gate
  * and up value of the same (row, intermediate) in registers for the fused SiLU. */
@@ -13,16 +15,16 @@
 #include "internal/kw_dequant.cuh"
 #include "internal/wdot.cuh"
 
-static_assert(MOE_GROUPED_TILE_ROWS == 64, "the warp layout assumes 64-row tiles");
+static_assert(MOE_GROUPED_TILE_ROWS == 64 && MOE_GROUPED_TILE_ROWS_SMALL == 16,
+              "the warp layouts (mg_layout) are for 64- and 16-row tiles");
 
-#define MG_BM MOE_GROUPED_TILE_ROWS /* rows (slots) per tile: 2 warps x 32 */
-#define MG_BN 64                    /* output columns per tile (gate_up: 32 gate + 32 up) */
-#define MG_BK 32
-#define MG_PITCH (MG_BK + 8) /* bf16 per shared row: 80 bytes, conflict-free fragment loads */
+#define MG_BM_MIN MOE_GROUPED_TILE_ROWS_SMALL /* the scratch's tile list is sized for it */
+#define MG_BN 64 /* output columns per tile (gate_up: 32 gate + 32 up) */
 #define MG_THREADS 128
 #define MG_PLAN_THREADS 1024
 #define MG_MAX_EXPERTS 2048
-#define MG_MAX_SLOTS (1 << 21) /* keeps max_tiles <= 65535 (grid.y) */
+#define MG_MAX_SLOTS (1 << 21) /* keeps the 64-row tiles <= 65535 (grid.y) */
+#define MG_MAX_GRID_Y 65535
 
 struct mg_ws {
     int *offsets; /* (E+1) first sorted position of each expert */
@@ -39,7 +41,7 @@ struct mg_ws {
 static mg_ws mg_ws_split(float *ws, size_t slots, int n_experts, int inter)
 {
     mg_ws s;
-    const size_t tiles = (slots + MG_BM - 1) / MG_BM + (size_t)n_experts;
+    const size_t tiles = (slots + MG_BM_MIN - 1) / MG_BM_MIN + (size_t)n_experts;
     const size_t ints = (size_t)n_experts + 1 + 2 * slots + 2 * tiles;
     const size_t h = (slots * (size_t)inter + 1) / 2;
     int *ip = reinterpret_cast<int *>(ws);
@@ -54,11 +56,11 @@ static mg_ws mg_ws_split(float *ws, size_t slots, int n_experts, int inter)
     return s;
 }
 
-/* One block: count slots per expert (shared int atomics), prefix sums (thread 0), scatter, tile
- * list. The order of rows inside one expert depends on atomic order, but no result does: every
+/* One block: count slots per expert (shared int atomics), prefix sums (thread 0), scatter, list
+ * of bm-row tiles. The order of rows inside one expert depends on atomic order, but no result does: every
  * output row of the GEMMs is computed by the same operations wherever it sits in its tile. */
 __global__ void __launch_bounds__(MG_PLAN_THREADS)
-    moe_grouped_plan_kernel(mg_ws s, const int32_t *ids, int n_slots, int n_experts)
+    moe_grouped_plan_kernel(mg_ws s, const int32_t *ids, int n_slots, int n_experts, int bm)
 {
     extern __shared__ int mg_sm[];
     int *cnt = mg_sm, *cur = mg_sm + n_experts, *toff = mg_sm + 2 * n_experts; /* toff: E+1 */
@@ -78,7 +80,7 @@ __global__ void __launch_bounds__(MG_PLAN_THREADS)
             cur[e] = o;
             toff[e] = t;
             o += cnt[e];
-            t += (cnt[e] + MG_BM - 1) / MG_BM;
+            t += (cnt[e] + bm - 1) / bm;
         }
         s.offsets[n_experts] = o;
         toff[n_experts] = t;
@@ -96,7 +98,7 @@ __global__ void __launch_bounds__(MG_PLAN_THREADS)
     for (int e = threadIdx.x; e < n_experts; e += blockDim.x)
         for (int i = toff[e]; i < toff[e + 1]; i++) {
             s.tile_e[i] = e;
-            s.tile_r0[i] = (i - toff[e]) * MG_BM; /* relative to offsets[e] */
+            s.tile_r0[i] = (i - toff[e]) * bm; /* relative to offsets[e] */
         }
     for (int i = toff[n_experts] + threadIdx.x; i < s.max_tiles; i += blockDim.x)
         s.tile_e[i] = -1;
@@ -111,66 +113,87 @@ static __device__ __forceinline__ void mg_mma(float *c, const uint32_t *a, const
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+/* The warp grid of a BM-row tile over the MG_BN output columns (4 warps). */
+template <int BM> struct mg_layout;
+template <> struct mg_layout<64> { static constexpr int WM = 2, WN = 2; };
+template <> struct mg_layout<16> { static constexpr int WM = 1, WN = 4; };
+
 /* GATE_UP: A = x rows of the tile's slots (fp32 -> bf16), W = gate_up (K = hidden), n_out =
  * inter, writes h (slots, inter) bf16. Else: A = h rows (bf16), W = down (K = inter), n_out =
- * hidden, writes ys (slots, hidden) fp32. grid (column tiles, max_tiles): the blocks of one row
- * tile run together and share its activations in L2. The global loads of K step i+1 are issued
- * before the mma steps of K step i (registers), decoded and stored after them. */
-template <bool GATE_UP>
+ * hidden, writes ys (slots, hidden) fp32. BM rows (slots) x MG_BN columns per block, K steps of
+ * BK; every thread fetches 8-element chunks: BK/8 threads per tile row, so AP chunks of A and BP
+ * of W per K step. grid (column tiles, row tiles): the blocks of one row tile run together and
+ * share its activations in L2. The global loads of K step i+1 are issued before the mma steps of
+ * K step i (registers), decoded and stored after them. */
+template <bool GATE_UP, int BM, int BK>
 __global__ void __launch_bounds__(MG_THREADS)
     moe_grouped_gemm_kernel(const kweight w, mg_ws s, const float *x, int top_k, int n_out)
 {
-    __shared__ __align__(16) uint16_t As[MG_BM * MG_PITCH];
-    __shared__ __align__(16) uint16_t Bs[MG_BN * MG_PITCH];
+    constexpr int WM = mg_layout<BM>::WM, WN = mg_layout<BM>::WN;
+    constexpr int MI = BM / WM / 16, NI = MG_BN / WN / 8; /* m16 / n8 tiles per warp */
+    constexpr int PITCH = BK + 8; /* bf16 per shared row: conflict-free fragment loads */
+    constexpr int TPR = BK / 8, RPP = MG_THREADS / TPR; /* threads per row, rows per pass */
+    constexpr int AP = BM / RPP, BP = MG_BN / RPP;
+    static_assert(WM * WN == MG_THREADS / 32 && MI >= 1 && NI >= 2 && NI % 2 == 0 && AP >= 1 &&
+                      BP >= 1 && AP * RPP == BM && BP * RPP == MG_BN && BK % 16 == 0,
+                  "tile shape");
+    __shared__ __align__(16) uint16_t As[BM * PITCH];
+    __shared__ __align__(16) uint16_t Bs[MG_BN * PITCH];
     const int e = s.tile_e[blockIdx.y];
     if (e < 0)
         return; /* uniform over the block */
     const int r0 = s.offsets[e] + s.tile_r0[blockIdx.y];
-    const int nrows = min(MG_BM, s.offsets[e + 1] - r0);
+    const int nrows = min(BM, s.offsets[e + 1] - r0);
     const int K = w.cols;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, q = lane & 3;
-    const int wm = warp >> 1, wn = warp & 1;
+    const int wm = warp / WN, wn = warp % WN;
     const int n0 = blockIdx.x * (GATE_UP ? MG_BN / 2 : MG_BN);
-    /* load slots of this thread: tile rows lr and lr + 32, columns lc .. lc+7 of each K step */
-    const int lr = tid >> 2, lc = (tid & 3) * 8;
-    const float *xa[2] = {nullptr, nullptr};
-    const uint16_t *ha[2] = {nullptr, nullptr};
-    int wr[2];
+    /* this thread's chunks: tile rows lr + RPP*i, columns lc .. lc+7 of each K step */
+    const int lr = tid / TPR, lc = (tid % TPR) * 8;
+    const float *xa[AP];
+    const uint16_t *ha[AP];
+    int wr[BP];
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int row = lr + 32 * i;
-        if (GATE_UP) {
-            if (row < nrows)
+    for (int i = 0; i < AP; i++) {
+        const int row = lr + RPP * i;
+        xa[i] = nullptr;
+        ha[i] = nullptr;
+        if (row < nrows) {
+            if (GATE_UP)
                 xa[i] = x + (int64_t)(s.perm[r0 + row] / top_k) * K;
+            else
+                ha[i] = s.h + (int64_t)(r0 + row) * K;
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < BP; i++) {
+        const int row = lr + RPP * i;
+        if (GATE_UP) {
             /* virtual column row: group row/16 of 8 intermediates, gate (bit 3 clear) or up */
             const int it = n0 + (row >> 4) * 8 + (row & 7);
             wr[i] = it < n_out ? (((row >> 3) & 1) ? n_out + it : it) : -1;
         } else {
-            if (row < nrows)
-                ha[i] = s.h + (int64_t)(r0 + row) * K;
             wr[i] = n0 + row < n_out ? n0 + row : -1;
         }
     }
-    float acc[2][4][4];
+    float acc[MI][NI][4];
 #pragma unroll
-    for (int mi = 0; mi < 2; mi++)
+    for (int mi = 0; mi < MI; mi++)
 #pragma unroll
-        for (int ni = 0; ni < 4; ni++)
+        for (int ni = 0; ni < NI; ni++)
 #pragma unroll
             for (int c = 0; c < 4; c++)
                 acc[mi][ni][c] = 0.0f;
 
     /* registers of the next K step: A raw (fp32 x: 8 floats as bits; h: 8 bf16 in a0), W raw */
-    uint4 a0[2], a1[2];
-    kwd_wraw b[2];
+    uint4 a0[AP], a1[AP];
+    kwd_wraw b[BP];
     auto fetch = [&](int k0) {
         const int k = k0 + lc;
 #pragma unroll
-        for (int i = 0; i < 2; i++) {
+        for (int i = 0; i < AP; i++) {
             a0[i] = a1[i] = make_uint4(0u, 0u, 0u, 0u);
-            b[i].q = make_uint4(0u, 0u, 0u, 0u);
-            b[i].s = 1.0f;
             if (k < K) { /* K % 8 == 0: a chunk is wholly inside or outside */
                 if (GATE_UP) {
                     if (xa[i]) {
@@ -180,80 +203,92 @@ __global__ void __launch_bounds__(MG_THREADS)
                 } else if (ha[i]) {
                     a0[i] = *reinterpret_cast<const uint4 *>(ha[i] + k);
                 }
-                if (wr[i] >= 0)
-                    b[i] = kwd_fetch_w8(w, e, wr[i], k);
             }
+        }
+#pragma unroll
+        for (int i = 0; i < BP; i++) {
+            b[i].q = make_uint4(0u, 0u, 0u, 0u);
+            b[i].s = 1.0f;
+            if (k < K && wr[i] >= 0)
+                b[i] = kwd_fetch_w8(w, e, wr[i], k);
         }
     };
     fetch(0);
-    for (int k0 = 0; k0 < K; k0 += MG_BK) {
+    for (int k0 = 0; k0 < K; k0 += BK) {
 #pragma unroll
-        for (int i = 0; i < 2; i++) {
+        for (int i = 0; i < AP; i++) {
             uint4 a = a0[i];
             if (GATE_UP)
                 a = make_uint4(kwd_pack_bf16(__uint_as_float(a0[i].x), __uint_as_float(a0[i].y)),
                                kwd_pack_bf16(__uint_as_float(a0[i].z), __uint_as_float(a0[i].w)),
                                kwd_pack_bf16(__uint_as_float(a1[i].x), __uint_as_float(a1[i].y)),
                                kwd_pack_bf16(__uint_as_float(a1[i].z), __uint_as_float(a1[i].w)));
-            const int row = lr + 32 * i;
-            *reinterpret_cast<uint4 *>(&As[row * MG_PITCH + lc]) = a;
-            *reinterpret_cast<uint4 *>(&Bs[row * MG_PITCH + lc]) = kwd_decode_w8(w.fmt, b[i]);
+            *reinterpret_cast<uint4 *>(&As[(lr + RPP * i) * PITCH + lc]) = a;
         }
+#pragma unroll
+        for (int i = 0; i < BP; i++)
+            *reinterpret_cast<uint4 *>(&Bs[(lr + RPP * i) * PITCH + lc]) =
+                kwd_decode_w8(w.fmt, b[i]);
         __syncthreads();
-        if (k0 + MG_BK < K)
-            fetch(k0 + MG_BK);
+        if (k0 + BK < K)
+            fetch(k0 + BK);
 #pragma unroll
-        for (int kk = 0; kk < MG_BK; kk += 16) {
-            uint32_t af[2][4], bf[4][2];
+        for (int kk = 0; kk < BK; kk += 16) {
+            uint32_t af[MI][4], bf[NI][2];
 #pragma unroll
-            for (int mi = 0; mi < 2; mi++) {
-                const uint16_t *p = &As[(wm * 32 + mi * 16 + g) * MG_PITCH + kk + 2 * q];
+            for (int mi = 0; mi < MI; mi++) {
+                const uint16_t *p = &As[(wm * (BM / WM) + mi * 16 + g) * PITCH + kk + 2 * q];
                 af[mi][0] = *reinterpret_cast<const uint32_t *>(p);
-                af[mi][1] = *reinterpret_cast<const uint32_t *>(p + 8 * MG_PITCH);
+                af[mi][1] = *reinterpret_cast<const uint32_t *>(p + 8 * PITCH);
                 af[mi][2] = *reinterpret_cast<const uint32_t *>(p + 8);
-                af[mi][3] = *reinterpret_cast<const uint32_t *>(p + 8 * MG_PITCH + 8);
+                af[mi][3] = *reinterpret_cast<const uint32_t *>(p + 8 * PITCH + 8);
             }
 #pragma unroll
-            for (int ni = 0; ni < 4; ni++) {
-                const uint16_t *p = &Bs[(wn * 32 + ni * 8 + g) * MG_PITCH + kk + 2 * q];
+            for (int ni = 0; ni < NI; ni++) {
+                const uint16_t *p = &Bs[(wn * (MG_BN / WN) + ni * 8 + g) * PITCH + kk + 2 * q];
                 bf[ni][0] = *reinterpret_cast<const uint32_t *>(p);
                 bf[ni][1] = *reinterpret_cast<const uint32_t *>(p + 8);
             }
 #pragma unroll
-            for (int mi = 0; mi < 2; mi++)
+            for (int mi = 0; mi < MI; mi++)
 #pragma unroll
-                for (int ni = 0; ni < 4; ni++)
+                for (int ni = 0; ni < NI; ni++)
                     mg_mma(acc[mi][ni], af[mi], bf[ni]);
         }
         __syncthreads();
     }
 
-    /* accumulator c of tile (mi, ni): row wm*32 + mi*16 + g + 8*(c/2), column 2q + c%2 */
+    /* accumulator c of tile (mi, ni): row wm*(BM/WM) + mi*16 + g + 8*(c/2), column 2q + c%2 of
+     * the warp's n8 tile ni */
 #pragma unroll
-    for (int mi = 0; mi < 2; mi++)
+    for (int mi = 0; mi < MI; mi++)
 #pragma unroll
         for (int c = 0; c < 4; c++) {
-            const int row = wm * 32 + mi * 16 + g + 8 * (c >> 1);
+            const int row = wm * (BM / WM) + mi * 16 + g + 8 * (c >> 1);
             if (row >= nrows)
                 continue;
             if (GATE_UP) {
 #pragma unroll
-                for (int p = 0; p < 2; p++) { /* n8 tiles 2p (gate) and 2p+1 (up) */
-                    const int it = n0 + (wn * 2 + p) * 8 + 2 * q + (c & 1);
+                for (int p = 0; p < NI / 2; p++) { /* n8 tiles 2p (gate) and 2p+1 (up) */
+                    const int it = n0 + (wn * (NI / 2) + p) * 8 + 2 * q + (c & 1);
                     if (it < n_out)
                         s.h[(int64_t)(r0 + row) * n_out + it] =
                             f32_to_bf16_bits(silu_f32(acc[mi][2 * p][c]) * acc[mi][2 * p + 1][c]);
                 }
             } else {
 #pragma unroll
-                for (int ni = 0; ni < 4; ni++) {
-                    const int n = n0 + wn * 32 + ni * 8 + 2 * q + (c & 1);
+                for (int ni = 0; ni < NI; ni++) {
+                    const int n = n0 + wn * (MG_BN / WN) + ni * 8 + 2 * q + (c & 1);
                     if (n < n_out)
                         s.ys[(int64_t)(r0 + row) * n_out + n] = acc[mi][ni][c];
                 }
             }
         }
 }
+
+/* K steps per tile shape */
+#define MG_BK 32        /* 64-row tiles */
+#define MG_BK_SMALL 128 /* 16-row tiles */
 
 /* out[t][h] (+)= sum_j weights[t,j] * ys[pos[t,j]][h], j in order. grid (n_tok, hidden/256). */
 __global__ void moe_grouped_combine_kernel(float *out, mg_ws s, const float *weights, int top_k,
@@ -272,10 +307,10 @@ __global__ void moe_grouped_combine_kernel(float *out, mg_ws s, const float *wei
     *o = acc;
 }
 
-int moe_grouped_cuda(float *out, float *ws, const float *x, const int32_t *ids,
-                     const float *weights, int n_tok, int top_k, int n_experts,
-                     const struct kweight *gate_up, const struct kweight *down, int accumulate,
-                     cudaStream_t stream)
+int moe_grouped_cuda_tiles(float *out, float *ws, const float *x, const int32_t *ids,
+                           const float *weights, int n_tok, int top_k, int n_experts,
+                           const struct kweight *gate_up, const struct kweight *down,
+                           int accumulate, int tile_rows, cudaStream_t stream)
 {
     int rc = kweight_check_dev(gate_up);
     if (rc == 0)
@@ -287,21 +322,42 @@ int moe_grouped_cuda(float *out, float *ws, const float *x, const int32_t *ids,
         n_experts > MG_MAX_EXPERTS || gate_up->rows != 2 * inter || gate_up->cols != hidden ||
         hidden % 8 || inter % 8 || gate_up->row_stride % 8 || gate_up->expert_stride % 8 ||
         down->row_stride % 8 || down->expert_stride % 8 || ((uintptr_t)x) % 16 ||
-        ((uintptr_t)ws) % 16 || (int64_t)n_tok * top_k > MG_MAX_SLOTS)
+        ((uintptr_t)ws) % 16 || (int64_t)n_tok * top_k > MG_MAX_SLOTS ||
+        (tile_rows != MOE_GROUPED_TILE_ROWS && tile_rows != MOE_GROUPED_TILE_ROWS_SMALL))
         return ERR_INVAL;
     if (n_tok == 0)
         return 0;
     const int n_slots = n_tok * top_k;
     const mg_ws s = mg_ws_split(ws, (size_t)n_slots, n_experts, inter);
+    /* the row tiles of this shape: at most one partial tile per expert */
+    const int64_t tiles = CEIL_DIV((int64_t)n_slots, tile_rows) + n_experts;
+    if (tiles > MG_MAX_GRID_Y)
+        return ERR_INVAL;
     const size_t plan_smem = sizeof(int) * (3 * (size_t)n_experts + 1);
-    moe_grouped_plan_kernel<<<1, MG_PLAN_THREADS, plan_smem, stream>>>(s, ids, n_slots, n_experts);
-    moe_grouped_gemm_kernel<true>
-        <<<dim3(CEIL_DIV(inter, MG_BN / 2), s.max_tiles), MG_THREADS, 0, stream>>>(*gate_up, s, x,
-                                                                                   top_k, inter);
-    moe_grouped_gemm_kernel<false>
-        <<<dim3(CEIL_DIV(hidden, MG_BN), s.max_tiles), MG_THREADS, 0, stream>>>(*down, s, nullptr,
-                                                                                top_k, hidden);
+    moe_grouped_plan_kernel<<<1, MG_PLAN_THREADS, plan_smem, stream>>>(s, ids, n_slots, n_experts,
+                                                                       tile_rows);
+    const dim3 gu(CEIL_DIV(inter, MG_BN / 2), (unsigned)tiles), dn(CEIL_DIV(hidden, MG_BN), (unsigned)tiles);
+    if (tile_rows == MOE_GROUPED_TILE_ROWS_SMALL) {
+        moe_grouped_gemm_kernel<true, 16, MG_BK_SMALL>
+            <<<gu, MG_THREADS, 0, stream>>>(*gate_up, s, x, top_k, inter);
+        moe_grouped_gemm_kernel<false, 16, MG_BK_SMALL>
+            <<<dn, MG_THREADS, 0, stream>>>(*down, s, nullptr, top_k, hidden);
+    } else {
+        moe_grouped_gemm_kernel<true, 64, MG_BK><<<gu, MG_THREADS, 0, stream>>>(*gate_up, s, x,
+                                                                                  top_k, inter);
+        moe_grouped_gemm_kernel<false, 64, MG_BK><<<dn, MG_THREADS, 0, stream>>>(
+            *down, s, nullptr, top_k, hidden);
+    }
     moe_grouped_combine_kernel<<<dim3(n_tok, CEIL_DIV(hidden, 256)), 256, 0, stream>>>(
         out, s, weights, top_k, hidden, accumulate);
     return kcuda_launch_status("moe_grouped");
+}
+
+int moe_grouped_cuda(float *out, float *ws, const float *x, const int32_t *ids,
+                     const float *weights, int n_tok, int top_k, int n_experts,
+                     const struct kweight *gate_up, const struct kweight *down, int accumulate,
+                     cudaStream_t stream)
+{
+    return moe_grouped_cuda_tiles(out, ws, x, ids, weights, n_tok, top_k, n_experts, gate_up, down,
+                                  accumulate, MOE_GROUPED_TILE_ROWS, stream);
 }

@@ -21,8 +21,12 @@
 extern "C" {
 #endif
 
-/* Rows (expert slots) per GEMM tile; the scratch size depends on it. */
+/* Rows (expert slots) per GEMM tile: 64 (2 x 2 warps of 32 x 32, K steps of 32) or 16 (1 x 4
+ * warps of 16 x 16, K steps of 128: a quarter of the padded rows and four times the weight bytes
+ * in flight per block, for few rows per expert, e.g. a 64-sequence decode step: ~2.3 rows for
+ * each of ~222 experts). The scratch is sized for the smaller tile. */
 #define MOE_GROUPED_TILE_ROWS 64
+#define MOE_GROUPED_TILE_ROWS_SMALL 16
 
 /* Floats of scratch (ws) moe_grouped_cuda needs (int tables, bf16 h and fp32 per-slot outputs).
  * At most moe_expert_ws_floats() of the same shape plus 4*n_experts + 16 (inter >= 8). */
@@ -38,6 +42,13 @@ int moe_grouped_cuda(float *out, float *ws, const float *x, const int32_t *ids,
                      const float *weights, int n_tok, int top_k, int n_experts,
                      const struct kweight *gate_up, const struct kweight *down, int accumulate,
                      cudaStream_t stream);
+/* moe_grouped_cuda with the tile rows chosen: MOE_GROUPED_TILE_ROWS or
+ * MOE_GROUPED_TILE_ROWS_SMALL (else ERR_INVAL; also when the small tiles of n_tok * top_k slots
+ * would exceed 65535 grid rows). moe_grouped_cuda uses MOE_GROUPED_TILE_ROWS. */
+int moe_grouped_cuda_tiles(float *out, float *ws, const float *x, const int32_t *ids,
+                           const float *weights, int n_tok, int top_k, int n_experts,
+                           const struct kweight *gate_up, const struct kweight *down,
+                           int accumulate, int tile_rows, cudaStream_t stream);
 /* Host reference: moe_expert_ref (the definition), with its own scratch. Returns 0, ERR_INVAL,
  * ERR_NOMEM. */
 int moe_grouped_ref(float *out, const float *x, const int32_t *ids, const float *weights, int n_tok,

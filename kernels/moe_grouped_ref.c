@@ -10,7 +10,8 @@ size_t moe_grouped_ws_floats(int n_tok, int top_k, int n_experts, int inter, int
 {
     const size_t slots = (size_t)(n_tok > 0 ? n_tok : 0) * (size_t)(top_k > 0 ? top_k : 0);
     const size_t tiles =
-        (slots + MOE_GROUPED_TILE_ROWS - 1) / MOE_GROUPED_TILE_ROWS + (size_t)n_experts;
+        (slots + MOE_GROUPED_TILE_ROWS_SMALL - 1) / MOE_GROUPED_TILE_ROWS_SMALL +
+        (size_t)n_experts;
     /* ints: offsets (E+1), perm and pos (slots each), tile expert and tile row (tiles each) */
     const size_t ints = (size_t)n_experts + 1 + 2 * slots + 2 * tiles;
     const size_t h = (slots * (size_t)inter + 1) / 2; /* bf16 pairs */

@@ -2,15 +2,16 @@
  *   dense: linear_cuda GEMV vs GEMM path (kernels/linear.h) for GDN qkv 8192x2048, GDN out
  *     2048x4096, the router 256x2048 and the lm_head 248320x2048, in bf16, fp8 (channel
  *     scales) and nvfp4, at n = 1 .. 512 rows;
- *   experts: moe_expert vs moe_grouped, E=256, top-8, I=512, H=2048, same formats and rows.
+ *   experts: moe_expert vs moe_grouped, E=256, top-8, I=512, H=2048, same formats and rows,
+ *     with moe_grouped's 64-row tiles ("experts") and its 16-row tiles ("experts_t16").
  * Weights rotate over copies of >= 192 MB (3x the 60 MB L2) so the cache does not serve them.
  * Times are medians of CUDA-event timings (host launch work included, as the runner pays it).
  * One line per (kind, format, shape, n) with both times, then per (kind, format, shape) the
  * smallest n from which the many-row path is faster at every larger n: the row thresholds of
  * services/worker/gpu/gpu_dispatch.c come from these lines.
  * The lm_head also with the split GEMM (kernels/linear.h) the runner uses for it.
- * Usage: bench_linear [quick|lm_head] (quick: nvfp4 and bf16, GDN qkv and experts only;
- * lm_head: the lm_head's split GEMM only). */
+ * Usage: bench_linear [quick|lm_head|experts] (quick: nvfp4 and bf16, GDN qkv and experts only;
+ * lm_head: the lm_head's split GEMM only; experts: the expert sweeps only). */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +35,7 @@ struct arg {
     int nc, next;
     float *x, *y, *ws, *rw;
     int32_t *ids;
-    int n, path, moe, E, K;
+    int n, path, moe, E, K, tile_rows;
 };
 
 static void run(void *p)
@@ -45,8 +46,8 @@ static void run(void *p)
     if (!a->moe)
         rc = linear_cuda(a->c, a->y, &a->w[i]->dev, 0, a->x, a->n, a->path, 0);
     else if (a->path == LINEAR_PATH_GEMM)
-        rc = moe_grouped_cuda(a->y, a->ws, a->x, a->ids, a->rw, a->n, a->K, a->E, &a->w[i]->dev,
-                              &a->dn[i]->dev, 0, 0);
+        rc = moe_grouped_cuda_tiles(a->y, a->ws, a->x, a->ids, a->rw, a->n, a->K, a->E,
+                                    &a->w[i]->dev, &a->dn[i]->dev, 0, a->tile_rows, 0);
     else
         rc = moe_expert_cuda(a->y, a->ws, a->x, a->ids, a->rw, a->n, a->K, a->E, &a->w[i]->dev,
                              &a->dn[i]->dev, 0, 0);
@@ -140,7 +141,10 @@ static void experts(float *x, float *y, const char *fname, int fmt)
     a.rw = ktest_dev_from(rw, sizeof(float) * (size_t)T * K);
     size_t w1 = moe_expert_ws_floats(T, K, I, H), w2 = moe_grouped_ws_floats(T, K, E, I, H);
     a.ws = ktest_dev_alloc(sizeof(float) * (w1 > w2 ? w1 : w2));
+    a.tile_rows = MOE_GROUPED_TILE_ROWS;
     sweep(&a, "experts", fname, "E256xK8xI512xH2048", LINEAR_PATH_GEMM);
+    a.tile_rows = MOE_GROUPED_TILE_ROWS_SMALL;
+    sweep(&a, "experts_t16", fname, "E256xK8xI512xH2048", LINEAR_PATH_GEMM);
     ktest_free(a.ids), ktest_free(a.rw), ktest_free(a.ws);
     for (int i = 0; i < a.nc; i++) {
         kw_pair_free(&gu[i]);
@@ -153,9 +157,10 @@ int main(int argc, char **argv)
 {
     const int quick = argc > 1 && strcmp(argv[1], "quick") == 0;
     const int lm_only = argc > 1 && strcmp(argv[1], "lm_head") == 0;
-    if (argc > 2 || (argc == 2 && !quick && !lm_only)) {
+    const int ex_only = argc > 1 && strcmp(argv[1], "experts") == 0;
+    if (argc > 2 || (argc == 2 && !quick && !lm_only && !ex_only)) {
         fprintf(stderr, "bench_linear: unknown argument '%s' (usage: bench_linear "
-                "[quick|lm_head])\n", argv[argc - 1]);
+                "[quick|lm_head|experts])\n", argv[argc - 1]);
         return 2;
     }
     ktest_require_gpu();
@@ -177,6 +182,10 @@ int main(int argc, char **argv)
     for (int f = 0; f < (quick && !lm_only ? 2 : 3); f++) {
         if (lm_only) {
             dense(c, x, y, F[f].name, F[f].fmt, 248320, 2048, LINEAR_PATH_GEMM_SPLIT);
+            continue;
+        }
+        if (ex_only) {
+            experts(x, y, F[f].name, F[f].fmt);
             continue;
         }
         dense(c, x, y, F[f].name, F[f].fmt, 8192, 2048, LINEAR_PATH_GEMM);

@@ -2,7 +2,7 @@
  * (--load-format dummy from a config.json alone), against the HBM roofline measured in the
  * same run.
  *   gpu_bench CONFIG.json [--prompt-len N[,N..]] [--gen N] [--batch B[,B..]] [--chunk R]
- *             [--graphs 0|1] [--json FILE] [--seed S] [--few-row-paths]
+ *             [--graphs 0|1] [--json FILE] [--seed S] [--few-row-paths] [--grouped-small N]
  *   gpu_bench CONFIG.json --roofline-only [--prompt-len ..] [--gen ..] [--batch ..]  (no GPU)
  * For every (batch, prompt length): B sequences get distinct pseudo-random prompts of N tokens,
  * prefilled together in steps of at most R rows (R/B per sequence; default R = 2048; the runner
@@ -18,7 +18,9 @@
  * achieved. One "bench ..." line per run on stdout; --json appends one JSON object per run
  * (JSON Lines). --few-row-paths runs every step on the GEMV / moe_expert / attn_decode kernels
  * (gpu_model_opts gemm_min_rows = grouped_min_rows = prefill_attn = -1): the runner before the
- * many-row dispatch, for an A/B in the same run. Exit 0 when every step ran and the last logits were finite. */
+ * many-row dispatch, for an A/B in the same run. --grouped-small N: moe_grouped with 16-row tiles
+ * while a step's expert slots are at most N per expert (gpu_model_opts grouped_small; paths
+ * "dispatch_t16"), for an A/B against the 64-row tiles. Exit 0 when every step ran and the last logits were finite. */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -49,6 +51,7 @@ struct bench_opts {
     int chunk;
     int graphs;
     int few_row_paths;
+    int grouped_small; // gpu_model_opts.grouped_small (0 = the runner's default)
     unsigned seed;
     const char *json;
     int roofline_only;
@@ -120,6 +123,10 @@ static int parse_args(struct bench_opts *o, int argc, char **argv)
             o->graphs = atoi(v);
         } else if (strcmp(a, "--seed") == 0) {
             o->seed = (unsigned)atoi(v);
+        } else if (strcmp(a, "--grouped-small") == 0) {
+            o->grouped_small = atoi(v);
+            if (o->grouped_small < 1 || o->grouped_small > 4096)
+                return ERR_INVAL;
         } else if (strcmp(a, "--json") == 0) {
             o->json = v;
         } else if (a[0] != '-' && !o->config) {
@@ -323,6 +330,11 @@ cleanup:
 
 /* ---- report ---- */
 
+static const char *paths_name(const struct bench_opts *o)
+{
+    return o->few_row_paths ? "few_row" : o->grouped_small > 0 ? "dispatch_t16" : "dispatch";
+}
+
 static void report(const struct bench_opts *o, const struct model *hm, const char *device,
                    double bw_gbs, int graphs, const struct run_result *res, FILE *json)
 {
@@ -342,7 +354,7 @@ static void report(const struct bench_opts *o, const struct model *hm, const cha
            "itl_p50_ms=%.3f itl_p90_ms=%.3f itl_p99_ms=%.3f mean_ctx=%.1f bytes_per_step=%.0f "
            "experts_touched=%.2f copy_gbs=%.0f roofline_steps_s=%.1f fraction=%.3f finite=%d "
            "status=%s\n",
-           o->config, efmt, o->few_row_paths ? "few_row" : "dispatch", B, res->prompt, res->gen,
+           o->config, efmt, paths_name(o), B, res->prompt, res->gen,
            o->chunk, graphs, pre_tps, 1e3 * res->ttft_s, dec_stream, dec_total, 1e3 * res->itl_p50, 1e3 * res->itl_p90,
            1e3 * res->itl_p99, ctx, bytes, r.experts_touched, bw_gbs, roof_steps, frac,
            res->finite, res->fails ? "FAIL" : "ok");
@@ -358,7 +370,7 @@ static void report(const struct bench_opts *o, const struct model *hm, const cha
             "\"dense\":%.0f,\"lm_head\":%.0f,\"expert_one\":%.0f,\"experts_touched\":%.3f,"
             "\"experts\":%.0f,\"gdn_state_rw\":%.0f,\"kv\":%.0f,\"copy_gbs\":%.1f,"
             "\"steps_s\":%.3f,\"fraction\":%.4f},\"finite\":%d,\"ok\":%s}\n",
-            o->config, device, efmt, o->few_row_paths ? "few_row" : "dispatch", B, res->prompt,
+            o->config, device, efmt, paths_name(o), B, res->prompt,
             res->gen, o->chunk, graphs, res->prefill_s, pre_tps, 1e3 * res->ttft_s, res->decode_s, steps, dec_stream,
             dec_total, 1e3 * res->itl_p50, 1e3 * res->itl_p90, 1e3 * res->itl_p99, ctx, bytes,
             r.dense, r.lm_head, r.expert_bytes, r.experts_touched, r.experts, r.gdn_state, r.kv,
@@ -389,7 +401,7 @@ int main(int argc, char **argv)
     if (parse_args(&o, argc, argv) < 0) {
         fprintf(stderr, "usage: gpu_bench CONFIG.json [--prompt-len N[,N..]] [--gen N] "
                         "[--batch B[,B..]] [--chunk ROWS] [--graphs 0|1] [--json FILE] "
-                        "[--seed S] [--roofline-only]\n");
+                        "[--seed S] [--few-row-paths] [--grouped-small N] [--roofline-only]\n");
         return 2;
     }
     log_init("gpu_bench", LOG_LEVEL_INFO);
@@ -432,7 +444,8 @@ int main(int argc, char **argv)
                                  .block_tokens = 16, .graphs = o.graphs, .max_rows = o.chunk,
                                  .gemm_min_rows = o.few_row_paths ? -1 : 0,
                                  .grouped_min_rows = o.few_row_paths ? -1 : 0,
-                                 .prefill_attn = o.few_row_paths ? -1 : 0 };
+                                 .prefill_attn = o.few_row_paths ? -1 : 0,
+                                 .grouped_small = o.grouped_small };
     t0 = now_s();
     rc = gpu_model_create(&g, m, &go, err, sizeof err);
     const double t_up = now_s() - t0;

@@ -5,7 +5,8 @@
  * and a max error of 3.7e-3 * max|ref|, so we require RMS(err) <= 1.2e-2 * RMS(ref) and per
  * element |err| <= 2e-2 * max|ref| + 2e-2 * |ref|. Indexing, permutation or scale errors give
  * O(1) relative errors and fail both. Unwritten outputs stay NaN (poisoned buffers) and fail.
- * Determinism: a second run must match bit for bit. */
+ * Determinism: a second run must match bit for bit. Every case runs with both tile shapes
+ * (MOE_GROUPED_TILE_ROWS 64 and MOE_GROUPED_TILE_ROWS_SMALL 16), against the same bounds. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,8 +18,8 @@
 #include "moe_grouped.h"
 #include "test.h"
 
-static void test_grouped(int fmt, int gu_scale, int dn_scale, int n_tok, int n_exp, int k,
-                         int hidden, int inter, int accumulate, int skew)
+static void test_grouped_tiles(int fmt, int gu_scale, int dn_scale, int n_tok, int n_exp, int k,
+                               int hidden, int inter, int accumulate, int skew, int bm)
 {
     struct kw_pair gu, dn;
     char what[128];
@@ -45,9 +46,9 @@ static void test_grouped(int fmt, int gu_scale, int dn_scale, int n_tok, int n_e
     int32_t *di = ktest_dev_from(ids, ns * 4);
     CHECK_EQ_INT(moe_grouped_ref(ref, x, ids, w, n_tok, k, n_exp, &gu.host, &dn.host, accumulate),
                  0);
-    CHECK_EQ_INT(
-        moe_grouped_cuda(dout, dws, dx, di, dw, n_tok, k, n_exp, &gu.dev, &dn.dev, accumulate, 0),
-        0);
+    CHECK_EQ_INT(moe_grouped_cuda_tiles(dout, dws, dx, di, dw, n_tok, k, n_exp, &gu.dev, &dn.dev,
+                                        accumulate, bm, 0),
+                 0);
     ktest_to_host(got, dout, nx * 4);
     double amax = 0, se = 0, sr = 0;
     for (size_t i = 0; i < nx; i++) {
@@ -56,8 +57,9 @@ static void test_grouped(int fmt, int gu_scale, int dn_scale, int n_tok, int n_e
         sr += (double)ref[i] * ref[i];
     }
     double rel_rms = sr > 0 ? sqrt(se / sr) : sqrt(se);
-    snprintf(what, sizeof(what), "moe_grouped fmt=%d sc=%d/%d tok=%d E=%d k=%d H=%d I=%d acc=%d%s",
-             fmt, gu_scale, dn_scale, n_tok, n_exp, k, hidden, inter, accumulate,
+    snprintf(what, sizeof(what),
+             "moe_grouped bm=%d fmt=%d sc=%d/%d tok=%d E=%d k=%d H=%d I=%d acc=%d%s", bm, fmt,
+             gu_scale, dn_scale, n_tok, n_exp, k, hidden, inter, accumulate,
              skew ? " skew" : "");
     fprintf(stderr, "%s: rel_rms_err=%.2e max|ref|=%.3g\n", what, rel_rms, amax);
     CHECK(ktest_compare(what, got, ref, nx, 2e-2 * amax, 2e-2) == 0);
@@ -67,15 +69,24 @@ static void test_grouped(int fmt, int gu_scale, int dn_scale, int n_tok, int n_e
         ktest_free(dout);
         dout = ktest_dev_from(init, nx * 4);
     }
-    CHECK_EQ_INT(
-        moe_grouped_cuda(dout, dws, dx, di, dw, n_tok, k, n_exp, &gu.dev, &dn.dev, accumulate, 0),
-        0);
+    CHECK_EQ_INT(moe_grouped_cuda_tiles(dout, dws, dx, di, dw, n_tok, k, n_exp, &gu.dev, &dn.dev,
+                                        accumulate, bm, 0),
+                 0);
     ktest_to_host(got2, dout, nx * 4);
     CHECK(memcmp(got, got2, nx * 4) == 0);
     ktest_free(dx), ktest_free(dw), ktest_free(dout), ktest_free(dws), ktest_free(di);
     kw_pair_free(&gu);
     kw_pair_free(&dn);
     free(x), free(w), free(init), free(ref), free(got), free(got2), free(ids);
+}
+
+static void test_grouped(int fmt, int gu_scale, int dn_scale, int n_tok, int n_exp, int k,
+                         int hidden, int inter, int accumulate, int skew)
+{
+    test_grouped_tiles(fmt, gu_scale, dn_scale, n_tok, n_exp, k, hidden, inter, accumulate, skew,
+                       MOE_GROUPED_TILE_ROWS);
+    test_grouped_tiles(fmt, gu_scale, dn_scale, n_tok, n_exp, k, hidden, inter, accumulate, skew,
+                       MOE_GROUPED_TILE_ROWS_SMALL);
 }
 
 int main(void)
@@ -102,6 +113,8 @@ int main(void)
     test_grouped(KW_FMT_NVFP4, 0, 0, 33, 4, 2, 2048, 512, 0, 0);
     /* nvfp4 rows of 16-element multiples (not 32: odd scale-row strides) */
     test_grouped(KW_FMT_NVFP4, 0, 0, 64, 8, 4, 272, 48, 1, 0);
+    /* a 64-sequence decode step of the model's experts: 512 slots over 256 experts */
+    test_grouped(KW_FMT_NVFP4, 0, 0, 64, 256, 8, 2048, 512, 1, 0);
     /* argument checks */
     {
         struct kw_pair gu, dn;
@@ -116,6 +129,8 @@ int main(void)
         CHECK_EQ_INT(moe_grouped_cuda(d, d + 1, d, di, d, 2, 2, 4, &gu.dev, &dn.dev, 0, 0),
                      ERR_INVAL); /* misaligned scratch */
         CHECK_EQ_INT(moe_grouped_cuda(d, d, d, di, d, 0, 2, 4, &gu.dev, &dn.dev, 0, 0), 0);
+        CHECK_EQ_INT(moe_grouped_cuda_tiles(d, d, d, di, d, 2, 2, 4, &gu.dev, &dn.dev, 0, 32, 0),
+                     ERR_INVAL); /* tile rows neither 64 nor 16 */
         ktest_free(d), ktest_free(di);
         kw_pair_free(&gu);
         kw_pair_free(&dn);

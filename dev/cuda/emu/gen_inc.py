@@ -111,7 +111,7 @@ def hostify(s):
     return s
 
 
-s = cut(read('moe_grouped.cu'), 'int moe_grouped_cuda(')
+s = cut(read('moe_grouped.cu'), 'int moe_grouped_cuda_tiles(')
 s = s.replace('#include "internal/wdot.cuh"\n', '')
 s = s.replace('extern __shared__ int mg_sm[];', 'int *mg_sm = (int *)g_emu_dyn_smem;')
 write('moe_grouped_emu.inc', swap_mma(s, '    emu_mma(c, a, b[0], b[1]);\n'))

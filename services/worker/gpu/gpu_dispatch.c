@@ -66,12 +66,15 @@ int gpu_dispatch_init(struct gpu_model *g, char *err, size_t errlen)
         d->grouped_rows[f] = gr < 0 ? INT_MAX : gr > 0 ? gr : DEFAULT_GROUPED_ROWS[f];
     }
     d->router_rows = gm < 0 ? INT_MAX : gm > 0 ? gm : DEFAULT_ROUTER_ROWS;
+    d->grouped_small_per_expert = g->o.grouped_small > 0 ? g->o.grouped_small : 0;
     d->attn_prefill_rows = g->o.prefill_attn < 0 ? INT_MAX : 2;
     /* the tensor-core flash kernel (bench_attn: 2.5x the CUDA-core one at 2K-8K context) */
     d->attn_prefill_path = g->hd % 16 == 0 ? ATTN_PREFILL_PATH_MMA : ATTN_PREFILL_PATH_CORES;
-    snprintf(d->why, sizeof d->why, "%s%s%s",
-             gm == 0 && gr == 0 ? "measured defaults (docs/PERF.md)" : "",
-             gm != 0 ? " gemm_min_rows option" : "", gr != 0 ? " grouped_min_rows option" : "");
+    snprintf(d->why, sizeof d->why, "%s%s%s%s",
+             gm == 0 && gr == 0 && g->o.grouped_small == 0 ? "measured defaults (docs/PERF.md)"
+                                                            : "",
+             gm != 0 ? " gemm_min_rows option" : "", gr != 0 ? " grouped_min_rows option" : "",
+             g->o.grouped_small > 0 ? " grouped_small option" : "");
     if (gm < 0)
         return 0; // no dense GEMM path: no cuBLASLt context
     int max_k;
@@ -138,9 +141,13 @@ int gpu_experts(struct gpu_model *g, float *out, const float *x, const int32_t *
                 const struct kweight *down, int accumulate)
 {
     const int f = gate_up->fmt;
-    if (fmt_ok(f) && n >= g->disp.grouped_rows[f])
-        return moe_grouped_cuda(out, g->moe_ws, x, ids, weights, n, top_k, n_experts, gate_up,
-                                down, accumulate, g->stream);
+    if (fmt_ok(f) && n >= g->disp.grouped_rows[f]) {
+        const int64_t small = g->disp.grouped_small_per_expert;
+        const int tiles = (int64_t)n * top_k <= small * n_experts ? MOE_GROUPED_TILE_ROWS_SMALL
+                                                                 : MOE_GROUPED_TILE_ROWS;
+        return moe_grouped_cuda_tiles(out, g->moe_ws, x, ids, weights, n, top_k, n_experts,
+                                      gate_up, down, accumulate, tiles, g->stream);
+    }
     return moe_expert_cuda(out, g->moe_ws, x, ids, weights, n, top_k, n_experts, gate_up, down,
                            accumulate, g->stream);
 }
@@ -175,8 +182,14 @@ static void log_experts(const struct gpu_model *g, const char *cls, const struct
     char b[128];
     if (!w || !w->data || !fmt_ok(w->fmt))
         return;
+    char many[96];
+    if (g->disp.grouped_small_per_expert > 0)
+        snprintf(many, sizeof many, "moe_grouped(16-row tiles while slots<=%dxexperts, else 64)",
+                 g->disp.grouped_small_per_expert);
+    else
+        snprintf(many, sizeof many, "moe_grouped(64-row tiles)");
     LOG_INFO("gpu_dispatch", "class=%s fmt=%s path=\"%s\"", cls, FMT_NAME[w->fmt],
-             paths(b, sizeof b, "moe_expert", "moe_grouped", g->disp.grouped_rows[w->fmt]));
+             paths(b, sizeof b, "moe_expert", many, g->disp.grouped_rows[w->fmt]));
 }
 
 void gpu_dispatch_log(const struct gpu_model *g)

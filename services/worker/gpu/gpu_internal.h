@@ -49,6 +49,8 @@ struct gpu_dispatch {
     int lm_rows[4];            // the lm_head: the same, its own thresholds
     int router_rows;           // the router: fp32 cuBLASLt GEMM (router_f32) from this many rows
     int grouped_rows[4];       // expert stacks: moe_grouped from this many rows, else moe_expert
+    int grouped_small_per_expert; // moe_grouped with 16-row tiles while slots (rows x top_k) <=
+                               //  this x the stack's experts, else 64-row tiles; 0 = never
     int attn_prefill_rows;     // items of at least this many rows attend through attn_prefill
                                //  (all items of the pass, one launch); else attn_decode per row
     int attn_prefill_path;     // enum attn_prefill_path of that launch (MMA when head_dim % 16 == 0)
