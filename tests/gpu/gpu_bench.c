@@ -64,6 +64,7 @@ struct run_result {
     double mean_ctx, bytes_step;
     int finite;
     int fails;
+    int kernels; // kernels in the layer-stack graph of a decode step of `batch` rows (-1: eager)
 };
 
 static double now_s(void)
@@ -229,6 +230,7 @@ static int bench_run(struct gpu_model *g, const struct bench_opts *o, int B, int
     memset(res, 0, sizeof *res);
     res->batch = B;
     res->prompt = P;
+    res->kernels = gpu_model_graph_kernels(g, B);
     res->gen = gen;
     int32_t *prompt = xmalloc(sizeof(int32_t) * (size_t)B * (size_t)P);
     int32_t *cur = xmalloc(sizeof(int32_t) * (size_t)B), *next = xmalloc(sizeof(int32_t) * (size_t)B);
@@ -352,12 +354,12 @@ static void report(const struct bench_opts *o, const struct model *hm, const cha
     printf("bench config=%s experts=%s paths=%s batch=%d prompt=%d gen=%d chunk=%d graphs=%d "
            "prefill_tok_s=%.1f ttft_ms=%.1f decode_tok_s_stream=%.2f decode_tok_s_total=%.1f "
            "itl_p50_ms=%.3f itl_p90_ms=%.3f itl_p99_ms=%.3f mean_ctx=%.1f bytes_per_step=%.0f "
-           "experts_touched=%.2f copy_gbs=%.0f roofline_steps_s=%.1f fraction=%.3f finite=%d "
-           "status=%s\n",
+           "experts_touched=%.2f copy_gbs=%.0f roofline_steps_s=%.1f fraction=%.3f "
+           "graph_kernels=%d finite=%d status=%s\n",
            o->config, efmt, paths_name(o), B, res->prompt, res->gen,
            o->chunk, graphs, pre_tps, 1e3 * res->ttft_s, dec_stream, dec_total, 1e3 * res->itl_p50, 1e3 * res->itl_p90,
            1e3 * res->itl_p99, ctx, bytes, r.experts_touched, bw_gbs, roof_steps, frac,
-           res->finite, res->fails ? "FAIL" : "ok");
+           res->kernels, res->finite, res->fails ? "FAIL" : "ok");
     if (!json)
         return;
     fprintf(json,
@@ -369,12 +371,13 @@ static void report(const struct bench_opts *o, const struct model *hm, const cha
             "\"p90\":%.4f,\"p99\":%.4f},\"roofline\":{\"mean_ctx\":%.2f,\"bytes_per_step\":%.0f,"
             "\"dense\":%.0f,\"lm_head\":%.0f,\"expert_one\":%.0f,\"experts_touched\":%.3f,"
             "\"experts\":%.0f,\"gdn_state_rw\":%.0f,\"kv\":%.0f,\"copy_gbs\":%.1f,"
-            "\"steps_s\":%.3f,\"fraction\":%.4f},\"finite\":%d,\"ok\":%s}\n",
+            "\"steps_s\":%.3f,\"fraction\":%.4f},\"graph_kernels\":%d,\"finite\":%d,"
+            "\"ok\":%s}\n",
             o->config, device, efmt, paths_name(o), B, res->prompt,
             res->gen, o->chunk, graphs, res->prefill_s, pre_tps, 1e3 * res->ttft_s, res->decode_s, steps, dec_stream,
             dec_total, 1e3 * res->itl_p50, 1e3 * res->itl_p90, 1e3 * res->itl_p99, ctx, bytes,
             r.dense, r.lm_head, r.expert_bytes, r.experts_touched, r.experts, r.gdn_state, r.kv,
-            bw_gbs, roof_steps, frac, res->finite,
+            bw_gbs, roof_steps, frac, res->kernels, res->finite,
             res->fails ? "false" : "true");
     fflush(json);
 }

@@ -13,9 +13,31 @@
  * arguments are device pointers into fixed buffers (d_in carries the per-step tokens,
  * positions, tables and the gdn_seq item table), so one capture serves every later step of that
  * many rows. */
+/* Kernel nodes of a captured graph (-1 when the graph cannot be read). */
+static int count_kernels(cudaGraph_t graph)
+{
+    size_t n = 0;
+    if (cudaGraphGetNodes(graph, NULL, &n) != cudaSuccess)
+        return -1;
+    cudaGraphNode_t *nodes = xcalloc(n ? n : 1, sizeof *nodes);
+    int k = 0;
+    if (cudaGraphGetNodes(graph, nodes, &n) != cudaSuccess) {
+        k = -1;
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            enum cudaGraphNodeType t;
+            if (cudaGraphNodeGetType(nodes[i], &t) == cudaSuccess && t == cudaGraphNodeTypeKernel)
+                k++;
+        }
+    }
+    free(nodes);
+    return k;
+}
+
 int gpu_capture_graphs(struct gpu_model *g)
 {
     g->graphs = xcalloc((size_t)g->o.n_slots + 1, sizeof *g->graphs);
+    g->graph_kernels = xcalloc((size_t)g->o.n_slots + 1, sizeof *g->graph_kernels);
     for (int n = 1; n <= g->o.n_slots; n++) {
         cudaGraph_t graph = NULL;
         cudaError_t e = cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal);
@@ -29,6 +51,8 @@ int gpu_capture_graphs(struct gpu_model *g)
         }
         if (e == cudaSuccess && rc == 0)
             e = cudaGraphInstantiate(&g->graphs[n], graph, 0);
+        if (e == cudaSuccess && rc == 0)
+            g->graph_kernels[n] = count_kernels(graph);
         if (graph)
             cudaGraphDestroy(graph);
         if (e != cudaSuccess || rc < 0) {
@@ -49,8 +73,15 @@ void gpu_destroy_graphs(struct gpu_model *g)
         if (g->graphs[n])
             cudaGraphExecDestroy(g->graphs[n]);
     free(g->graphs);
+    free(g->graph_kernels);
     g->graphs = NULL;
+    g->graph_kernels = NULL;
     g->use_graphs = false;
+}
+
+int gpu_model_graph_kernels(const struct gpu_model *g, int n)
+{
+    return g->graphs && n >= 1 && n <= g->o.n_slots ? g->graph_kernels[n] : -1;
 }
 
 int gpu_model_set_graphs(struct gpu_model *g, int on)

@@ -86,6 +86,7 @@ struct gpu_model {
     struct gpu_mem_plan mem_plan;
     cudaStream_t stream;
     cudaGraphExec_t *graphs;   // [n_slots + 1]: the layer stack for n rows; NULL when eager
+    int *graph_kernels;        // [n_slots + 1]: kernel nodes in graphs[n]
     bool use_graphs;
     void **allocs;             // every device allocation, freed at destroy
     int n_allocs, cap_allocs;

@@ -795,6 +795,10 @@ void gpu_model_log(const struct gpu_model *g)
                  backend_choice_str((enum backend_class)c, &g->plan.cls[c], buf, sizeof buf));
     }
     gpu_dispatch_log(g);
+    if (g->use_graphs)
+        LOG_INFO("gpu_graphs", "rows=1..%d kernels_1_row=%d kernels_%d_rows=%d note=\"layer stack "
+                 "of a decode step; lm_head, sampling and copies run after it\"", g->o.n_slots,
+                 g->graph_kernels[1], g->o.n_slots, g->graph_kernels[g->o.n_slots]);
     for (int i = 0; i < MODEL_GROUP_COUNT; i++)
         if (g->mem.group[i])
             LOG_INFO("gpu_resident", "group=%s bytes=%lld", model_group_name((enum model_group)i),

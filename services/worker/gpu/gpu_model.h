@@ -138,6 +138,9 @@ const char *gpu_model_device_name(const struct gpu_model *g);
 /* Switch CUDA-graph replay off/on (on only when the graphs were captured at create);
  * returns whether graphs are now in use. For A/B timing. */
 int gpu_model_set_graphs(struct gpu_model *g, int on);
+/* Kernels in the captured layer-stack graph of a decode step of n rows (what one step launches
+ * inside the graph; the lm_head, sampling and copies run after it), -1 without graphs. */
+int gpu_model_graph_kernels(const struct gpu_model *g, int n);
 
 /* Start a new sequence in slot: position 0, GDN state zeroed. 0 or ERR_RANGE. */
 int gpu_model_seq_open(struct gpu_model *g, int slot);
