@@ -1,5 +1,7 @@
 /* gw_req: JSON body -> struct gw_req, validating every parameter of ECOSYSTEM.md §A.2 marked M.
- * Unknown fields are ignored; null counts as absent. Ranges follow vLLM/OpenAI. */
+ * Unknown fields are ignored (gw_req_unknown_fields names them for a warning line); null counts
+ * as absent. Ranges follow vLLM/OpenAI. Every top-level field read is in known[] and in
+ * docs/API.md's field list (test_api_fields checks both). */
 #include "gw_req.h"
 
 #include <math.h>

@@ -62,16 +62,16 @@ static void send_body(unsigned ep, const char *body, struct answer *a)
 {
     memset(a, 0, sizeof(*a));
     struct itest_resp r;
-    if (!itest_http(g_port, "POST", PATH[ep_index(ep)], "Content-Type: application/json\r\n",
-                    body, &r, 20000)) {
+    if (!itest_http(g_port, "POST", PATH[ep_index(ep)], "Content-Type: application/json\r\n", body,
+                    &r, 20000)) {
         fprintf(stderr, "no answer to %s\n", body);
         return;
     }
     a->status = r.status;
     cJSON *j = r.body ? cJSON_Parse(r.body) : NULL;
     if (r.status != 200) {
-        const cJSON *p = cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetObjectItemCaseSensitive(j, "error"), "param");
+        const cJSON *p =
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "error"), "param");
         snprintf(a->param, sizeof(a->param), "%s", cJSON_IsString(p) ? p->valuestring : "");
     } else if (j) {
         const cJSON *u = cJSON_GetObjectItemCaseSensitive(j, "usage");
@@ -274,9 +274,9 @@ int main(void)
     g_port = itest_free_port();
     snprintf(port, sizeof(port), "%d", g_port);
     char *sa[] = {bin[0], "--gateway-endpoint", gw_ep, "--worker-endpoint", wk_ep, NULL};
-    char *wa[] = {bin[1],          "--scheduler-endpoint", wk_ep, "--engine", "fake",
-                  "--fake-vocab",  "151936",               "--fake-step-us",  "500",
-                  "--max-model-len", "256",                NULL};
+    char *wa[] = {bin[1], "--scheduler-endpoint", wk_ep,    "--engine",
+                  "fake", "--fake-vocab",         "151936", "--fake-step-us",
+                  "500",  "--max-model-len",      "256",    NULL};
     char *ga[] = {bin[2], "--port", port, "--scheduler-endpoint", gw_ep, NULL};
     itest_spawn_logged(g_dir, "scheduler", sa, g_pids, &g_n_pids, N_PROCS);
     itest_spawn_logged(g_dir, "worker", wa, g_pids, &g_n_pids, N_PROCS);

@@ -18,10 +18,10 @@ enum api_class {
 };
 
 struct api_field {
-    char name[64];     /* the top-level key */
-    unsigned eps;      /* API_EP_* bits */
-    char value[256];   /* JSON the walk sends */
-    char with[256];    /* JSON object of other fields it needs, or "" */
+    char name[64];   /* the top-level key */
+    unsigned eps;    /* API_EP_* bits */
+    char value[256]; /* JSON the walk sends */
+    char with[256];  /* JSON object of other fields it needs, or "" */
     enum api_class cls;
     char tested[API_TESTED_MAX][128]; /* repository paths; "" = none */
     int line;                         /* in docs/API.md */

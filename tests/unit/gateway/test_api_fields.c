@@ -112,8 +112,8 @@ static void test_rows(void)
         for (int j = 0; j < i; j++)
             if (!strcmp(g_rows[j].name, f->name) && (g_rows[j].eps & f->eps) &&
                 g_rows[j].cls != API_CLASS_REFUSED && f->cls != API_CLASS_REFUSED) {
-                fprintf(stderr, "docs/API.md:%d: `%s` is listed twice for an endpoint\n",
-                        f->line, f->name);
+                fprintf(stderr, "docs/API.md:%d: `%s` is listed twice for an endpoint\n", f->line,
+                        f->name);
                 CHECK(0);
             }
     }
@@ -128,8 +128,8 @@ static void test_known_equals_documented(void)
         for (unsigned ep = API_EP_CHAT; ep <= API_EP_COMPLETIONS; ep <<= 1) {
             unsigned bit = 1u << (ep == API_EP_CHAT ? GW_REQ_KIND_CHAT : GW_REQ_KIND_COMPLETION);
             if ((kinds & bit) && !documented(k, ep)) {
-                fprintf(stderr, "gw_req.c knows `%s` (%s), docs/API.md's field list does not\n",
-                        k, api_ep_name(ep));
+                fprintf(stderr, "gw_req.c knows `%s` (%s), docs/API.md's field list does not\n", k,
+                        api_ep_name(ep));
                 CHECK(0);
             }
         }
@@ -223,11 +223,13 @@ static void test_values(void)
             size_t n = strlen(f->name);
             bool names = e.param && !strncmp(e.param, f->name, n) &&
                          (e.param[n] == '\0' || e.param[n] == '.');
-            bool ok = f->cls == API_CLASS_REFUSED ? rc == ERR_INVAL && e.status == 400 && names
-                                                  : rc == 0;
+            bool ok =
+                f->cls == API_CLASS_REFUSED ? rc == ERR_INVAL && e.status == 400 && names : rc == 0;
             if (!ok) {
-                fprintf(stderr, "docs/API.md:%d: `%s` on %s: %s body %s -> rc=%d status=%d "
-                        "param=%s msg=%s\n", f->line, f->name, api_ep_name(ep),
+                fprintf(stderr,
+                        "docs/API.md:%d: `%s` on %s: %s body %s -> rc=%d status=%d "
+                        "param=%s msg=%s\n",
+                        f->line, f->name, api_ep_name(ep),
                         f->cls == API_CLASS_REFUSED ? "refused, but" : "accepted, but", body, rc,
                         e.status, e.param ? e.param : "(null)", e.message);
                 CHECK(0);
