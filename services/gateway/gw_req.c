@@ -1,5 +1,7 @@
 /* gw_req: JSON body -> struct gw_req, validating every parameter of ECOSYSTEM.md §A.2 marked M.
- * Unknown fields are ignored; null counts as absent. Ranges follow vLLM/OpenAI. */
+ * Unknown fields are ignored (gw_req_unknown_fields names them for a warning line); null counts
+ * as absent. Ranges follow vLLM/OpenAI. Every top-level field read is in known[] and in
+ * docs/API.md's field list (test_api_fields checks both). */
 #include "gw_req.h"
 
 #include <math.h>
@@ -704,6 +706,171 @@ static int parse_response_format(struct gw_req *r, const cJSON *rf, struct gw_ar
     return 0;
 }
 
+// ---- the top-level fields each endpoint knows (docs/API.md "Field list") ----
+
+#define KC (1u << GW_REQ_KIND_CHAT)
+#define KP (1u << GW_REQ_KIND_COMPLETION)
+
+/* Every top-level key of a chat / completions body that tern reads: gw_req_parse's, those the
+ * chat template reads from the body itself (text/chat.c: messages, tools, add_generation_prompt,
+ * chat_template_kwargs), the ones accepted and ignored on purpose (user, metadata, store,
+ * service_tier) and the refused ones below. Any other key is unknown: ignored, as vLLM does, and
+ * named in one warning line (gw_req_unknown_fields). */
+static const struct gw_req_known {
+    const char *name;
+    unsigned kinds; /* KC, KP */
+} known[] = {
+    {"model", KC | KP},
+    {"messages", KC},
+    {"prompt", KP},
+    {"max_tokens", KC | KP},
+    {"max_completion_tokens", KC | KP},
+    {"temperature", KC | KP},
+    {"top_p", KC | KP},
+    {"top_k", KC | KP},
+    {"min_p", KC | KP},
+    {"presence_penalty", KC | KP},
+    {"frequency_penalty", KC | KP},
+    {"repetition_penalty", KC | KP},
+    {"seed", KC | KP},
+    {"n", KC | KP},
+    {"min_tokens", KC | KP},
+    {"stop", KC | KP},
+    {"stop_token_ids", KC | KP},
+    {"logit_bias", KC | KP},
+    {"stream", KC | KP},
+    {"stream_options", KC | KP},
+    {"ignore_eos", KC | KP},
+    {"logprobs", KC | KP},
+    {"top_logprobs", KC},
+    {"response_format", KC | KP},
+    {"tools", KC},
+    {"tool_choice", KC},
+    {"parallel_tool_calls", KC},
+    {"chat_template_kwargs", KC},
+    {"reasoning_effort", KC},
+    {"add_generation_prompt", KC},
+    {"echo", KC | KP},
+    {"best_of", KP},
+    {"suffix", KP},
+    {"user", KC | KP},
+    {"metadata", KC},
+    {"store", KC},
+    {"service_tier", KC},
+    {"use_beam_search", KC | KP},
+    {"include_stop_str_in_output", KC | KP},
+    {"prompt_logprobs", KC | KP},
+    {"allowed_token_ids", KC | KP},
+    {"bad_words", KC | KP},
+    {"truncate_prompt_tokens", KC | KP},
+    {"guided_json", KC | KP},
+    {"guided_regex", KC | KP},
+    {"guided_choice", KC | KP},
+    {"guided_grammar", KC | KP},
+    {"structured_outputs", KC | KP},
+    {"continue_final_message", KC},
+    {"functions", KC},
+    {"function_call", KC},
+};
+
+/* Fields vLLM or OpenAI honour and tern does not implement: absent, null or the no-op value
+ * (JSON text; NULL = only null) passes, anything else is a 400 naming the field, not an answer
+ * that silently ignores it. Completions' echo / best_of / suffix are checked in gw_req_parse. */
+static const struct {
+    const char *name;
+    unsigned kinds;
+    const char *noop;
+    const char *instead; /* what to use, or "" */
+} unsupported[] = {
+    {"use_beam_search", KC | KP, "false", ""},
+    {"include_stop_str_in_output", KC | KP, "false", ""},
+    {"prompt_logprobs", KC | KP, NULL, ""},
+    {"allowed_token_ids", KC | KP, NULL, " (logit_bias can lower other tokens)"},
+    {"bad_words", KC | KP, "[]", ""},
+    {"truncate_prompt_tokens", KC | KP, NULL, ""},
+    {"guided_json", KC | KP, NULL, " (use response_format json_schema)"},
+    {"guided_regex", KC | KP, NULL, ""},
+    {"guided_choice", KC | KP, NULL, ""},
+    {"guided_grammar", KC | KP, NULL, ""},
+    {"structured_outputs", KC | KP, NULL, " (use response_format)"},
+    {"continue_final_message", KC, "false", ""},
+    {"echo", KC, "false", ""},
+    {"functions", KC, NULL, " (use tools)"},
+    {"function_call", KC, NULL, " (use tool_choice)"},
+};
+
+static int check_unsupported(const struct gw_req *r, struct gw_req_err *err)
+{
+    for (size_t i = 0; i < ARRAY_LEN(unsupported); i++) {
+        if (!(unsupported[i].kinds & (1u << r->kind)))
+            continue;
+        cJSON *v = gw_req_field(r->root, unsupported[i].name);
+        if (!v)
+            continue;
+        cJSON *noop = unsupported[i].noop ? cJSON_Parse(unsupported[i].noop) : NULL;
+        bool same = noop && cJSON_Compare(v, noop, true);
+        cJSON_Delete(noop);
+        if (!same)
+            return fail(err, 400, unsupported[i].name, NULL, "'%s' is not supported%s",
+                        unsupported[i].name, unsupported[i].instead);
+    }
+    return 0;
+}
+
+const char *gw_req_known_field(size_t i, unsigned *kinds)
+{
+    if (i >= ARRAY_LEN(known))
+        return NULL;
+    *kinds = known[i].kinds;
+    return known[i].name;
+}
+
+bool gw_req_is_known_field(enum gw_req_kind kind, const char *name)
+{
+    for (size_t i = 0; i < ARRAY_LEN(known); i++)
+        if ((known[i].kinds & (1u << kind)) && strcmp(known[i].name, name) == 0)
+            return true;
+    return false;
+}
+
+int gw_req_unknown_keys(const struct cJSON *obj, gw_req_is_known_fn is_known, const void *ctx,
+                        char *out, size_t cap)
+{
+    int n = 0;
+    size_t len = 0;
+    if (cap)
+        out[0] = '\0';
+    const cJSON *it;
+    cJSON_ArrayForEach(it, obj)
+    {
+        if (!it->string || is_known(it->string, ctx))
+            continue;
+        /* the names go into a log line: [A-Za-z0-9_.-] as is, other bytes as '?' */
+        if (n > 0 && len + 1 < cap)
+            out[len++] = ',';
+        for (size_t i = 0; it->string[i] && i < 64 && len + 1 < cap; i++) {
+            char ch = it->string[i];
+            bool plain = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                         (ch >= '0' && ch <= '9') || ch == '_' || ch == '.' || ch == '-';
+            out[len++] = plain ? ch : '?';
+        }
+        if (cap)
+            out[len] = '\0';
+        n++;
+    }
+    return n;
+}
+
+static bool req_is_known(const char *name, const void *ctx)
+{
+    return gw_req_is_known_field(*(const enum gw_req_kind *)ctx, name);
+}
+
+int gw_req_unknown_fields(const struct gw_req *r, char *out, size_t cap)
+{
+    return gw_req_unknown_keys(r->root, req_is_known, &r->kind, out, cap);
+}
+
 int gw_req_parse(struct gw_req *r, enum gw_req_kind kind, const char *body, size_t len,
                  const char *served_model, struct gw_arena *a, struct gw_req_err *err)
 {
@@ -854,7 +1021,12 @@ int gw_req_parse(struct gw_req *r, enum gw_req_kind kind, const char *body, size
         if (sfx && (!cJSON_IsString(sfx) || sfx->valuestring[0]))
             return fail(err, 400, "suffix", NULL, "suffix is not supported");
     }
-    return 0;
+    if (kind == GW_REQ_KIND_CHAT) { /* read by the chat template itself (text/chat.c) */
+        bool agp = true;
+        if ((rc = get_bool(root, "add_generation_prompt", &agp, err)))
+            return rc;
+    }
+    return check_unsupported(r, err);
 }
 
 void gw_req_apply_defaults(struct gw_req *r, const struct gw_req_defaults *d)

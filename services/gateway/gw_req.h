@@ -120,6 +120,20 @@ int gw_req_err_vset(struct gw_req_err *err, int status, const char *param, const
 int gw_req_parse(struct gw_req *r, enum gw_req_kind kind, const char *body, size_t len,
                  const char *served_model, struct gw_arena *arena, struct gw_req_err *err);
 
+/* The i-th top-level field tern knows (docs/API.md "Field list"), with the endpoints that read
+ * it as 1 << GW_REQ_KIND_* bits in *kinds; NULL past the last. */
+const char *gw_req_known_field(size_t i, unsigned *kinds);
+/* name is a top-level field of kind's body that tern reads (or ignores on purpose). */
+bool gw_req_is_known_field(enum gw_req_kind kind, const char *name);
+typedef bool (*gw_req_is_known_fn)(const char *name, const void *ctx);
+/* The keys of the JSON object obj for which is_known(key, ctx) is false, comma-separated into
+ * out (cap bytes, truncated; bytes outside [A-Za-z0-9_.-] as '?'); returns how many. */
+int gw_req_unknown_keys(const struct cJSON *obj, gw_req_is_known_fn is_known, const void *ctx,
+                        char *out, size_t cap);
+/* The top-level keys of the parsed body r that tern does not know, comma-separated into out
+ * (cap bytes, truncated); returns how many there are (0: none). */
+int gw_req_unknown_fields(const struct gw_req *r, char *out, size_t cap);
+
 /* Fill the sampling fields r left out from d (NULL: nothing). */
 void gw_req_apply_defaults(struct gw_req *r, const struct gw_req_defaults *d);
 

@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "common/err.h"
+#include "common/log.h"
 #include "common/xalloc.h"
 #include "gw.h"
 #include "gw_arena.h"
@@ -61,6 +62,37 @@ static const char *const same_name[] = {
     /* vLLM-style extras the chat endpoint takes */
     "top_k", "min_p", "seed", "presence_penalty", "frequency_penalty", "repetition_penalty", "stop",
     "chat_template_kwargs"};
+
+/* The other top-level keys of a Responses body that map_rest, map_input and map_tools read.
+ * With same_name: every field tern knows (docs/API.md "Field list"); any other key is
+ * ignored and named in a warning (gw_responses_unknown_fields). */
+static const char *const own_name[] = {
+    "instructions", "input",      "tools", "tool_choice", "previous_response_id", "conversation",
+    "background",   "store",      "user",  "metadata",    "text",                 "reasoning",
+    "max_output_tokens"};
+
+const char *gw_responses_known_field(size_t i)
+{
+    if (i < ARRAY_LEN(same_name))
+        return same_name[i];
+    i -= ARRAY_LEN(same_name);
+    return i < ARRAY_LEN(own_name) ? own_name[i] : NULL;
+}
+
+static bool resp_is_known(const char *name, const void *ctx)
+{
+    (void)ctx;
+    const char *k;
+    for (size_t i = 0; (k = gw_responses_known_field(i)); i++)
+        if (strcmp(k, name) == 0)
+            return true;
+    return false;
+}
+
+int gw_responses_unknown_fields(const cJSON *root, char *out, size_t cap)
+{
+    return gw_req_unknown_keys(root, resp_is_known, NULL, out, cap);
+}
 
 /* A message's content: a string, or parts of type input_text / output_text -> chat text parts. */
 static int map_content(const cJSON *content, int i, struct gw_arena *a, cJSON **out,
@@ -842,6 +874,10 @@ void gw_responses_handle(struct gw *gw, struct gw_exch *x)
         gw_exch_error(x, e.status, e.type, e.param, e.code, NULL, "%s", e.message);
         return;
     }
+    char unknown[256];
+    if (gw_responses_unknown_fields(root, unknown, sizeof(unknown)) > 0)
+        LOG_WARN("request_fields_ignored", "req=%s endpoint=responses fields=%s", x->req_id,
+                 unknown);
     struct resp_ctx *c = gw_arena_alloc(x->arena, sizeof(*c));
     gw_resp_init(&c->resp, root, x->req_id, gw_openai_model(gw), (long long)time(NULL),
                  cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "stream")));

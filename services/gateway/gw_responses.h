@@ -55,6 +55,12 @@ struct gw_resp {
  * client error (param in the Responses request's terms). */
 int gw_responses_map(const char *body, size_t len, struct gw_arena *a, char **chat,
                      size_t *chat_len, struct cJSON **root, struct gw_req_err *err);
+/* The i-th top-level field of a Responses body tern knows (docs/API.md "Field list"); NULL
+ * past the last. */
+const char *gw_responses_known_field(size_t i);
+/* root's keys that are not known fields, comma-separated into out (cap bytes, truncated);
+ * returns how many (0: none). */
+int gw_responses_unknown_fields(const struct cJSON *root, char *out, size_t cap);
 /* A chat parameter named in a chat-path error, in the Responses request's terms. */
 const char *gw_responses_param(const char *chat_param);
 
