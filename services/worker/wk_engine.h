@@ -27,6 +27,11 @@ struct wk_engine_info {
     bool device_sampling; // items may ask for the token instead of the logits (below)
     uint32_t device_sampling_max_hist; // ... when a penalty is on, only with at most this many
                                        //  history tokens
+    bool device_sampling_procs; // ... also with a logit bias, banned ids or an allow mask
+                                //  (sample_params bias_ids, ban_ids, allow), applied first as
+                                //  sample_token does; false: such items take the logits path
+    uint32_t device_sampling_max_bias; // ... with at most this many bias pairs
+    uint32_t device_sampling_max_ban;  // ... and this many banned ids
 };
 
 struct sample_params;

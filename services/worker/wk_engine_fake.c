@@ -155,6 +155,9 @@ int wk_engine_fake_create(const struct wk_cfg *cfg, struct wk_engine **out)
         f->row = xmalloc(sizeof(float) * in->vocab_size);
         in->device_sampling = f->sc != NULL;
         in->device_sampling_max_hist = UINT32_MAX;
+        in->device_sampling_procs = in->device_sampling; /* sample_token applies them */
+        in->device_sampling_max_bias = UINT32_MAX;
+        in->device_sampling_max_ban = UINT32_MAX;
     }
     *out = e;
     return 0;

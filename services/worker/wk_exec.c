@@ -44,6 +44,7 @@ struct wk_seq {
     int32_t *hist; // (n_hist) prompt + generated tokens, for the penalties
     uint32_t n_hist, cap_hist;
     struct wk_gseq *gram; // json_schema (constrained decoding); NULL: off
+    uint32_t *dev_allow;  // the grammar's mask for a token the engine draws (item_sample_on_device)
 };
 
 struct wk_exec {
@@ -60,6 +61,7 @@ struct wk_exec {
     float *logits; // (WK_EXEC_ITEMS_MAX, vocab)
     uint64_t idle_since_ns;
     uint64_t n_plans, n_steps; // totals, logged at exit
+    uint64_t n_tok_host, n_tok_engine; // tokens sampled here from logits / drawn by the engine
     uint64_t idle_us, busy_us; // waiting for a plan / executing plans
 };
 
@@ -102,6 +104,7 @@ static void seq_close(struct wk_exec *x, struct wk_seq *sq)
     free(sq->bias_ids);
     free(sq->bias_vals);
     wk_gseq_destroy(sq->gram);
+    free(sq->dev_allow);
     memset(sq, 0, sizeof *sq);
 }
 
@@ -330,16 +333,39 @@ static void seq_push(struct wk_seq *sq, uint32_t tok)
         sq->stopped = true;
 }
 
+/* The grammar's mask for sq's next token, kept in sq for an engine that draws the token: false
+ * when the mask cannot be made (the host path then reports why). */
+static bool grammar_mask_for_device(struct wk_exec *x, struct wk_seq *sq)
+{
+    const uint32_t *allow = NULL;
+    const char *msg = NULL;
+    if (wk_grammar_mask(x->gram, sq->gram, sq->hist, sq->n_hist, sq->stop_ids, sq->n_stop,
+                        &allow, &msg) < 0)
+        return false;
+    const size_t words = ((size_t)x->eng->info.vocab_size + 31) / 32;
+    if (!sq->dev_allow)
+        sq->dev_allow = xmalloc(sizeof(uint32_t) * words);
+    memcpy(sq->dev_allow, allow, sizeof(uint32_t) * words);
+    sq->sp.allow = sq->dev_allow;
+    return true;
+}
+
 /* The engine draws sq's next token on the device (wk_engine.h) when it can and the sequence
- * needs only the token: no logprobs, no logit bias, no banned ids, no grammar, and with a penalty
- * on a history the engine takes. it->logits is then NULL. */
-static void item_sample_on_device(const struct wk_exec *x, struct wk_engine_item *it,
-                                  struct wk_seq *sq)
+ * needs only the token: no logprobs; a logit bias, banned ids (min_tokens) or a grammar only
+ * when the engine applies them (info.device_sampling_procs, within its per-row rooms); with a
+ * penalty, on a history the engine takes. it->logits is then NULL; a grammar's mask for the
+ * token is made now (sp.allow). */
+static void item_sample_on_device(struct wk_exec *x, struct wk_engine_item *it, struct wk_seq *sq)
 {
     const struct wk_engine_info *in = &x->eng->info;
     const struct sample_params *p = &sq->sp;
-    if (!it->logits || !in->device_sampling || sq->logprobs || p->n_bias || p->n_ban ||
-        sq->gram || (sample_params_penalised(p) && sq->n_hist > in->device_sampling_max_hist))
+    const bool procs = p->n_bias || p->n_ban || sq->gram;
+    if (!it->logits || !in->device_sampling || sq->logprobs ||
+        (procs && (!in->device_sampling_procs || (uint32_t)p->n_bias > in->device_sampling_max_bias ||
+                   (uint32_t)p->n_ban > in->device_sampling_max_ban)) ||
+        (sample_params_penalised(p) && sq->n_hist > in->device_sampling_max_hist))
+        return;
+    if (sq->gram && !grammar_mask_for_device(x, sq))
         return;
     it->logits = NULL;
     it->sp = &sq->sp;
@@ -356,7 +382,7 @@ static int64_t sample_next(struct wk_exec *x, struct wk_seq *sq, const float *lo
 {
     uint32_t V = x->eng->info.vocab_size;
     *msg = "sampling failed";
-    if (sq->gram) { /* never sampled on the device (item_sample_on_device) */
+    if (sq->gram && logits) { /* a token drawn by the engine had its mask made before the step */
         int rc = wk_grammar_mask(x->gram, sq->gram, sq->hist, sq->n_hist, sq->stop_ids,
                                  sq->n_stop, &sq->sp.allow, msg);
         if (rc < 0)
@@ -364,6 +390,10 @@ static int64_t sample_next(struct wk_exec *x, struct wk_seq *sq, const float *lo
     }
     int32_t t = logits ? sample_token(x->sc, &sq->sp, logits, sq->hist, (int)sq->n_hist, &sq->rng)
                        : tok;
+    if (logits)
+        x->n_tok_host++;
+    else
+        x->n_tok_engine++;
     sq->sp.allow = NULL;
     if (t < 0 || (uint32_t)t >= V)
         return ERR_INVAL;
@@ -783,8 +813,8 @@ void *wk_exec_main(void *arg)
         wk_spec_log(x->spec, clock_now_ms(), 0, true);
     LOG_INFO("exec_stats",
              "plans=%" PRIu64 " steps=%" PRIu64 " busy_us=%" PRIu64 " idle_us=%" PRIu64
-             " idle_us_per_plan=%" PRIu64,
+             " idle_us_per_plan=%" PRIu64 " tokens_host=%" PRIu64 " tokens_engine=%" PRIu64,
              x->n_plans, x->n_steps, x->busy_us, x->idle_us,
-             x->n_plans > 1 ? x->idle_us / (x->n_plans - 1) : 0);
+             x->n_plans > 1 ? x->idle_us / (x->n_plans - 1) : 0, x->n_tok_host, x->n_tok_engine);
     return NULL;
 }

@@ -2,7 +2,9 @@
  * decode steps whose tokens feed the histories: same params, same seeds. The rngs must end in
  * the same state (one uniform per sampled row, none per greedy row), and the tokens must be equal
  * except where sample_ref reports a decision within NEAR_TIE of its threshold (rounding: see
- * kernels/sample.h). Exit 77 without a GPU. Needs gpu_sample.c, tern_kernels and tern_model
+ * kernels/sample.h). A third of the rows also carry logit_proc work (kernels/logit_proc.h): a
+ * logit bias, banned ids and an allow mask, which sample_token applies itself and gpu_sample on
+ * the device first. Exit 77 without a GPU. Needs gpu_sample.c, tern_kernels and tern_model
  * (not in the tests/kernels glob: built where the GPU runner is). */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -12,6 +14,7 @@
 
 #include "common/err.h"
 #include "gpu_sample.h"
+#include "logit_proc.h"
 #include "model/sample.h"
 #include "sample.h"
 #include "test.h"
@@ -22,6 +25,37 @@
 #define HMAX 64
 
 static struct sample_rng data_rng;
+
+/* the processors of a row (what sample_params points at) */
+struct row_procs {
+    int32_t bias_ids[4];
+    float bias_vals[4];
+    uint32_t ban[3];
+    uint32_t *allow; // (words) or NULL
+};
+
+static void random_procs(struct sample_params *p, struct row_procs *rp, int V)
+{
+    if (sample_rng_next(&data_rng) % 3)
+        return;
+    const int words = logit_proc_mask_words(V);
+    for (int i = 0; i < 4; i++) {
+        rp->bias_ids[i] = (int32_t)(sample_rng_next(&data_rng) % (uint64_t)V);
+        rp->bias_vals[i] = (float)(sample_rng_uniform(&data_rng) * 20.0 - 10.0);
+    }
+    for (int i = 0; i < 3; i++)
+        rp->ban[i] = (uint32_t)(sample_rng_next(&data_rng) % (uint64_t)V);
+    rp->allow = malloc(sizeof(uint32_t) * (size_t)words);
+    for (int w = 0; w < words; w++) /* about one id in four allowed, id 0 always */
+        rp->allow[w] = (uint32_t)(sample_rng_next(&data_rng) & sample_rng_next(&data_rng)) |
+                       (w == 0 ? 1u : 0u);
+    p->bias_ids = rp->bias_ids;
+    p->bias_vals = rp->bias_vals;
+    p->n_bias = 4;
+    p->ban_ids = rp->ban;
+    p->n_ban = 3;
+    p->allow = rp->allow;
+}
 
 static void random_params(struct sample_params *p, int V)
 {
@@ -46,6 +80,8 @@ static void run(int V)
     const size_t n = (size_t)ROWS * (size_t)V;
     float *l = malloc(n * 4), *lr = malloc((size_t)V * 4), *d_l = NULL;
     struct sample_params p[ROWS];
+    struct row_procs procs[ROWS];
+    memset(procs, 0, sizeof procs);
     struct sample_rng rg[ROWS], rm[ROWS];
     int32_t hist[ROWS][HMAX], tok[ROWS], ptok[HMAX], pcnt[HMAX];
     int n_hist[ROWS];
@@ -56,6 +92,7 @@ static void run(int V)
     CHECK(cudaMalloc((void **)&d_l, n * 4) == cudaSuccess);
     for (int r = 0; r < ROWS; r++) {
         random_params(&p[r], V);
+        random_procs(&p[r], &procs[r], V);
         sample_rng_seed(&rg[r], 1000 + (uint64_t)r);
         rm[r] = rg[r];
         n_hist[r] = (int)(sample_rng_next(&data_rng) % 8);
@@ -91,6 +128,10 @@ static void run(int V)
                                         .u = greedy ? 0.0 : sample_rng_uniform(&u_rng)};
                 sr.pen_n = sample_pen_pairs(hist[r], n_hist[r], V, scratch, ptok, pcnt);
                 memcpy(lr, row, (size_t)V * 4);
+                const struct logit_proc_row pr = {.n_bias = p[r].n_bias, .n_ban = p[r].n_ban,
+                                                  .allow_off = p[r].allow ? 0 : -1};
+                CHECK_EQ_INT(logit_proc_ref(lr, 1, V, &pr, p[r].bias_ids, p[r].bias_vals,
+                                            p[r].ban_ids, p[r].allow), 0);
                 int32_t t_ref = -1;
                 double margin = 0;
                 CHECK_EQ_INT(sample_ref(&t_ref, NULL, lr, &sr, ptok, pcnt, 1, V, &margin), 0);
@@ -118,6 +159,8 @@ static void run(int V)
     CHECK_EQ_INT(gpu_sample_run(gs, d_l, 1, &req, tok, NULL, 0), ERR_INVAL);
     CHECK(memcmp(&keep, &rg[0], sizeof(keep)) == 0);
     CHECK_EQ_INT(gpu_sample_run(gs, d_l, ROWS + 1, &req, tok, NULL, 0), ERR_TOOBIG);
+    for (int r = 0; r < ROWS; r++)
+        free(procs[r].allow);
     cudaFree(d_l);
     gpu_sample_destroy(gs);
     sample_ctx_destroy(sc);

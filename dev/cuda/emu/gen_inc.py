@@ -128,6 +128,11 @@ for op, sym in (('mul', '*'), ('add', '+'), ('sub', '-'), ('div', '/')):
     s = s.replace(pat, '    volatile float rv = a %s b;\n    r = emu_gpu_nan(rv);\n' % sym)
 write('sample_emu.inc', s)
 
+s = cut(read('logit_proc.cu'), 'int logit_proc_cuda(')
+pat = '    asm("add.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));\n'
+assert pat in s
+write('logit_proc_emu.inc', s.replace(pat, '    volatile float rv = a + b;\n    r = emu_gpu_nan(rv);\n'))
+
 write('attn_decode_emu.inc', cut(read('attn_decode.cu'), 'int attn_decode_dtype_cuda('))
 write('kv_write_emu.inc', cut(read('kv_write.cu'), 'int kv_write_dtype_cuda('))
 s = cut(read('gemm_fp8.cu'), '/* D(n, m) fp32 = op_T').replace('#include <cublasLt.h>\n', '')

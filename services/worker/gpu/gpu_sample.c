@@ -2,11 +2,14 @@
  * launch, tokens back (see gpu_sample.h). */
 #include "gpu_sample.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/err.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "logit_proc.h"
 #include "sample.h"
 
 struct gpu_sample {
@@ -17,6 +20,18 @@ struct gpu_sample {
     struct sample_row *d_rows; // (max_rows)
     int32_t *d_pen;            // (2 * max_pen)
     int32_t *d_out;            // (max_rows) tokens, then (max_rows) fp32 logprobs
+    /* the logits processors: per-row tables, bias pairs, banned ids, allow masks */
+    int words;                       // allow mask words per row
+    struct logit_proc_row *h_proc;   // (max_rows)
+    int32_t *h_bias_ids;             // (max_rows * GPU_SAMPLE_BIAS_PER_ROW)
+    float *h_bias_vals;              // (same)
+    uint32_t *h_ban;                 // (max_rows * GPU_SAMPLE_BAN_PER_ROW)
+    uint32_t *h_allow;               // (max_rows * words)
+    struct logit_proc_row *d_proc;
+    int32_t *d_bias_ids;
+    float *d_bias_vals;
+    uint32_t *d_ban;
+    uint32_t *d_allow;
 };
 
 void gpu_sample_destroy(struct gpu_sample *gs)
@@ -26,6 +41,15 @@ void gpu_sample_destroy(struct gpu_sample *gs)
     free(gs->h_rows);
     free(gs->h_pen);
     free(gs->h_count);
+    free(gs->h_proc);
+    free(gs->h_bias_ids);
+    free(gs->h_bias_vals);
+    free(gs->h_ban);
+    free(gs->h_allow);
+    void *dev[] = {gs->d_proc, gs->d_bias_ids, gs->d_bias_vals, gs->d_ban, gs->d_allow};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+        if (dev[i])
+            cudaFree(dev[i]);
     if (gs->d_rows)
         cudaFree(gs->d_rows);
     if (gs->d_pen)
@@ -52,7 +76,23 @@ struct gpu_sample *gpu_sample_create(int max_rows, int vocab, int max_pen)
     gs->h_rows = calloc((size_t)max_rows, sizeof(*gs->h_rows));
     gs->h_pen = calloc((size_t)max_pen * 2, sizeof(int32_t));
     gs->h_count = calloc((size_t)vocab, sizeof(int));
-    if (!gs->h_rows || !gs->h_pen || !gs->h_count)
+    gs->words = logit_proc_mask_words(vocab);
+    const size_t nb = (size_t)max_rows * GPU_SAMPLE_BIAS_PER_ROW,
+                 nn = (size_t)max_rows * GPU_SAMPLE_BAN_PER_ROW,
+                 na = (size_t)max_rows * (size_t)gs->words;
+    gs->h_proc = calloc((size_t)max_rows, sizeof(*gs->h_proc));
+    gs->h_bias_ids = calloc(nb, sizeof(int32_t));
+    gs->h_bias_vals = calloc(nb, sizeof(float));
+    gs->h_ban = calloc(nn, sizeof(uint32_t));
+    gs->h_allow = calloc(na, sizeof(uint32_t));
+    if (!gs->h_rows || !gs->h_pen || !gs->h_count || !gs->h_proc || !gs->h_bias_ids ||
+        !gs->h_bias_vals || !gs->h_ban || !gs->h_allow)
+        goto fail;
+    if (cudaMalloc((void **)&gs->d_proc, sizeof(*gs->d_proc) * (size_t)max_rows) != cudaSuccess ||
+        cudaMalloc((void **)&gs->d_bias_ids, sizeof(int32_t) * nb) != cudaSuccess ||
+        cudaMalloc((void **)&gs->d_bias_vals, sizeof(float) * nb) != cudaSuccess ||
+        cudaMalloc((void **)&gs->d_ban, sizeof(uint32_t) * nn) != cudaSuccess ||
+        cudaMalloc((void **)&gs->d_allow, sizeof(uint32_t) * na) != cudaSuccess)
         goto fail;
     if (cudaMalloc((void **)&gs->d_rows, sizeof(struct sample_row) * (size_t)max_rows) !=
             cudaSuccess ||
@@ -78,8 +118,11 @@ static int stage_rows(struct gpu_sample *gs, int n_rows, const struct gpu_sample
         const struct sample_params *p = req[r].params;
         if (!p || !req[r].rng || req[r].n_hist < 0 || (req[r].n_hist > 0 && !req[r].hist))
             return ERR_INVAL;
-        if (p->n_bias || p->n_ban)
-            return ERR_INVAL; /* no logit bias / banned ids in the kernel: the host samples those */
+        if (p->n_bias < 0 || p->n_ban < 0 || (p->n_bias && (!p->bias_ids || !p->bias_vals)) ||
+            (p->n_ban && !p->ban_ids))
+            return ERR_INVAL;
+        if (p->n_bias > GPU_SAMPLE_BIAS_PER_ROW || p->n_ban > GPU_SAMPLE_BAN_PER_ROW)
+            return ERR_TOOBIG;
         struct sample_row *row = &gs->h_rows[r];
         *row = (struct sample_row){
             .temperature = p->temperature,
@@ -120,6 +163,68 @@ static int stage_rows(struct gpu_sample *gs, int n_rows, const struct gpu_sample
     return 0;
 }
 
+/* What the rows' processors fill of the staging: bias pairs, banned ids, allow words. */
+struct proc_fill {
+    int n_bias, n_ban, n_allow;
+};
+
+/* The rows' bias pairs, banned ids and allow masks into the host staging, packed in row order
+ * (stage_rows checked the per-row counts, so they fit). Returns whether any row has one. */
+static bool stage_procs(struct gpu_sample *gs, int n_rows, const struct gpu_sample_req *req,
+                        struct proc_fill *f)
+{
+    *f = (struct proc_fill){0, 0, 0};
+    for (int r = 0; r < n_rows; r++) {
+        const struct sample_params *p = req[r].params;
+        struct logit_proc_row *pr = &gs->h_proc[r];
+        *pr = (struct logit_proc_row){.bias_off = f->n_bias,
+                                      .n_bias = p->n_bias,
+                                      .ban_off = f->n_ban,
+                                      .n_ban = p->n_ban,
+                                      .allow_off = p->allow ? f->n_allow : -1};
+        if (p->n_bias) {
+            memcpy(gs->h_bias_ids + f->n_bias, p->bias_ids, sizeof(int32_t) * (size_t)p->n_bias);
+            memcpy(gs->h_bias_vals + f->n_bias, p->bias_vals, sizeof(float) * (size_t)p->n_bias);
+            f->n_bias += p->n_bias;
+        }
+        if (p->n_ban) {
+            memcpy(gs->h_ban + f->n_ban, p->ban_ids, sizeof(uint32_t) * (size_t)p->n_ban);
+            f->n_ban += p->n_ban;
+        }
+        if (p->allow) {
+            memcpy(gs->h_allow + f->n_allow, p->allow, sizeof(uint32_t) * (size_t)gs->words);
+            f->n_allow += gs->words;
+        }
+    }
+    return f->n_bias || f->n_ban || f->n_allow;
+}
+
+/* Upload the packed tables (one copy each) and run logit_proc over the n_rows rows. */
+static int run_procs(struct gpu_sample *gs, float *d_logits, int n_rows,
+                     const struct proc_fill *f, cudaStream_t stream)
+{
+    cudaError_t e = cudaMemcpyAsync(gs->d_proc, gs->h_proc, sizeof(*gs->h_proc) * (size_t)n_rows,
+                                    cudaMemcpyHostToDevice, stream);
+    if (e == cudaSuccess && f->n_bias)
+        e = cudaMemcpyAsync(gs->d_bias_ids, gs->h_bias_ids, sizeof(int32_t) * (size_t)f->n_bias,
+                            cudaMemcpyHostToDevice, stream);
+    if (e == cudaSuccess && f->n_bias)
+        e = cudaMemcpyAsync(gs->d_bias_vals, gs->h_bias_vals, sizeof(float) * (size_t)f->n_bias,
+                            cudaMemcpyHostToDevice, stream);
+    if (e == cudaSuccess && f->n_ban)
+        e = cudaMemcpyAsync(gs->d_ban, gs->h_ban, sizeof(uint32_t) * (size_t)f->n_ban,
+                            cudaMemcpyHostToDevice, stream);
+    if (e == cudaSuccess && f->n_allow)
+        e = cudaMemcpyAsync(gs->d_allow, gs->h_allow, sizeof(uint32_t) * (size_t)f->n_allow,
+                            cudaMemcpyHostToDevice, stream);
+    if (e != cudaSuccess) {
+        LOG_ERR("gpu_sample_failed", "rows=%d err=\"%s\"", n_rows, cudaGetErrorString(e));
+        return ERR_CUDA;
+    }
+    return logit_proc_cuda(d_logits, n_rows, gs->vocab, gs->d_proc, gs->d_bias_ids,
+                           gs->d_bias_vals, gs->d_ban, gs->d_allow, stream);
+}
+
 int gpu_sample_run(struct gpu_sample *gs, float *d_logits, int n_rows,
                    const struct gpu_sample_req *req, int32_t *tokens, float *logprobs,
                    cudaStream_t stream)
@@ -140,6 +245,9 @@ int gpu_sample_run(struct gpu_sample *gs, float *d_logits, int n_rows,
         const int greedy = p->temperature <= 0.0f || p->top_k == 1;
         gs->h_rows[r].u = greedy ? 0.0 : sample_rng_uniform(req[r].rng);
     }
+    struct proc_fill pf;
+    if (stage_procs(gs, n_rows, req, &pf) && (rc = run_procs(gs, d_logits, n_rows, &pf, stream)) != 0)
+        return rc;
     int32_t *d_tok = gs->d_out;
     float *d_lp = (float *)(gs->d_out + gs->max_rows);
     cudaError_t e =

@@ -2,8 +2,10 @@
  * it takes what sample_token (model/sample.h) takes: params, the token history the penalties
  * look at, and the row's sample_rng, which it advances exactly as sample_token would (one
  * uniform for a sampled row, nothing for a greedy one), so a seeded request draws the same
- * tokens on either path up to floating-point near-ties (kernels/sample.h). The workspace
- * (device rows, penalty pairs, outputs; host staging) is allocated once at create. */
+ * tokens on either path up to floating-point near-ties (kernels/sample.h). A row's logit bias,
+ * banned ids and allow mask (sample_params bias_ids, ban_ids, allow) run first, on the device
+ * (kernels/logit_proc.h), as sample_token applies them. The workspace (device rows, penalty
+ * pairs, processor tables, outputs; host staging) is allocated once at create. */
 #ifndef GPU_SAMPLE_H
 #define GPU_SAMPLE_H
 
@@ -26,6 +28,10 @@ struct gpu_sample_req {
 /* Distinct penalised tokens per row that the default penalty room (max_pen 0) holds for every
  * row of a full call: a row with a longer history may not fit (ERR_TOOBIG). */
 #define GPU_SAMPLE_PEN_PER_ROW 4096
+/* Banned ids per row the processor tables hold (min_tokens bans the stop ids: a few). */
+#define GPU_SAMPLE_BAN_PER_ROW 64
+/* Logit bias pairs per row (the request limit, MSG_MAX_LOGIT_BIAS). */
+#define GPU_SAMPLE_BIAS_PER_ROW 1024
 
 /* max_rows: most rows per call; vocab: V (<= SAMPLE_MAX_VOCAB); max_pen: most distinct
  * (row, token) penalty pairs per call, all rows together (0 = max_rows *
@@ -37,9 +43,9 @@ void gpu_sample_destroy(struct gpu_sample *gs);
 /* tokens[r] (host) for n_rows rows of d_logits (device, (n_rows, vocab) fp32; the penalties are
  * applied to it in place), and logprobs[r] (host, optional: log of the chosen token's
  * probability in the final distribution, 0 for greedy rows). Runs on stream and waits for it.
- * ERR_INVAL (bad params in any row, or a logit bias / banned ids, which only the host sampler
- * applies: no rng is advanced), ERR_TOOBIG (n_rows > max_rows or more
- * penalty pairs than max_pen), ERR_CUDA. */
+ * ERR_INVAL (bad params in any row: no rng is advanced), ERR_TOOBIG (n_rows > max_rows, more
+ * penalty pairs than max_pen, a row with more than GPU_SAMPLE_BIAS_PER_ROW bias pairs or
+ * GPU_SAMPLE_BAN_PER_ROW banned ids), ERR_CUDA. */
 int gpu_sample_run(struct gpu_sample *gs, float *d_logits, int n_rows,
                    const struct gpu_sample_req *req, int32_t *tokens, float *logprobs,
                    cudaStream_t stream);

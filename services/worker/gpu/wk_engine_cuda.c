@@ -236,6 +236,9 @@ int wk_engine_cuda_create(const struct wk_cfg *cfg, wk_engine_progress_cb progre
     in->kv_bytes = (uint64_t)gpu_model_memory(c->g)->kv_pool;
     in->device_sampling = gpu_model_can_sample(c->g) != 0;
     in->device_sampling_max_hist = GPU_SAMPLE_PEN_PER_ROW; // the runner's sampler's default room
+    in->device_sampling_procs = in->device_sampling; // kernels/logit_proc.h before the draw
+    in->device_sampling_max_bias = GPU_SAMPLE_BIAS_PER_ROW;
+    in->device_sampling_max_ban = GPU_SAMPLE_BAN_PER_ROW;
     c->items = xcalloc(in->n_slots, sizeof *c->items);
     c->sreq = xcalloc(in->n_slots, sizeof *c->sreq);
     c->tok = xmalloc(sizeof(int32_t) * (in->max_step_tokens ? in->max_step_tokens : 1));
@@ -245,7 +248,7 @@ int wk_engine_cuda_create(const struct wk_cfg *cfg, wk_engine_progress_cb progre
              "kv_blocks=%u kv_dtype=%s eos=%u sampling=\"%s\"", in->model_id, in->vocab_size,
              in->max_model_len, in->n_slots, in->kv_blocks,
              kv_dtype_name((enum kv_dtype)gpu_model_kv_dtype(c->g)), in->n_eos,
-             in->device_sampling ? "device (host for logprobs, logit_bias, min_tokens, response_format)" : "host");
+             in->device_sampling ? "device (host for logprobs)" : "host");
     *out = e;
     return 0;
 fail:

@@ -10,7 +10,12 @@
  *   restart: the scheduler is killed during a long JSON stream and started again; the gateway
  *          resubmits with the tokens so far (json_replay) and the stream goes on as one valid
  *          document (checked as a grammar prefix: a restarted automaton would begin a second
- *          value). */
+ *          value);
+ *   device: the corpus again on a worker whose engine draws the tokens itself (--engine fake
+ *          --fake-device-sampling on the tiny model's tokenizer and vocabulary: the cuda
+ *          engine's path), so the grammar's mask must reach the engine with the item
+ *          (sample_params.allow, made before the step): without it the fake model's spike
+ *          tokens would be drawn and no output would conform. */
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -25,7 +30,7 @@
 #include "test.h"
 #include "text/grammar.h"
 
-#define N_PROCS 10
+#define N_PROCS 13
 
 static char g_dir[64];
 static char g_build[1024];
@@ -42,8 +47,10 @@ static void bin(char *out, size_t n, const char *name)
     snprintf(out, n, "%s/bin/%s", g_build, name);
 }
 
-/* scheduler + cpu worker + gateway on port; kv_blocks: NULL for the default pool */
-static void start_stack(const char *tag, const char *model, int port, const char *kv_blocks)
+/* scheduler + worker + gateway on port; kv_blocks: NULL for the default pool; fake_vocab: NULL
+ * for the cpu engine, else the fake engine with device sampling and that vocabulary */
+static void start_stack(const char *tag, const char *model, int port, const char *kv_blocks,
+                        const char *fake_vocab)
 {
     char sched[1100], worker[1100], gw[1100], gep[256], wep[256], p[16], log[64];
     bin(sched, sizeof(sched), "tern-scheduler");
@@ -59,7 +66,7 @@ static void start_stack(const char *tag, const char *model, int port, const char
                  "--scheduler-endpoint",
                  wep,
                  "--engine",
-                 "cpu",
+                 fake_vocab ? "fake" : "cpu",
                  "--model",
                  (char *)model,
                  "--threads",
@@ -72,7 +79,15 @@ static void start_stack(const char *tag, const char *model, int port, const char
                  "16",
                  "--kv-blocks",
                  (char *)kv_blocks,
+                 NULL,
+                 NULL,
+                 NULL,
                  NULL};
+    if (fake_vocab) { /* after the fixed flags (kv_blocks is NULL here) */
+        w[13] = "--fake-device-sampling";
+        w[14] = "--fake-vocab";
+        w[15] = (char *)fake_vocab;
+    }
     snprintf(log, sizeof(log), "wk_%s", tag);
     spawn(w, log);
     char *g[] = {gw, "--port", p, "--scheduler-endpoint", gep, "--tokenizer", (char *)model, NULL};
@@ -248,6 +263,46 @@ static int chat_conforms(int port, const char *schema, const char *rf, int seed,
     return n;
 }
 
+/* A bias towards the closing tokens (", }, "}, ", "], ] in the Qwen3 vocabulary): shorter
+ * strings and nests; where they may go is still the grammar's decision alone. */
+#define CLOSE_BIAS \
+    ",\"logit_bias\":{\"1\":8,\"92\":8,\"9207\":8,\"497\":8,\"1341\":8,\"60\":8}"
+
+/* The corpus on the engine that draws tokens itself: its fake model puts one spike in the
+ * logits and nothing else, so inside a string every allowed token is as likely as the next and
+ * strings end late: CLOSE_BIAS on every request (the bias rides the device path too). */
+static void test_device(int port)
+{
+    for (int i = 0; i < N_CORPUS; i++) {
+        char *rf = json_schema_rf(corpus[i]);
+        for (int seed = 1; seed <= 2; seed++)
+            fprintf(stderr, "device: schema %d seed %d: %d tokens\n", i, seed,
+                    chat_conforms(port, corpus[i], rf, seed, CLOSE_BIAS));
+        free(rf);
+    }
+}
+
+/* After the stacks stop: the device stack's worker drew every token on the engine's path
+ * (its exit line counts tokens_host / tokens_engine), none from host logits. */
+static void check_device_counts(void)
+{
+    char path[128], line[2048];
+    snprintf(path, sizeof path, "%s/wk_dev.log", g_dir);
+    FILE *f = fopen(path, "r");
+    long host = -1, eng = -1;
+    while (f && fgets(line, sizeof line, f)) {
+        const char *h = strstr(line, " tokens_host="), *e = strstr(line, " tokens_engine=");
+        if (strstr(line, "ev=exec_stats") && h && e) {
+            host = strtol(h + 13, NULL, 10);
+            eng = strtol(e + 15, NULL, 10);
+        }
+    }
+    if (f)
+        fclose(f);
+    fprintf(stderr, "device stack: tokens_host=%ld tokens_engine=%ld\n", host, eng);
+    CHECK(host == 0 && eng > 100);
+}
+
 static void test_corpus(int port)
 {
     for (int i = 0; i < N_CORPUS; i++) {
@@ -260,13 +315,10 @@ static void test_corpus(int port)
     }
     /* any object: a random model writes each string until it happens to draw a token with a
      * quote and nests at random, so a document would often outrun max_tokens (finish "length",
-     * truncated, as in vLLM). A bias towards the closing tokens (", }, "}, ", "], ] in the Qwen3
-     * vocabulary) shortens them; where they may go is still the grammar's decision alone. */
-    static const char close_bias[] =
-        ",\"logit_bias\":{\"1\":8,\"92\":8,\"9207\":8,\"497\":8,\"1341\":8,\"60\":8}";
+     * truncated, as in vLLM). A bias towards the closing tokens shortens them (CLOSE_BIAS). */
     for (int seed = 1; seed <= 3; seed++) {
         int n = chat_conforms(port, "{\"type\":\"object\"}", "{\"type\":\"json_object\"}", seed,
-                              close_bias);
+                              CLOSE_BIAS);
         fprintf(stderr, "json_object seed %d: %d tokens\n", seed, n);
     }
 }
@@ -484,6 +536,26 @@ static void test_sched_restart(int port)
     CHECK(strstr(logbuf, "ev=req_resubmitted") != NULL); /* the path under test was taken */
 }
 
+/* vocab_size of the tiny model's config.json (text_config's; 0 when unreadable) */
+static int tiny_vocab(const char *dir)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    cJSON *j = cJSON_Parse(buf);
+    cJSON *tc = cJSON_GetObjectItem(j, "text_config"); /* the Qwen3.5 layout */
+    cJSON *vs = cJSON_GetObjectItem(tc ? tc : j, "vocab_size");
+    int v = cJSON_IsNumber(vs) ? (int)cJSON_GetNumberValue(vs) : 0;
+    cJSON_Delete(j);
+    return v;
+}
+
 int main(void)
 {
     const char *b = getenv("TERN_BUILD_DIR");
@@ -506,13 +578,18 @@ int main(void)
              tiny, vocab, g_dir);
     CHECK_EQ_INT(system(cmd), 0);
 
-    int port_wide = itest_free_port(), port_small = itest_free_port(), port_rs = itest_free_port();
-    start_stack("wide", tiny, port_wide, NULL);
-    start_stack("small", tiny, port_small, "6"); /* 6 blocks of 16 tokens */
+    char fake_vocab[16];
+    snprintf(fake_vocab, sizeof fake_vocab, "%d", tiny_vocab(tiny));
+    int port_wide = itest_free_port(), port_small = itest_free_port(), port_rs = itest_free_port(),
+        port_dev = itest_free_port();
+    start_stack("wide", tiny, port_wide, NULL, NULL);
+    start_stack("small", tiny, port_small, "6", NULL); /* 6 blocks of 16 tokens */
     start_rs(tiny, port_rs);
+    start_stack("dev", tiny, port_dev, NULL, fake_vocab);
     bool up = itest_wait_status(port_wide, "/health", 200, 30000) &&
               itest_wait_status(port_small, "/health", 200, 30000) &&
-              itest_wait_status(port_rs, "/health", 200, 30000);
+              itest_wait_status(port_rs, "/health", 200, 30000) &&
+              itest_wait_status(port_dev, "/health", 200, 30000);
     CHECK(up);
     if (up) {
         test_refused(port_wide);
@@ -521,8 +598,11 @@ int main(void)
         test_stream(port_wide);
         test_preempt(port_small);
         test_sched_restart(port_rs);
+        test_device(port_dev);
     }
     stop_all();
+    if (up)
+        check_device_counts();
     if (test_failures_ > 0) {
         snprintf(cmd, sizeof(cmd), "tail -n 30 %s/*.log 1>&2", g_dir);
         if (system(cmd) != 0)
