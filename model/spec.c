@@ -149,32 +149,50 @@ static int32_t draw(const float *probs, int n, double sum, struct sample_rng *rn
     return last; // rounding left cum just below sum
 }
 
-int spec_accept(struct sample_ctx *sc, const struct sample_params *p, const float *logits,
-                int n_vocab, const int32_t *drafts, int k, const int32_t *hist, int n_hist,
-                struct sample_rng *rng, float *probs, int32_t *out)
+/* The hook's emit for row i's token: 0 go on, 1 the sequence ended (the round returns i + 1),
+ * < 0 an error. */
+static int emitted(const struct spec_hook *h, int i, int32_t t)
+{
+    return h && h->emit ? h->emit(h->user, i, t) : 0;
+}
+
+int spec_accept_hooked(struct sample_ctx *sc, const struct sample_params *p, const float *logits,
+                       int n_vocab, const int32_t *drafts, int k, const int32_t *hist, int n_hist,
+                       struct sample_rng *rng, float *probs, int32_t *out,
+                       const struct spec_hook *hook)
 {
     if (k < 0 || k > FORWARD_SPEC_MAX)
         return ERR_INVAL;
     const int greedy = p->temperature <= 0.0f;
+    struct sample_params pr = *p; /* row i's params (the hook's) */
+    int rc;
     for (int i = 0; i < k; i++) {
         const float *row = logits + (int64_t)i * n_vocab;
         const int32_t d = drafts[i];
+        if (hook && hook->row && (rc = hook->row(hook->user, i, &pr)) < 0)
+            return rc;
         if (greedy) {
-            const int32_t t = sample_token(sc, p, row, hist, n_hist + i, rng);
+            const int32_t t = sample_token(sc, &pr, row, hist, n_hist + i, rng);
             if (t < 0)
                 return t;
             out[i] = t;
-            if (t != d)
+            if ((rc = emitted(hook, i, t)) < 0)
+                return rc;
+            if (t != d || rc > 0)
                 return i + 1;
             continue;
         }
-        int rc = sample_probs(sc, p, row, hist, n_hist + i, probs);
+        rc = sample_probs(sc, &pr, row, hist, n_hist + i, probs);
         if (rc < 0)
             return rc;
         const int valid = d >= 0 && d < n_vocab;
         const double u = sample_rng_uniform(rng);
         if (valid && u < (double)probs[d]) {
             out[i] = d;
+            if ((rc = emitted(hook, i, d)) < 0)
+                return rc;
+            if (rc > 0)
+                return i + 1;
             continue;
         }
         // recovered token: P_{i-1} without d, renormalised
@@ -184,14 +202,28 @@ int spec_accept(struct sample_ctx *sc, const struct sample_params *p, const floa
         for (int j = 0; j < n_vocab; j++)
             sum += (double)probs[j];
         out[i] = sum > 0.0 ? draw(probs, n_vocab, sum, rng) : d;
+        if ((rc = emitted(hook, i, out[i])) < 0)
+            return rc;
         return i + 1;
     }
     // all accepted: the bonus token from P_k, exactly as plain sampling draws it
-    const int32_t t = sample_token(sc, p, logits + (int64_t)k * n_vocab, hist, n_hist + k, rng);
+    if (hook && hook->row && (rc = hook->row(hook->user, k, &pr)) < 0)
+        return rc;
+    const int32_t t = sample_token(sc, &pr, logits + (int64_t)k * n_vocab, hist, n_hist + k, rng);
     if (t < 0)
         return t;
     out[k] = t;
+    if ((rc = emitted(hook, k, t)) < 0)
+        return rc;
     return k + 1;
+}
+
+int spec_accept(struct sample_ctx *sc, const struct sample_params *p, const float *logits,
+                int n_vocab, const int32_t *drafts, int k, const int32_t *hist, int n_hist,
+                struct sample_rng *rng, float *probs, int32_t *out)
+{
+    return spec_accept_hooked(sc, p, logits, n_vocab, drafts, k, hist, n_hist, rng, probs, out,
+                              NULL);
 }
 
 // ---- the CPU driver ----

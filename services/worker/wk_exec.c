@@ -450,6 +450,40 @@ static void result_tokens(struct wk_exec *x, struct step_out *so, const struct j
 }
 
 /* This step's speculative rounds (jobs with spec_k set), one sequence after the other. */
+/* A speculative round of a sequence whose processors change with every token (model/spec.h
+ * spec_hook): row i sees min_tokens' ban and the grammar's mask of the state after the i tokens
+ * emitted before it; each emitted token advances the grammar (so run_spec_rounds must not). */
+struct spec_seq {
+    struct wk_exec *x;
+    struct wk_seq *sq;
+    const char *msg; // why the hook ended the round, when it did
+};
+
+static int spec_row(void *user, int i, struct sample_params *p)
+{
+    struct spec_seq *c = user;
+    struct wk_seq *sq = c->sq;
+    const bool ban = sq->n_generated + (uint32_t)i < sq->min_tokens;
+    p->ban_ids = ban ? sq->stop_ids : NULL;
+    p->n_ban = ban ? (int)sq->n_stop : 0;
+    if (sq->gram)
+        return wk_grammar_mask(c->x->gram, sq->gram, sq->hist, sq->n_hist, sq->stop_ids,
+                               sq->n_stop, &p->allow, &c->msg);
+    return 0;
+}
+
+static int spec_emit(void *user, int i, int32_t t)
+{
+    (void)i;
+    struct spec_seq *c = user;
+    const bool stop = t >= 0 && is_stop_id(c->sq, (uint32_t)t);
+    if (c->sq->gram && wk_grammar_accept(c->x->gram, c->sq->gram, t, stop) < 0) {
+        c->msg = "json_schema refused the sampled token";
+        return ERR_STATE;
+    }
+    return stop ? 1 : 0;
+}
+
 static void run_spec_rounds(struct wk_exec *x, struct job *jobs, uint32_t nj, struct step_out *so)
 {
     uint32_t toks[WK_SPEC_MAX + 1];
@@ -459,13 +493,17 @@ static void run_spec_rounds(struct wk_exec *x, struct job *jobs, uint32_t nj, st
             continue;
         struct wk_seq *sq = j->sq;
         const float *rows = NULL;
+        struct spec_seq ss = {.x = x, .sq = sq, .msg = NULL};
+        const struct spec_hook hook = {.user = &ss, .row = spec_row, .emit = spec_emit};
+        const bool hooked = sq->gram || sq->min_tokens > sq->n_generated;
         int r = wk_spec_round(x->spec, x->eng, (uint32_t)(sq - x->seqs), sq->pos, sq->last,
-                              j->spec_k, sq->blocks, sq->n_blocks, x->sc, &sq->sp, sq->hist, sq->n_hist, &sq->rng, toks,
-                              &rows);
+                              j->spec_k, sq->blocks, sq->n_blocks, x->sc, &sq->sp, sq->hist,
+                              sq->n_hist, &sq->rng, hooked ? &hook : NULL, toks, &rows);
+        sq->sp.allow = NULL; /* the hook's masks belong to the round */
         j->spec_k = 0;
         if (r < 0) {
             j->err = r;
-            j->msg = "speculative round failed";
+            j->msg = ss.msg ? ss.msg : "speculative round failed";
             j->err_sent = false;
             continue;
         }
@@ -554,11 +592,9 @@ static void run_plan(struct wk_exec *x, const Tern__StepPlan *p)
                 uint64_t cap = (uint64_t)j->sq->n_blocks * in->block_tokens;
                 if (cap > in->max_model_len)
                     cap = in->max_model_len;
-                /* no speculative round while min_tokens masks the stop ids or a grammar masks
-                 * the vocabulary: the mask changes inside the window */
-                j->spec_k = j->sq->sp.n_ban || j->sq->gram ? 0
-                                            : wk_spec_round_k(x->spec, &j->sq->sp, j->sq->pos,
-                                                              j->steps_left, cap);
+                /* a min_tokens ban or a grammar mask that changes inside the window rides the
+                 * round's hook (run_spec_rounds) */
+                j->spec_k = wk_spec_round_k(x->spec, &j->sq->sp, j->sq->pos, j->steps_left, cap);
                 if (j->spec_k)
                     continue; /* a speculative round after the batched items */
                 it->tokens = &j->sq->last;

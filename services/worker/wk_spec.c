@@ -68,8 +68,10 @@ int wk_spec_round_k(const struct wk_spec *s, const struct sample_params *sp, uin
 }
 
 int wk_spec_round(struct wk_spec *s, struct wk_engine *e, uint32_t slot, uint32_t pos, uint32_t x,
-                  int k, const uint32_t *blocks, uint32_t n_blocks, struct sample_ctx *sc, const struct sample_params *sp, const int32_t *hist,
-                  uint32_t n_hist, struct sample_rng *rng, uint32_t *out, const float **rows)
+                  int k, const uint32_t *blocks, uint32_t n_blocks, struct sample_ctx *sc,
+                  const struct sample_params *sp, const int32_t *hist, uint32_t n_hist,
+                  struct sample_rng *rng, const struct spec_hook *hook, uint32_t *out,
+                  const float **rows)
 {
     int32_t drafts[WK_SPEC_MAX], emitted[WK_SPEC_MAX + 1];
     if (k < 1 || k > s->k || n_hist < 1 || (uint32_t)hist[n_hist - 1] != x)
@@ -84,8 +86,8 @@ int wk_spec_round(struct wk_spec *s, struct wk_engine *e, uint32_t slot, uint32_
     // the acceptance rule sees the history followed by the drafts (its penalties look at them)
     memcpy(s->hist, hist, sizeof(int32_t) * n_hist);
     memcpy(s->hist + n_hist, drafts, sizeof(int32_t) * (size_t)k);
-    int r = spec_accept(sc, sp, s->logits, (int)s->V, drafts, k, s->hist, (int)n_hist, rng,
-                        s->probs, emitted);
+    int r = spec_accept_hooked(sc, sp, s->logits, (int)s->V, drafts, k, s->hist, (int)n_hist,
+                               rng, s->probs, emitted, hook);
     if (r < 1 || r > k + 1) {
         int rr = e->ops->spec_commit(e, slot, 0); // close the window; the sequence fails anyway
         (void)rr;

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "model/sample.h"
+#include "model/spec.h"
 
 #define WK_SPEC_MAX 16 // most drafts per round (= FORWARD_SPEC_MAX)
 
@@ -47,11 +48,14 @@ int wk_spec_round_k(const struct wk_spec *s, const struct sample_params *sp, uin
  * acceptance against the target with sampling params sp over hist (n_hist tokens: prompt and
  * generated, ending with x), then the engine commit. Writes out (k+1) and *rows (the window's
  * logits, row i = the distribution out[i] was taken from; valid until the next round).
- * Returns the number of tokens emitted (1..k+1) or a negative status. */
+ * hook (may be NULL): per-row params and emitted tokens (model/spec.h spec_hook: a grammar's
+ * mask, min_tokens' ban); a round the hook ends early emits fewer tokens, and the engine commits
+ * only the drafts emitted. Returns the number of tokens emitted (1..k+1) or a negative status. */
 int wk_spec_round(struct wk_spec *s, struct wk_engine *e, uint32_t slot, uint32_t pos, uint32_t x,
                   int k, const uint32_t *blocks, uint32_t n_blocks, struct sample_ctx *sc,
                   const struct sample_params *sp, const int32_t *hist, uint32_t n_hist,
-                  struct sample_rng *rng, uint32_t *out, const float **rows);
+                  struct sample_rng *rng, const struct spec_hook *hook, uint32_t *out,
+                  const float **rows);
 
 /* Counters since the previous take (for a StepResult); the totals keep growing. */
 void wk_spec_take(struct wk_spec *s, struct wk_spec_counts *delta);

@@ -77,6 +77,27 @@ int spec_accept(struct sample_ctx *sc, const struct sample_params *p, const floa
                 int n_vocab, const int32_t *drafts, int k, const int32_t *hist, int n_hist,
                 struct sample_rng *rng, float *probs, int32_t *out);
 
+/* Per-row parameters for a sequence whose logits processors change with every emitted token (a
+ * grammar's mask, min_tokens' ban of the stop ids). Rows are decided in order, and each decision
+ * only ever sees the tokens emitted before it, so a mask made from the state after those tokens
+ * keeps the acceptance lossless: a draft the mask refuses has probability 0 and is rejected. */
+struct spec_hook {
+    void *user;
+    /* Before row i (0..k) is decided: adjust p, a copy of the round's params (allow, ban_ids,
+     * n_ban), for the state after the i tokens emitted so far. < 0 ends the round with it. */
+    int (*row)(void *user, int i, struct sample_params *p);
+    /* Token t was emitted at row i (an accepted draft, the correction or the bonus): advance
+     * the state. < 0 ends the round with it; 1: the sequence ended with t (a stop): no further
+     * row is decided and the round returns i + 1. */
+    int (*emit)(void *user, int i, int32_t t);
+};
+
+/* spec_accept with a hook (NULL: spec_accept). */
+int spec_accept_hooked(struct sample_ctx *sc, const struct sample_params *p, const float *logits,
+                       int n_vocab, const int32_t *drafts, int k, const int32_t *hist, int n_hist,
+                       struct sample_rng *rng, float *probs, int32_t *out,
+                       const struct spec_hook *hook);
+
 /* ---- CPU driver for one sequence ---- */
 
 /* Draft hook (tests: oracle drafts): propose k drafts after the committed sequence

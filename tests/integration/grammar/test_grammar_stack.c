@@ -75,6 +75,8 @@ static void start_stack(const char *tag, const char *model, int port, const char
                  "2048",
                  "--max-seqs",
                  "4",
+                 "--speculative-tokens", /* cpu: MTP rounds for sampled requests too */
+                 fake_vocab ? "0" : "3",
                  kv_blocks ? "--block-tokens" : NULL,
                  "16",
                  "--kv-blocks",
@@ -84,9 +86,9 @@ static void start_stack(const char *tag, const char *model, int port, const char
                  NULL,
                  NULL};
     if (fake_vocab) { /* after the fixed flags (kv_blocks is NULL here) */
-        w[13] = "--fake-device-sampling";
-        w[14] = "--fake-vocab";
-        w[15] = (char *)fake_vocab;
+        w[15] = "--fake-device-sampling";
+        w[16] = "--fake-vocab";
+        w[17] = (char *)fake_vocab;
     }
     snprintf(log, sizeof(log), "wk_%s", tag);
     spawn(w, log);
@@ -282,8 +284,36 @@ static void test_device(int port)
     }
 }
 
-/* After the stacks stop: the device stack's worker drew every token on the engine's path
- * (its exit line counts tokens_host / tokens_engine), none from host logits. */
+/* The last value of key (" key=") on a line of <g_dir>/<log> that has ev; -1 when none. */
+static long log_value(const char *log, const char *ev, const char *key)
+{
+    char path[128], line[2048], k[64];
+    snprintf(path, sizeof path, "%s/%s", g_dir, log);
+    snprintf(k, sizeof k, " %s=", key);
+    FILE *f = fopen(path, "r");
+    long v = -1;
+    while (f && fgets(line, sizeof line, f)) {
+        const char *at = strstr(line, k);
+        if (strstr(line, ev) && at)
+            v = strtol(at + strlen(k), NULL, 10);
+    }
+    if (f)
+        fclose(f);
+    return v;
+}
+
+/* After the stacks stop: the wide stack's worker ran MTP rounds (every request there has a
+ * grammar or a refusal: the masks rode the rounds, model/spec.h spec_hook), and the device
+ * stack's worker drew every token on the engine's path (its exit line counts tokens_host /
+ * tokens_engine), none from host logits. */
+static void check_counts(void)
+{
+    long drafts = log_value("wk_wide.log", "ev=spec_stats", "drafts"),
+         acc = log_value("wk_wide.log", "ev=spec_stats", "accepted");
+    fprintf(stderr, "wide stack: spec drafts=%ld accepted=%ld\n", drafts, acc);
+    CHECK(drafts > 50);
+}
+
 static void check_device_counts(void)
 {
     char path[128], line[2048];
@@ -601,8 +631,10 @@ int main(void)
         test_device(port_dev);
     }
     stop_all();
-    if (up)
+    if (up) {
+        check_counts();
         check_device_counts();
+    }
     if (test_failures_ > 0) {
         snprintf(cmd, sizeof(cmd), "tail -n 30 %s/*.log 1>&2", g_dir);
         if (system(cmd) != 0)

@@ -97,7 +97,7 @@ int main(void)
     memcpy(g_s.drafts, (int32_t[]){10, 11, 12}, sizeof(int32_t) * 3);
     memcpy(g_s.target, (int32_t[]){10, 11, 20, 21}, sizeof(int32_t) * 4);
     g_s.last_a = -1;
-    int r = wk_spec_round(s, &e, 0, 4, 7, 3, NULL, 0, sc, &greedy, hist, 4, &rng, out, &rows);
+    int r = wk_spec_round(s, &e, 0, 4, 7, 3, NULL, 0, sc, &greedy, hist, 4, &rng, NULL, out, &rows);
     CHECK_EQ_INT(r, 3);
     CHECK(out[0] == 10 && out[1] == 11 && out[2] == 20);
     CHECK_EQ_INT(g_s.last_a, 2);
@@ -105,7 +105,7 @@ int main(void)
 
     /* all accepted: the bonus from the last row */
     memcpy(g_s.target, (int32_t[]){10, 11, 12, 25}, sizeof(int32_t) * 4);
-    r = wk_spec_round(s, &e, 0, 4, 7, 3, NULL, 0, sc, &greedy, hist, 4, &rng, out, &rows);
+    r = wk_spec_round(s, &e, 0, 4, 7, 3, NULL, 0, sc, &greedy, hist, 4, &rng, NULL, out, &rows);
     CHECK_EQ_INT(r, 4);
     CHECK(out[0] == 10 && out[1] == 11 && out[2] == 12 && out[3] == 25);
     CHECK_EQ_INT(g_s.last_a, 3);
@@ -117,7 +117,7 @@ int main(void)
 
     /* the first draft rejected, k = 1: one token, the correction */
     memcpy(g_s.target, (int32_t[]){30, 11}, sizeof(int32_t) * 2);
-    r = wk_spec_round(s, &e, 0, 4, 7, 1, NULL, 0, sc, &greedy, hist, 4, &rng, out, &rows);
+    r = wk_spec_round(s, &e, 0, 4, 7, 1, NULL, 0, sc, &greedy, hist, 4, &rng, NULL, out, &rows);
     CHECK_EQ_INT(r, 1);
     CHECK(out[0] == 30);
     CHECK_EQ_INT(g_s.last_a, 0);
@@ -130,8 +130,8 @@ int main(void)
 
     /* refused: k above K, a history that does not end with x */
     int before = g_s.windows;
-    CHECK(wk_spec_round(s, &e, 0, 4, 7, 4, NULL, 0, sc, &greedy, hist, 4, &rng, out, &rows) < 0);
-    CHECK(wk_spec_round(s, &e, 0, 4, 8, 2, NULL, 0, sc, &greedy, hist, 4, &rng, out, &rows) < 0);
+    CHECK(wk_spec_round(s, &e, 0, 4, 7, 4, NULL, 0, sc, &greedy, hist, 4, &rng, NULL, out, &rows) < 0);
+    CHECK(wk_spec_round(s, &e, 0, 4, 8, 2, NULL, 0, sc, &greedy, hist, 4, &rng, NULL, out, &rows) < 0);
     CHECK_EQ_INT(g_s.windows, before);
 
     sample_ctx_destroy(sc);
