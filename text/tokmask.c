@@ -1,10 +1,11 @@
-/* tokmask: byte trie of a vocabulary and the per-state walk (see text/tokmask.h). Trie nodes are
- * first-child / next-sibling links in one array; the ids ending at a node chain through entries.
+/* tokmask: byte trie of a vocabulary and the per-state walk (see text/tokmask.h). The tries are
+ * built with linked nodes, then frozen breadth-first so that a node's children are consecutive.
  * Inside a JSON string the bytes up to the closing quote depend only on the string's text state
- * (grammar_str_key), of which there are 14: per text state, the tokens read entirely inside the
- * string are one precomputed bit set, and the tokens that close it keep what follows their
- * closing quote in a small trie, walked from the state after the string. The reference walk
- * (tokmask_compute_ref) keeps one bit set of string-neutral tokens and a trie of the rest. */
+ * (grammar_str_key, 14 of them): per text state the tokens read entirely inside the string are
+ * one precomputed bit set (strset), and those that close it a small trie of the bytes after their
+ * quote, walked from the state after the string. Below a quote of a trie that opens a string the
+ * same split is kept per node (strsub). Elsewhere the walk feeds only the bytes that
+ * grammar_next_bytes lets through. tokmask_compute_ref is the plain walk, the reference. */
 #include "text/tokmask.h"
 
 #include <stdlib.h>
@@ -285,7 +286,8 @@ static void strsubs_build_at(const struct tokmask *tm, struct ftrie *t, uint32_t
 static void strsubs_build(const struct tokmask *tm, struct ftrie *t)
 {
     strsubs_build_at(tm, t, 0);
-    qsort(t->subs, t->n_subs, sizeof(*t->subs), cmp_sub);
+    if (t->n_subs)
+        qsort(t->subs, t->n_subs, sizeof(*t->subs), cmp_sub);
     t->sub_nodes = xmalloc(sizeof(uint32_t) * (t->n_subs + 1));
     for (uint32_t i = 0; i < t->n_subs; i++) {
         t->sub_nodes[i] = t->subs[i].node;
@@ -360,6 +362,23 @@ static void strsets_build(struct tokmask *tm)
 
 // ---- lifecycle ----
 
+struct sorted_tok {
+    const char *bytes;
+    size_t len;
+    int32_t id;
+};
+
+static int cmp_tok(const void *a, const void *b)
+{
+    const struct sorted_tok *x = a, *y = b;
+    int c = memcmp(x->bytes, y->bytes, x->len < y->len ? x->len : y->len);
+    if (c)
+        return c;
+    if (x->len != y->len)
+        return x->len < y->len ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
 struct tokmask *tokmask_create(int n_vocab, const char *const *bytes, const size_t *lens)
 {
     if (n_vocab <= 0)
@@ -369,9 +388,8 @@ struct tokmask *tokmask_create(int n_vocab, const char *const *bytes, const size
     tm->bytes = xcalloc((size_t)n_vocab, sizeof(char *));
     tm->lens = xcalloc((size_t)n_vocab, sizeof(size_t));
     tm->neutral = xcalloc(TOKMASK_WORDS(n_vocab), sizeof(uint32_t));
-    struct trie all, special;
-    trie_init(&all);
-    trie_init(&special);
+    struct sorted_tok *order = xmalloc(sizeof(*order) * (size_t)n_vocab);
+    size_t n = 0;
     for (int32_t id = 0; id < n_vocab; id++) {
         if (!bytes[id] || !lens[id])
             continue;
@@ -380,14 +398,24 @@ struct tokmask *tokmask_create(int n_vocab, const char *const *bytes, const size
         tm->lens[id] = lens[id];
         if (lens[id] > tm->len_max)
             tm->len_max = lens[id];
-        insert(&all, tm->bytes[id], lens[id], id);
-        if (grammar_is_string_neutral(tm->bytes[id], lens[id])) {
+        order[n++] = (struct sorted_tok){tm->bytes[id], lens[id], id};
+    }
+    /* in byte order each insert finds its path at the head of every child list */
+    qsort(order, n, sizeof(*order), cmp_tok);
+    struct trie all, special;
+    trie_init(&all);
+    trie_init(&special);
+    for (size_t i = 0; i < n; i++) {
+        int32_t id = order[i].id;
+        insert(&all, tm->bytes[id], tm->lens[id], id);
+        if (grammar_is_string_neutral(tm->bytes[id], tm->lens[id])) {
             tm->neutral[id >> 5] |= (uint32_t)1 << (id & 31);
             tm->n_neutral++;
         } else {
-            insert(&special, tm->bytes[id], lens[id], id);
+            insert(&special, tm->bytes[id], tm->lens[id], id);
         }
     }
+    free(order);
     trie_freeze(&all, &tm->all);
     trie_freeze(&special, &tm->special);
     strsets_build(tm);

@@ -23,6 +23,8 @@ struct ctx {
     uint32_t *fast, *ref; // (words) masks
     int32_t *odd;         // (n_odd) ids that are not string-neutral: quotes, escapes, partial UTF-8
     int n_odd;
+    int32_t *closing; // (n_closing) ids with a '"', '}' or ']'
+    int n_closing;
     int32_t *allowed; // (n_vocab) scratch
     uint32_t keys[STR_KEYS_SEEN_MAX];
     int n_keys;
@@ -73,33 +75,38 @@ static void key_seen(struct ctx *c, uint32_t key)
         c->keys[c->n_keys++] = key;
 }
 
+/* a random allowed id of list (n) by probing; -1 when 256 probes miss */
+static int32_t probe(const uint32_t *mask, const int32_t *list, int n)
+{
+    for (int tries = 0; n && tries < 256; tries++) {
+        int32_t id = list[rnd() % (uint32_t)n];
+        if (has(mask, id))
+            return id;
+    }
+    return -1;
+}
+
 /* an allowed id: a third of the time one that is not string-neutral, after step 30 half of the
  * time one with a closing byte; -1 when none is allowed */
 static int32_t pick(struct ctx *c, const uint32_t *mask, int step)
 {
+    int32_t id = -1;
     if (rnd() % 3 == 0)
-        for (int tries = 0; tries < 256; tries++) {
-            int32_t id = c->odd[rnd() % (uint32_t)c->n_odd];
-            if (has(mask, id))
-                return id;
-        }
-    int n = 0, n_close = 0;
+        id = probe(mask, c->odd, c->n_odd);
+    if (id < 0 && step > 30 && rnd() % 2)
+        id = probe(mask, c->closing, c->n_closing);
+    if (id >= 0)
+        return id;
+    for (int tries = 0; tries < 64; tries++) {
+        id = (int32_t)(rnd() % (uint32_t)c->n_vocab);
+        if (has(mask, id))
+            return id;
+    }
+    int n = 0;
     for (size_t w = 0; w < c->words; w++)
         for (uint32_t m = mask[w]; m; m &= m - 1)
             c->allowed[n++] = (int32_t)(w * 32 + (size_t)__builtin_ctz(m));
-    if (!n)
-        return -1;
-    if (step > 30 && rnd() % 2) {
-        for (int i = 0; i < n; i++) {
-            size_t len = 0;
-            const char *b = tokenizer_id_to_bytes(c->tok, c->allowed[i], &len);
-            if (b && (memchr(b, '"', len) || memchr(b, '}', len) || memchr(b, ']', len)))
-                c->allowed[n_close++] = c->allowed[i];
-        }
-        if (n_close)
-            return c->allowed[rnd() % (uint32_t)n_close];
-    }
-    return c->allowed[rnd() % (uint32_t)n];
+    return n ? c->allowed[rnd() % (uint32_t)n] : -1;
 }
 
 /* from s (a copy), steps_max steps: both masks compared at each, then an allowed id taken */
@@ -212,11 +219,16 @@ int main(void)
     c.ref = calloc(c.words, sizeof(uint32_t));
     c.allowed = malloc(sizeof(int32_t) * (size_t)c.n_vocab);
     c.odd = malloc(sizeof(int32_t) * (size_t)c.n_vocab);
+    c.closing = malloc(sizeof(int32_t) * (size_t)c.n_vocab);
     for (int32_t id = 0; id < c.n_vocab; id++) {
         size_t len = 0;
         const char *b = tokenizer_id_to_bytes(tok, id, &len);
-        if (b && len && !tokenizer_is_added(tok, id) && !grammar_is_string_neutral(b, len))
+        if (!b || !len || tokenizer_is_added(tok, id))
+            continue;
+        if (!grammar_is_string_neutral(b, len))
             c.odd[c.n_odd++] = id;
+        if (memchr(b, '"', len) || memchr(b, '}', len) || memchr(b, ']', len))
+            c.closing[c.n_closing++] = id;
     }
     test_diff_detects(&c);
     const char *schemas[] = {
@@ -235,8 +247,8 @@ int main(void)
         "{}",
         "{\"type\":\"string\"}",
         "{\"type\":\"array\",\"items\":{\"type\":[\"string\",\"integer\"]},\"minItems\":1}",
-        "{\"type\":\"object\",\"properties\":{\"q\":{\"enum\":[\"a\\\"b\",\"c d\",\"\\u00e9\"]},"
-        "\"s\":{\"type\":\"string\"}},\"required\":[\"q\"]}",
+        ("{\"type\":\"object\",\"properties\":{\"q\":{\"enum\":[\"a\\\"b\",\"c d\",\"\\u00e9\"]},"
+         "\"s\":{\"type\":\"string\"}},\"required\":[\"q\"]}"),
     };
     test_string_states(&c);
     for (size_t i = 0; i < sizeof(schemas) / sizeof(schemas[0]); i++)
@@ -248,6 +260,7 @@ int main(void)
     free(c.ref);
     free(c.allowed);
     free(c.odd);
+    free(c.closing);
     tokmask_destroy(c.tm);
     tokenizer_destroy(tok);
     return test_result();
