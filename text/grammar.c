@@ -4,6 +4,7 @@
  * implicitly: a byte they refuse closes them (when complete) and goes on to the parent. */
 #include "grammar_internal.h"
 
+#include <assert.h>
 #include <string.h>
 
 enum { ST_PENDING = 0 };
@@ -478,4 +479,198 @@ bool grammar_is_string_neutral(const void *p, size_t n)
         if (b[i] == '"' || b[i] == '\\' || str_step(&f, b[i]) != STEP_OK)
             return false;
     return n > 0 && f.aux == 0;
+}
+
+// ---- string text, for token masks ----
+
+static_assert(GRAMMAR_STR_KEY_OPEN == S_BODY, "the key of a string just opened");
+
+/* the fields of a string frame that its next bytes depend on, packed: st (2 bits), then per
+ * sub-state aux (2 bits) and lim (bits 8-23) in the body, off (2 bits) and the surrogate flag
+ * (bit 4, read only at off 1) in a \u escape; nothing after a backslash */
+static uint32_t str_key(const struct grammar_frame *f)
+{
+    if (f->st == S_ESC)
+        return S_ESC;
+    if (f->st == S_HEX)
+        return S_HEX | (uint32_t)(f->off & 3) << 2 | (f->off == 1 ? f->n & 1 : 0) << 4;
+    return S_BODY | (uint32_t)(f->aux & 3) << 2 | (f->aux ? (uint32_t)f->lim << 8 : 0);
+}
+
+static bool str_unkey(struct grammar_frame *f, uint32_t key)
+{
+    memset(f, 0, sizeof(*f));
+    f->st = (uint8_t)(key & 3);
+    if (f->st == S_HEX) {
+        f->off = (uint16_t)(key >> 2 & 3);
+        f->n = key >> 4 & 1;
+    } else if (f->st == S_BODY) {
+        f->aux = (uint8_t)(key >> 2 & 3);
+        f->lim = (uint16_t)(key >> 8);
+    }
+    return f->st != ST_PENDING && str_key(f) == key;
+}
+
+uint32_t grammar_str_key(const struct grammar_state *s, const struct grammar *g)
+{
+    if (s->done || s->depth == 0)
+        return 0;
+    const struct grammar_frame *f = &s->f[s->depth - 1];
+    if (g->nodes[f->node].kind != GNODE_STRING || f->st == ST_PENDING)
+        return 0;
+    return str_key(f);
+}
+
+enum grammar_str grammar_str_scan(uint32_t key, const void *p, size_t n, size_t *used,
+                                  uint32_t *key_after)
+{
+    struct grammar_frame f;
+    if (!str_unkey(&f, key))
+        return GRAMMAR_STR_REFUSED;
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++) {
+        enum step r = str_step(&f, b[i]);
+        if (r == STEP_CLOSE) {
+            *used = i + 1;
+            return GRAMMAR_STR_CLOSED;
+        }
+        if (r != STEP_OK)
+            return GRAMMAR_STR_REFUSED;
+    }
+    *used = n;
+    *key_after = str_key(&f);
+    return GRAMMAR_STR_OPEN;
+}
+
+void grammar_str_close(struct grammar_state *s)
+{
+    s->ws = 0;
+    close_top(s);
+}
+
+// ---- next bytes, for token masks ----
+
+static void set_add(uint64_t set[4], uint8_t b)
+{
+    set[b >> 6] |= (uint64_t)1 << (b & 63);
+}
+
+static void set_ws(uint64_t set[4])
+{
+    set_add(set, ' ');
+    set_add(set, '\n');
+    set_add(set, '\t');
+    set_add(set, '\r');
+}
+
+static void set_all(uint64_t set[4])
+{
+    memset(set, 0xff, sizeof(uint64_t) * 4);
+}
+
+/* the first bytes of a value of node */
+static void value_first(const struct grammar *g, int node, uint64_t set[4])
+{
+    const struct gnode *n = &g->nodes[node];
+    switch (n->kind) {
+    case GNODE_OBJECT:
+        set_add(set, '{');
+        return;
+    case GNODE_ARRAY:
+        set_add(set, '[');
+        return;
+    case GNODE_STRING:
+        set_add(set, '"');
+        return;
+    case GNODE_NUMBER:
+    case GNODE_INTEGER:
+        set_add(set, '-');
+        for (uint8_t d = '0'; d <= '9'; d++)
+            set_add(set, d);
+        return;
+    case GNODE_LITERAL:
+        for (int j = 0; j < n->n_lits; j++)
+            if (n->lit_lens[j])
+                set_add(set, (uint8_t)n->lits[j][0]);
+        return;
+    case GNODE_UNION:
+        for (int w = 0; w < 4; w++)
+            set[w] |= n->alt_bytes[w];
+        return;
+    default:
+        break;
+    }
+    set_all(set);
+}
+
+/* a number or literal that may end: the bytes its parent takes after a value */
+static void after_value(const struct grammar_state *s, const struct grammar *g, uint64_t set[4])
+{
+    if (s->depth < 2)
+        return; // the text ends with the top-level value
+    enum gnode_kind k = g->nodes[s->f[s->depth - 2].node].kind;
+    if (k != GNODE_OBJECT && k != GNODE_ARRAY) {
+        set_all(set);
+        return;
+    }
+    set_ws(set);
+    set_add(set, ',');
+    set_add(set, '}');
+    set_add(set, ']');
+}
+
+void grammar_next_bytes(const struct grammar_state *s, const struct grammar *g, uint64_t set[4])
+{
+    memset(set, 0, sizeof(uint64_t) * 4);
+    if (s->done || s->depth == 0)
+        return;
+    const struct grammar_frame *f = &s->f[s->depth - 1];
+    const struct gnode *n = &g->nodes[f->node];
+    if (f->st == ST_PENDING) {
+        set_ws(set);
+        value_first(g, f->node, set);
+        return;
+    }
+    switch (n->kind) {
+    case GNODE_OBJECT:
+        if (f->st == O_START || f->st == O_NEXT || f->st == O_COLON || f->st == O_AFTER) {
+            set_ws(set);
+            set_add(set, f->st == O_COLON ? ':' : f->st == O_AFTER ? ',' : '"');
+            if (f->st == O_START || f->st == O_AFTER)
+                set_add(set, '}');
+            return;
+        }
+        break;
+    case GNODE_ARRAY:
+        if (f->st == A_START || f->st == A_AFTER) {
+            set_ws(set);
+            set_add(set, ']');
+            if (f->st == A_START)
+                value_first(g, n->items, set);
+            else
+                set_add(set, ',');
+            return;
+        }
+        break;
+    case GNODE_NUMBER:
+    case GNODE_INTEGER:
+        for (uint8_t d = '0'; d <= '9'; d++)
+            set_add(set, d);
+        set_add(set, '.');
+        set_add(set, 'e');
+        set_add(set, 'E');
+        set_add(set, '+');
+        set_add(set, '-');
+        after_value(s, g, set);
+        return;
+    case GNODE_LITERAL:
+        for (int j = 0; j < n->n_lits; j++)
+            if ((f->cand >> j & 1) && f->off < n->lit_lens[j])
+                set_add(set, (uint8_t)n->lits[j][f->off]);
+        after_value(s, g, set);
+        return;
+    default:
+        break;
+    }
+    set_all(set);
 }

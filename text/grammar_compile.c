@@ -115,6 +115,7 @@ static int union_add(struct cc *c, int u, int alt)
                         "start with '%c')",
                         at(c), b >= 0x20 && b < 0x7f ? b : '?');
         g->nodes[u].alt_of_byte[b] = to;
+        g->nodes[u].alt_bytes[b >> 6] |= (uint64_t)1 << (b & 63);
     }
     return 0;
 }

@@ -32,6 +32,7 @@ struct gnode {
     size_t *lit_lens; // (n_lits)
     // union
     int16_t alt_of_byte[256]; // node starting with that byte; -1: none
+    uint64_t alt_bytes[4];    // bit (b & 63) of word b >> 6: alt_of_byte[b] >= 0
 };
 
 struct grammar {

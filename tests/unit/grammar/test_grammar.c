@@ -294,6 +294,16 @@ static const char *const vocab_words[] = {
     "]}}",
     "\x01",
     "\"\"",
+    "\",\"",
+    "\": \"",
+    "\":\"",
+    "\"\\\"",
+    "\"\\u00",
+    "\"\xc3",
+    "\xa9\"",
+    "\"}}",
+    "x\\\"",
+    "\"}, {\"",
 };
 
 #define NV ((int)(sizeof(vocab_words) / sizeof(vocab_words[0])))
@@ -323,6 +333,9 @@ static void walk_schema(struct tokmask *tm, const char *schema, int walks, int *
         size_t len = 0;
         for (int step = 0; step < 200; step++) {
             int n = tokmask_compute(tm, g, &s, mask);
+            uint32_t ref[TOKMASK_WORDS(NV)];
+            CHECK_EQ_INT(tokmask_compute_ref(tm, g, &s, ref), n);
+            CHECK(memcmp(ref, mask, sizeof(mask)) == 0);
             int brute = 0;
             for (int id = 0; id < NV; id++) {
                 struct grammar_state t;

@@ -68,4 +68,32 @@ bool grammar_in_string(const struct grammar_state *s, const struct grammar *g);
 /* The bytes (n) are such a string-neutral run. */
 bool grammar_is_string_neutral(const void *p, size_t n);
 
+/* ---- string text, for token masks (text/tokmask.c) ----
+ * While the innermost value is a string, the bytes it accepts up to its closing quote depend on
+ * its text state only (between characters, after a backslash, k digits into \u, inside a UTF-8
+ * sequence), not on where the string sits. */
+
+#define GRAMMAR_STR_KEY_OPEN 1u // the text state right after an opening quote
+
+enum grammar_str {
+    GRAMMAR_STR_REFUSED, // a byte is refused before the string closes
+    GRAMMAR_STR_OPEN,    // every byte read, the string still open
+    GRAMMAR_STR_CLOSED,  // the string's closing quote was read
+};
+
+/* The innermost value is a string being read (its opening quote seen, not yet closed): its text
+ * state as a nonzero key (equal keys accept equal bytes); 0 elsewhere. */
+uint32_t grammar_str_key(const struct grammar_state *s, const struct grammar *g);
+/* Read n bytes as a string's text from text state key. OPEN: all n read, *key_after is the text
+ * state then; CLOSED: *used bytes read, the last one the closing quote; REFUSED also for a key
+ * that grammar_str_key never returns. */
+enum grammar_str grammar_str_scan(uint32_t key, const void *p, size_t n, size_t *used,
+                                  uint32_t *key_after);
+/* s is inside a string (grammar_str_key != 0): move it past that string's closing quote, as
+ * grammar_feed does on the quote in the text state GRAMMAR_STR_KEY_OPEN. */
+void grammar_str_close(struct grammar_state *s);
+/* A superset of the bytes grammar_feed accepts next from s: bit (b & 63) of set[b >> 6]. Exact
+ * enough between values to skip most bytes unfed; every byte where in doubt. */
+void grammar_next_bytes(const struct grammar_state *s, const struct grammar *g, uint64_t set[4]);
+
 #endif

@@ -28,9 +28,15 @@ int tokmask_vocab(const struct tokmask *tm);
 
 /* Write the mask of the tokens whose bytes s accepts (TOKMASK_WORDS(n_vocab) words). End of text
  * is not a token here: the caller allows its stop ids when grammar_is_accepting(s). Uses scratch
- * inside tm: one caller at a time per tokmask. Returns the number of allowed ids. */
+ * inside tm: one caller at a time per tokmask. Returns the number of allowed ids. Inside a string
+ * it starts from a set precomputed for the string's text state and walks only the tokens that
+ * close the string. */
 int tokmask_compute(struct tokmask *tm, const struct grammar *g, const struct grammar_state *s,
                     uint32_t *mask);
+/* The same mask and count by the plain walk (string-neutral tokens plus a walk of the others
+ * inside strings, the whole trie elsewhere): the reference tokmask_compute is tested against. */
+int tokmask_compute_ref(struct tokmask *tm, const struct grammar *g, const struct grammar_state *s,
+                        uint32_t *mask);
 /* Advance s by the bytes of token id. false: id has no bytes or s refuses them (s undefined). */
 bool tokmask_advance(const struct tokmask *tm, const struct grammar *g, struct grammar_state *s,
                      int32_t id);
