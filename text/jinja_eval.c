@@ -8,12 +8,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/err.h"
 #include "jinja_internal.h"
 
 #define RENDER_OUT_MAX ((size_t)256 << 20) /* output bytes */
 #define RENDER_ARENA_MAX JINJA_ARENA_MAX  /* temporaries */
 #define RENDER_DEPTH_MAX 200               /* nested macro calls */
+/* Wall time of one render: loops of loops (two ranges of 100,000 are 10^10 iterations) and
+ * per-iteration work on big strings are bounded by time, checked at every loop iteration and
+ * every 256 statements. A chat template renders in micro- to milliseconds. */
+#define RENDER_TIME_MAX_MS 2000
 
 enum { EXEC_OK = 0, EXEC_BREAK = 1, EXEC_CONTINUE = 2 };
 
@@ -38,7 +43,19 @@ struct jrt {
     int line;                     // line of the node being evaluated
     struct jinja_value block_val; // body of the innermost {% filter %} block
     int depth;                    // macro call depth
+    uint64_t t_end_ns;            // the render's deadline (RENDER_TIME_MAX_MS)
+    uint32_t tick;                // statements since the last deadline check
 };
+
+/* ERR_TIMEOUT (with the message) once the render is past its deadline, else 0. */
+static int check_time(struct jrt *rt)
+{
+    if (clock_now_ns() <= rt->t_end_ns)
+        return 0;
+    jrt_fail(rt, "template render took longer than %d ms (loops of loops or big strings)",
+             RENDER_TIME_MAX_MS);
+    return ERR_TIMEOUT;
+}
 
 struct jarena *jrt_arena(struct jrt *rt)
 {
@@ -760,7 +777,8 @@ static int exec_for(struct jrt *rt, struct jscope *s, const struct jnode *n)
         for (size_t i = 0; i < items->n; i++) {
             struct jscope fs = {.parent = s};
             struct jinja_value c;
-            if ((rc = assign(rt, &fs, n->a, items->v[i])) < 0 || (rc = eval(rt, &fs, n->e, &c)) < 0)
+            if ((rc = check_time(rt)) < 0 || (rc = assign(rt, &fs, n->a, items->v[i])) < 0 ||
+                (rc = eval(rt, &fs, n->e, &c)) < 0)
                 return rc;
             if (jv_truthy(c))
                 jv_list_push(rt->a, f.u.list, items->v[i]);
@@ -776,7 +794,7 @@ static int exec_for(struct jrt *rt, struct jscope *s, const struct jnode *n)
     for (size_t i = 0; i < items->n; i++) {
         struct jscope it = {.parent = s};
         loop->i = i;
-        if ((rc = assign(rt, &it, n->a, items->v[i])) < 0)
+        if ((rc = check_time(rt)) < 0 || (rc = assign(rt, &it, n->a, items->v[i])) < 0)
             return rc;
         scope_set(rt, &it, rt->t->name_loop, loop->self);
         rc = exec_body(rt, &it, n->c);
@@ -801,6 +819,8 @@ static int exec_node(struct jrt *rt, struct jscope *s, const struct jnode *n)
     struct jinja_value v;
     int rc;
     rt->line = n->line;
+    if ((++rt->tick & 255) == 0 && (rc = check_time(rt)) < 0)
+        return rc;
     switch (n->type) {
     case JN_TEXT:
         buf_append(rt->out, n->val.u.s.s, n->val.u.s.n);
@@ -919,8 +939,14 @@ int jinja_eval_render(const struct jinja_template *t, struct jarena *a, const st
                       struct buf *out, struct jinja_error *err)
 {
     struct jscope root = {0};
-    struct jrt rt = {
-        .a = a, .t = t, .vars = vars, .root = &root, .out = out, .err = err, .line = 1};
+    struct jrt rt = {.a = a,
+                     .t = t,
+                     .vars = vars,
+                     .root = &root,
+                     .out = out,
+                     .err = err,
+                     .line = 1,
+                     .t_end_ns = clock_now_ns() + (uint64_t)RENDER_TIME_MAX_MS * 1000000u};
     err->line = 0;
     err->msg[0] = 0;
     int rc = exec_body(&rt, &root, t->root);

@@ -223,6 +223,18 @@ static void test_render_errors(void)
                         "{}", "join result too large");
     expect_render_error("{{ ('xxxxxxxxxx' * 10000000) | list | length }}", "{}",
                         "string too long to iterate");
+    /* time: a loop whose every iteration compares two 60 MB strings stops at the render's
+     * deadline (2 s), with a message, not a hang (fuzz_jinja timeouts; loops that allocate stop
+     * at the memory bound first) */
+    {
+        double t0 = now_s();
+        expect_render_error("{% set s = 'a' * 60000000 %}{% set t = 'a' * 60000000 %}"
+                            "{% for i in range(100000) %}{% if s == t %}{% endif %}{% endfor %}",
+                            "{}", "template render took longer than");
+        double dt = now_s() - t0;
+        CHECK(dt < 10.0);
+        fprintf(stderr, "jinja: a render past the deadline stopped in %.1f s\n", dt);
+    }
     /* repeat counts: the size is checked before allocating; empty operands do not loop */
     expect_render_error("{{ 'ab' * 10000000000 }}", "{}", "repeated string too large");
     expect_render_error("{{ ([1, 2] * 9223372036854775807) | length }}", "{}",
