@@ -12,7 +12,7 @@
 #include "common/err.h"
 #include "jinja_internal.h"
 
-#define RENDER_OUT_MAX ((size_t)256 << 20) /* output bytes */
+#define RENDER_OUT_MAX ((size_t)64 << 20) /* output bytes (a 262k-token prompt is ~1 MB) */
 #define RENDER_ARENA_MAX JINJA_ARENA_MAX  /* temporaries */
 #define RENDER_DEPTH_MAX 200               /* nested macro calls */
 /* Wall time of one render: loops of loops (two ranges of 100,000 are 10^10 iterations) and

@@ -25,7 +25,7 @@ char *ja_strndup(struct jarena *a, const char *s, size_t n);
 /* The most temporaries one render may hold (an arena's total). Code that builds a big string
  * outside the arena (a buf) checks total + what it is about to add against it BEFORE growing,
  * so that a small template cannot ask for gigabytes (chained joins grow exponentially). */
-#define JINJA_ARENA_MAX ((size_t)256 << 20)
+#define JINJA_ARENA_MAX ((size_t)64 << 20)
 
 // ---- values ----
 

@@ -505,6 +505,17 @@ static void str_repr(struct buf *b, const char *s, size_t n)
     char q = (has_sq && !has_dq) ? '"' : '\'';
     buf_putc(b, q);
     for (size_t i = 0; i < n;) {
+        /* a run of plain printable ASCII in one copy (per-character appends made reprs of big
+         * strings slow enough to hit fuzz_jinja's timeout) */
+        size_t r = i;
+        while (r < n && (unsigned char)s[r] >= 0x20 && (unsigned char)s[r] < 0x7f && s[r] != q &&
+               s[r] != '\\')
+            r++;
+        if (r > i) {
+            buf_append(b, s + i, r - i);
+            i = r;
+            continue;
+        }
         size_t j = utf8_next(s, n, i);
         uint32_t cp = utf8_decode(s, n, i);
         if (cp == (uint32_t)q || cp == '\\') {
