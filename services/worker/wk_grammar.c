@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "text/grammar.h"
+#include "text/grammar_tools.h"
 #include "text/tokenizer.h"
 #include "text/tokmask.h"
 
@@ -46,6 +47,31 @@ void wk_grammar_destroy(struct wk_grammar *wg)
     free(wg);
 }
 
+/* The tool-call tags: added tokens that the model writes as one token each; a grammar may allow
+ * them by their text. Every other added token stays out (tokmask_create_from_tokenizer). */
+static const char *const tag_tokens[] = {"<tool_call>", "</tool_call>"};
+
+static struct tokmask *mask_create(const struct tokenizer *tok, int n_vocab)
+{
+    const char **bytes = xcalloc((size_t)n_vocab, sizeof(char *));
+    size_t *lens = xcalloc((size_t)n_vocab, sizeof(size_t));
+    size_t n_tok = tokenizer_vocab_size(tok);
+    for (int32_t id = 0; id < n_vocab && (size_t)id < n_tok; id++) {
+        const char *b = tokenizer_id_to_bytes(tok, id, &lens[id]);
+        bool keep = !tokenizer_is_added(tok, id);
+        for (size_t i = 0; i < sizeof(tag_tokens) / sizeof(tag_tokens[0]) && !keep && b; i++)
+            keep = !tokenizer_is_special(tok, id) && lens[id] == strlen(tag_tokens[i]) &&
+                   memcmp(b, tag_tokens[i], lens[id]) == 0;
+        bytes[id] = keep ? b : NULL;
+        if (!keep)
+            lens[id] = 0;
+    }
+    struct tokmask *tm = tokmask_create(n_vocab, bytes, lens);
+    free(bytes);
+    free(lens);
+    return tm;
+}
+
 static int load_vocab(struct wk_grammar *wg)
 {
     if (wg->tm)
@@ -61,7 +87,7 @@ static int load_vocab(struct wk_grammar *wg)
         LOG_ERR("grammar_vocab_failed", "path=%s msg=\"%s\"", path, why);
         return ERR_NOTFOUND;
     }
-    wg->tm = tokmask_create_from_tokenizer(tok, (int)wg->vocab);
+    wg->tm = mask_create(tok, (int)wg->vocab);
     tokenizer_destroy(tok);
     LOG_INFO("grammar_vocab_loaded", "path=%s vocab=%u ms=%" PRIu64, path, wg->vocab,
              clock_now_ms() - t0);
@@ -75,7 +101,7 @@ struct wk_gseq *wk_gseq_create(struct wk_grammar *wg, const char *schema, uint32
         *msg = "constrained decoding needs tokenizer.json in the model directory";
         return NULL;
     }
-    struct grammar *g = grammar_compile(schema, strlen(schema), NULL, 0);
+    struct grammar *g = grammar_compile_any(schema, strlen(schema), NULL, 0);
     if (!g) {
         *msg = "json_schema does not compile";
         return NULL;
