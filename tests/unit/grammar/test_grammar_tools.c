@@ -64,16 +64,16 @@ struct tcase {
 static const struct tcase tcases[] = {
     {NULL, true, CALL_W END, -1, true},
     {NULL, true, "\n " CALL_W END, -1, true}, // whitespace before
-    {NULL, true, CALL_W END "\n", -1, true},     // whitespace after the last call
+    {NULL, true, CALL_W END "\n", -1, true},  // whitespace after the last call
     {NULL, true, CALL_W END "\n    ", (int)strlen(CALL_W END) + 4, false}, // GRAMMAR_WS_MAX
     {NULL, true, CALL_W END "\n" CALL_W END, -1, true},
     {NULL, false, CALL_W END "\n<", (int)strlen(CALL_W END) + 1, false}, // one call only
     {NULL, false, CALL_W END " \n", -1, true},
-    {NULL, true, CALL_W, -1, false},                                // not closed
+    {NULL, true, CALL_W, -1, false}, // not closed
     {NULL, true, "<tool_call>\n<function=ping>\n" END, -1, true},
-    {NULL, true, "<tool_call>\n<function=pong>\n", 23, false},        // unknown name
-    {NULL, true, "<tool_call>\n<function=get_weathers>\n", 33, false}, // longer name
-    {NULL, true, "Sure! <tool_call>", 0, false},                       // text first
+    {NULL, true, "<tool_call>\n<function=pong>\n", 23, false},            // unknown name
+    {NULL, true, "<tool_call>\n<function=get_weathers>\n", 33, false},    // longer name
+    {NULL, true, "Sure! <tool_call>", 0, false},                          // text first
     {NULL, true, "<tool_call>\n<function=get_weather>\n" END, 36, false}, // city required
     {NULL, true, "<tool_call>\n<function=get_weather>\n<parameter=town>\n", 46, false},
     /* order: days then city is refused at the 'd' (city comes first and is required) */
@@ -84,20 +84,20 @@ static const struct tcase tcases[] = {
      -1, true},
     {NULL, true, CALL_W "<parameter=days>\nthree", (int)strlen(CALL_W) + 17, false},
     {NULL, true, CALL_W "<parameter=days>\n3.5", (int)strlen(CALL_W) + 18, false},
-    {NULL, true, CALL_W "<parameter=unit>\nk", (int)strlen(CALL_W) + 17, false}, // enum
+    {NULL, true, CALL_W "<parameter=unit>\nk", (int)strlen(CALL_W) + 17, false},  // enum
     {NULL, true, CALL_W "<parameter=opts>\n{}", (int)strlen(CALL_W) + 18, false}, // x required
     {NULL, true, CALL_W "<parameter=city>\n", (int)strlen(CALL_W) + 11, false},   // twice
     /* string values: raw text, any bytes but the terminators and control bytes */
     {NULL, true,
-     "<tool_call>\n<function=get_weather>\n<parameter=city>\na \"b\" <c> </d>\n\te\n</parameter>\n" END,
+     "<tool_call>\n<function=get_weather>\n<parameter=city>\na \"b\" <c> "
+     "</d>\n\te\n</parameter>\n" END,
      -1, true},
     {NULL, true, "<tool_call>\n<function=get_weather>\n<parameter=city>\nx</function>", 63, false},
-    {NULL, true, "<tool_call>\n<function=get_weather>\n<parameter=city>\nx</tool_call>", 64,
-     false},
+    {NULL, true, "<tool_call>\n<function=get_weather>\n<parameter=city>\nx</tool_call>", 64, false},
     {NULL, true, "<tool_call>\n<function=get_weather>\n<parameter=city>\nx\x01", 53, false},
     {NULL, true, "<tool_call>\n<function=get_weather>\n<parameter=city>\n\xc3(", 53, false},
-    {NULL, true, "<tool_call>\n<function=get_weather>\n<parameter=city>\n\xc3\xa9</parameter>\n" END,
-     -1, true},
+    {NULL, true,
+     "<tool_call>\n<function=get_weather>\n<parameter=city>\n\xc3\xa9</parameter>\n" END, -1, true},
     /* a keyword outside the JSON subset: the type alone (number), the string pattern ignored */
     {NULL, true,
      "<tool_call>\n<function=get_time>\n<parameter=tz>\nany\n</parameter>\n<parameter=n>\n-1.5\n"
@@ -142,8 +142,8 @@ static void expect_refused(const char *spec, const char *want)
 
 static void test_refusals(void)
 {
-    char *s = grammar_tools_spec("[{\"type\":\"function\",\"function\":{\"name\":\"a>b\"}}]", NULL,
-                                 true);
+    char *s =
+        grammar_tools_spec("[{\"type\":\"function\",\"function\":{\"name\":\"a>b\"}}]", NULL, true);
     expect_refused(s, "cannot be written as a tag");
     free(s);
     s = grammar_tools_spec(tools, "nope", true);
@@ -174,11 +174,34 @@ static void test_refusals(void)
 // ---- masks ----
 
 static const char *const words[] = {
-    "<tool_call>", "</tool_call>", "<", "</", ">", ">\n", "\n", "\n\n", " ", "tool", "_call",
-    "<function=", "function", "=", "get", "_weather", "get_weather", "get_time", "ping", "_time",
-    "<parameter=", "</parameter>", "parameter", "city", "days", "unit", "opts", "tz", "n",
-    "</function>", "Paris", " de", "\"", "{", "}", "{\"", "\":", "x", "true", "false", "1", "12",
-    "-", ".", "5", "e", "c", "f", "é", "\xc3", "\xa9", "a<b", "</d", "\t", "\x01", "null",
+    "<tool_call>", "</tool_call>",
+    "<",           "</",
+    ">",           ">\n",
+    "\n",          "\n\n",
+    " ",           "tool",
+    "_call",       "<function=",
+    "function",    "=",
+    "get",         "_weather",
+    "get_weather", "get_time",
+    "ping",        "_time",
+    "<parameter=", "</parameter>",
+    "parameter",   "city",
+    "days",        "unit",
+    "opts",        "tz",
+    "n",           "</function>",
+    "Paris",       " de",
+    "\"",          "{",
+    "}",           "{\"",
+    "\":",         "x",
+    "true",        "false",
+    "1",           "12",
+    "-",           ".",
+    "5",           "e",
+    "c",           "f",
+    "é",           "\xc3",
+    "\xa9",        "a<b",
+    "</d",         "\t",
+    "\x01",        "null",
 };
 #define N_WORDS ((int)(sizeof(words) / sizeof(words[0])))
 #define NV (N_WORDS + 95) // and every printable ASCII byte alone: no dead ends

@@ -3,10 +3,10 @@
  * into a grammar of text/grammar.h whose automaton accepts exactly qwen3_coder tool-call blocks,
  * as the Qwen3.5 chat template writes them and text/toolcall.c parses them:
  *   <tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n...</function>\n</tool_call>
- * Whitespace (at most GRAMMAR_WS_MAX bytes) may come before each block; the text ends right after
- * the last one. Function names: the listed ones (or the named one). Parameters: the names in
- * `parameters.properties`, in that order, each at most once, the `required` ones always. Values of
- * parameters whose schema has no type or allows "string": raw text without </parameter>,
+ * Whitespace (at most GRAMMAR_WS_MAX bytes) may come before each block and after the last one,
+ * and then the text ends. Function names: the listed ones (or the named one). Parameters: the names
+ * in `parameters.properties`, in that order, each at most once, the `required` ones always. Values
+ * of parameters whose schema has no type or allows "string": raw text without </parameter>,
  * </function> or </tool_call> (one of a string enum/const when all its values are plain text);
  * other values: a JSON value under the property's schema (grammar_compile's subset), under its
  * types alone when the schema uses a keyword outside that subset, or any JSON value. */
@@ -24,7 +24,8 @@ struct grammar;
 /* The spec text for tools_json (the request's "tools" array, OpenAI shape), name (the forced
  * function, exactly one call; NULL: any listed one) and parallel (false: exactly one call; true:
  * one or more; ignored with a name).
- * Returns a malloc'd NUL-terminated string (free() it), NULL when tools_json is not a JSON array. */
+ * Returns a malloc'd NUL-terminated string (free() it), NULL when tools_json is not a JSON array.
+ */
 char *grammar_tools_spec(const char *tools_json, const char *name, bool parallel);
 /* The text (len bytes) is a spec made by grammar_tools_spec, not a JSON Schema. */
 bool grammar_tools_is_spec(const char *text, size_t len);
