@@ -673,3 +673,32 @@ static bool markup_is_accepting(const struct grammar_frame *f, const struct gnod
 {
     return f->st == M_AFTER && f->n >= n->min_items;
 }
+
+bool grammar_in_raw(const struct grammar_state *s, const struct grammar *g)
+{
+    if (s->done || s->depth == 0)
+        return false;
+    const struct grammar_frame *f = &s->f[s->depth - 1];
+    const struct gnode *n = &g->nodes[f->node];
+    bool pending = f->st == ST_PENDING; // a sequence not started yet starts with its first child
+    while (pending && n->kind == GNODE_SEQ)
+        n = &g->nodes[n->seq[0]];
+    return n->kind == GNODE_RAW && (pending || (f->off == 0 && f->aux == 0)) &&
+           n->lits[0][0] == '<';
+}
+
+bool grammar_is_raw_neutral(const void *p, size_t n)
+{
+    struct grammar_frame f = {.st = M_BODY};
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++) {
+        if (f.aux) {
+            if (b[i] < (f.lim & 0xff) || b[i] > (f.lim >> 8))
+                return false;
+            utf8_expect(&f, f.aux - 1, 0x80, 0xbf);
+        } else if (b[i] == '<' || raw_char(&f, b[i]) != STEP_OK) {
+            return false;
+        }
+    }
+    return n > 0 && f.aux == 0;
+}

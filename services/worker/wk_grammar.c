@@ -12,6 +12,7 @@
 #include "common/xalloc.h"
 #include "text/grammar.h"
 #include "text/grammar_tools.h"
+#include "text/rawmask.h"
 #include "text/tokenizer.h"
 #include "text/tokmask.h"
 
@@ -19,6 +20,7 @@ struct wk_grammar {
     char model_dir[512];
     uint32_t vocab;
     struct tokmask *tm; // NULL until the first grammar sequence
+    struct rawmask *rm; // the same vocabulary, for raw text values of tool calls
     bool load_failed;   // tokenizer.json missing or bad: not tried again
     uint32_t *mask;     // (TOKMASK_WORDS(vocab))
 };
@@ -43,6 +45,7 @@ void wk_grammar_destroy(struct wk_grammar *wg)
     if (!wg)
         return;
     tokmask_destroy(wg->tm);
+    rawmask_destroy(wg->rm);
     free(wg->mask);
     free(wg);
 }
@@ -51,7 +54,7 @@ void wk_grammar_destroy(struct wk_grammar *wg)
  * them by their text. Every other added token stays out (tokmask_create_from_tokenizer). */
 static const char *const tag_tokens[] = {"<tool_call>", "</tool_call>"};
 
-static struct tokmask *mask_create(const struct tokenizer *tok, int n_vocab)
+static void masks_create(struct wk_grammar *wg, const struct tokenizer *tok, int n_vocab)
 {
     const char **bytes = xcalloc((size_t)n_vocab, sizeof(char *));
     size_t *lens = xcalloc((size_t)n_vocab, sizeof(size_t));
@@ -66,10 +69,10 @@ static struct tokmask *mask_create(const struct tokenizer *tok, int n_vocab)
         if (!keep)
             lens[id] = 0;
     }
-    struct tokmask *tm = tokmask_create(n_vocab, bytes, lens);
+    wg->tm = tokmask_create(n_vocab, bytes, lens);
+    wg->rm = rawmask_create(n_vocab, bytes, lens);
     free(bytes);
     free(lens);
-    return tm;
 }
 
 static int load_vocab(struct wk_grammar *wg)
@@ -87,7 +90,7 @@ static int load_vocab(struct wk_grammar *wg)
         LOG_ERR("grammar_vocab_failed", "path=%s msg=\"%s\"", path, why);
         return ERR_NOTFOUND;
     }
-    wg->tm = mask_create(tok, (int)wg->vocab);
+    masks_create(wg, tok, (int)wg->vocab);
     tokenizer_destroy(tok);
     LOG_INFO("grammar_vocab_loaded", "path=%s vocab=%u ms=%" PRIu64, path, wg->vocab,
              clock_now_ms() - t0);
@@ -134,7 +137,8 @@ int wk_grammar_mask(struct wk_grammar *wg, struct wk_gseq *gs, const int32_t *hi
             }
         gs->replay = 0;
     }
-    int n = tokmask_compute(wg->tm, gs->g, &gs->st, wg->mask);
+    int n = grammar_in_raw(&gs->st, gs->g) ? rawmask_compute(wg->rm, gs->g, &gs->st, wg->mask)
+                                           : tokmask_compute(wg->tm, gs->g, &gs->st, wg->mask);
     if (grammar_is_accepting(&gs->st, gs->g))
         for (uint32_t i = 0; i < n_stop; i++)
             if (stop_ids[i] < wg->vocab &&

@@ -4,7 +4,8 @@
  * vocabulary (text/tokmask.h) equals feeding each token's bytes to a copy of the state.
  * A schema that is a forced tool-call spec (text/grammar_tools.h, {"tern_tool_calls": ...}) is
  * compiled as one; an accepted text must then give text/toolcall.c at least one call, each of a
- * listed name with arguments that are a JSON object, and no content.
+ * listed name with arguments that are a JSON object, and no content; inside raw text values the
+ * rawmask shortcut must give the tokmask's mask.
  * Input: the schema, a 0xFF separator, then the text. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include "schema_check.h"
 #include "text/grammar.h"
 #include "text/grammar_tools.h"
+#include "text/rawmask.h"
 #include "text/tokmask.h"
 #include "text/toolcall.h"
 
@@ -30,6 +32,7 @@ static const char *const vocab[] = {
 #define NV ((int)(sizeof(vocab) / sizeof(vocab[0])))
 
 static struct tokmask *tm;
+static struct rawmask *rm;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -39,6 +42,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     for (int i = 0; i < NV; i++)
         lens[i] = strlen(vocab[i]);
     tm = tokmask_create(NV, (const char *const *)vocab, lens);
+    rm = rawmask_create(NV, (const char *const *)vocab, lens);
     return 0;
 }
 
@@ -59,6 +63,13 @@ static void check_mask(const struct grammar *g, const struct grammar_state *s)
     }
     if (n != brute)
         __builtin_trap();
+    if (grammar_in_raw(s, g)) { // the raw-text shortcut gives the same mask
+        uint32_t raw[TOKMASK_WORDS(NV)];
+        if (rawmask_compute(rm, g, s, raw) != n || memcmp(raw, mask, sizeof(raw)) != 0) {
+            fprintf(stderr, "grammar: rawmask and tokmask differ\n");
+            __builtin_trap();
+        }
+    }
 }
 
 /* an accepted tool-call text: calls of listed names with object arguments, no content */

@@ -9,6 +9,7 @@
 #include "test.h"
 #include "text/grammar.h"
 #include "text/grammar_tools.h"
+#include "text/rawmask.h"
 #include "text/tokmask.h"
 #include "text/toolcall.h"
 
@@ -140,6 +141,34 @@ static void expect_refused(const char *spec, const char *want)
     grammar_destroy(g);
 }
 
+static void test_raw_neutral(void)
+{
+    CHECK(grammar_is_raw_neutral("Paris \"x\" {}\n\t", 13));
+    CHECK(grammar_is_raw_neutral("\xc3\xa9", 2));
+    CHECK(!grammar_is_raw_neutral("\xc3", 1)); // partial UTF-8
+    CHECK(!grammar_is_raw_neutral("a<b", 3));
+    CHECK(!grammar_is_raw_neutral("\x01", 1));
+    CHECK(!grammar_is_raw_neutral("", 0));
+    struct grammar *g = compile(NULL, true);
+    struct grammar_state s;
+    grammar_state_init(&s, g);
+    CHECK(!grammar_in_raw(&s, g));
+    const char *pre = CALL_W "<parameter=unit>\n";
+    CHECK(grammar_feed_bytes(&s, g, pre, strlen(pre)));
+    CHECK(!grammar_in_raw(&s, g)); // an enum, not raw text
+    grammar_state_init(&s, g);
+    pre = "<tool_call>\n<function=get_weather>\n<parameter=city>\n";
+    CHECK(grammar_feed_bytes(&s, g, pre, strlen(pre)));
+    CHECK(grammar_in_raw(&s, g));
+    CHECK(grammar_feed_bytes(&s, g, "ab<", 3));
+    CHECK(!grammar_in_raw(&s, g)); // a terminator may have begun
+    CHECK(grammar_feed_bytes(&s, g, "x\xc3", 2));
+    CHECK(!grammar_in_raw(&s, g)); // inside a character
+    CHECK(grammar_feed_bytes(&s, g, "\xa9", 1));
+    CHECK(grammar_in_raw(&s, g));
+    grammar_destroy(g);
+}
+
 static void test_refusals(void)
 {
     char *s =
@@ -254,7 +283,8 @@ static void check_calls(const char *text, size_t len, const char *only, bool par
 }
 
 /* the mask against brute force at every step of random walks */
-static void walk(struct tokmask *tm, const char *only, bool parallel, int walks, int *n_done)
+static void walk(struct tokmask *tm, struct rawmask *rm, const char *only, bool parallel, int walks,
+                 int *n_done, int *n_raw)
 {
     struct grammar *g = compile(only, parallel);
     if (!g)
@@ -281,6 +311,12 @@ static void walk(struct tokmask *tm, const char *only, bool parallel, int walks,
                 }
             }
             CHECK_EQ_INT(n, brute);
+            if (grammar_in_raw(&s, g)) { // the shortcut gives the same mask
+                uint32_t raw[TOKMASK_WORDS(NV)];
+                CHECK_EQ_INT(rawmask_compute(rm, g, &s, raw), n);
+                CHECK(memcmp(raw, mask, sizeof(raw)) == 0);
+                (*n_raw)++;
+            }
             bool acc = grammar_is_accepting(&s, g);
             if ((acc && (n == 0 || rnd() % 3 == 0)) || n == 0)
                 break;
@@ -330,12 +366,15 @@ static void test_mask(void)
         lens[i] = strlen(vocab[i]);
     }
     struct tokmask *tm = tokmask_create(NV, bytes, lens);
-    int n_done = 0;
-    walk(tm, NULL, true, 80, &n_done);
-    walk(tm, NULL, false, 80, &n_done);
-    walk(tm, "get_weather", true, 80, &n_done);
-    fprintf(stderr, "walks finished: %d\n", n_done);
+    struct rawmask *rm = rawmask_create(NV, bytes, lens);
+    int n_done = 0, n_raw = 0;
+    walk(tm, rm, NULL, true, 80, &n_done, &n_raw);
+    walk(tm, rm, NULL, false, 80, &n_done, &n_raw);
+    walk(tm, rm, "get_weather", true, 80, &n_done, &n_raw);
+    fprintf(stderr, "walks finished: %d, raw-text masks checked: %d\n", n_done, n_raw);
     CHECK(n_done > 60);
+    CHECK(n_raw > 100);
+    rawmask_destroy(rm);
     tokmask_destroy(tm);
 }
 
@@ -343,6 +382,7 @@ int main(void)
 {
     test_texts();
     test_refusals();
+    test_raw_neutral();
     test_mask();
     return test_result();
 }
