@@ -341,6 +341,8 @@ static enum step lit_step(struct grammar_frame *f, const struct gnode *l, uint8_
     return f->st != ST_PENDING && lit_complete(f, l) ? STEP_ENDED : STEP_REJECT;
 }
 
+static enum step markup_step(struct grammar_state *s, const struct grammar *g, uint8_t b);
+
 // ---- dispatch ----
 
 static enum step start_step(struct grammar_frame *f, const struct grammar *g, uint8_t b)
@@ -368,6 +370,12 @@ static enum step start_step(struct grammar_frame *f, const struct grammar *g, ui
         return lit_step(f, n, b);
     case GNODE_UNION:
         break; // unions are flattened at compile time
+    case GNODE_TEXT:
+    case GNODE_SEQ:
+    case GNODE_TAGS:
+    case GNODE_RAW:
+    case GNODE_REPEAT:
+        break; // markup_step
     }
     return STEP_REJECT;
 }
@@ -375,6 +383,8 @@ static enum step start_step(struct grammar_frame *f, const struct grammar *g, ui
 static enum step frame_step(struct grammar_state *s, const struct grammar *g, uint8_t b)
 {
     struct grammar_frame *f = &s->f[s->depth - 1];
+    if (g->nodes[f->node].kind >= GNODE_TEXT)
+        return markup_step(s, g, b);
     if (f->st == ST_PENDING)
         return start_step(f, g, b);
     const struct gnode *n = &g->nodes[f->node];
@@ -392,6 +402,11 @@ static enum step frame_step(struct grammar_state *s, const struct grammar *g, ui
     case GNODE_LITERAL:
         return lit_step(f, n, b);
     case GNODE_UNION:
+    case GNODE_TEXT:
+    case GNODE_SEQ:
+    case GNODE_TAGS:
+    case GNODE_RAW:
+    case GNODE_REPEAT:
         break;
     }
     return STEP_REJECT;
@@ -448,6 +463,8 @@ bool grammar_feed_bytes(struct grammar_state *s, const struct grammar *g, const 
     return true;
 }
 
+static bool markup_is_accepting(const struct grammar_frame *f, const struct gnode *n);
+
 bool grammar_is_accepting(const struct grammar_state *s, const struct grammar *g)
 {
     if (s->done)
@@ -458,6 +475,8 @@ bool grammar_is_accepting(const struct grammar_state *s, const struct grammar *g
     const struct gnode *n = &g->nodes[f->node];
     if (f->st == ST_PENDING)
         return false;
+    if (n->kind == GNODE_REPEAT)
+        return markup_is_accepting(f, n);
     if (n->kind == GNODE_NUMBER || n->kind == GNODE_INTEGER)
         return num_complete(f);
     return n->kind == GNODE_LITERAL && lit_complete(f, n);
@@ -673,4 +692,208 @@ void grammar_next_bytes(const struct grammar_state *s, const struct grammar *g, 
         break;
     }
     set_all(set);
+}
+
+// ---- markup: tool-call text (grammar_tools.c) ----
+/* Sub-states of the markup kinds, apart from the ones close_top moves on (O_KEY, O_VALUE, A_ITEM):
+ * a markup frame that is on top again in M_CHILD knows that its child is complete. */
+enum { M_BODY = 16, M_CHILD, M_AFTER };
+
+/* the frame becomes a pending value of node */
+static void become(struct grammar_frame *f, int node)
+{
+    memset(f, 0, sizeof(*f));
+    f->node = (uint16_t)node;
+}
+
+static uint64_t low_bits(int n)
+{
+    return n >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1;
+}
+
+static enum step text_step(struct grammar_frame *f, const struct gnode *t, uint8_t b)
+{
+    if (f->off >= t->lit_lens[0] || (uint8_t)t->lits[0][f->off] != b)
+        return STEP_REJECT;
+    f->st = M_BODY;
+    return ++f->off == t->lit_lens[0] ? STEP_CLOSE : STEP_OK;
+}
+
+static enum step seq_step(struct grammar_state *s, struct grammar_frame *f, const struct gnode *q)
+{
+    uint32_t i = f->st == ST_PENDING ? 0 : f->n + 1;
+    if ((int)i >= q->n_seq - 1) { // the last child takes the frame's place
+        become(f, q->seq[q->n_seq - 1]);
+        return STEP_DESCEND;
+    }
+    f->n = i;
+    f->st = M_CHILD;
+    return push(s, q->seq[i], ST_PENDING) ? STEP_DESCEND : STEP_REJECT;
+}
+
+/* keys (and the end tag) matched byte by byte; a complete key starts its value */
+static enum step tags_step(struct grammar_state *s, struct grammar_frame *f, const struct gnode *t,
+                           uint8_t b)
+{
+    if (f->st != M_BODY) { // not started, or the previous value is complete
+        f->cand = t->tags_once ? low_bits(t->n_props) : key_cands(t, f->n);
+        f->aux = !t->tags_once && t->n_lits > 0 && (f->n >= 64 || (t->required >> f->n) == 0);
+        f->off = 0;
+        f->st = M_BODY;
+    }
+    uint64_t keep = 0;
+    for (int j = 0; j < t->n_props; j++)
+        if ((f->cand >> j & 1) && f->off < t->key_lens[j] && (uint8_t)t->keys[j][f->off] == b)
+            keep |= (uint64_t)1 << j;
+    bool end = f->aux && f->off < t->lit_lens[0] && (uint8_t)t->lits[0][f->off] == b;
+    if (!keep && !end)
+        return STEP_REJECT;
+    f->cand = keep;
+    f->aux = end;
+    f->off++;
+    if (end && f->off == t->lit_lens[0])
+        return STEP_CLOSE;
+    for (int j = 0; j < t->n_props; j++) {
+        if (!(keep >> j & 1) || t->key_lens[j] != f->off)
+            continue;
+        if (t->prop_nodes[j] < 0)
+            return STEP_CLOSE;
+        if (t->tags_once) {
+            become(f, t->prop_nodes[j]);
+            return STEP_OK;
+        }
+        f->n = (uint32_t)j + 1;
+        f->st = M_CHILD;
+        return push(s, t->prop_nodes[j], ST_PENDING) ? STEP_OK : STEP_REJECT;
+    }
+    return STEP_OK;
+}
+
+/* a byte of raw text outside a terminator: no control bytes but tab and newlines, valid UTF-8 */
+static enum step raw_char(struct grammar_frame *f, uint8_t b)
+{
+    if (b < 0x20)
+        return b == '\n' || b == '\t' || b == '\r' ? STEP_OK : STEP_REJECT;
+    if (b < 0x80)
+        return STEP_OK;
+    if (b >= 0xc2 && b <= 0xdf)
+        utf8_expect(f, 1, 0x80, 0xbf);
+    else if (b == 0xe0)
+        utf8_expect(f, 2, 0xa0, 0xbf);
+    else if (b == 0xed)
+        utf8_expect(f, 2, 0x80, 0x9f);
+    else if (b >= 0xe1 && b <= 0xef)
+        utf8_expect(f, 2, 0x80, 0xbf);
+    else if (b == 0xf0)
+        utf8_expect(f, 3, 0x90, 0xbf);
+    else if (b >= 0xf1 && b <= 0xf3)
+        utf8_expect(f, 3, 0x80, 0xbf);
+    else if (b == 0xf4)
+        utf8_expect(f, 3, 0x80, 0x8f);
+    else
+        return STEP_REJECT;
+    return STEP_OK;
+}
+
+/* Every lit starts with the same byte, found nowhere else in them (grammar_tools.c builds them
+ * so): a failed partial match can only restart at the byte that failed it. */
+static enum step raw_step(struct grammar_frame *f, const struct gnode *r, uint8_t b)
+{
+    f->st = M_BODY;
+    if (f->aux) {
+        if (b < (f->lim & 0xff) || b > (f->lim >> 8))
+            return STEP_REJECT;
+        utf8_expect(f, f->aux - 1, 0x80, 0xbf);
+        return STEP_OK;
+    }
+    if (f->off) {
+        uint64_t keep = 0;
+        for (int j = 0; j < r->n_lits; j++)
+            if ((f->cand >> j & 1) && f->off < r->lit_lens[j] && (uint8_t)r->lits[j][f->off] == b)
+                keep |= (uint64_t)1 << j;
+        if (keep) {
+            f->cand = keep;
+            f->off++;
+            for (int j = 0; j < r->n_lits; j++)
+                if ((keep >> j & 1) && r->lit_lens[j] == f->off)
+                    return j == 0 ? STEP_CLOSE : STEP_REJECT;
+            return STEP_OK;
+        }
+        f->off = 0;
+    }
+    if (b == (uint8_t)r->lits[0][0]) {
+        f->off = 1;
+        f->cand = low_bits(r->n_lits);
+        return STEP_OK;
+    }
+    return raw_char(f, b);
+}
+
+/* the root: whitespace, then an item, up to max_items times, then whitespace; it never ends by
+ * itself */
+static enum step repeat_step(struct grammar_state *s, struct grammar_frame *f,
+                             const struct gnode *r, uint8_t b)
+{
+    if (is_ws(b))
+        return STEP_WS;
+    if (f->st == M_AFTER && f->n >= r->max_items)
+        return STEP_REJECT;
+    f->n = f->st == M_AFTER ? f->n + 1 : 1;
+    f->st = M_AFTER;
+    return push(s, r->items, ST_PENDING) ? STEP_DESCEND : STEP_REJECT;
+}
+
+static enum step markup_step(struct grammar_state *s, const struct grammar *g, uint8_t b)
+{
+    struct grammar_frame *f = &s->f[s->depth - 1];
+    const struct gnode *n = &g->nodes[f->node];
+    switch (n->kind) {
+    case GNODE_TEXT:
+        return text_step(f, n, b);
+    case GNODE_SEQ:
+        return seq_step(s, f, n);
+    case GNODE_TAGS:
+        return tags_step(s, f, n, b);
+    case GNODE_RAW:
+        return raw_step(f, n, b);
+    case GNODE_REPEAT:
+        return repeat_step(s, f, n, b);
+    default:
+        return STEP_REJECT;
+    }
+}
+
+/* after an item (and at most GRAMMAR_WS_MAX whitespace bytes), with enough items */
+static bool markup_is_accepting(const struct grammar_frame *f, const struct gnode *n)
+{
+    return f->st == M_AFTER && f->n >= n->min_items;
+}
+
+bool grammar_in_raw(const struct grammar_state *s, const struct grammar *g)
+{
+    if (s->done || s->depth == 0)
+        return false;
+    const struct grammar_frame *f = &s->f[s->depth - 1];
+    const struct gnode *n = &g->nodes[f->node];
+    bool pending = f->st == ST_PENDING; // a sequence not started yet starts with its first child
+    while (pending && n->kind == GNODE_SEQ)
+        n = &g->nodes[n->seq[0]];
+    return n->kind == GNODE_RAW && (pending || (f->off == 0 && f->aux == 0)) &&
+           n->lits[0][0] == '<';
+}
+
+bool grammar_is_raw_neutral(const void *p, size_t n)
+{
+    struct grammar_frame f = {.st = M_BODY};
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++) {
+        if (f.aux) {
+            if (b[i] < (f.lim & 0xff) || b[i] > (f.lim >> 8))
+                return false;
+            utf8_expect(&f, f.aux - 1, 0x80, 0xbf);
+        } else if (b[i] == '<' || raw_char(&f, b[i]) != STEP_OK) {
+            return false;
+        }
+    }
+    return n > 0 && f.aux == 0;
 }

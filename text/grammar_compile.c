@@ -95,6 +95,12 @@ static void first_bytes(const struct grammar *g, int id, bool set[256])
         for (int b = 0; b < 256; b++)
             set[b] = n->alt_of_byte[b] >= 0;
         break;
+    case GNODE_TEXT:
+    case GNODE_SEQ:
+    case GNODE_TAGS:
+    case GNODE_RAW:
+    case GNODE_REPEAT:
+        break; // markup is never an alternative of a union
     }
 }
 
@@ -435,6 +441,24 @@ struct grammar *grammar_compile(const char *json, size_t len, char *err, size_t 
     return g;
 }
 
+int grammar_compile_into(struct grammar *g, const struct cJSON *s, char *err, size_t errlen)
+{
+    struct cc c = {.g = g, .err = err, .errlen = errlen};
+    if (err && errlen)
+        err[0] = '\0';
+    return compile_node(&c, s);
+}
+
+int grammar_node_new(struct grammar *g, enum gnode_kind kind)
+{
+    return node_new(g, kind);
+}
+
+void grammar_node_lit_add(struct grammar *g, int id, const char *text)
+{
+    lit_add(g, id, text);
+}
+
 void grammar_destroy(struct grammar *g)
 {
     if (!g)
@@ -450,6 +474,7 @@ void grammar_destroy(struct grammar *g)
         free(n->prop_nodes);
         free(n->lits);
         free(n->lit_lens);
+        free(n->seq);
     }
     free(g->nodes);
     free(g);

@@ -16,6 +16,7 @@
 #include "common/xalloc.h"
 #include "gw_arena.h"
 #include "text/grammar.h"
+#include "text/grammar_tools.h"
 
 static int fail(struct gw_req_err *err, int status, const char *param, const char *code,
                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
@@ -307,6 +308,46 @@ static int parse_tools(struct gw_req *r, cJSON *root, struct gw_arena *a, struct
             return fail(err, 400, "tool_choice", NULL, "tool_choice names unknown function '%.64s'",
                         r->tool_choice_name);
     }
+    return 0;
+}
+
+/* tool_choice "required" / named: the tool-call grammar (text/grammar_tools.h) goes to the worker
+ * in place of a schema, so the output is one call (parallel_tool_calls false, or a named function)
+ * or several. Needs tools, tool_choice, parallel_tool_calls and response_format parsed before. */
+static int force_tools(struct gw_req *r, struct gw_arena *a, struct gw_req_err *err)
+{
+    if (r->tool_choice != GW_TOOL_CHOICE_REQUIRED && r->tool_choice != GW_TOOL_CHOICE_NAMED)
+        return 0;
+    if (r->json_schema)
+        return fail(err, 400, "tool_choice", NULL,
+                    "tool_choice \"required\" or a named function cannot be combined with a JSON "
+                    "response_format: the output is a tool call");
+    if (r->ignore_eos)
+        return fail(err, 400, "ignore_eos", NULL,
+                    "ignore_eos cannot be combined with a forced tool_choice: the output ends "
+                    "after the tool call");
+    if (r->min_tokens > 0)
+        return fail(err, 400, "min_tokens", NULL,
+                    "min_tokens cannot be combined with a forced tool_choice: the output ends "
+                    "after the tool call");
+    char *tj = cJSON_PrintUnformatted(r->tools);
+    bool named = r->tool_choice == GW_TOOL_CHOICE_NAMED;
+    /* a named function is one call whatever parallel_tool_calls says (OpenAI's definition) */
+    char *spec = tj ? grammar_tools_spec(tj, named ? r->tool_choice_name : NULL,
+                                         r->parallel_tool_calls)
+                    : NULL;
+    cJSON_free(tj);
+    if (!spec)
+        return fail(err, 500, "tools", NULL, "out of memory");
+    char why[256];
+    struct grammar *g = grammar_tools_compile(spec, strlen(spec), why, sizeof(why));
+    if (!g) {
+        free(spec);
+        return fail(err, 400, "tools", NULL, "tool_choice cannot be enforced: %s", why);
+    }
+    grammar_destroy(g);
+    r->json_schema = gw_arena_strdup(a, spec);
+    free(spec);
     return 0;
 }
 
@@ -1007,7 +1048,8 @@ int gw_req_parse(struct gw_req *r, enum gw_req_kind kind, const char *body, size
         return rc;
     if (kind == GW_REQ_KIND_CHAT) {
         if ((rc = parse_tools(r, root, a, err)) || (rc = parse_thinking(r, root, err)) ||
-            (rc = get_bool(root, "parallel_tool_calls", &r->parallel_tool_calls, err)))
+            (rc = get_bool(root, "parallel_tool_calls", &r->parallel_tool_calls, err)) ||
+            (rc = force_tools(r, a, err)))
             return rc;
     } else {
         if ((rc = get_bool(root, "echo", &r->echo, err)))

@@ -89,7 +89,8 @@ struct gw_req {
     const char *stop[GW_REQ_STOP_MAX]; /* stop strings (arena) */
     int n_stop;
     bool ignore_eos;
-    const char *json_schema;       /* response_format as a JSON Schema (arena); NULL: free text */
+    const char *json_schema;       /* response_format as a JSON Schema, or the tool-call grammar
+                                      spec of a forced tool_choice (arena); NULL: free text */
     bool logprobs;                 /* report the sampled tokens' log probabilities */
     int top_logprobs;              /* and this many alternatives per token */
     int enable_thinking;           /* -1 = template default, 0 = off, 1 = on */

@@ -11,6 +11,8 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "text/grammar.h"
+#include "text/grammar_tools.h"
+#include "text/rawmask.h"
 #include "text/tokenizer.h"
 #include "text/tokmask.h"
 
@@ -18,6 +20,7 @@ struct wk_grammar {
     char model_dir[512];
     uint32_t vocab;
     struct tokmask *tm; // NULL until the first grammar sequence
+    struct rawmask *rm; // the same vocabulary, for raw text values of tool calls
     bool load_failed;   // tokenizer.json missing or bad: not tried again
     uint32_t *mask;     // (TOKMASK_WORDS(vocab))
 };
@@ -42,8 +45,34 @@ void wk_grammar_destroy(struct wk_grammar *wg)
     if (!wg)
         return;
     tokmask_destroy(wg->tm);
+    rawmask_destroy(wg->rm);
     free(wg->mask);
     free(wg);
+}
+
+/* The tool-call tags: added tokens that the model writes as one token each; a grammar may allow
+ * them by their text. Every other added token stays out (tokmask_create_from_tokenizer). */
+static const char *const tag_tokens[] = {"<tool_call>", "</tool_call>"};
+
+static void masks_create(struct wk_grammar *wg, const struct tokenizer *tok, int n_vocab)
+{
+    const char **bytes = xcalloc((size_t)n_vocab, sizeof(char *));
+    size_t *lens = xcalloc((size_t)n_vocab, sizeof(size_t));
+    size_t n_tok = tokenizer_vocab_size(tok);
+    for (int32_t id = 0; id < n_vocab && (size_t)id < n_tok; id++) {
+        const char *b = tokenizer_id_to_bytes(tok, id, &lens[id]);
+        bool keep = !tokenizer_is_added(tok, id);
+        for (size_t i = 0; i < sizeof(tag_tokens) / sizeof(tag_tokens[0]) && !keep && b; i++)
+            keep = !tokenizer_is_special(tok, id) && lens[id] == strlen(tag_tokens[i]) &&
+                   memcmp(b, tag_tokens[i], lens[id]) == 0;
+        bytes[id] = keep ? b : NULL;
+        if (!keep)
+            lens[id] = 0;
+    }
+    wg->tm = tokmask_create(n_vocab, bytes, lens);
+    wg->rm = rawmask_create(n_vocab, bytes, lens);
+    free(bytes);
+    free(lens);
 }
 
 static int load_vocab(struct wk_grammar *wg)
@@ -61,7 +90,7 @@ static int load_vocab(struct wk_grammar *wg)
         LOG_ERR("grammar_vocab_failed", "path=%s msg=\"%s\"", path, why);
         return ERR_NOTFOUND;
     }
-    wg->tm = tokmask_create_from_tokenizer(tok, (int)wg->vocab);
+    masks_create(wg, tok, (int)wg->vocab);
     tokenizer_destroy(tok);
     LOG_INFO("grammar_vocab_loaded", "path=%s vocab=%u ms=%" PRIu64, path, wg->vocab,
              clock_now_ms() - t0);
@@ -75,7 +104,7 @@ struct wk_gseq *wk_gseq_create(struct wk_grammar *wg, const char *schema, uint32
         *msg = "constrained decoding needs tokenizer.json in the model directory";
         return NULL;
     }
-    struct grammar *g = grammar_compile(schema, strlen(schema), NULL, 0);
+    struct grammar *g = grammar_compile_any(schema, strlen(schema), NULL, 0);
     if (!g) {
         *msg = "json_schema does not compile";
         return NULL;
@@ -108,7 +137,8 @@ int wk_grammar_mask(struct wk_grammar *wg, struct wk_gseq *gs, const int32_t *hi
             }
         gs->replay = 0;
     }
-    int n = tokmask_compute(wg->tm, gs->g, &gs->st, wg->mask);
+    int n = grammar_in_raw(&gs->st, gs->g) ? rawmask_compute(wg->rm, gs->g, &gs->st, wg->mask)
+                                           : tokmask_compute(wg->tm, gs->g, &gs->st, wg->mask);
     if (grammar_is_accepting(&gs->st, gs->g))
         for (uint32_t i = 0; i < n_stop; i++)
             if (stop_ids[i] < wg->vocab &&

@@ -1,4 +1,5 @@
-/* wk_grammar: constrained decoding of the worker's sequences (SamplingParams.json_schema). The
+/* wk_grammar: constrained decoding of the worker's sequences (SamplingParams.json_schema: a JSON
+ * Schema, or a forced tool-call spec of text/grammar_tools.h). The
  * worker-wide part holds the vocabulary trie (text/tokmask.h), built on first use from the model
  * directory's tokenizer.json (the file the gateway tokenizes with, copied beside the weights by
  * `tern make-tiny-model` and shipped with every checkpoint), and one mask buffer; each sequence

@@ -15,7 +15,10 @@
  *          --fake-device-sampling on the tiny model's tokenizer and vocabulary: the cuda
  *          engine's path), so the grammar's mask must reach the engine with the item
  *          (sample_params.allow, made before the step): without it the fake model's spike
- *          tokens would be drawn and no output would conform. */
+ * *          tokens would be drawn and no output would conform;
+ *   tools: tool_choice "required" and named (text/grammar_tools.h), streamed and not: every
+ *          answer is tool_calls with finish_reason "tool_calls", the allowed names, and
+ *          arguments that parse with the schema's types and required parameters. */
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -586,6 +589,177 @@ static int tiny_vocab(const char *dir)
     return v;
 }
 
+// ---- forced tool calls ----
+
+static const char tool_defs[] =
+    "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":"
+    "\"object\",\"properties\":{\"city\":{\"type\":\"string\"},\"days\":{\"type\":\"integer\","
+    "\"minimum\":1},\"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"]}},"
+    "\"required\":[\"city\"]}}},"
+    "{\"type\":\"function\",\"function\":{\"name\":\"get_time\",\"parameters\":{\"type\":"
+    "\"object\",\"properties\":{\"utc\":{\"type\":\"boolean\"},\"offset\":{\"type\":\"number\"}},"
+    "\"required\":[\"offset\"]}}}]";
+
+/* a random model ends a raw string value only by chance: a bias towards "</", "parameter", ">"
+ * and ">\n" (Qwen3 ids) shortens the values, one towards the stop ids the number of calls; where
+ * they may go is still the grammar's decision alone */
+static const char tool_bias[] = ",\"logit_bias\":{\"522\":20,\"16181\":20,\"29\":20,\"397\":20,"
+                                "\"151645\":20,\"151643\":20}";
+
+/* one call's name and arguments against tool_defs; only: the name it must have (NULL: any) */
+static void check_tool_call(const char *name, const char *args, const char *only)
+{
+    bool w = name && !strcmp(name, "get_weather"), t = name && !strcmp(name, "get_time");
+    CHECK(w || t);
+    CHECK(!only || (name && !strcmp(name, only)));
+    cJSON *a = args ? cJSON_Parse(args) : NULL;
+    CHECK(cJSON_IsObject(a));
+    if (w) {
+        CHECK(cJSON_IsString(cJSON_GetObjectItem(a, "city")));
+        cJSON *d = cJSON_GetObjectItem(a, "days"), *u = cJSON_GetObjectItem(a, "unit");
+        CHECK(!d || (cJSON_IsNumber(d) && d->valuedouble == (double)(long long)d->valuedouble));
+        CHECK(!u || (cJSON_IsString(u) && (!strcmp(u->valuestring, "celsius") ||
+                                            !strcmp(u->valuestring, "fahrenheit"))));
+    }
+    if (t) {
+        CHECK(cJSON_IsNumber(cJSON_GetObjectItem(a, "offset")));
+        cJSON *u = cJSON_GetObjectItem(a, "utc");
+        CHECK(!u || cJSON_IsBool(u));
+    }
+    fprintf(stderr, "  call %s(%s)\n", name ? name : "(none)", args ? args : "(none)");
+    cJSON_Delete(a);
+}
+
+static char *tool_body(const char *choice, bool parallel, int seed, bool stream)
+{
+    return strf("{\"messages\":[{\"role\":\"user\",\"content\":\"Weather in Paris?\"}],"
+                "\"tools\":%s,\"tool_choice\":%s,\"parallel_tool_calls\":%s,\"max_tokens\":1500,"
+                "\"temperature\":1,\"top_k\":-1,\"seed\":%d,\"stream\":%s%s}",
+                tool_defs, choice, parallel ? "true" : "false", seed, stream ? "true" : "false",
+                tool_bias);
+}
+
+static void tools_plain(int port, const char *choice, const char *only, bool parallel, int seed)
+{
+    char *body = tool_body(choice, parallel, seed, false);
+    int st;
+    cJSON *j = post(port, "/v1/chat/completions", body, &st);
+    free(body);
+    CHECK_EQ_INT(st, 200);
+    cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+    cJSON *msg = cJSON_GetObjectItem(ch, "message");
+    const char *fin = cJSON_GetStringValue(cJSON_GetObjectItem(ch, "finish_reason"));
+    CHECK(fin && !strcmp(fin, "tool_calls"));
+    const char *content = cJSON_GetStringValue(cJSON_GetObjectItem(msg, "content"));
+    CHECK(!content || !content[0]);
+    cJSON *calls = cJSON_GetObjectItem(msg, "tool_calls");
+    int n = cJSON_GetArraySize(calls);
+    CHECK(n >= 1);
+    CHECK(parallel || n == 1);
+    fprintf(stderr, "tools %s parallel %d seed %d: %d call(s), finish %s\n", choice, parallel, seed,
+            n, fin ? fin : "(none)");
+    cJSON *c;
+    cJSON_ArrayForEach(c, calls)
+    {
+        cJSON *f = cJSON_GetObjectItem(c, "function");
+        CHECK(!strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(c, "type")), "function"));
+        check_tool_call(cJSON_GetStringValue(cJSON_GetObjectItem(f, "name")),
+                        cJSON_GetStringValue(cJSON_GetObjectItem(f, "arguments")), only);
+    }
+    if (!fin || strcmp(fin, "tool_calls")) {
+        char *txt = cJSON_PrintUnformatted(j);
+        fprintf(stderr, "  response: %s\n", txt ? txt : "(none)");
+        cJSON_free(txt);
+    }
+    cJSON_Delete(j);
+}
+
+#define STREAM_CALLS 8
+
+static void tools_stream(int port, const char *choice, const char *only, bool parallel, int seed)
+{
+    char *body = tool_body(choice, parallel, seed, true);
+    struct itest_resp r;
+    memset(&r, 0, sizeof(r));
+    CHECK(itest_http(port, "POST", "/v1/chat/completions", "Content-Type: application/json\r\n",
+                     body, &r, 120000));
+    free(body);
+    CHECK_EQ_INT(r.status, 200);
+    static char names[STREAM_CALLS][64], args[STREAM_CALLS][8192];
+    memset(names, 0, sizeof(names));
+    memset(args, 0, sizeof(args));
+    int n = 0;
+    char finish[16] = "";
+    bool content = false;
+    for (char *line = r.body ? strtok(r.body, "\n") : NULL; line; line = strtok(NULL, "\n")) {
+        if (strncmp(line, "data: {", 7) != 0)
+            continue;
+        cJSON *ev = cJSON_Parse(line + 6);
+        cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(ev, "choices"), 0);
+        cJSON *d = cJSON_GetObjectItem(ch, "delta");
+        const char *text = cJSON_GetStringValue(cJSON_GetObjectItem(d, "content"));
+        content |= text && text[0];
+        cJSON *tc;
+        cJSON_ArrayForEach(tc, cJSON_GetObjectItem(d, "tool_calls"))
+        {
+            int i = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(tc, "index"));
+            if (i < 0 || i >= STREAM_CALLS)
+                continue;
+            n = i + 1 > n ? i + 1 : n;
+            cJSON *f = cJSON_GetObjectItem(tc, "function");
+            const char *nm = cJSON_GetStringValue(cJSON_GetObjectItem(f, "name"));
+            const char *ar = cJSON_GetStringValue(cJSON_GetObjectItem(f, "arguments"));
+            if (nm)
+                snprintf(names[i], sizeof(names[i]), "%s", nm);
+            if (ar)
+                snprintf(args[i] + strlen(args[i]), sizeof(args[i]) - strlen(args[i]), "%s", ar);
+        }
+        const char *f = cJSON_GetStringValue(cJSON_GetObjectItem(ch, "finish_reason"));
+        if (f)
+            snprintf(finish, sizeof(finish), "%s", f);
+        cJSON_Delete(ev);
+    }
+    fprintf(stderr, "tools stream %s parallel %d seed %d: %d call(s), finish %s\n", choice,
+            parallel, seed, n, finish);
+    CHECK(!strcmp(finish, "tool_calls"));
+    CHECK(!content);
+    CHECK(n >= 1);
+    CHECK(parallel || n == 1);
+    for (int i = 0; i < n && i < STREAM_CALLS; i++)
+        check_tool_call(names[i], args[i], only);
+    itest_resp_free(&r);
+}
+
+static void test_tools(int port)
+{
+    static const char named_time[] = "{\"type\":\"function\",\"function\":{\"name\":\"get_time\"}}";
+    static const char named_weather[] =
+        "{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}";
+    for (int seed = 1; seed <= 3; seed++) {
+        tools_plain(port, "\"required\"", NULL, true, seed);
+        tools_plain(port, "\"required\"", NULL, false, 10 + seed);
+        tools_plain(port, named_time, "get_time", true, 20 + seed);
+    }
+    tools_plain(port, named_weather, "get_weather", false, 31);
+    tools_stream(port, "\"required\"", NULL, true, 41);
+    tools_stream(port, "\"required\"", NULL, false, 42);
+    tools_stream(port, named_weather, "get_weather", true, 43);
+    tools_stream(port, named_time, "get_time", false, 44);
+    /* both constraints at once: refused */
+    char *body = strf("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":%s,"
+                      "\"tool_choice\":\"required\",\"response_format\":{\"type\":"
+                      "\"json_object\"}}",
+                      tool_defs);
+    int st;
+    cJSON *j = post(port, "/v1/chat/completions", body, &st);
+    CHECK_EQ_INT(st, 400);
+    const char *param =
+        cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "error"), "param"));
+    CHECK(param && !strcmp(param, "tool_choice"));
+    cJSON_Delete(j);
+    free(body);
+}
+
 int main(void)
 {
     const char *b = getenv("TERN_BUILD_DIR");
@@ -623,6 +797,7 @@ int main(void)
     CHECK(up);
     if (up) {
         test_refused(port_wide);
+        test_tools(port_wide);
         test_corpus(port_wide);
         test_completions(port_wide);
         test_stream(port_wide);

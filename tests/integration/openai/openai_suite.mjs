@@ -496,6 +496,49 @@ test('tiny: response_format json_schema -> the random model answers conforming J
   assert.equal(typeof JSON.parse(o.choices[0].message.content), 'object');
 });
 
+test('tiny: tool_choice required / named -> the random model answers tool_calls, streamed and not', async () => {
+  const tools = [
+    { type: 'function', function: { name: 'get_weather', parameters: { type: 'object',
+      properties: { city: { type: 'string', enum: ['Paris', 'Oslo'] }, days: { type: 'integer' } },
+      required: ['city'] } } },
+    { type: 'function', function: { name: 'get_time', parameters: { type: 'object',
+      properties: { utc: { type: 'boolean' } }, required: ['utc'] } } },
+  ];
+  /* bounded values (a string enum, an integer, a boolean: raw text values are in test_grammar_stack);
+   * "</", "parameter", ">", ">\n" and the stop ids (Qwen3 ids): shorter numbers, fewer calls */
+  const logit_bias = { 522: 20, 16181: 20, 29: 20, 397: 20, 151645: 20, 151643: 20 };
+  const check = (name, args, only) => {
+    assert.ok(['get_weather', 'get_time'].includes(name), name);
+    if (only) assert.equal(name, only);
+    const a = JSON.parse(args);
+    if (name === 'get_weather') {
+      assert.ok(['Paris', 'Oslo'].includes(a.city), args);
+      assert.ok(a.days === undefined || Number.isInteger(a.days), args);
+    } else {
+      assert.equal(typeof a.utc, 'boolean', args);
+    }
+  };
+  const cases = [['required', null, false], [{ type: 'function', function: { name: 'get_time' } }, 'get_time', true]];
+  for (const [tool_choice, only, parallel_tool_calls] of cases) {
+    const body = { model: MODEL, messages: user('weather?'), tools, tool_choice, parallel_tool_calls,
+                   max_tokens: 280, seed: 3, logit_bias }; /* the tiny stack's context is 512 */
+    const r = await tiny.chat.completions.create(body);
+    assert.equal(r.choices[0].finish_reason, 'tool_calls');
+    const tc = r.choices[0].message.tool_calls;
+    assert.equal(tc.length, 1, 'one call: parallel_tool_calls false or a named function');
+    check(tc[0].function.name, tc[0].function.arguments, only);
+    const s = await collect(await tiny.chat.completions.create({ ...body, stream: true }));
+    assert.deepEqual(s.finish, ['tool_calls']);
+    assert.equal(s.tools.length, 1);
+    check(s.tools[0].name, s.tools[0].arguments, only);
+    assert.deepEqual(JSON.parse(s.tools[0].arguments), JSON.parse(tc[0].function.arguments),
+                     'streamed == non-streamed (same seed)');
+  }
+  await expectError(tiny.chat.completions.create({ model: MODEL, messages: user('x'), tools,
+                      tool_choice: 'required', response_format: { type: 'json_object' } }),
+                    400, OpenAI.BadRequestError, 'cannot be combined');
+});
+
 test('tiny: generation_config.json fills the sampling fields a request leaves out', async () => {
   const base = { model: MODEL, messages: user('Pick words.'), max_tokens: 12 };
   let differs = false;

@@ -76,6 +76,54 @@ static void test_response_format(void)
     }
 }
 
+#define TOOL_F "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]"
+
+/* tool_choice required / named -> the tool-call spec sent in place of a schema */
+static void test_forced_tools(void)
+{
+    static const char *const cases[][2] = {
+        {"," TOOL_F, NULL},
+        {"," TOOL_F ",\"tool_choice\":\"auto\"", NULL},
+        {"," TOOL_F ",\"tool_choice\":\"none\"", NULL},
+        {"," TOOL_F ",\"tool_choice\":\"required\"", "\"parallel\":true"},
+        {"," TOOL_F ",\"tool_choice\":\"required\",\"parallel_tool_calls\":false",
+         "\"parallel\":false"},
+        {"," TOOL_F ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}",
+         "\"name\":\"f\""},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char body[512];
+        snprintf(body, sizeof(body), "{" MSGS "%s}", cases[i][0]);
+        struct gw_arena *a = gw_arena_create(0);
+        struct gw_req r;
+        struct gw_req_err e;
+        CHECK_EQ_INT(parse(GW_REQ_KIND_CHAT, body, &r, &e, a), 0);
+        if (cases[i][1]) {
+            CHECK(r.json_schema && strstr(r.json_schema, "{\"tern_tool_calls\":") == r.json_schema);
+            CHECK(r.json_schema && strstr(r.json_schema, cases[i][1]));
+        } else {
+            CHECK(r.json_schema == NULL);
+        }
+        gw_arena_destroy(a);
+    }
+    expect_chat_bad(TOOL_F ",\"tool_choice\":\"required\",\"response_format\":{\"type\":"
+                    "\"json_object\"}",
+                    "tool_choice");
+    expect_chat_bad(TOOL_F ",\"tool_choice\":\"required\",\"ignore_eos\":true", "ignore_eos");
+    expect_chat_bad(TOOL_F ",\"tool_choice\":\"required\",\"min_tokens\":2", "min_tokens");
+    expect_chat_bad("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a<b\"}}],"
+                    "\"tool_choice\":\"required\"",
+                    "tools");
+    /* a keyword outside the JSON subset in a tool schema is not a refusal */
+    expect_chat_ok("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\","
+                   "\"parameters\":{\"type\":\"object\",\"properties\":{\"n\":{\"type\":"
+                   "\"integer\",\"minimum\":1},\"s\":{\"type\":\"string\",\"format\":\"date\"}},"
+                   "\"$defs\":{}}}}],\"tool_choice\":\"required\"");
+    /* auto with a response_format stays allowed */
+    expect_chat_ok(TOOL_F ",\"tool_choice\":\"auto\",\"response_format\":{\"type\":"
+                   "\"json_object\"}");
+}
+
 static void test_defaults(void)
 {
     struct gw_arena *a = gw_arena_create(0);
@@ -419,6 +467,7 @@ int main(void)
     test_apply_defaults();
     test_defaults();
     test_response_format();
+    test_forced_tools();
     test_values();
     test_ranges();
     test_shapes();

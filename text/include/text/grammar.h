@@ -67,6 +67,12 @@ bool grammar_is_done(const struct grammar_state *s);
 bool grammar_in_string(const struct grammar_state *s, const struct grammar *g);
 /* The bytes (n) are such a string-neutral run. */
 bool grammar_is_string_neutral(const void *p, size_t n);
+/* Inside a raw text value of tool-call markup (text/grammar_tools.h), between characters and
+ * outside a possible terminator: every byte string that grammar_is_raw_neutral accepts is accepted
+ * here and leads to such a state again. */
+bool grammar_in_raw(const struct grammar_state *s, const struct grammar *g);
+/* The bytes (n) are whole UTF-8 characters without '<' or control bytes (tab, LF, CR allowed). */
+bool grammar_is_raw_neutral(const void *p, size_t n);
 
 /* ---- string text, for token masks (text/tokmask.c) ----
  * While the innermost value is a string, the bytes it accepts up to its closing quote depend on
