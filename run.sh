@@ -87,9 +87,11 @@ fi
 NAME=${NAME:-$(basename "$MODEL")}
 
 # ---- the engine: cuda when a GPU is visible and the worker has the CUDA engine ----
-cuda_built() {
-  ! "$BIN/tern-worker" --engine cuda --model "$MODEL" --check-config 2>&1 |
-    grep -q "not in this build"
+cuda_built() { # the whole output first: with pipefail, `| grep -q` could see the worker die of
+               # SIGPIPE after an early match and take that for "built"
+  local out
+  out=$("$BIN/tern-worker" --engine cuda --model "$MODEL" --check-config 2>&1) || true
+  [[ $out != *"not in this build"* ]]
 }
 if [ "$ENGINE" = auto ]; then
   if ! GPU=$(nvidia-smi -L 2>/dev/null | head -n 1) || [ -z "$GPU" ]; then
