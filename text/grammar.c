@@ -204,6 +204,29 @@ static void utf8_expect(struct grammar_frame *f, int more, uint8_t lo, uint8_t h
     f->lim = (uint16_t)(lo | hi << 8);
 }
 
+/* a byte >= 0x80 that starts a UTF-8 sequence (RFC 3629: no overlongs, surrogates or code points
+ * past U+10FFFF): expect its continuation bytes */
+static enum step utf8_lead(struct grammar_frame *f, uint8_t b)
+{
+    if (b >= 0xc2 && b <= 0xdf)
+        utf8_expect(f, 1, 0x80, 0xbf);
+    else if (b == 0xe0)
+        utf8_expect(f, 2, 0xa0, 0xbf);
+    else if (b == 0xed)
+        utf8_expect(f, 2, 0x80, 0x9f);
+    else if (b >= 0xe1 && b <= 0xef)
+        utf8_expect(f, 2, 0x80, 0xbf);
+    else if (b == 0xf0)
+        utf8_expect(f, 3, 0x90, 0xbf);
+    else if (b >= 0xf1 && b <= 0xf3)
+        utf8_expect(f, 3, 0x80, 0xbf);
+    else if (b == 0xf4)
+        utf8_expect(f, 3, 0x80, 0x8f);
+    else
+        return STEP_REJECT;
+    return STEP_OK;
+}
+
 static enum step str_step(struct grammar_frame *f, uint8_t b)
 {
     if (f->st == S_ESC) {
@@ -245,23 +268,7 @@ static enum step str_step(struct grammar_frame *f, uint8_t b)
         return STEP_REJECT;
     if (b < 0x80)
         return STEP_OK;
-    if (b >= 0xc2 && b <= 0xdf)
-        utf8_expect(f, 1, 0x80, 0xbf);
-    else if (b == 0xe0)
-        utf8_expect(f, 2, 0xa0, 0xbf);
-    else if (b == 0xed)
-        utf8_expect(f, 2, 0x80, 0x9f);
-    else if (b >= 0xe1 && b <= 0xef)
-        utf8_expect(f, 2, 0x80, 0xbf);
-    else if (b == 0xf0)
-        utf8_expect(f, 3, 0x90, 0xbf);
-    else if (b >= 0xf1 && b <= 0xf3)
-        utf8_expect(f, 3, 0x80, 0xbf);
-    else if (b == 0xf4)
-        utf8_expect(f, 3, 0x80, 0x8f);
-    else
-        return STEP_REJECT;
-    return STEP_OK;
+    return utf8_lead(f, b);
 }
 
 // ---- numbers and literals ----
@@ -776,23 +783,7 @@ static enum step raw_char(struct grammar_frame *f, uint8_t b)
         return b == '\n' || b == '\t' || b == '\r' ? STEP_OK : STEP_REJECT;
     if (b < 0x80)
         return STEP_OK;
-    if (b >= 0xc2 && b <= 0xdf)
-        utf8_expect(f, 1, 0x80, 0xbf);
-    else if (b == 0xe0)
-        utf8_expect(f, 2, 0xa0, 0xbf);
-    else if (b == 0xed)
-        utf8_expect(f, 2, 0x80, 0x9f);
-    else if (b >= 0xe1 && b <= 0xef)
-        utf8_expect(f, 2, 0x80, 0xbf);
-    else if (b == 0xf0)
-        utf8_expect(f, 3, 0x90, 0xbf);
-    else if (b >= 0xf1 && b <= 0xf3)
-        utf8_expect(f, 3, 0x80, 0xbf);
-    else if (b == 0xf4)
-        utf8_expect(f, 3, 0x80, 0x8f);
-    else
-        return STEP_REJECT;
-    return STEP_OK;
+    return utf8_lead(f, b);
 }
 
 /* Every lit starts with the same byte, found nowhere else in them (grammar_tools.c builds them
