@@ -1051,6 +1051,12 @@ int gw_req_parse(struct gw_req *r, enum gw_req_kind kind, const char *body, size
             (rc = get_bool(root, "parallel_tool_calls", &r->parallel_tool_calls, err)) ||
             (rc = force_tools(r, a, err)))
             return rc;
+        /* constrained output (response_format, a forced tool call) starts at the first
+         * completion token, so a prompt that opened <think> would put it in the reasoning (no
+         * content, no tool_calls): thinking is off unless the request itself turns it on, over
+         * --default-chat-template-kwargs too (vLLM applies the grammar after the reasoning) */
+        if (r->json_schema && r->enable_thinking < 0)
+            r->enable_thinking = 0;
     } else {
         if ((rc = get_bool(root, "echo", &r->echo, err)))
             return rc;

@@ -72,6 +72,23 @@ static void test_response_format(void)
             CHECK_STREQ(r.json_schema, cases[i][1]);
         else
             CHECK(r.json_schema == NULL);
+        /* constrained output turns thinking off unless the request turns it on */
+        CHECK_EQ_INT(r.enable_thinking, cases[i][1] ? 0 : -1);
+        gw_arena_destroy(a);
+    }
+    static const char *const on[] = {
+        ",\"response_format\":{\"type\":\"json_object\"},\"chat_template_kwargs\":{"
+        "\"enable_thinking\":true}",
+        ",\"response_format\":{\"type\":\"json_object\"},\"reasoning_effort\":\"high\"",
+    };
+    for (size_t i = 0; i < sizeof(on) / sizeof(on[0]); i++) {
+        char body[512];
+        snprintf(body, sizeof(body), "{" MSGS "%s}", on[i]);
+        struct gw_arena *a = gw_arena_create(0);
+        struct gw_req r;
+        struct gw_req_err e;
+        CHECK_EQ_INT(parse(GW_REQ_KIND_CHAT, body, &r, &e, a), 0);
+        CHECK_EQ_INT(r.enable_thinking, 1);
         gw_arena_destroy(a);
     }
 }
