@@ -1,7 +1,8 @@
 /* gw_sched: DEALER link to the scheduler (proto/tern.proto, common/msg.h) inside the libuv loop.
  * Reads: a uv_poll on ZMQ_FD plus a uv_prepare that drains before every loop wait, so an edge
  * consumed by a send is never missed. A 100 ms tick sends hello (until acked), heartbeats and
- * status requests, and declares the link dead after dead_ms of silence. */
+ * status requests, and declares the link dead after dead_ms of silence. A Reset from the
+ * scheduler (it gave this gateway up) counts as a lost link too: open requests are parked. */
 #include "gw_sched.h"
 
 #include <stdio.h>
@@ -326,6 +327,12 @@ static void handle(struct gw_sched *s, Tern__Envelope *env, uint64_t now)
         if (env->heartbeat->has_instance)
             on_instance(s, env->heartbeat->instance);
         break;
+    case TERN__ENVELOPE__BODY_RESET:
+        /* the scheduler gave this gateway up (silent past its dead_after_ms: a stall on either
+         * side) and dropped its requests: park and resubmit them on a new socket, as after a
+         * scheduler restart, or they would wait forever */
+        link_lost(s, "scheduler_reset");
+        return;
     case TERN__ENVELOPE__BODY_STATUS: {
         Tern__StatusSnapshot *st = env->status;
         if (st->has_scheduler_instance)

@@ -1,6 +1,7 @@
 /* sched_gw: the gateway link. Gateways are known by their ROUTER routing id; any frame from a
  * new id registers it (so a gateway that reconnects after a scheduler restart is picked up by
- * its next heartbeat). A gateway silent for dead_after_ms is gone: its requests are aborted. */
+ * its next heartbeat). A gateway silent for dead_after_ms is gone: its requests are aborted, and
+ * it is sent a Reset in case it was only slow, so that it resubmits them instead of waiting. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -390,10 +391,28 @@ void sched_gw_handle(struct sched *s, const struct msg_peer *from, Tern__Envelop
 
 // ---- timers ----
 
+/* Reset to a gateway given up for silence: it may be alive after all (a stall on either side
+ * outlasted dead_after_ms), and then its open requests, dropped here, would wait forever. On
+ * Reset it parks them and resubmits them after a new hello, as after a scheduler restart. Best
+ * effort: a gateway that is really gone cannot get it. */
+static void send_gw_reset(struct sched *s, int gw)
+{
+    Tern__Envelope env;
+    Tern__Reset rs = TERN__RESET__INIT;
+    sched_env_init(&env, 0);
+    rs.reason = (char *)"gateway_lost";
+    env.body_case = TERN__ENVELOPE__BODY_RESET;
+    env.reset = &rs;
+    /* no send_failed warning: gone is the expected case */
+    (void)sched_send_raw(s, false, &s->gws[gw].peer, &env);
+}
+
 static void gw_lost(struct sched *s, int gw)
 {
     struct sched_gw *g = &s->gws[gw];
     uint32_t n = 0;
+    if (!g->disconnected)
+        send_gw_reset(s, gw);
     for (uint32_t i = sched_reqs_count(s->reqs); i-- > 0;) {
         struct sched_req *r = sched_reqs_at(s->reqs, i);
         if (r->gw != gw)

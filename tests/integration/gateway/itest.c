@@ -232,6 +232,27 @@ bool itest_read_resp(struct itest_conn *c, struct itest_resp *r, int timeout_ms)
     return true;
 }
 
+int itest_count(const struct itest_conn *c, const char *needle)
+{
+    size_t nl = strlen(needle);
+    int k = 0;
+    const char *p = c->buf, *end = c->buf + c->len;
+    while ((p = memmem(p, (size_t)(end - p), needle, nl)) != NULL) {
+        k++;
+        p += nl;
+    }
+    return k;
+}
+
+bool itest_wait_for(struct itest_conn *c, const char *needle, int n, int timeout_ms)
+{
+    long long deadline = itest_now_ms() + timeout_ms;
+    while (itest_count(c, needle) < n)
+        if (fill(c, deadline) <= 0)
+            return false;
+    return true;
+}
+
 bool itest_http(int port, const char *method, const char *path, const char *headers,
                 const char *body, struct itest_resp *r, int timeout_ms)
 {
@@ -298,4 +319,31 @@ bool itest_wait_status(int port, const char *path, int want_status, int timeout_
         itest_sleep_ms(50);
     }
     return false;
+}
+
+int itest_log_count(const char *dir, const char *name, const char *needle)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s.log", dir, name);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    int k = 0;
+    char line[4096];
+    while (fgets(line, sizeof(line), f))
+        if (strstr(line, needle))
+            k++;
+    fclose(f);
+    return k;
+}
+
+bool itest_log_wait(const char *dir, const char *name, const char *needle, int n, int timeout_ms)
+{
+    long long end = itest_now_ms() + timeout_ms;
+    while (itest_log_count(dir, name, needle) <= n) {
+        if (itest_now_ms() > end)
+            return false;
+        itest_sleep_ms(20);
+    }
+    return true;
 }

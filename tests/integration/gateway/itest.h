@@ -43,6 +43,13 @@ struct itest_conn {
     size_t len;
 };
 bool itest_read_resp(struct itest_conn *c, struct itest_resp *r, int timeout_ms);
+/* Read what the server sends on c into c->buf (left there for itest_read_resp) until it holds
+ * needle at least n times; false when the connection ends or timeout_ms passes first. With
+ * needle "data: " it waits for n SSE events: a stream that has them has its response head sent
+ * and its first tokens generated, which a fixed sleep cannot promise on a loaded machine. */
+bool itest_wait_for(struct itest_conn *c, const char *needle, int n, int timeout_ms);
+/* Occurrences of needle in c->buf. */
+int itest_count(const struct itest_conn *c, const char *needle);
 /* One request on a fresh connection: method, path, extra header lines ("K: V\r\n"), body. */
 bool itest_http(int port, const char *method, const char *path, const char *headers,
                 const char *body, struct itest_resp *r, int timeout_ms);
@@ -51,6 +58,11 @@ bool itest_header(const struct itest_resp *r, const char *name, char *out, size_
 void itest_resp_free(struct itest_resp *r);
 /* Poll GET path until it answers want_status (or any status when want_status == 0). */
 bool itest_wait_status(int port, const char *path, int want_status, int timeout_ms);
+/* Lines of the log dir/name.log (itest_spawn_logged's) that contain needle; 0 when unreadable. */
+int itest_log_count(const char *dir, const char *name, const char *needle);
+/* Poll until dir/name.log has more than n lines with needle (a service logged an event the test
+ * waits for); false after timeout_ms. */
+bool itest_log_wait(const char *dir, const char *name, const char *needle, int n, int timeout_ms);
 /* Monotonic ms. */
 long long itest_now_ms(void);
 void itest_sleep_ms(int ms);

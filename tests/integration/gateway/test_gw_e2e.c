@@ -2,13 +2,16 @@
  *   streamed == non-streamed (chat and completions), SSE structure, stop strings, the context
  *   check at the boundary, client disconnect frees the KV (via /metrics), /health across a
  *   worker kill -9 and restart, scheduler kill -9 -> 503 + Retry-After and open streams end with
- *   an error event, then recovery without restarting the gateway, SIGTERM drain. */
+ *   an error event, then recovery without restarting the gateway, a gateway stalled past the
+ *   scheduler's dead-after (its stream resumes after the scheduler's Reset), SIGTERM drain.
+ * Each step waits for the state it needs (a stream's first event, a status snapshot, a log
+ * line) with a generous deadline instead of sleeping a fixed time: on a loaded 2-core machine a
+ * process can stall for a second. */
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -26,6 +29,16 @@ static char g_bin[3][1024];
 static char g_gw_ep[256], g_wk_ep[256];
 static pid_t g_sched, g_worker, g_gw;
 
+/* Liveness: heartbeats every 100 ms, but the scheduler and the worker declare a peer dead only
+ * after 3 s of silence (the services' default), so that a stall of a loaded machine does not
+ * take down a live link mid-test; the deaths the test causes (kill -9) reach the scheduler at
+ * once as a closed connection. The gateway declares the scheduler dead after GW_SCHED_DEAD_MS
+ * (test_sched_kill waits for that). */
+#define SCHED_DEAD_MS "3000"
+#define GW_SCHED_DEAD_MS "2000"
+/* deadline for a state the test waits for (a first event, a status, a log line), ms */
+#define WAIT_MS 20000
+
 static const char *g_queue_cap = "256";
 static const char *g_max_seqs = "16";
 static const char *g_step_us = "3000";
@@ -42,7 +55,7 @@ static pid_t start_sched(void)
                     "--heartbeat-ms",
                     "100",
                     "--dead-after-ms",
-                    "600",
+                    SCHED_DEAD_MS,
                     "--queue-cap",
                     (char *)g_queue_cap,
                     NULL};
@@ -69,31 +82,38 @@ static pid_t start_worker(void)
                     "--heartbeat-ms",
                     "100",
                     "--dead-after-ms",
-                    "600",
+                    SCHED_DEAD_MS,
                     "--max-seqs",
                     (char *)g_max_seqs,
                     NULL};
     return itest_spawn(argv, NULL, log);
 }
 
-static pid_t start_gateway_on(int port_no, const char *name, const char *resume_ms)
+static pid_t start_gateway_on(int port_no, const char *name, const char *dead_ms,
+                              const char *resume_ms)
 {
     char log[512], port[16];
     snprintf(log, sizeof(log), "%s/%s.log", g_dir, name);
     snprintf(port, sizeof(port), "%d", port_no);
-    char *argv[] = {g_bin[2],          "--port",          port,
-                    "--scheduler-endpoint", g_gw_ep,      "--sched-dead-ms",
-                    "800",             "--drain-ms",      "10000",
-                    "--sched-resume-ms", (char *)resume_ms, NULL};
+    char *argv[] = {g_bin[2],
+                    "--port",
+                    port,
+                    "--scheduler-endpoint",
+                    g_gw_ep,
+                    "--sched-dead-ms",
+                    (char *)dead_ms,
+                    "--drain-ms",
+                    "10000",
+                    "--sched-resume-ms",
+                    (char *)resume_ms,
+                    NULL};
     return itest_spawn(argv, NULL, log);
 }
 
 static pid_t start_gateway(void)
 {
-    return start_gateway_on(g_port, "gateway", "15000");
+    return start_gateway_on(g_port, "gateway", GW_SCHED_DEAD_MS, "15000");
 }
-
-static int send_raw(const char *body);
 
 // ---- SSE helpers ----
 
@@ -425,37 +445,46 @@ static double metric(const char *name)
     return v;
 }
 
-static int count_events(const char *buf, size_t n)
+static int log_count(const char *name, const char *needle)
 {
-    int k = 0;
-    for (const char *p = buf; (p = memmem(p, n - (size_t)(p - buf), "data: ", 6)) != NULL; p += 6)
-        k++;
-    return k;
+    return itest_log_count(g_dir, name, needle);
+}
+
+static bool log_wait(const char *name, const char *needle, int n, int timeout_ms)
+{
+    return itest_log_wait(g_dir, name, needle, n, timeout_ms);
+}
+
+/* A request sent on a fresh connection, its response left unread (for itest_wait_for and
+ * itest_read_resp); free with conn_close. */
+static struct itest_conn *conn_send(int port, const char *path, const char *body)
+{
+    struct itest_conn *c = calloc(1, sizeof(*c));
+    c->fd = itest_connect(port);
+    char req[512];
+    int n =
+        snprintf(req, sizeof(req), "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s",
+                 path, strlen(body), body);
+    CHECK(c->fd >= 0 && n < (int)sizeof(req) && itest_send(c->fd, req, (size_t)n));
+    return c;
+}
+
+static void conn_close(struct itest_conn *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    free(c);
 }
 
 static void test_disconnect(void)
 {
-    struct itest_conn *c = calloc(1, sizeof(*c));
-    c->fd = itest_connect(g_port);
-    const char *body = "{\"prompt\":\"endless\",\"max_tokens\":240,\"stream\":true}";
-    char req[512];
-    int n = snprintf(req, sizeof(req),
-                     "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s",
-                     strlen(body), body);
-    CHECK(itest_send(c->fd, req, (size_t)n));
-    long long end = itest_now_ms() + 5000;
-    while (count_events(c->buf, c->len) < 4 && itest_now_ms() < end) {
-        ssize_t k = recv(c->fd, c->buf + c->len, sizeof(c->buf) - c->len - 1, MSG_DONTWAIT);
-        if (k > 0)
-            c->len += (size_t)k;
-        else
-            itest_sleep_ms(5);
-    }
-    CHECK(count_events(c->buf, c->len) >= 4);
+    struct itest_conn *c = conn_send(g_port, "/v1/completions",
+                                     "{\"prompt\":\"endless\",\"max_tokens\":240,\"stream\":true}");
+    CHECK(itest_wait_for(c, "data: ", 4, WAIT_MS));
     /* the gateway's gauges come from the scheduler's status, polled every 200 ms: wait for a
      * snapshot taken after the request started (the stream lasts 240 steps of >= 3 ms) */
     double running = -1, kv = -1;
-    end = itest_now_ms() + 2000;
+    long long end = itest_now_ms() + WAIT_MS;
     do {
         running = metric("vllm:num_requests_running{");
         kv = metric("vllm:kv_cache_usage_perc{");
@@ -466,10 +495,10 @@ static void test_disconnect(void)
     CHECK(running >= 1);
     CHECK(kv > 0);
     long long t0 = itest_now_ms();
-    close(c->fd);
-    free(c);
-    /* KV back to 0 quickly after the client is gone */
-    while (itest_now_ms() - t0 < 3000 &&
+    conn_close(c);
+    /* KV back to 0 after the client is gone (the abort counted below says it was not the end of
+     * the stream that freed it) */
+    while (itest_now_ms() - t0 < WAIT_MS &&
            (metric("vllm:kv_cache_usage_perc{") != 0 || metric("vllm:num_requests_running{") != 0))
         itest_sleep_ms(20);
     long long dt = itest_now_ms() - t0;
@@ -483,15 +512,14 @@ static void test_disconnect(void)
 static void test_worker_kill(void)
 {
     /* a stream open when its worker dies ends, well-formed, within a few seconds */
-    int fd = send_raw("{\"prompt\":\"victim\",\"max_tokens\":240,\"stream\":true}");
-    itest_sleep_ms(100);
+    struct itest_conn *c = conn_send(g_port, "/v1/completions",
+                                     "{\"prompt\":\"victim\",\"max_tokens\":240,\"stream\":true}");
+    CHECK(itest_wait_for(c, "data: ", 1, WAIT_MS)); /* on the worker: a token came back */
     itest_kill(g_worker, SIGKILL);
     itest_wait(g_worker, 2000);
-    struct itest_conn *c = calloc(1, sizeof(*c));
-    c->fd = fd;
     long long ts = itest_now_ms();
     struct itest_resp sr;
-    CHECK(itest_read_resp(c, &sr, 8000));
+    CHECK(itest_read_resp(c, &sr, WAIT_MS));
     fprintf(stderr, "worker kill -9 -> open stream ended after %lld ms\n", itest_now_ms() - ts);
     struct stream s;
     stream_parse(sr.body, sr.body_len, &s);
@@ -499,14 +527,13 @@ static void test_worker_kill(void)
     CHECK_EQ_INT(s.n_finish + s.n_error, 1); /* finished (re-queued) or an error event */
     stream_free(&s);
     itest_resp_free(&sr);
-    close(fd);
-    free(c);
+    conn_close(c);
     long long t0 = itest_now_ms();
-    CHECK(itest_wait_status(g_port, "/health", 503, 5000));
+    CHECK(itest_wait_status(g_port, "/health", 503, WAIT_MS));
     fprintf(stderr, "worker kill -9 -> /health 503 after %lld ms\n", itest_now_ms() - t0);
     g_worker = start_worker();
     t0 = itest_now_ms();
-    CHECK(itest_wait_status(g_port, "/health", 200, 10000));
+    CHECK(itest_wait_status(g_port, "/health", 200, WAIT_MS));
     fprintf(stderr, "worker restart -> /health 200 after %lld ms\n", itest_now_ms() - t0);
 }
 
@@ -518,37 +545,28 @@ static void test_sched_kill(void)
      * gateway with --sched-resume-ms 300 ends its open stream with an error event instead, since
      * the scheduler stays away longer than that. */
     const int port2 = itest_free_port();
-    pid_t gw2 = start_gateway_on(port2, "gateway2", "300");
-    CHECK(itest_wait_status(port2, "/health", 200, 10000));
-    struct itest_conn *c = calloc(1, sizeof(*c));
-    struct itest_conn *c2 = calloc(1, sizeof(*c2));
-    c->fd = itest_connect(g_port);
-    c2->fd = itest_connect(port2);
+    pid_t gw2 = start_gateway_on(port2, "gateway2", GW_SCHED_DEAD_MS, "300");
+    CHECK(itest_wait_status(port2, "/health", 200, WAIT_MS));
     /* the logit bias (+100 on id 11: every token is 11) must survive the resubmission, or the
      * text after it would follow the fake model's formula instead */
     const char *body = "{\"prompt\":\"long\",\"max_tokens\":240,\"stream\":true,"
                        "\"logit_bias\":{\"11\":100},\"stream_options\":{\"include_usage\":true}}";
-    char req[512];
-    int n = snprintf(req, sizeof(req),
-                     "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s",
-                     strlen(body), body);
-    CHECK(itest_send(c->fd, req, (size_t)n));
-    CHECK(itest_send(c2->fd, req, (size_t)n));
+    struct itest_conn *c = conn_send(g_port, "/v1/completions", body);
+    struct itest_conn *c2 = conn_send(port2, "/v1/completions", body);
     /* and a streamed /v1/responses request on gateway 2: its error is the API's error event */
-    struct itest_conn *c3 = calloc(1, sizeof(*c3));
-    c3->fd = itest_connect(port2);
-    const char *rbody = "{\"input\":\"long\",\"max_output_tokens\":240,\"stream\":true}";
-    n = snprintf(req, sizeof(req),
-                 "POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s",
-                 strlen(rbody), rbody);
-    CHECK(itest_send(c3->fd, req, (size_t)n));
-    itest_sleep_ms(100);
+    struct itest_conn *c3 = conn_send(
+        port2, "/v1/responses", "{\"input\":\"long\",\"max_output_tokens\":240,\"stream\":true}");
+    /* the scheduler dies once every stream runs: its head is out and a first token came (before
+     * that, a lost scheduler is a plain 503, not an error event) */
+    CHECK(itest_wait_for(c, "data: ", 1, WAIT_MS));
+    CHECK(itest_wait_for(c2, "data: ", 1, WAIT_MS));
+    CHECK(itest_wait_for(c3, "_text.delta", 1, WAIT_MS));
     itest_kill(g_sched, SIGKILL);
     itest_wait(g_sched, 2000);
     /* gateway 2: the stream ends with an error event and [DONE] within dead + resume time */
     struct itest_resp r2;
     long long t2 = itest_now_ms();
-    CHECK(itest_read_resp(c2, &r2, 8000));
+    CHECK(itest_read_resp(c2, &r2, WAIT_MS));
     struct stream s2;
     stream_parse(r2.body, r2.body_len, &s2);
     fprintf(stderr, "resume window 300 ms: stream ended after %lld ms, errors=%d finish=%d\n",
@@ -557,10 +575,9 @@ static void test_sched_kill(void)
     CHECK(s2.done_last);
     stream_free(&s2);
     itest_resp_free(&r2);
-    close(c2->fd);
-    free(c2);
+    conn_close(c2);
     struct itest_resp r3;
-    CHECK(itest_read_resp(c3, &r3, 8000));
+    CHECK(itest_read_resp(c3, &r3, WAIT_MS));
     CHECK_EQ_INT(r3.status, 200);
     CHECK(r3.body && strstr(r3.body, "event: response.created\n") != NULL);
     const char *err = r3.body ? strstr(r3.body, "event: error\ndata: {\"type\":\"error\"") : NULL;
@@ -568,12 +585,11 @@ static void test_sched_kill(void)
     CHECK(err && strstr(err, "\"sequence_number\":") && strstr(err, "\"message\":"));
     CHECK(r3.body && !strstr(r3.body, "[DONE]") && !strstr(r3.body, "response.completed"));
     itest_resp_free(&r3);
-    close(c3->fd);
-    free(c3);
+    conn_close(c3);
     itest_kill(gw2, SIGTERM);
     CHECK_EQ_INT(itest_wait(gw2, 5000), 0);
-    /* the gateway notices (sched-dead-ms 800): new requests 503 + Retry-After */
-    CHECK(itest_wait_status(g_port, "/health", 503, 5000));
+    /* the gateway notices (after GW_SCHED_DEAD_MS): new requests 503 + Retry-After */
+    CHECK(itest_wait_status(g_port, "/health", 503, WAIT_MS));
     struct itest_resp e;
     CHECK_EQ_INT(post("/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":2}", &e), 503);
     char v[32];
@@ -584,10 +600,10 @@ static void test_sched_kill(void)
      * stream is resubmitted and completes */
     g_sched = start_sched();
     long long t0 = itest_now_ms();
-    CHECK(itest_wait_status(g_port, "/health", 200, 15000));
+    CHECK(itest_wait_status(g_port, "/health", 200, WAIT_MS));
     fprintf(stderr, "scheduler restart -> /health 200 after %lld ms\n", itest_now_ms() - t0);
     struct itest_resp r;
-    CHECK(itest_read_resp(c, &r, 15000));
+    CHECK(itest_read_resp(c, &r, WAIT_MS));
     CHECK_EQ_INT(r.status, 200);
     struct stream s;
     stream_parse(r.body, r.body_len, &s);
@@ -611,52 +627,36 @@ static void test_sched_kill(void)
     CHECK_STREQ(s.content.data ? s.content.data : "", text);
     stream_free(&s);
     itest_resp_free(&r);
-    close(c->fd);
-    free(c);
+    conn_close(c);
 }
 
 static void test_drain(void)
 {
-    struct itest_conn *c = calloc(1, sizeof(*c));
-    c->fd = itest_connect(g_port);
-    const char *body = "{\"prompt\":\"drain\",\"max_tokens\":60,\"stream\":true}";
-    char req[512];
-    int n = snprintf(req, sizeof(req),
-                     "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s",
-                     strlen(body), body);
-    CHECK(itest_send(c->fd, req, (size_t)n));
-    itest_sleep_ms(50);
+    /* a stream long enough (240 steps of >= 3 ms) to be in flight while the drain starts */
+    struct itest_conn *c = conn_send(g_port, "/v1/completions",
+                                     "{\"prompt\":\"drain\",\"max_tokens\":240,\"stream\":true}");
+    CHECK(itest_wait_for(c, "data: ", 1, WAIT_MS));
+    int n_drain = log_count("gateway", "ev=draining");
     itest_kill(g_gw, SIGTERM);
-    itest_sleep_ms(50);
-    /* no new connections are served */
+    /* once the gateway has handled the signal, no new connection is served */
+    CHECK(log_wait("gateway", "ev=draining", n_drain, WAIT_MS));
     struct itest_resp e;
     bool served = itest_http(g_port, "GET", "/version", NULL, NULL, &e, 1000) && e.status == 200;
     CHECK(!served);
     itest_resp_free(&e);
-    /* the in-flight stream finishes normally */
+    /* the drain began with the stream in flight, and the stream finishes normally */
+    CHECK_EQ_INT(log_count("gateway", "ev=draining signal=15 inflight=1 "), 1);
     struct itest_resp r;
-    CHECK(itest_read_resp(c, &r, 10000));
+    CHECK(itest_read_resp(c, &r, WAIT_MS));
     struct stream s;
     stream_parse(r.body, r.body_len, &s);
     CHECK_STREQ(s.finish, "length");
     CHECK(s.done_last);
     stream_free(&s);
     itest_resp_free(&r);
-    close(c->fd);
-    free(c);
-    CHECK_EQ_INT(itest_wait(g_gw, 5000), 0);
+    conn_close(c);
+    CHECK_EQ_INT(itest_wait(g_gw, WAIT_MS), 0);
     g_gw = 0;
-}
-
-static int send_raw(const char *body)
-{
-    int fd = itest_connect(g_port);
-    char req[512];
-    int n = snprintf(req, sizeof(req),
-                     "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s",
-                     strlen(body), body);
-    CHECK(fd >= 0 && itest_send(fd, req, (size_t)n));
-    return fd;
 }
 
 /* one running (max-seqs 1), one waiting (queue-cap 1): the third is refused with 503 +
@@ -673,14 +673,23 @@ static void test_queue_full(void)
     g_sched = start_sched();
     g_worker = start_worker();
     g_gw = start_gateway();
-    if (!itest_wait_status(g_port, "/health", 200, 15000)) {
+    if (!itest_wait_status(g_port, "/health", 200, WAIT_MS)) {
         CHECK(0);
         return;
     }
-    int a = send_raw("{\"prompt\":\"first\",\"max_tokens\":60}");
-    itest_sleep_ms(150);
-    int b = send_raw("{\"prompt\":\"second\",\"max_tokens\":10}");
-    itest_sleep_ms(150);
+    /* the first takes the one slot: it runs once its first token is out, and goes on for 240
+     * steps of 10 ms, past what follows */
+    struct itest_conn *a = conn_send(g_port, "/v1/completions",
+                                     "{\"prompt\":\"first\",\"max_tokens\":240,\"stream\":true}");
+    CHECK(itest_wait_for(a, "data: ", 1, WAIT_MS));
+    /* the second waits in the queue, as the scheduler's status (polled every 200 ms) says */
+    struct itest_conn *b =
+        conn_send(g_port, "/v1/completions", "{\"prompt\":\"second\",\"max_tokens\":10}");
+    double waiting = -1;
+    for (long long end = itest_now_ms() + WAIT_MS; itest_now_ms() < end; itest_sleep_ms(20))
+        if ((waiting = metric("vllm:num_requests_waiting{")) >= 1)
+            break;
+    CHECK_EQ_INT(waiting, 1);
     struct itest_resp r;
     CHECK_EQ_INT(
         post("/v1/completions", "{\"prompt\":\"third\",\"max_tokens\":5,\"stream\":true}", &r),
@@ -689,16 +698,74 @@ static void test_queue_full(void)
     CHECK(itest_header(&r, "retry-after", v, sizeof(v)) && atoi(v) >= 1);
     CHECK(strstr(r.body, "\"code\":\"server_is_overloaded\"") != NULL);
     itest_resp_free(&r);
-    int fds[2] = {a, b};
+    struct itest_conn *conns[2] = {a, b};
     for (int i = 0; i < 2; i++) {
-        struct itest_conn *c = calloc(1, sizeof(*c));
-        c->fd = fds[i];
-        CHECK(itest_read_resp(c, &r, 10000));
+        CHECK(itest_read_resp(conns[i], &r, WAIT_MS));
         CHECK_EQ_INT(r.status, 200);
+        if (i == 0) { /* the first ran to its end */
+            struct stream s;
+            stream_parse(r.body, r.body_len, &s);
+            CHECK_STREQ(s.finish, "length");
+            CHECK(s.done_last);
+            stream_free(&s);
+        }
         itest_resp_free(&r);
-        close(c->fd);
-        free(c);
+        conn_close(conns[i]);
     }
+}
+
+/* A gateway stalled past the scheduler's dead-after (SIGSTOP here; a loaded machine can stall
+ * any process) is given up there, with its requests. When it runs again, its open stream must
+ * not wait forever for tokens that will not come: the scheduler's Reset makes it park the
+ * stream and resubmit it with its tokens so far, and the stream ends normally with all of them.
+ * A gateway of its own, whose own dead-after (60 s) cannot fire first, so that only the Reset
+ * can save the stream; the worker is made slow (150 steps of 30 ms) so that the stream is
+ * still running when the scheduler gives the gateway up (SCHED_DEAD_MS). */
+static void test_gateway_stall(void)
+{
+    int n_ready = log_count("sched", "ev=worker_ready");
+    itest_kill(g_worker, SIGKILL);
+    itest_wait(g_worker, 2000);
+    g_step_us = "30000";
+    g_worker = start_worker();
+    const int port3 = itest_free_port();
+    pid_t gw3 = start_gateway_on(port3, "gateway3", "60000", "15000");
+    if (!log_wait("sched", "ev=worker_ready", n_ready, WAIT_MS) ||
+        !itest_wait_status(port3, "/health", 200, WAIT_MS)) {
+        CHECK(0);
+        itest_kill(gw3, SIGKILL);
+        itest_wait(gw3, 2000);
+        return;
+    }
+    const char *body = "{\"prompt\":\"long\",\"max_tokens\":150,\"stream\":true,"
+                       "\"logit_bias\":{\"11\":100},\"stream_options\":{\"include_usage\":true}}";
+    struct itest_conn *c = conn_send(port3, "/v1/completions", body);
+    CHECK(itest_wait_for(c, "data: ", 1, WAIT_MS));
+    char lost_ev[64];
+    snprintf(lost_ev, sizeof(lost_ev), "ev=gateway_lost gw=gw-%d ", (int)gw3);
+    itest_kill(gw3, SIGSTOP);
+    bool lost = log_wait("sched", lost_ev, 0, WAIT_MS);
+    itest_kill(gw3, SIGCONT);
+    CHECK(lost);
+    struct itest_resp r;
+    CHECK(itest_read_resp(c, &r, WAIT_MS));
+    CHECK_EQ_INT(r.status, 200);
+    struct stream s;
+    stream_parse(r.body, r.body_len, &s);
+    fprintf(stderr, "stream across a gateway stall: finish=%s completion=%d errors=%d\n", s.finish,
+            s.usage_completion, s.n_error);
+    CHECK_EQ_INT(s.n_error, 0);
+    CHECK_STREQ(s.finish, "length");
+    CHECK_EQ_INT(s.usage_completion, 150);
+    CHECK(s.done_last);
+    const char *text = s.content.data ? s.content.data : "";
+    CHECK(strspn(text, ",") == strlen(text) && strlen(text) == 150); /* id 11 is "," */
+    CHECK_EQ_INT(log_count("gateway3", "ev=sched_link_lost why=scheduler_reset"), 1);
+    stream_free(&s);
+    itest_resp_free(&r);
+    conn_close(c);
+    itest_kill(gw3, SIGTERM);
+    CHECK_EQ_INT(itest_wait(gw3, WAIT_MS), 0);
 }
 
 int main(void)
@@ -735,6 +802,7 @@ int main(void)
         test_sched_kill();
         test_drain();
         test_queue_full();
+        test_gateway_stall();
     }
     if (g_gw) {
         itest_kill(g_gw, SIGTERM); /* idle now: a clean exit (and leak check under ASan) */

@@ -100,7 +100,9 @@ static void start_stack(const char *tag, const char *model, int port, const char
     spawn(g, log);
 }
 
-/* the restart stack: fast heartbeats, a gateway that parks streams while the scheduler is away */
+/* the restart stack: fast heartbeats, a gateway that parks streams while the scheduler is away;
+ * the scheduler gives a silent peer 3 s (its default), so that a loaded machine's stall does not
+ * drop the worker mid-stream (the test kills the scheduler, not the worker) */
 static int g_rs_sched = -1; // index of its scheduler in g_pids
 static char g_rs_gep[256], g_rs_wep[256];
 
@@ -112,7 +114,7 @@ static pid_t start_rs_sched(void)
                  g_rs_gep, "--worker-endpoint",
                  g_rs_wep, "--heartbeat-ms",
                  "100",    "--dead-after-ms",
-                 "600",    NULL};
+                 "3000",   NULL};
     return spawn(s, "sched_rs");
 }
 
@@ -531,10 +533,16 @@ static void test_sched_restart(int port)
     struct itest_conn *c = calloc(1, sizeof(*c));
     c->fd = itest_connect(port);
     CHECK(c->fd >= 0 && itest_send(c->fd, req, (size_t)n));
-    itest_sleep_ms(700);
+    /* killed mid-stream: once the first tokens are out (a fixed sleep may be too short for a
+     * loaded machine's first prefill) */
+    CHECK(itest_wait_for(c, "data: ", 2, 60000));
+    int n_gw = itest_log_count(g_dir, "gw_rs", "ev=sched_link_lost");
+    int n_wk = itest_log_count(g_dir, "wk_rs", "ev=scheduler_lost");
     itest_kill(g_pids[g_rs_sched], SIGKILL);
     itest_wait(g_pids[g_rs_sched], 2000);
-    itest_sleep_ms(1200); /* the gateway and the worker notice */
+    /* the gateway and the worker notice before the new scheduler starts */
+    CHECK(itest_log_wait(g_dir, "gw_rs", "ev=sched_link_lost", n_gw, 20000));
+    CHECK(itest_log_wait(g_dir, "wk_rs", "ev=scheduler_lost", n_wk, 20000));
     int n_pids = g_n_pids;
     g_pids[g_rs_sched] = start_rs_sched(); /* in place of the old one, not appended */
     g_n_pids = n_pids;

@@ -14,7 +14,6 @@
  *      tokens) and the gateway exits 0.
  *   4. SIGTERM the scheduler and the workers: all exit 0; no child process is left. */
 #include <errno.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -420,25 +419,6 @@ static void sse_parse(const char *body, struct sse_stats *s)
     }
 }
 
-/* Receive into the connection buffer until the first SSE event arrived (the stream is live). */
-static bool wait_first_event(struct itest_conn *k, int timeout_ms)
-{
-    long long end = itest_now_ms() + timeout_ms;
-    while (!memmem(k->buf, k->len, "data:", 5)) {
-        long long left = end - itest_now_ms();
-        if (left <= 0 || k->len >= sizeof k->buf)
-            return false;
-        struct pollfd pf = {.fd = k->fd, .events = POLLIN};
-        if (poll(&pf, 1, (int)(left > 100 ? 100 : left)) <= 0)
-            continue;
-        ssize_t got = recv(k->fd, k->buf + k->len, sizeof k->buf - k->len, 0);
-        if (got <= 0)
-            return false;
-        k->len += (size_t)got;
-    }
-    return true;
-}
-
 static void phase_gateway_drain(void)
 {
     static struct itest_conn conns[N_C];
@@ -460,7 +440,7 @@ static void phase_gateway_drain(void)
         CHECK(conns[i].fd >= 0 && itest_send(conns[i].fd, req, strlen(req)));
     }
     for (int i = 0; i < N_C; i++)
-        CHECK(conns[i].fd >= 0 && wait_first_event(&conns[i], 20000));
+        CHECK(conns[i].fd >= 0 && itest_wait_for(&conns[i], "data:", 1, 20000));
     /* freeze the workers so the streams are surely in flight when the gateway gets SIGTERM,
      * and check it waits for them (still running 300 ms later) */
     for (int i = 0; i < N_WK; i++)

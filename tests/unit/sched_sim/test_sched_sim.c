@@ -289,6 +289,7 @@ struct fgw {
     bool silent;
     bool gone; // the scheduler has dropped it; reconnects at back_at
     uint64_t back_at;
+    int n_reset; // Resets received in this incarnation (the scheduler gave it up)
 };
 
 static struct fgw G[N_GWS];
@@ -312,6 +313,7 @@ static void gw_start(struct fgw *g, int idx)
     snprintf(name, sizeof name, "gw%d-%d", idx, g->incarnation);
     g->peer = sim_peer(name);
     g->silent = g->gone = false;
+    g->n_reset = 0;
 }
 
 static void gw_receive(const struct sim_frame *f)
@@ -348,6 +350,11 @@ static void gw_receive(const struct sim_frame *f)
         } else {
             n_error++;
         }
+        break;
+    case TERN__ENVELOPE__BODY_RESET:
+        /* only to a gateway given up for its silence, so that one only stalled resubmits */
+        CHECK(G[gi].silent);
+        G[gi].n_reset++;
         break;
     default:
         break; /* heartbeats, acks */
@@ -541,7 +548,9 @@ static void run_sim(uint64_t seed, uint32_t n_reqs)
                 g->silent = true;
                 n_gw_disconnects++;
             } else if (g->silent && !g->gone && !sched_has_gw(&s, &g->peer)) {
-                /* dropped with its gateway: those requests end without a message */
+                /* dropped with its gateway: those requests end without a message, and the
+                 * gateway was told (a Reset), in case it was alive after all */
+                CHECK_EQ_INT(g->n_reset, 1);
                 for (uint64_t id = 1; id <= n_req_ids; id++)
                     if (R[id].gw == gi && R[id].gw_inc == g->incarnation && R[id].n_term == 0) {
                         CHECK(sched_reqs_find(s.reqs, id) == NULL);
