@@ -69,3 +69,15 @@ void log_write(enum log_level level, const char *ev, const char *fmt, ...)
     fflush(stderr);
     pthread_mutex_unlock(&g_log.mu);
 }
+
+bool log_limit_ok(struct log_limit *l, uint64_t now_ms, uint64_t interval_ms, uint32_t *suppressed)
+{
+    if (l->at_ms && now_ms - l->at_ms < interval_ms) {
+        l->suppressed++;
+        return false;
+    }
+    *suppressed = l->suppressed;
+    l->suppressed = 0;
+    l->at_ms = now_ms ? now_ms : 1;
+    return true;
+}

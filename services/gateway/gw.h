@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "common/log.h"
 #include "gw_cfg.h"
 #include "gw_exch.h"
 #include "gw_req.h"
@@ -18,6 +19,9 @@ struct gw_conn;
 struct gw_sched;
 struct gw_metrics;
 struct gw_text;
+
+/* hot-path warnings (request_fields_ignored): at most one line per interval and endpoint */
+#define GW_WARN_INTERVAL_MS 10000
 
 struct gw {
     const struct gw_cfg *cfg; /* borrowed; outlives gw */
@@ -41,6 +45,8 @@ struct gw {
     struct gw_req_defaults gen_defaults_file;   /* generation_config.json, when one was read */
     const struct gw_req_defaults *gen_defaults; /* &gen_defaults_file, or NULL: none/off */
     int64_t started_s;                          /* process start, Unix s (/v1/models created) */
+    struct log_limit unknown_fields_warn[3]; /* request_fields_ignored: chat, completions,
+                                                responses */
 };
 
 /* ---- service ---- */

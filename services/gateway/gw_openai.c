@@ -873,9 +873,12 @@ static void generate(struct gw *gw, struct gw_exch *x, enum gw_req_kind kind, co
         return;
     }
     char unknown[256]; /* ignored, as vLLM does, and named once (docs/API.md "Field list") */
-    if (gw_req_unknown_fields(&g->req, unknown, sizeof(unknown)) > 0)
-        LOG_WARN("request_fields_ignored", "req=%s endpoint=%s fields=%s", x->req_id,
-                 kind == GW_REQ_KIND_CHAT ? "chat" : "completions", unknown);
+    uint32_t sup;
+    if (gw_req_unknown_fields(&g->req, unknown, sizeof(unknown)) > 0 &&
+        log_limit_ok(&gw->unknown_fields_warn[kind == GW_REQ_KIND_CHAT ? 0 : 1], clock_now_ms(),
+                     GW_WARN_INTERVAL_MS, &sup))
+        LOG_WARN("request_fields_ignored", "req=%s endpoint=%s fields=%s suppressed=%u",
+                 x->req_id, kind == GW_REQ_KIND_CHAT ? "chat" : "completions", unknown, sup);
     gw_req_apply_defaults(&g->req, gw->gen_defaults);
     choices_init(g, x);
     gw_sched_status_get(gw->sched, &st);

@@ -13,6 +13,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "common/xalloc.h"
@@ -875,9 +876,11 @@ void gw_responses_handle(struct gw *gw, struct gw_exch *x)
         return;
     }
     char unknown[256];
-    if (gw_responses_unknown_fields(root, unknown, sizeof(unknown)) > 0)
-        LOG_WARN("request_fields_ignored", "req=%s endpoint=responses fields=%s", x->req_id,
-                 unknown);
+    uint32_t sup;
+    if (gw_responses_unknown_fields(root, unknown, sizeof(unknown)) > 0 &&
+        log_limit_ok(&gw->unknown_fields_warn[2], clock_now_ms(), GW_WARN_INTERVAL_MS, &sup))
+        LOG_WARN("request_fields_ignored", "req=%s endpoint=responses fields=%s suppressed=%u",
+                 x->req_id, unknown, sup);
     struct resp_ctx *c = gw_arena_alloc(x->arena, sizeof(*c));
     gw_resp_init(&c->resp, root, x->req_id, gw_openai_model(gw), (long long)time(NULL),
                  cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "stream")));

@@ -5,6 +5,7 @@
 #define COMMON_LOG_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 enum log_level { LOG_LEVEL_DEBUG = 0, LOG_LEVEL_INFO, LOG_LEVEL_WARN, LOG_LEVEL_ERR, LOG_LEVEL_OFF };
 
@@ -12,6 +13,15 @@ enum log_level { LOG_LEVEL_DEBUG = 0, LOG_LEVEL_INFO, LOG_LEVEL_WARN, LOG_LEVEL_
 void log_init(const char *comp, enum log_level level);
 /* Parse "debug|info|warn|error|off"; returns -1 for an unknown name. */
 int log_level_parse(const char *name);
+
+/* A warning on the hot path, rate-limited (STYLE.md): at most one line per interval, the line
+ * carrying how many were suppressed since the last one. */
+struct log_limit {
+    uint64_t at_ms;      /* when the last line was written; 0 = never */
+    uint32_t suppressed; /* calls refused since then */
+};
+/* true: write the line now, with *suppressed = the count refused before it (then reset). */
+bool log_limit_ok(struct log_limit *l, uint64_t now_ms, uint64_t interval_ms, uint32_t *suppressed);
 bool log_enabled(enum log_level level);
 /* Write one line: ev is the event name, fmt the key=value fields (no newline). Thread-safe. */
 void log_write(enum log_level level, const char *ev, const char *fmt, ...)

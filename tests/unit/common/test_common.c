@@ -29,6 +29,18 @@ int main(void)
     CHECK(strlen(err_str(-2)) > 0);
     CHECK_EQ_INT(log_level_parse("warn"), LOG_LEVEL_WARN);
     CHECK_EQ_INT(log_level_parse("nope"), -1);
+    /* a rate-limited warning: the first call writes, calls within the interval are counted,
+     * the next one after it writes with that count */
+    {
+        struct log_limit l = {0};
+        uint32_t sup = 99;
+        CHECK(log_limit_ok(&l, 5000, 1000, &sup) && sup == 0);
+        CHECK(!log_limit_ok(&l, 5100, 1000, &sup));
+        CHECK(!log_limit_ok(&l, 5999, 1000, &sup));
+        CHECK(log_limit_ok(&l, 6000, 1000, &sup) && sup == 2);
+        CHECK(!log_limit_ok(&l, 6500, 1000, &sup));
+        CHECK(log_limit_ok(&l, 9000, 1000, &sup) && sup == 1);
+    }
 
     struct tpool *tp = tpool_create(3);
     CHECK(tp != NULL);
