@@ -22,13 +22,12 @@ struct cc {
     char path[256]; // JSON pointer of the schema being compiled
 };
 
-static int fail(struct cc *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(struct cc *c, const char *fmt, ...)
+int grammar_fail(char *err, size_t errlen, const char *fmt, ...)
 {
-    if (c->err && c->errlen) {
+    if (err && errlen) {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(c->err, c->errlen, fmt, ap);
+        vsnprintf(err, errlen, fmt, ap);
         va_end(ap);
     }
     return -1;
@@ -116,10 +115,10 @@ static int union_add(struct cc *c, int u, int alt)
             continue;
         int16_t to = (int16_t)(is_union ? g->nodes[alt].alt_of_byte[b] : alt);
         if (g->nodes[u].alt_of_byte[b] >= 0 && g->nodes[u].alt_of_byte[b] != to)
-            return fail(c,
-                        "unsupported anyOf/type list at %s: alternatives overlap (both may "
-                        "start with '%c')",
-                        at(c), b >= 0x20 && b < 0x7f ? b : '?');
+            return grammar_fail(c->err, c->errlen,
+                                "unsupported anyOf/type list at %s: alternatives overlap (both may "
+                                "start with '%c')",
+                                at(c), b >= 0x20 && b < 0x7f ? b : '?');
         g->nodes[u].alt_of_byte[b] = to;
         g->nodes[u].alt_bytes[b >> 6] |= (uint64_t)1 << (b & 63);
     }
@@ -172,21 +171,23 @@ static int literal_node(struct cc *c, const cJSON *vals, const char *kw)
     cJSON_ArrayForEach(v, vals)
     {
         if (!cJSON_IsString(v) && !cJSON_IsNumber(v) && !cJSON_IsBool(v) && !cJSON_IsNull(v))
-            return fail(c, "unsupported %s value at %s: only strings, numbers, booleans and null",
-                        kw, at(c));
+            return grammar_fail(
+                c->err, c->errlen,
+                "unsupported %s value at %s: only strings, numbers, booleans and null", kw, at(c));
         if (cJSON_IsNumber(v) && !isfinite(v->valuedouble))
-            return fail(c, "unsupported %s value at %s: a number out of range", kw, at(c));
+            return grammar_fail(c->err, c->errlen,
+                                "unsupported %s value at %s: a number out of range", kw, at(c));
         if (c->g->nodes[id].n_lits == GRAMMAR_PROPS_MAX)
-            return fail(c, "unsupported %s at %s: more than %d values", kw, at(c),
-                        GRAMMAR_PROPS_MAX);
+            return grammar_fail(c->err, c->errlen, "unsupported %s at %s: more than %d values", kw,
+                                at(c), GRAMMAR_PROPS_MAX);
         char *text = cJSON_PrintUnformatted(v);
         if (!text)
-            return fail(c, "out of memory");
+            return grammar_fail(c->err, c->errlen, "out of memory");
         lit_add(c->g, id, text);
         cJSON_free(text);
     }
     if (c->g->nodes[id].n_lits == 0)
-        return fail(c, "invalid %s at %s: no values", kw, at(c));
+        return grammar_fail(c->err, c->errlen, "invalid %s at %s: no values", kw, at(c));
     return id;
 }
 
@@ -196,14 +197,16 @@ static int object_node(struct cc *c, const cJSON *s)
     const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
     const cJSON *addl = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
     if (props && !cJSON_IsObject(props))
-        return fail(c, "invalid properties at %s: not an object", at(c));
+        return grammar_fail(c->err, c->errlen, "invalid properties at %s: not an object", at(c));
     if (req && !cJSON_IsArray(req))
-        return fail(c, "invalid required at %s: not an array", at(c));
+        return grammar_fail(c->err, c->errlen, "invalid required at %s: not an array", at(c));
     if (addl && !cJSON_IsBool(addl) && !cJSON_IsObject(addl))
-        return fail(c, "invalid additionalProperties at %s: not a boolean or a schema", at(c));
+        return grammar_fail(c->err, c->errlen,
+                            "invalid additionalProperties at %s: not a boolean or a schema", at(c));
     int n = props ? cJSON_GetArraySize(props) : 0;
     if (n > GRAMMAR_PROPS_MAX)
-        return fail(c, "unsupported properties at %s: more than %d", at(c), GRAMMAR_PROPS_MAX);
+        return grammar_fail(c->err, c->errlen, "unsupported properties at %s: more than %d", at(c),
+                            GRAMMAR_PROPS_MAX);
     int id = node_new(c->g, GNODE_OBJECT);
     if (n == 0) {
         int extra = -1;
@@ -230,7 +233,7 @@ static int object_node(struct cc *c, const cJSON *s)
         char *enc = name ? cJSON_PrintUnformatted(name) : NULL;
         cJSON_Delete(name);
         if (!enc)
-            return fail(c, "out of memory");
+            return grammar_fail(c->err, c->errlen, "out of memory");
         size_t len = strlen(enc);
         char *key = xmalloc(len - 1);
         memcpy(key, enc + 1, len - 2); // without the quotes
@@ -249,7 +252,8 @@ static int object_node(struct cc *c, const cJSON *s)
     cJSON_ArrayForEach(r, req)
     {
         if (!cJSON_IsString(r))
-            return fail(c, "invalid required at %s: not a list of names", at(c));
+            return grammar_fail(c->err, c->errlen, "invalid required at %s: not a list of names",
+                                at(c));
         int k = 0;
         const cJSON *q = props ? props->child : NULL;
         while (q && strcmp(q->string, r->valuestring) != 0) {
@@ -257,8 +261,9 @@ static int object_node(struct cc *c, const cJSON *s)
             k++;
         }
         if (!q)
-            return fail(c, "unsupported required at %s: '%s' is not in properties", at(c),
-                        r->valuestring);
+            return grammar_fail(c->err, c->errlen,
+                                "unsupported required at %s: '%s' is not in properties", at(c),
+                                r->valuestring);
         c->g->nodes[id].required |= (uint64_t)1 << k;
     }
     return id;
@@ -271,7 +276,8 @@ static int count_kw(struct cc *c, const cJSON *s, const char *kw, uint32_t *out)
         return 0;
     if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 1e9 ||
         v->valuedouble != (double)(uint32_t)v->valuedouble)
-        return fail(c, "invalid %s at %s: not a non-negative integer", kw, at(c));
+        return grammar_fail(c->err, c->errlen, "invalid %s at %s: not a non-negative integer", kw,
+                            at(c));
     *out = (uint32_t)v->valuedouble;
     return 0;
 }
@@ -280,12 +286,13 @@ static int array_node(struct cc *c, const cJSON *s)
 {
     const cJSON *items = cJSON_GetObjectItemCaseSensitive(s, "items");
     if (items && cJSON_IsArray(items))
-        return fail(c, "unsupported keyword 'items' (array form) at %s", at(c));
+        return grammar_fail(c->err, c->errlen, "unsupported keyword 'items' (array form) at %s",
+                            at(c));
     uint32_t lo = 0, hi = UINT32_MAX;
     if (count_kw(c, s, "minItems", &lo) < 0 || count_kw(c, s, "maxItems", &hi) < 0)
         return -1;
     if (lo > hi)
-        return fail(c, "invalid minItems at %s: above maxItems", at(c));
+        return grammar_fail(c->err, c->errlen, "invalid minItems at %s: above maxItems", at(c));
     int it = items && !cJSON_IsTrue(items) ? compile_at(c, items, "items", -1) : any_node(c);
     if (it < 0)
         return -1;
@@ -315,7 +322,7 @@ static int type_node(struct cc *c, const cJSON *s, const char *type)
             lit_add(c->g, id, "false");
         return id;
     }
-    return fail(c, "unsupported type '%s' at %s", type, at(c));
+    return grammar_fail(c->err, c->errlen, "unsupported type '%s' at %s", type, at(c));
 }
 
 static const char *const known_kw[] = {
@@ -332,14 +339,15 @@ static int compile_node(struct cc *c, const cJSON *s)
      * schemas keeps every required value within GRAMMAR_DEPTH_MAX; the node cap keeps node
      * indices in a frame's 16 bits */
     if (c->depth > GRAMMAR_SCHEMA_DEPTH_MAX)
-        return fail(c, "unsupported schema at %s: nested deeper than %d", at(c),
-                    GRAMMAR_SCHEMA_DEPTH_MAX);
+        return grammar_fail(c->err, c->errlen, "unsupported schema at %s: nested deeper than %d",
+                            at(c), GRAMMAR_SCHEMA_DEPTH_MAX);
     if (c->g->n_nodes > GRAMMAR_NODES_MAX)
-        return fail(c, "unsupported schema at %s: more than %d nodes", at(c), GRAMMAR_NODES_MAX);
+        return grammar_fail(c->err, c->errlen, "unsupported schema at %s: more than %d nodes",
+                            at(c), GRAMMAR_NODES_MAX);
     if (cJSON_IsTrue(s))
         return any_node(c);
     if (!cJSON_IsObject(s))
-        return fail(c, "invalid schema at %s: not an object", at(c));
+        return grammar_fail(c->err, c->errlen, "invalid schema at %s: not an object", at(c));
     const cJSON *kw;
     cJSON_ArrayForEach(kw, s)
     {
@@ -347,7 +355,8 @@ static int compile_node(struct cc *c, const cJSON *s)
         while (known_kw[k] && strcmp(known_kw[k], kw->string) != 0)
             k++;
         if (!known_kw[k])
-            return fail(c, "unsupported keyword '%s' at %s", kw->string, at(c));
+            return grammar_fail(c->err, c->errlen, "unsupported keyword '%s' at %s", kw->string,
+                                at(c));
     }
     const cJSON *cst = cJSON_GetObjectItemCaseSensitive(s, "const");
     if (cst) {
@@ -360,15 +369,17 @@ static int compile_node(struct cc *c, const cJSON *s)
     const cJSON *en = cJSON_GetObjectItemCaseSensitive(s, "enum");
     if (en) {
         if (!cJSON_IsArray(en))
-            return fail(c, "invalid enum at %s: not an array", at(c));
+            return grammar_fail(c->err, c->errlen, "invalid enum at %s: not an array", at(c));
         return literal_node(c, en, "enum");
     }
     const cJSON *any = cJSON_GetObjectItemCaseSensitive(s, "anyOf");
     if (any) {
         if (!cJSON_IsArray(any) || cJSON_GetArraySize(any) == 0)
-            return fail(c, "invalid anyOf at %s: not a non-empty array", at(c));
+            return grammar_fail(c->err, c->errlen, "invalid anyOf at %s: not a non-empty array",
+                                at(c));
         if (cJSON_GetObjectItemCaseSensitive(s, "type"))
-            return fail(c, "unsupported keyword 'type' beside anyOf at %s", at(c));
+            return grammar_fail(c->err, c->errlen, "unsupported keyword 'type' beside anyOf at %s",
+                                at(c));
         int u = node_new(c->g, GNODE_UNION);
         int i = 0;
         const cJSON *a;
@@ -395,13 +406,15 @@ static int compile_node(struct cc *c, const cJSON *s)
     if (cJSON_IsString(type))
         return type_node(c, s, type->valuestring);
     if (!cJSON_IsArray(type) || cJSON_GetArraySize(type) == 0)
-        return fail(c, "invalid type at %s: not a name or a non-empty list", at(c));
+        return grammar_fail(c->err, c->errlen, "invalid type at %s: not a name or a non-empty list",
+                            at(c));
     bool has_number = false;
     const cJSON *t;
     cJSON_ArrayForEach(t, type)
     {
         if (!cJSON_IsString(t))
-            return fail(c, "invalid type at %s: not a list of names", at(c));
+            return grammar_fail(c->err, c->errlen, "invalid type at %s: not a list of names",
+                                at(c));
         has_number |= !strcmp(t->valuestring, "number");
     }
     int u = node_new(c->g, GNODE_UNION);
@@ -410,7 +423,8 @@ static int compile_node(struct cc *c, const cJSON *s)
         if (has_number && !strcmp(t->valuestring, "integer"))
             continue; // number includes the integers
         if (c->g->n_nodes > GRAMMAR_NODES_MAX)
-            return fail(c, "unsupported type at %s: too long a list", at(c));
+            return grammar_fail(c->err, c->errlen, "unsupported type at %s: too long a list",
+                                at(c));
         int alt = type_node(c, s, t->valuestring);
         if (alt < 0 || union_add(c, u, alt) < 0)
             return -1;
@@ -425,7 +439,7 @@ struct grammar *grammar_compile(const char *json, size_t len, char *err, size_t 
     cJSON *doc = cJSON_ParseWithLength(json, len);
     struct cc c = {.err = err, .errlen = errlen};
     if (!doc) {
-        fail(&c, "invalid schema: not JSON");
+        grammar_fail(c.err, c.errlen, "invalid schema: not JSON");
         return NULL;
     }
     struct grammar *g = xcalloc(1, sizeof(*g));

@@ -63,5 +63,8 @@ int grammar_compile_into(struct grammar *g, const struct cJSON *s, char *err, si
 int grammar_node_new(struct grammar *g, enum gnode_kind kind);
 /* Append a literal (a copy of text) to node id's lits. */
 void grammar_node_lit_add(struct grammar *g, int id, const char *text);
+/* The compilers' refusal: the formatted reason into err (errlen, when given); returns -1. */
+int grammar_fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 #endif

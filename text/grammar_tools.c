@@ -29,18 +29,6 @@ struct tc {
     int json_end;  // "\n</parameter>\n"
 };
 
-static int fail(struct tc *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(struct tc *c, const char *fmt, ...)
-{
-    if (c->err && c->errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(c->err, c->errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 char *grammar_tools_spec(const char *tools_json, const char *name, bool parallel)
 {
     cJSON *tools = tools_json ? cJSON_Parse(tools_json) : NULL;
@@ -208,8 +196,9 @@ static int json_value(struct tc *c, const cJSON *prop, const char *const *types,
         cJSON_Delete(any);
     }
     if (id < 0)
-        return fail(c, "tools: too large to enforce (more than %d grammar nodes)",
-                    GRAMMAR_NODES_MAX);
+        return grammar_fail(c->err, c->errlen,
+                            "tools: too large to enforce (more than %d grammar nodes)",
+                            GRAMMAR_NODES_MAX);
     return seq_node(c->g, id, c->json_end);
 }
 
@@ -243,8 +232,9 @@ static int params_node(struct tc *c, const cJSON *fn, const char *name)
     const cJSON *req = cJSON_GetObjectItemCaseSensitive(params, "required");
     int n = cJSON_IsObject(props) ? cJSON_GetArraySize(props) : 0;
     if (n > GRAMMAR_PROPS_MAX)
-        return fail(c, "tools: function '%.64s' has more than %d parameters", name,
-                    GRAMMAR_PROPS_MAX);
+        return grammar_fail(c->err, c->errlen,
+                            "tools: function '%.64s' has more than %d parameters", name,
+                            GRAMMAR_PROPS_MAX);
     char *keys[GRAMMAR_PROPS_MAX];
     int nodes[GRAMMAR_PROPS_MAX];
     uint64_t required = 0;
@@ -253,8 +243,9 @@ static int params_node(struct tc *c, const cJSON *fn, const char *name)
     for (p = n ? props->child : NULL; p && rc == 0; p = p->next, i++) {
         keys[i] = NULL;
         if (!name_ok(p->string)) {
-            rc = fail(c, "tools: parameter name '%.64s' of '%.64s' cannot be written as a tag",
-                      p->string, name);
+            rc = grammar_fail(c->err, c->errlen,
+                              "tools: parameter name '%.64s' of '%.64s' cannot be written as a tag",
+                              p->string, name);
             break;
         }
         const cJSON *r;
@@ -287,15 +278,17 @@ static int funcs_node(struct tc *c, const cJSON *tools, const char *only)
     {
         const cJSON *nm = cJSON_GetObjectItemCaseSensitive(tool_function(t), "name");
         if (!cJSON_IsString(nm))
-            return fail(c, "tools: a tool has no function name");
+            return grammar_fail(c->err, c->errlen, "tools: a tool has no function name");
         if (!only || !strcmp(only, nm->valuestring))
             n++;
     }
     if (n == 0)
-        return fail(c, "tool_choice names unknown function '%.64s'", only ? only : "");
+        return grammar_fail(c->err, c->errlen, "tool_choice names unknown function '%.64s'",
+                            only ? only : "");
     if (n > GRAMMAR_TOOLS_MAX)
-        return fail(c, "tools: more than %d tools cannot be forced (tool_choice \"required\")",
-                    GRAMMAR_TOOLS_MAX);
+        return grammar_fail(c->err, c->errlen,
+                            "tools: more than %d tools cannot be forced (tool_choice \"required\")",
+                            GRAMMAR_TOOLS_MAX);
     char *keys[GRAMMAR_TOOLS_MAX];
     int nodes[GRAMMAR_TOOLS_MAX];
     int i = 0, rc = 0;
@@ -306,7 +299,8 @@ static int funcs_node(struct tc *c, const cJSON *tools, const char *only)
         if (only && strcmp(only, nm) != 0)
             continue;
         if (!name_ok(nm)) {
-            rc = fail(c, "tools: function name '%.64s' cannot be written as a tag", nm);
+            rc = grammar_fail(c->err, c->errlen,
+                              "tools: function name '%.64s' cannot be written as a tag", nm);
             break;
         }
         nodes[i] = params_node(c, fn, nm);
@@ -329,7 +323,7 @@ static int compile_spec(struct tc *c, const cJSON *doc)
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(in, "name");
     const cJSON *par = cJSON_GetObjectItemCaseSensitive(in, "parallel");
     if (!cJSON_IsArray(tools) || (name && !cJSON_IsString(name)) || !cJSON_IsBool(par))
-        return fail(c, "invalid tool-call spec");
+        return grammar_fail(c->err, c->errlen, "invalid tool-call spec");
     struct grammar *g = c->g;
     int raw = grammar_node_new(g, GNODE_RAW);
     grammar_node_lit_add(g, raw, "</parameter>"); // the terminator first; all start with '<'
@@ -341,8 +335,9 @@ static int compile_spec(struct tc *c, const cJSON *doc)
     if (calls < 0)
         return -1;
     if (g->n_nodes > GRAMMAR_NODES_MAX)
-        return fail(c, "tools: too large to enforce (more than %d grammar nodes)",
-                    GRAMMAR_NODES_MAX);
+        return grammar_fail(c->err, c->errlen,
+                            "tools: too large to enforce (more than %d grammar nodes)",
+                            GRAMMAR_NODES_MAX);
     int root = grammar_node_new(g, GNODE_REPEAT);
     g->nodes[root].items = calls;
     g->nodes[root].min_items = 1;
@@ -357,7 +352,7 @@ struct grammar *grammar_tools_compile(const char *spec, size_t len, char *err, s
         err[0] = '\0';
     cJSON *doc = cJSON_ParseWithLength(spec, len);
     if (!doc) {
-        fail(&c, "invalid tool-call spec: not JSON");
+        grammar_fail(c.err, c.errlen, "invalid tool-call spec: not JSON");
         return NULL;
     }
     struct grammar *g = xcalloc(1, sizeof(*g));

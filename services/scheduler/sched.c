@@ -39,13 +39,7 @@ void sched_env_init(Tern__Envelope *env, uint64_t req_id)
 /* One warning per second, with the count of those skipped. */
 static bool warn_ok(struct sched *s)
 {
-    uint64_t now = clock_now_ms();
-    if (now - s->warn_at_ms < 1000) {
-        s->warn_suppressed++;
-        return false;
-    }
-    s->warn_at_ms = now;
-    return true;
+    return log_limit_ok(&s->warn, clock_now_ms(), 1000, &s->warn_suppressed);
 }
 
 int sched_send_raw(struct sched *s, bool to_worker, const struct msg_peer *to,

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/log.h"
 #include "common/msg.h"
 #include "sched_cfg.h"
 #include "sched_pool.h"
@@ -144,8 +145,8 @@ struct sched {
     bool draining;
     uint64_t drain_deadline_ms;
     uint64_t t_stats_ms;      // last step_stats log
-    uint64_t warn_at_ms;      // last rate-limited warning
-    uint32_t warn_suppressed; // warnings not logged since
+    struct log_limit warn;    // rate-limited warnings (one line a second)
+    uint32_t warn_suppressed; // warnings not logged before the line being written
     /* counters since start (StatusSnapshot) */
     uint64_t n_submitted, n_finished, n_aborted, n_failed, n_rejected, n_preempted, n_resumed;
     uint64_t prompt_tokens_total, generation_tokens_total;
