@@ -321,19 +321,8 @@ static void check_counts(void)
 
 static void check_device_counts(void)
 {
-    char path[128], line[2048];
-    snprintf(path, sizeof path, "%s/wk_dev.log", g_dir);
-    FILE *f = fopen(path, "r");
-    long host = -1, eng = -1;
-    while (f && fgets(line, sizeof line, f)) {
-        const char *h = strstr(line, " tokens_host="), *e = strstr(line, " tokens_engine=");
-        if (strstr(line, "ev=exec_stats") && h && e) {
-            host = strtol(h + 13, NULL, 10);
-            eng = strtol(e + 15, NULL, 10);
-        }
-    }
-    if (f)
-        fclose(f);
+    long host = log_value("wk_dev.log", "ev=exec_stats", "tokens_host"),
+         eng = log_value("wk_dev.log", "ev=exec_stats", "tokens_engine");
     fprintf(stderr, "device stack: tokens_host=%ld tokens_engine=%ld\n", host, eng);
     CHECK(host == 0 && eng > 100);
 }

@@ -51,44 +51,38 @@ static void expect_chat_ok(const char *extra)
 }
 
 /* response_format -> the schema text sent to the worker */
+/* the schema sent to the worker, and enable_thinking: constrained output turns thinking off
+ * (0) unless the request turns it on (1); -1 = the template's default */
 static void test_response_format(void)
 {
-    static const char *const cases[][2] = {
-        {"", NULL},
-        {",\"response_format\":{\"type\":\"text\"}", NULL},
-        {",\"response_format\":{\"type\":\"json_object\"}", "{\"type\":\"object\"}"},
+    static const struct {
+        const char *body, *schema;
+        int thinking;
+    } cases[] = {
+        {"", NULL, -1},
+        {",\"response_format\":{\"type\":\"text\"}", NULL, -1},
+        {",\"response_format\":{\"type\":\"json_object\"}", "{\"type\":\"object\"}", 0},
         {",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\","
          "\"schema\":{ \"type\" : \"array\", \"maxItems\": 2 }}}",
-         "{\"type\":\"array\",\"maxItems\":2}"},
+         "{\"type\":\"array\",\"maxItems\":2}", 0},
+        {",\"response_format\":{\"type\":\"json_object\"},\"chat_template_kwargs\":{"
+         "\"enable_thinking\":true}",
+         "{\"type\":\"object\"}", 1},
+        {",\"response_format\":{\"type\":\"json_object\"},\"reasoning_effort\":\"high\"",
+         "{\"type\":\"object\"}", 1},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char body[512];
-        snprintf(body, sizeof(body), "{" MSGS "%s}", cases[i][0]);
+        snprintf(body, sizeof(body), "{" MSGS "%s}", cases[i].body);
         struct gw_arena *a = gw_arena_create(0);
         struct gw_req r;
         struct gw_req_err e;
         CHECK_EQ_INT(parse(GW_REQ_KIND_CHAT, body, &r, &e, a), 0);
-        if (cases[i][1])
-            CHECK_STREQ(r.json_schema, cases[i][1]);
+        if (cases[i].schema)
+            CHECK_STREQ(r.json_schema, cases[i].schema);
         else
             CHECK(r.json_schema == NULL);
-        /* constrained output turns thinking off unless the request turns it on */
-        CHECK_EQ_INT(r.enable_thinking, cases[i][1] ? 0 : -1);
-        gw_arena_destroy(a);
-    }
-    static const char *const on[] = {
-        ",\"response_format\":{\"type\":\"json_object\"},\"chat_template_kwargs\":{"
-        "\"enable_thinking\":true}",
-        ",\"response_format\":{\"type\":\"json_object\"},\"reasoning_effort\":\"high\"",
-    };
-    for (size_t i = 0; i < sizeof(on) / sizeof(on[0]); i++) {
-        char body[512];
-        snprintf(body, sizeof(body), "{" MSGS "%s}", on[i]);
-        struct gw_arena *a = gw_arena_create(0);
-        struct gw_req r;
-        struct gw_req_err e;
-        CHECK_EQ_INT(parse(GW_REQ_KIND_CHAT, body, &r, &e, a), 0);
-        CHECK_EQ_INT(r.enable_thinking, 1);
+        CHECK_EQ_INT(r.enable_thinking, cases[i].thinking);
         gw_arena_destroy(a);
     }
 }
