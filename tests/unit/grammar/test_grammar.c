@@ -7,6 +7,7 @@
 
 #include "schema_check.h"
 #include "test.h"
+#include "walk.h"
 #include "text/grammar.h"
 #include "text/tokmask.h"
 
@@ -311,10 +312,7 @@ static const char *const vocab_words[] = {
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static uint32_t rnd(void)
 {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 11);
+    return walk_rnd(&rng_state);
 }
 
 /* compare with brute force at every step of random walks; finished texts must conform */
@@ -356,15 +354,7 @@ static void walk_schema(struct tokmask *tm, const char *schema, int walks, int *
             if ((acc && (n == 0 || rnd() % 4 == 0)) || n == 0)
                 break;
             // prefer closing tokens half of the time so that walks finish
-            int pick = -1;
-            for (int tries = 0; tries < 64 && pick < 0; tries++) {
-                int id = (int)(rnd() % NV);
-                if (mask[id >> 5] >> (id & 31) & 1)
-                    pick = id;
-            }
-            for (int id = 0; id < NV && pick < 0; id++)
-                if (mask[id >> 5] >> (id & 31) & 1)
-                    pick = id;
+            int pick = walk_pick(mask, NV, &rng_state);
             if (step > 40 && rnd() % 2) // steer to the end: a closing token if one is allowed
                 for (int id = 0; id < NV; id++)
                     if ((mask[id >> 5] >> (id & 31) & 1) && strpbrk(vocab_words[id], "}]\""))

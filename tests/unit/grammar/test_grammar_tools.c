@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "test.h"
+#include "walk.h"
 #include "text/grammar.h"
 #include "text/grammar_tools.h"
 #include "text/rawmask.h"
@@ -240,10 +241,7 @@ static char singles[95][2];
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;
 static uint32_t rnd(void)
 {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 11);
+    return walk_rnd(&rng_state);
 }
 
 /* the finished text's calls: known names, arguments that are JSON objects of the schema's types */
@@ -320,15 +318,7 @@ static void walk(struct tokmask *tm, struct rawmask *rm, const char *only, bool 
             bool acc = grammar_is_accepting(&s, g);
             if ((acc && (n == 0 || rnd() % 3 == 0)) || n == 0)
                 break;
-            int pick = -1;
-            for (int tries = 0; tries < 64 && pick < 0; tries++) {
-                int id = (int)(rnd() % NV);
-                if (mask[id >> 5] >> (id & 31) & 1)
-                    pick = id;
-            }
-            for (int id = 0; id < NV && pick < 0; id++)
-                if (mask[id >> 5] >> (id & 31) & 1)
-                    pick = id;
+            int pick = walk_pick(mask, NV, &rng_state);
             if (step > 20 && (step > 60 || rnd() % 2)) // steer to the end: a closing tag
                 for (int id = NV - 1; id >= 0; id--)
                     if ((mask[id >> 5] >> (id & 31) & 1) && vocab[id][0] == '<' &&
