@@ -132,8 +132,14 @@ cmd_gateway() {
 
 # ---- before starting anything: every process's config, the tokenizer against the model ----
 preflight() {
-  local out
-  if ! out=$("$BIN/tern" inspect "$MODEL" --tokenizer "$TOKENIZER" 2>&1 >/dev/null); then
+  local out fmt=() a prev=
+  # the worker's --load-format (dummy: config.json only, no weights on disk) applies to the check
+  for a in ${WORKER_ARGS[@]+"${WORKER_ARGS[@]}"}; do
+    [ "$prev" = --load-format ] && fmt=(--load-format "$a")
+    case "$a" in --load-format=*) fmt=(--load-format "${a#*=}") ;; esac
+    prev=$a
+  done
+  if ! out=$("$BIN/tern" inspect "$MODEL" --tokenizer "$TOKENIZER" ${fmt[@]+"${fmt[@]}"} 2>&1 >/dev/null); then
     echo "${out:-run: tern inspect $MODEL failed}" >&2
     echo "run: the tokenizer in $TOKENIZER does not serve $MODEL; pass --tokenizer DIR" >&2
     return 1

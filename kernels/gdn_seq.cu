@@ -1,4 +1,4 @@
-/* gdn_seq: conv = one thread per (item, channel) with the kc-1 window in registers; step = one
+/* gdn_seq: conv = one thread per (item, channel, time chunk) with the kc-1 window in registers; step = one
  * head's S (128x128) in the registers of 512 threads (4 lanes per value column), split over
  * 1, 2 or 4 blocks per (item, value head) by column tiles so that a few items still fill the GPU,
  * the rows of an item run in order inside each block; the gated RMSNorm couples the columns, so
@@ -12,6 +12,12 @@
 #define D GDN_SEQ_HEAD_DIM
 #define MAXW (GDN_CONV_MAX_KC - 1)
 
+/* conv: one thread per (item, channel, time chunk): chunk z covers the item's rows z*chunk ..
+ * (chunk = ceil(n / gridDim.z), at least kc-1), its window of the kc-1 inputs before its first
+ * row read from x, or from the slot's state for rows before the item. Every row's sum is the
+ * same operations in the same order as with one chunk. Only the chunk-0 thread reads the state
+ * (the others start at least kc-1 rows in) and it alone writes it back at the end: the window
+ * after the item's last row, from x or (a short item) the old state, read before overwritten. */
 __global__ void gdn_seq_conv_kernel(float *out, float *state, float *snap, int n_snap,
                                     const float *x, const float *w, const int32_t *items,
                                     int channels, int kc)
@@ -25,16 +31,24 @@ __global__ void gdn_seq_conv_kernel(float *out, float *state, float *snap, int n
     if (n <= 0)
         return;
     const int kw = kc - 1;
+    int chunk = (n + (int)gridDim.z - 1) / (int)gridDim.z;
+    if (chunk < kw)
+        chunk = kw;
+    const int t0 = (int)blockIdx.z * chunk;
+    if (t0 >= n)
+        return;
+    const int t1 = min(n, t0 + chunk);
     float *st = state + ((int64_t)it[2] * channels + c) * kw;
     const float *wc = w + (int64_t)c * kc;
     float win[MAXW], wt[MAXW];
 #pragma unroll
     for (int j = 0; j < MAXW; j++) {
-        win[j] = j < kw ? st[j] : 0.0f;
+        const int p = t0 - kw + j; /* input position of window entry j (state: p < 0) */
+        win[j] = j < kw ? (p >= 0 ? x[(r0 + p) * channels + c] : st[p + kw]) : 0.0f;
         wt[j] = j < kw ? wc[j] : 0.0f;
     }
     const float wl = wc[kw];
-    for (int t = 0; t < n; t++) {
+    for (int t = t0; t < t1; t++) {
         const int64_t r = r0 + t;
         const float xv = x[r * channels + c];
         float u = wl * xv;
@@ -59,10 +73,15 @@ __global__ void gdn_seq_conv_kernel(float *out, float *state, float *snap, int n
                     sp[j] = win[j];
         }
     }
+    if (blockIdx.z != 0)
+        return;
+    /* ascending j reads st[n + j] (n >= 1) before any write reaches it */
 #pragma unroll
     for (int j = 0; j < MAXW; j++)
-        if (j < kw)
-            st[j] = win[j];
+        if (j < kw) {
+            const int p = n - kw + j;
+            st[j] = p >= 0 ? x[(r0 + p) * channels + c] : st[p + kw];
+        }
 }
 
 // ---- gated delta rule recurrence ----
@@ -299,16 +318,27 @@ __global__ void __launch_bounds__(256)
     }
 }
 
+/* time chunks of the conv: enough blocks to fill the GPU (~GDN_CONV_BLOCKS), chunks of at least
+ * GDN_CONV_MIN_CHUNK rows of the longest item */
+#define GDN_CONV_BLOCKS 2048
+#define GDN_CONV_MIN_CHUNK 16
+
 int gdn_seq_conv_cuda(float *out, float *state, float *snap, int n_snap, const float *x,
-                      const float *w, const int32_t *items, int n_items, int channels, int kc,
-                      cudaStream_t stream)
+                      const float *w, const int32_t *items, int n_items, int max_rows,
+                      int channels, int kc, cudaStream_t stream)
 {
     if (!out || !state || !x || !w || !items || n_items < 0 || n_items > 65535 || channels <= 0 ||
         kc < 2 || kc > GDN_CONV_MAX_KC || n_snap < 0)
         return ERR_INVAL;
     if (n_items == 0)
         return 0;
-    dim3 grid(CEIL_DIV(channels, 256), n_items);
+    const int64_t xy = (int64_t)CEIL_DIV(channels, 256) * n_items;
+    int64_t z = CEIL_DIV((int64_t)(max_rows > 0 ? max_rows : 1), GDN_CONV_MIN_CHUNK);
+    if (z > CEIL_DIV((int64_t)GDN_CONV_BLOCKS, xy))
+        z = CEIL_DIV((int64_t)GDN_CONV_BLOCKS, xy);
+    if (z > 65535)
+        z = 65535;
+    dim3 grid(CEIL_DIV(channels, 256), n_items, (unsigned)z);
     gdn_seq_conv_kernel<<<grid, 256, 0, stream>>>(out, state, snap, n_snap, x, w, items, channels,
                                                   kc);
     return kcuda_launch_status("gdn_seq_conv");

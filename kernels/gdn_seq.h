@@ -3,7 +3,9 @@
  * gated RMSNorm (gdn_step's math), each state kept on chip across the item's rows and written
  * back once. Two launches ("a pair"), conv first, because the q/k channels of one key head feed
  * several value heads:
- *   gdn_seq_conv_cuda: one thread per (item, channel), looping over the item's rows;
+ *   gdn_seq_conv_cuda: one thread per (item, channel, time chunk), looping over the chunk's
+ *   rows (chunks of at least 16 rows of max_rows, as many as fill the GPU: a long prompt's
+ *   conv runs on every SM, not 32 blocks);
  *   gdn_seq_step_cuda: S (128x128) of each (item, value head) in the registers of 1, 2 or 4
  *   blocks (value column tiles, more when there are few items), then the gated RMSNorm (fused
  *   with one tile, else a second launch over out, which holds the raw o in between).
@@ -28,11 +30,13 @@ extern "C" {
 #define GDN_SEQ_HEAD_DIM 128
 
 /* out, x: (rows, channels); w: (channels, kc); state: (n_slots, channels, kc-1) oldest first,
- * updated in place; snap: (n_snap, channels, kc-1) or NULL; items: see above. Device pointers.
+ * updated in place; snap: (n_snap, channels, kc-1) or NULL; items: see above; max_rows: at least
+ * the rows of the longest item (the pass's total rows will do; it only sets the time split, <= 0
+ * = one chunk per item). The results do not depend on it. Device pointers.
  * Returns 0, ERR_INVAL (kc < 2 or > 8, n_items > 65535, NULLs), ERR_CUDA. */
 int gdn_seq_conv_cuda(float *out, float *state, float *snap, int n_snap, const float *x,
-                      const float *w, const int32_t *items, int n_items, int channels, int kc,
-                      cudaStream_t stream);
+                      const float *w, const int32_t *items, int n_items, int max_rows,
+                      int channels, int kc, cudaStream_t stream);
 int gdn_seq_conv_ref(float *out, float *state, float *snap, int n_snap, const float *x,
                      const float *w, const int32_t *items, int n_items, int channels, int kc);
 

@@ -11,6 +11,7 @@
 #include "moe_grouped.h"
 
 #include "common/xalloc.h"
+#include "internal/cp_async.cuh"
 #include "internal/kcuda.cuh"
 #include "internal/kw_dequant.cuh"
 #include "internal/wdot.cuh"
@@ -286,6 +287,208 @@ __global__ void __launch_bounds__(MG_THREADS)
         }
 }
 
+/* The 16-row tiles for NVFP4 weights, pipelined: the raw weight bytes (codes and block scales)
+ * and the activations of NST K steps of 128 are in flight at once as cp.async copies into shared
+ * memory (no registers held for them), and each thread decodes its mma B fragments straight from
+ * the raw codes (every weight element once per block: the four warps own disjoint columns).
+ * Same tile, columns, fused SiLU*up epilogue and decode arithmetic (e4m3 x 2^14 x global scale,
+ * then the e2m1 pair, rounded to bf16) as moe_grouped_gemm_kernel<., 16, .>, so the results are
+ * the same bit for bit. Preconditions (mg_pipe_ok): cols % 64 == 0, 32-element-aligned rows and
+ * experts, 4-byte-aligned scale rows. Stage layout: codes MG_BN x MGP_CPITCH bytes, scales
+ * MG_BN x 8 bytes, then A: 16 rows of fp32 x (gate_up) or bf16 h (down), padded pitch. */
+#define MGP_BK 128
+#define MGP_CPITCH (MGP_BK / 2 + 16) /* bytes: 20 words, conflict-free over the 8 rows g */
+#define MGP_SPITCH (MGP_BK / 16)     /* scale bytes per row and stage */
+
+template <bool GATE_UP> struct mgp_shape {
+    static constexpr int NST = GATE_UP ? 3 : 4;                      /* stages in flight */
+    static constexpr int APITCH = GATE_UP ? (MGP_BK + 8) * 4 : (MGP_BK + 8) * 2; /* bytes per A row */
+    static constexpr int CODES = MG_BN * MGP_CPITCH, SCALES = MG_BN * MGP_SPITCH;
+    static constexpr int STAGE = CODES + SCALES + 16 * APITCH;
+};
+
+static bool mg_pipe_ok(const kweight *w)
+{
+    return w->fmt == KW_FMT_NVFP4 && w->cols % 64 == 0 && w->row_stride % 32 == 0 &&
+           w->expert_stride % 32 == 0 && ((uintptr_t)w->data) % 16 == 0 &&
+           w->bscale_stride % 4 == 0 && w->bscale_expert_stride % 4 == 0 &&
+           ((uintptr_t)w->bscale) % 4 == 0;
+}
+
+template <bool GATE_UP>
+__global__ void __launch_bounds__(MG_THREADS)
+    moe_grouped_nvfp4_pipe_kernel(const kweight w, mg_ws s, const float *x, int top_k, int n_out)
+{
+    using S = mgp_shape<GATE_UP>;
+    constexpr int NST = S::NST;
+    __shared__ __align__(16) uint8_t sm[NST * S::STAGE];
+    const int e = s.tile_e[blockIdx.y];
+    if (e < 0)
+        return; /* uniform over the block */
+    const int r0 = s.offsets[e] + s.tile_r0[blockIdx.y];
+    const int nrows = min(16, s.offsets[e + 1] - r0);
+    const int K = w.cols, nk = (K + MGP_BK - 1) / MGP_BK;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = lane >> 2, q = lane & 3;
+    const int n0 = blockIdx.x * (GATE_UP ? MG_BN / 2 : MG_BN);
+    const uint8_t *codes = static_cast<const uint8_t *>(w.data);
+
+    /* this thread's copies per stage: code chunks tid and tid + 128 (row c/4, 16 bytes part c%4),
+     * scale chunk tid (row tid/2, 4 bytes half tid%2), A chunks: 16-byte pieces of the tile's rows */
+    int64_t wsrc[2]; /* element offset of the row, -1 past n_out */
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int row = (tid + 128 * i) >> 2;
+        int wr;
+        if (GATE_UP) {
+            const int it = n0 + (row >> 4) * 8 + (row & 7);
+            wr = it < n_out ? (((row >> 3) & 1) ? n_out + it : it) : -1;
+        } else {
+            wr = n0 + row < n_out ? n0 + row : -1;
+        }
+        wsrc[i] = wr < 0 ? -1 : (int64_t)e * w.expert_stride + (int64_t)wr * w.row_stride;
+    }
+    int64_t ssrc; /* scale byte offset of row tid/2 */
+    {
+        const int row = tid >> 1;
+        int wr;
+        if (GATE_UP) {
+            const int it = n0 + (row >> 4) * 8 + (row & 7);
+            wr = it < n_out ? (((row >> 3) & 1) ? n_out + it : it) : -1;
+        } else {
+            wr = n0 + row < n_out ? n0 + row : -1;
+        }
+        ssrc = wr < 0 ? -1 : (int64_t)e * w.bscale_expert_stride + (int64_t)wr * w.bscale_stride;
+    }
+    /* A: GATE_UP 16 rows x 32 pieces of 4 floats (4 per thread), else 16 x 16 pieces of 8 bf16 (2) */
+    constexpr int APT = GATE_UP ? 4 : 2, PPR = GATE_UP ? 32 : 16;
+    const void *asrc[APT];
+#pragma unroll
+    for (int i = 0; i < APT; i++) {
+        const int row = (tid + 128 * i) / PPR;
+        asrc[i] = nullptr;
+        if (row < nrows)
+            asrc[i] = GATE_UP ? static_cast<const void *>(x + (int64_t)(s.perm[r0 + row] / top_k) * K)
+                              : static_cast<const void *>(s.h + (int64_t)(r0 + row) * K);
+    }
+    auto issue = [&](int kt) {
+        uint8_t *st = sm + (kt % NST) * S::STAGE;
+        const int k0 = kt * MGP_BK;
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int c = tid + 128 * i, row = c >> 2, part = c & 3;
+            const int k = k0 + part * 32; /* K % 64 == 0: a piece is wholly in or out */
+            const bool in = wsrc[i] >= 0 && k < K;
+            cpa_16(st + row * MGP_CPITCH + part * 16, in ? codes + (wsrc[i] + k) / 2 : codes,
+                   in ? 16 : 0);
+        }
+        {
+            const int row = tid >> 1, half = tid & 1;
+            const int sb = k0 / 16 + half * 4; /* 4 block scales */
+            const bool in = ssrc >= 0 && sb * 16 < K;
+            cpa_4(st + S::CODES + row * MGP_SPITCH + half * 4, in ? w.bscale + ssrc + sb : w.bscale,
+                  in ? 4 : 0);
+        }
+#pragma unroll
+        for (int i = 0; i < APT; i++) {
+            const int c = tid + 128 * i, row = c / PPR, piece = c % PPR;
+            const int k = k0 + piece * (GATE_UP ? 4 : 8);
+            const bool in = asrc[i] && k < K;
+            uint8_t *d = st + S::CODES + S::SCALES + row * S::APITCH + piece * 16;
+            if (GATE_UP)
+                cpa_16(d, in ? static_cast<const float *>(asrc[i]) + k : x, in ? 16 : 0);
+            else
+                cpa_16(d, in ? static_cast<const uint16_t *>(asrc[i]) + k
+                             : static_cast<const uint16_t *>(s.h),
+                       in ? 16 : 0);
+        }
+    };
+
+    const float gs = w.gscale_e ? __ldg(w.gscale_e + e) : w.gscale;
+    float acc[2][4];
+#pragma unroll
+    for (int ni = 0; ni < 2; ni++)
+#pragma unroll
+        for (int c = 0; c < 4; c++)
+            acc[ni][c] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < NST - 1; i++) {
+        if (i < nk)
+            issue(i);
+        cpa_commit();
+    }
+    for (int kt = 0; kt < nk; kt++) {
+        cpa_wait<NST - 2>(); /* this thread's copies of stage kt are in */
+        __syncthreads();     /* everyone's are, and everyone is done with stage kt - 1 */
+        if (kt + NST - 1 < nk)
+            issue(kt + NST - 1); /* into the slot of stage kt - 1 */
+        cpa_commit();
+        const uint8_t *st = sm + (kt % NST) * S::STAGE;
+        const uint8_t *sc = st + S::CODES;
+        const uint8_t *sa = st + S::CODES + S::SCALES;
+#pragma unroll
+        for (int kk = 0; kk < MGP_BK; kk += 16) {
+            uint32_t af[4], bf[2][2];
+            if (GATE_UP) {
+                const float *p0 = reinterpret_cast<const float *>(sa + g * S::APITCH) + kk + 2 * q;
+                const float *p1 = reinterpret_cast<const float *>(sa + (g + 8) * S::APITCH) + kk + 2 * q;
+                const float2 v0 = *reinterpret_cast<const float2 *>(p0);
+                const float2 v1 = *reinterpret_cast<const float2 *>(p1);
+                const float2 v2 = *reinterpret_cast<const float2 *>(p0 + 8);
+                const float2 v3 = *reinterpret_cast<const float2 *>(p1 + 8);
+                af[0] = kwd_pack_bf16(v0.x, v0.y);
+                af[1] = kwd_pack_bf16(v1.x, v1.y);
+                af[2] = kwd_pack_bf16(v2.x, v2.y);
+                af[3] = kwd_pack_bf16(v3.x, v3.y);
+            } else {
+                const uint16_t *p0 = reinterpret_cast<const uint16_t *>(sa + g * S::APITCH) + kk + 2 * q;
+                const uint16_t *p1 = reinterpret_cast<const uint16_t *>(sa + (g + 8) * S::APITCH) + kk + 2 * q;
+                af[0] = *reinterpret_cast<const uint32_t *>(p0);
+                af[1] = *reinterpret_cast<const uint32_t *>(p1);
+                af[2] = *reinterpret_cast<const uint32_t *>(p0 + 8);
+                af[3] = *reinterpret_cast<const uint32_t *>(p1 + 8);
+            }
+#pragma unroll
+            for (int ni = 0; ni < 2; ni++) {
+                const int n = warp * 16 + ni * 8 + g;
+                const uint8_t *cr = st + n * MGP_CPITCH + kk / 2;
+                /* bytes q (elements 2q, 2q+1) and q + 4 (2q+8, 2q+9) of this 16-element block */
+                const uint32_t wv = (uint32_t)cr[q] | ((uint32_t)cr[q + 4] << 16);
+                const float sf = e4m3_to_f32(sc[n * MGP_SPITCH + kk / 16]) * 16384.0f * gs;
+                const float2 lo = e2m1x2_hi_to_f32_scaled(wv << 12); /* elements 2q, 2q+8 */
+                const float2 hi = e2m1x2_hi_to_f32_scaled(wv << 8);  /* 2q+1, 2q+9 */
+                bf[ni][0] = kwd_pack_bf16(lo.x * sf, hi.x * sf);
+                bf[ni][1] = kwd_pack_bf16(lo.y * sf, hi.y * sf);
+            }
+#pragma unroll
+            for (int ni = 0; ni < 2; ni++)
+                mg_mma(acc[ni], af, bf[ni]);
+        }
+    }
+    cpa_wait<0>(); /* no copy outlives the block (the last groups are empty) */
+
+    /* accumulator c of n8 tile ni: row g + 8*(c/2), column 2q + c%2 of the tile */
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+        const int row = g + 8 * (c >> 1);
+        if (row >= nrows)
+            continue;
+        if (GATE_UP) {
+            const int it = n0 + warp * 8 + 2 * q + (c & 1);
+            if (it < n_out)
+                s.h[(int64_t)(r0 + row) * n_out + it] =
+                    f32_to_bf16_bits(silu_f32(acc[0][c]) * acc[1][c]);
+        } else {
+#pragma unroll
+            for (int ni = 0; ni < 2; ni++) {
+                const int n = n0 + warp * 16 + ni * 8 + 2 * q + (c & 1);
+                if (n < n_out)
+                    s.ys[(int64_t)(r0 + row) * n_out + n] = acc[ni][c];
+            }
+        }
+    }
+}
+
 /* K steps per tile shape */
 #define MG_BK 32        /* 64-row tiles */
 #define MG_BK_SMALL 128 /* 16-row tiles */
@@ -338,10 +541,18 @@ int moe_grouped_cuda_tiles(float *out, float *ws, const float *x, const int32_t 
                                                                        tile_rows);
     const dim3 gu(CEIL_DIV(inter, MG_BN / 2), (unsigned)tiles), dn(CEIL_DIV(hidden, MG_BN), (unsigned)tiles);
     if (tile_rows == MOE_GROUPED_TILE_ROWS_SMALL) {
-        moe_grouped_gemm_kernel<true, 16, MG_BK_SMALL>
-            <<<gu, MG_THREADS, 0, stream>>>(*gate_up, s, x, top_k, inter);
-        moe_grouped_gemm_kernel<false, 16, MG_BK_SMALL>
-            <<<dn, MG_THREADS, 0, stream>>>(*down, s, nullptr, top_k, hidden);
+        if (mg_pipe_ok(gate_up))
+            moe_grouped_nvfp4_pipe_kernel<true>
+                <<<gu, MG_THREADS, 0, stream>>>(*gate_up, s, x, top_k, inter);
+        else
+            moe_grouped_gemm_kernel<true, 16, MG_BK_SMALL>
+                <<<gu, MG_THREADS, 0, stream>>>(*gate_up, s, x, top_k, inter);
+        if (mg_pipe_ok(down))
+            moe_grouped_nvfp4_pipe_kernel<false>
+                <<<dn, MG_THREADS, 0, stream>>>(*down, s, nullptr, top_k, hidden);
+        else
+            moe_grouped_gemm_kernel<false, 16, MG_BK_SMALL>
+                <<<dn, MG_THREADS, 0, stream>>>(*down, s, nullptr, top_k, hidden);
     } else {
         moe_grouped_gemm_kernel<true, 64, MG_BK><<<gu, MG_THREADS, 0, stream>>>(*gate_up, s, x,
                                                                                   top_k, inter);
@@ -352,6 +563,8 @@ int moe_grouped_cuda_tiles(float *out, float *ws, const float *x, const int32_t 
         out, s, weights, top_k, hidden, accumulate);
     return kcuda_launch_status("moe_grouped");
 }
+
+int moe_grouped_small_pipelined(const struct kweight *w) { return w && mg_pipe_ok(w); }
 
 int moe_grouped_cuda(float *out, float *ws, const float *x, const int32_t *ids,
                      const float *weights, int n_tok, int top_k, int n_experts,

@@ -49,6 +49,11 @@ int moe_grouped_cuda_tiles(float *out, float *ws, const float *x, const int32_t 
                            const float *weights, int n_tok, int top_k, int n_experts,
                            const struct kweight *gate_up, const struct kweight *down,
                            int accumulate, int tile_rows, cudaStream_t stream);
+/* 1 when the 16-row tiles of weight w run the pipelined NVFP4 kernel (cp.async stages of raw
+ * codes and scales, B fragments decoded from shared memory; same results bit for bit): NVFP4 with
+ * cols % 64 == 0, row and expert strides % 32 == 0 and scale strides % 4 == 0 (the model's
+ * shapes); else 0 (the 16-row tiles of moe_grouped_gemm). Host only. */
+int moe_grouped_small_pipelined(const struct kweight *w);
 /* Host reference: moe_expert_ref (the definition), with its own scratch. Returns 0, ERR_INVAL,
  * ERR_NOMEM. */
 int moe_grouped_ref(float *out, const float *x, const int32_t *ids, const float *weights, int n_tok,

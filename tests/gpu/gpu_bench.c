@@ -20,9 +20,11 @@
  * (gpu_model_opts gemm_min_rows = grouped_min_rows = prefill_attn = -1): the runner before the
  * many-row dispatch, for an A/B in the same run. --grouped-small N: moe_grouped with 16-row tiles
  * while a step's expert slots are at most N per expert (gpu_model_opts grouped_small; paths
- * "dispatch_t16"), for an A/B against the 64-row tiles. Exit 0 when every step ran and the last logits were finite. */
+ * "dispatch_t16N"); -1: 64-row tiles only (paths "dispatch_t64"), for an A/B against the
+ * default (16-row tiles up to 16 slots per expert, paths "dispatch"). Exit 0 when every step ran and the last logits were finite. */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime_api.h>
+#include <nvtx3/nvToolsExt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,7 +128,7 @@ static int parse_args(struct bench_opts *o, int argc, char **argv)
             o->seed = (unsigned)atoi(v);
         } else if (strcmp(a, "--grouped-small") == 0) {
             o->grouped_small = atoi(v);
-            if (o->grouped_small < 1 || o->grouped_small > 4096)
+            if (o->grouped_small < -1 || o->grouped_small == 0 || o->grouped_small > 4096)
                 return ERR_INVAL;
         } else if (strcmp(a, "--json") == 0) {
             o->json = v;
@@ -255,6 +257,7 @@ static int bench_run(struct gpu_model *g, const struct bench_opts *o, int B, int
     const int per = o->chunk / B;
     int *off = xcalloc((size_t)B, sizeof(int));
     double t0 = now_s();
+    nvtxRangePushA("prefill"); /* ranges for a profiler: ncu --nvtx --nvtx-include prefill/ */
     for (int left = B; left > 0 && !res->fails;) {
         int n_it = 0;
         for (int s = 0; s < B; s++) {
@@ -283,12 +286,14 @@ static int bench_run(struct gpu_model *g, const struct bench_opts *o, int B, int
         }
     }
     res->prefill_s = now_s() - t0;
+    nvtxRangePop();
     free(off);
     for (int s = 0; s < B; s++)
         res->ttft_s += done[s] / B;
     /* decode: gen-1 steps of B items */
     const int steps = gen - 1;
     t0 = now_s();
+    nvtxRangePushA("decode");
     for (int j = 0; j < steps && !res->fails; j++) {
         for (int s = 0; s < B; s++)
             it[s] = (struct gpu_item){ .slot = s, .tokens = &cur[s], .n = 1, .pos = P + j,
@@ -307,6 +312,7 @@ static int bench_run(struct gpu_model *g, const struct bench_opts *o, int B, int
         }
     }
     res->decode_s = now_s() - t0;
+    nvtxRangePop();
     res->finite = 1;
     if (steps > 0 && !res->fails)
         for (int v = 0; v < V; v++)
@@ -332,9 +338,17 @@ cleanup:
 
 /* ---- report ---- */
 
-static const char *paths_name(const struct bench_opts *o)
+static const char *paths_name(const struct bench_opts *o, char *buf, size_t len)
 {
-    return o->few_row_paths ? "few_row" : o->grouped_small > 0 ? "dispatch_t16" : "dispatch";
+    if (o->few_row_paths)
+        return "few_row";
+    if (o->grouped_small < 0)
+        return "dispatch_t64";
+    if (o->grouped_small > 0)
+        snprintf(buf, len, "dispatch_t16x%d", o->grouped_small);
+    else
+        snprintf(buf, len, "dispatch");
+    return buf;
 }
 
 static void report(const struct bench_opts *o, const struct model *hm, const char *device,
@@ -351,12 +365,14 @@ static void report(const struct bench_opts *o, const struct model *hm, const cha
     const double dec_stream = step_s > 0 ? 1.0 / step_s : 0, dec_total = B * dec_stream;
     const double roof_steps = bw_gbs > 0 ? bw_gbs * 1e9 / bytes : 0;
     const double frac = roof_steps > 0 ? dec_stream / roof_steps : 0;
+    char pb[32];
+    const char *pn = paths_name(o, pb, sizeof pb);
     printf("bench config=%s experts=%s paths=%s batch=%d prompt=%d gen=%d chunk=%d graphs=%d "
            "prefill_tok_s=%.1f ttft_ms=%.1f decode_tok_s_stream=%.2f decode_tok_s_total=%.1f "
            "itl_p50_ms=%.3f itl_p90_ms=%.3f itl_p99_ms=%.3f mean_ctx=%.1f bytes_per_step=%.0f "
            "experts_touched=%.2f copy_gbs=%.0f roofline_steps_s=%.1f fraction=%.3f "
            "graph_kernels=%d finite=%d status=%s\n",
-           o->config, efmt, paths_name(o), B, res->prompt, res->gen,
+           o->config, efmt, pn, B, res->prompt, res->gen,
            o->chunk, graphs, pre_tps, 1e3 * res->ttft_s, dec_stream, dec_total, 1e3 * res->itl_p50, 1e3 * res->itl_p90,
            1e3 * res->itl_p99, ctx, bytes, r.experts_touched, bw_gbs, roof_steps, frac,
            res->kernels, res->finite, res->fails ? "FAIL" : "ok");
@@ -373,7 +389,7 @@ static void report(const struct bench_opts *o, const struct model *hm, const cha
             "\"experts\":%.0f,\"gdn_state_rw\":%.0f,\"kv\":%.0f,\"copy_gbs\":%.1f,"
             "\"steps_s\":%.3f,\"fraction\":%.4f},\"graph_kernels\":%d,\"finite\":%d,"
             "\"ok\":%s}\n",
-            o->config, device, efmt, paths_name(o), B, res->prompt,
+            o->config, device, efmt, pn, B, res->prompt,
             res->gen, o->chunk, graphs, res->prefill_s, pre_tps, 1e3 * res->ttft_s, res->decode_s, steps, dec_stream,
             dec_total, 1e3 * res->itl_p50, 1e3 * res->itl_p90, 1e3 * res->itl_p99, ctx, bytes,
             r.dense, r.lm_head, r.expert_bytes, r.experts_touched, r.experts, r.gdn_state, r.kv,

@@ -148,11 +148,25 @@ static void run(const int *lens, int n_items, int hk, int hv, int kc, bool gpu)
         float *da = ktest_dev_from(a, R * hv * 4 + 4), *db = ktest_dev_from(b, R * hv * 4 + 4);
         float *dalog = ktest_dev_from(alog, hv * 4), *ddtb = ktest_dev_from(dtb, hv * 4);
         float *dnw = ktest_dev_from(nw, D * 4);
-        CHECK_EQ_INT(gdn_seq_conv_cuda(dcout, dcst, dcsnap, p.n_snap, dx, dw, ditems, n_items,
+        /* one chunk per item first (max_rows 0), then split in time (max_rows R): the same bits */
+        CHECK_EQ_INT(gdn_seq_conv_cuda(dcout, dcst, dcsnap, p.n_snap, dx, dw, ditems, n_items, 0,
                                        p.ch, kc, 0), 0);
+        float *one_c = malloc(R * p.ch * 4 + 4), *one_s = malloc(ncs * 4 + 4), *one_n = malloc(nsnap * win * 4 + 4);
+        ktest_to_host(one_c, dcout, R * p.ch * 4);
+        ktest_to_host(one_s, dcst, ncs * 4);
+        ktest_to_host(one_n, dcsnap, nsnap * win * 4);
+        ktest_free(dcst), ktest_free(dcsnap), ktest_free(dcout);
+        dcst = ktest_dev_from(cst0, ncs * 4);
+        dcsnap = ktest_dev_from(csnap[2], nsnap * win * 4);
+        dcout = ktest_dev_poison(R * p.ch + 1);
+        CHECK_EQ_INT(gdn_seq_conv_cuda(dcout, dcst, dcsnap, p.n_snap, dx, dw, ditems, n_items,
+                                       (int)R, p.ch, kc, 0), 0);
         ktest_to_host(cout[2], dcout, R * p.ch * 4);
         ktest_to_host(cst[2], dcst, ncs * 4);
         ktest_to_host(csnap[2], dcsnap, nsnap * win * 4);
+        CHECK(memcmp(one_c, cout[2], R * p.ch * 4) == 0 && memcmp(one_s, cst[2], ncs * 4) == 0 &&
+              memcmp(one_n, csnap[2], nsnap * win * 4) == 0);
+        free(one_c), free(one_s), free(one_n);
         snprintf(what, sizeof what, "gpu rows=%zu items=%d hk=%d hv=%d kc=%d", R, n_items, hk,
                  hv, kc);
         printf("%s\n", what);
@@ -216,6 +230,8 @@ static void all(bool gpu)
     run(l4, 3, 1, 2, 3, gpu);
     const int l5[] = { 70, 33, 16 }; /* several chunks of rows (16 and 32) and a partial one */
     run(l5, 3, 1, 2, 2, gpu);
+    const int l5s[] = { 40, 2, 1, 0 }; /* conv time chunks next to items shorter than the window */
+    run(l5s, 4, 1, 2, 4, gpu);
     /* the model's head counts: 2 (item, head) pairs per SM or more at 9 items, fewer at 5 */
     const int l6[] = { 2, 1, 3, 1, 1 };
     run(l6, 5, 16, 32, 4, gpu);
@@ -234,7 +250,7 @@ int main(void)
                                    (int32_t *)8, 1, 3, 4, 1e-6f, 0),
                  ERR_INVAL);
     CHECK_EQ_INT(gdn_seq_conv_cuda((float *)8, (float *)8, NULL, 0, (float *)8, (float *)8,
-                                   (int32_t *)8, 1, 16, 9, 0),
+                                   (int32_t *)8, 1, 1, 16, 9, 0),
                  ERR_INVAL);
     ktest_sync();
     return test_result();

@@ -6,7 +6,8 @@
  * element |err| <= 2e-2 * max|ref| + 2e-2 * |ref|. Indexing, permutation or scale errors give
  * O(1) relative errors and fail both. Unwritten outputs stay NaN (poisoned buffers) and fail.
  * Determinism: a second run must match bit for bit. Every case runs with both tile shapes
- * (MOE_GROUPED_TILE_ROWS 64 and MOE_GROUPED_TILE_ROWS_SMALL 16), against the same bounds. */
+ * (MOE_GROUPED_TILE_ROWS 64 and MOE_GROUPED_TILE_ROWS_SMALL 16) on the same inputs and one
+ * reference (the CPU reference of the model-size cases is most of this test's time). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,13 +19,20 @@
 #include "moe_grouped.h"
 #include "test.h"
 
-static void test_grouped_tiles(int fmt, int gu_scale, int dn_scale, int n_tok, int n_exp, int k,
-                               int hidden, int inter, int accumulate, int skew, int bm)
+/* cases whose 16-row gate_up / down ran the pipelined NVFP4 kernel */
+static int g_piped_gu, g_piped_dn;
+
+/* one case: inputs, weights and the CPU reference made once, then both tile shapes
+ * (MOE_GROUPED_TILE_ROWS, MOE_GROUPED_TILE_ROWS_SMALL) against them, each run twice (bitwise) */
+static void test_grouped(int fmt, int gu_scale, int dn_scale, int n_tok, int n_exp, int k,
+                         int hidden, int inter, int accumulate, int skew)
 {
     struct kw_pair gu, dn;
     char what[128];
     kw_pair_make(&gu, fmt, gu_scale, n_exp, 2 * inter, hidden);
     kw_pair_make(&dn, fmt, dn_scale, n_exp, hidden, inter);
+    g_piped_gu += moe_grouped_small_pipelined(&gu.dev);
+    g_piped_dn += moe_grouped_small_pipelined(&dn.dev);
     size_t nx = (size_t)n_tok * hidden, ns = (size_t)n_tok * k;
     float *x = malloc(nx * 4), *w = malloc(ns * 4), *init = malloc(nx * 4), *ref = malloc(nx * 4),
           *got = malloc(nx * 4), *got2 = malloc(nx * 4);
@@ -41,52 +49,53 @@ static void test_grouped_tiles(int fmt, int gu_scale, int dn_scale, int n_tok, i
         ids[6] = n_exp; /* out of range: contributes nothing */
     size_t wsf = moe_grouped_ws_floats(n_tok, k, n_exp, inter, hidden);
     float *dx = ktest_dev_from(x, nx * 4), *dw = ktest_dev_from(w, ns * 4);
-    float *dout = accumulate ? ktest_dev_from(init, nx * 4) : ktest_dev_poison(nx);
-    float *dws = ktest_dev_poison(wsf);
     int32_t *di = ktest_dev_from(ids, ns * 4);
     CHECK_EQ_INT(moe_grouped_ref(ref, x, ids, w, n_tok, k, n_exp, &gu.host, &dn.host, accumulate),
                  0);
-    CHECK_EQ_INT(moe_grouped_cuda_tiles(dout, dws, dx, di, dw, n_tok, k, n_exp, &gu.dev, &dn.dev,
-                                        accumulate, bm, 0),
-                 0);
-    ktest_to_host(got, dout, nx * 4);
-    double amax = 0, se = 0, sr = 0;
+    double amax = 0, sr = 0;
     for (size_t i = 0; i < nx; i++) {
         amax = fabs(ref[i]) > amax ? fabs(ref[i]) : amax;
-        se += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
         sr += (double)ref[i] * ref[i];
     }
-    double rel_rms = sr > 0 ? sqrt(se / sr) : sqrt(se);
-    snprintf(what, sizeof(what),
-             "moe_grouped bm=%d fmt=%d sc=%d/%d tok=%d E=%d k=%d H=%d I=%d acc=%d%s", bm, fmt,
-             gu_scale, dn_scale, n_tok, n_exp, k, hidden, inter, accumulate,
-             skew ? " skew" : "");
-    fprintf(stderr, "%s: rel_rms_err=%.2e max|ref|=%.3g\n", what, rel_rms, amax);
-    CHECK(ktest_compare(what, got, ref, nx, 2e-2 * amax, 2e-2) == 0);
-    CHECK(rel_rms <= 1.2e-2);
-    /* determinism: same inputs, same bits */
-    if (accumulate) {
-        ktest_free(dout);
-        dout = ktest_dev_from(init, nx * 4);
+    const int shapes[2] = { MOE_GROUPED_TILE_ROWS, MOE_GROUPED_TILE_ROWS_SMALL };
+    for (int t = 0; t < 2; t++) {
+        const int bm = shapes[t];
+        float *dout = accumulate ? ktest_dev_from(init, nx * 4) : ktest_dev_poison(nx);
+        float *dws = ktest_dev_poison(wsf);
+        CHECK_EQ_INT(moe_grouped_cuda_tiles(dout, dws, dx, di, dw, n_tok, k, n_exp, &gu.dev,
+                                            &dn.dev, accumulate, bm, 0),
+                     0);
+        ktest_to_host(got, dout, nx * 4);
+        double se = 0;
+        for (size_t i = 0; i < nx; i++)
+            se += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
+        double rel_rms = sr > 0 ? sqrt(se / sr) : sqrt(se);
+        snprintf(what, sizeof(what),
+                 "moe_grouped bm=%d%s fmt=%d sc=%d/%d tok=%d E=%d k=%d H=%d I=%d acc=%d%s", bm,
+                 bm == MOE_GROUPED_TILE_ROWS_SMALL && moe_grouped_small_pipelined(&gu.dev)
+                     ? " piped"
+                     : "",
+                 fmt, gu_scale, dn_scale, n_tok, n_exp, k, hidden, inter, accumulate,
+                 skew ? " skew" : "");
+        fprintf(stderr, "%s: rel_rms_err=%.2e max|ref|=%.3g\n", what, rel_rms, amax);
+        CHECK(ktest_compare(what, got, ref, nx, 2e-2 * amax, 2e-2) == 0);
+        CHECK(rel_rms <= 1.2e-2);
+        /* determinism: same inputs, same bits */
+        if (accumulate) {
+            ktest_free(dout);
+            dout = ktest_dev_from(init, nx * 4);
+        }
+        CHECK_EQ_INT(moe_grouped_cuda_tiles(dout, dws, dx, di, dw, n_tok, k, n_exp, &gu.dev,
+                                            &dn.dev, accumulate, bm, 0),
+                     0);
+        ktest_to_host(got2, dout, nx * 4);
+        CHECK(memcmp(got, got2, nx * 4) == 0);
+        ktest_free(dout), ktest_free(dws);
     }
-    CHECK_EQ_INT(moe_grouped_cuda_tiles(dout, dws, dx, di, dw, n_tok, k, n_exp, &gu.dev, &dn.dev,
-                                        accumulate, bm, 0),
-                 0);
-    ktest_to_host(got2, dout, nx * 4);
-    CHECK(memcmp(got, got2, nx * 4) == 0);
-    ktest_free(dx), ktest_free(dw), ktest_free(dout), ktest_free(dws), ktest_free(di);
+    ktest_free(dx), ktest_free(dw), ktest_free(di);
     kw_pair_free(&gu);
     kw_pair_free(&dn);
     free(x), free(w), free(init), free(ref), free(got), free(got2), free(ids);
-}
-
-static void test_grouped(int fmt, int gu_scale, int dn_scale, int n_tok, int n_exp, int k,
-                         int hidden, int inter, int accumulate, int skew)
-{
-    test_grouped_tiles(fmt, gu_scale, dn_scale, n_tok, n_exp, k, hidden, inter, accumulate, skew,
-                       MOE_GROUPED_TILE_ROWS);
-    test_grouped_tiles(fmt, gu_scale, dn_scale, n_tok, n_exp, k, hidden, inter, accumulate, skew,
-                       MOE_GROUPED_TILE_ROWS_SMALL);
 }
 
 int main(void)
@@ -115,6 +124,14 @@ int main(void)
     test_grouped(KW_FMT_NVFP4, 0, 0, 64, 8, 4, 272, 48, 1, 0);
     /* a 64-sequence decode step of the model's experts: 512 slots over 256 experts */
     test_grouped(KW_FMT_NVFP4, 0, 0, 64, 256, 8, 2048, 512, 1, 0);
+    /* the pipelined NVFP4 16-row kernel (moe_grouped_small_pipelined): K % 128 == 64 in both
+     * GEMMs, gate_up only with a partial column tile, skewed multi-tile experts */
+    test_grouped(KW_FMT_NVFP4, 0, 0, 13, 8, 4, 320, 192, 1, 0);
+    test_grouped(KW_FMT_NVFP4, 0, 0, 40, 4, 4, 256, 208, 0, 1);
+    /* the pipelined kernel ran where the shapes allow (hidden or inter % 64 == 0): gate_up for
+     * H = 256, 512, 2048 (twice), 320 and 256; down for I = 512 (twice) and 192 */
+    CHECK_EQ_INT(g_piped_gu, 6);
+    CHECK_EQ_INT(g_piped_dn, 3);
     /* argument checks */
     {
         struct kw_pair gu, dn;

@@ -75,9 +75,19 @@ static int run(const int *lens, int n_items, int hk, int hv, int kc, int cut)
     /* emulated kernels through the launchers */
     int32_t *ditems = (int32_t *)emu_alloc(items.size() * 4);
     memcpy(ditems, items.data(), items.size() * 4);
-    rc |= gdn_seq_conv_cuda(gcout, gcst, gcsn, n_snap, x, w, ditems, n_items, ch, kc, 0);
+    rc |= gdn_seq_conv_cuda(gcout, gcst, gcsn, n_snap, x, w, ditems, n_items, rows, ch, kc, 0);
+    /* one chunk per item (max_rows 0): bit for bit what the time-split launch gave */
+    size_t split_diff = 0;
+    {
+        float *o1 = fill(R * ch, NAN, NAN), *s1 = dup(cst0, n_slots * win), *n1 = nosnap ? NULL : dup(csn0, ns1 * win);
+        rc |= gdn_seq_conv_cuda(o1, s1, n1, n_snap, x, w, ditems, n_items, 0, ch, kc, 0);
+        split_diff += memcmp(o1, gcout, R * ch * 4) != 0;
+        split_diff += memcmp(s1, gcst, n_slots * win * 4) != 0;
+        if (!nosnap) split_diff += memcmp(n1, gcsn, ns1 * win * 4) != 0;
+        if (split_diff) printf("  conv: the time-split launch differs from one chunk per item (%zu buffers)\n", split_diff);
+    }
     double e[6] = {0, 0, 0, 0, 0, 0};
-    size_t bad = 0;
+    size_t bad = split_diff;
     bad += cmp("conv out", gcout, rcout, R * ch, 1e-5, 1e-4, &e[0]);
     bad += cmp("conv state", gcst, rcst, n_slots * win, 1e-5, 1e-4, &e[1]);
     if (!nosnap) bad += cmp("conv snap", gcsn, rcsn, ns1 * win, 1e-5, 1e-4, &e[2]);
@@ -139,6 +149,8 @@ int main(int argc, char **argv)
         f += run(lf, 2, 16, 32, 4, 1); /* the model's head counts: 8192 conv channels, 32 value heads */
         static const int ll[] = {70, 33, 16};
         f += run(ll, 3, 1, 2, 2, 5); /* several chunks of 16 and 32 rows, and a partial one */
+        static const int ls[] = {40, 2, 1, 0};
+        f += run(ls, 4, 1, 2, 4, 1); /* conv time chunks next to items shorter than the window */
         static const int l5i[] = {2, 1, 3, 1, 1}, l9i[] = {1, 2, 1, 1, 0, 1, 1, 3, 1};
         f += run(l5i, 5, 16, 32, 4, 1); /* 160 (item, head) pairs: 2 tiles chosen */
         f += run(l9i, 9, 16, 32, 4, 2); /* 288 pairs: 1 tile chosen */
@@ -148,9 +160,9 @@ int main(int argc, char **argv)
     const int32_t *ip = (const int32_t *)8;
     int inval = 0;
     inval += gdn_seq_step_cuda(p, p, NULL, 0, p, p, p, p, p, p, p, ip, 1, 3, 4, 1e-6f, 0) == ERR_INVAL;
-    inval += gdn_seq_conv_cuda(p, p, NULL, 0, p, p, ip, 1, 16, 9, 0) == ERR_INVAL;
-    inval += gdn_seq_conv_cuda(p, p, NULL, 0, p, p, ip, 65536, 16, 4, 0) == ERR_INVAL;
-    inval += gdn_seq_conv_cuda(p, p, NULL, 0, p, p, ip, 0, 16, 4, 0) == 0;
+    inval += gdn_seq_conv_cuda(p, p, NULL, 0, p, p, ip, 1, 1, 16, 9, 0) == ERR_INVAL;
+    inval += gdn_seq_conv_cuda(p, p, NULL, 0, p, p, ip, 65536, 1, 16, 4, 0) == ERR_INVAL;
+    inval += gdn_seq_conv_cuda(p, p, NULL, 0, p, p, ip, 0, 1, 16, 4, 0) == 0;
     inval += gdn_seq_step_cuda_tiles(p, p, NULL, 0, p, p, p, p, p, p, p, ip, 1, 2, 4, 1e-6f, 3, 0) == ERR_INVAL;
     printf("gdn_seq emu launcher checks: %d/5 ok, refused launches=%d\n", inval, g_emu_bad_launches);
     f += inval != 5 || g_emu_bad_launches != 0;

@@ -70,11 +70,48 @@ static int run(int fmt, int gsk, int dsk, int n_tok, int E, int k, int H, int I,
     const int tiles = (int)(CEIL_DIV(n_slots, bm) + E);
     emu_launch(dim3(1), MG_PLAN_THREADS, [&] { moe_grouped_plan_kernel(s, ids, n_slots, E, bm); },
                sizeof(int) * (3 * (size_t)E + 1));
+    int piped = 0;
     if (bm == 16) {
-        emu_launch(dim3(CEIL_DIV(I, MG_BN / 2), tiles), MG_THREADS,
-                   [&] { moe_grouped_gemm_kernel<true, 16, MG_BK_SMALL>(gu, s, x, k, I); });
-        emu_launch(dim3(CEIL_DIV(H, MG_BN), tiles), MG_THREADS,
-                   [&] { moe_grouped_gemm_kernel<false, 16, MG_BK_SMALL>(dn, s, nullptr, k, H); });
+        /* as the launcher: the pipelined NVFP4 kernel where mg_pipe_ok, checked bit for bit
+         * against the plain 16-row kernel on the same plan */
+        float *alt = NULL;
+        if (mg_pipe_ok(&gu)) {
+            piped |= 1;
+            emu_launch(dim3(CEIL_DIV(I, MG_BN / 2), tiles), MG_THREADS,
+                       [&] { moe_grouped_nvfp4_pipe_kernel<true>(gu, s, x, k, I); });
+            const size_t nh = (size_t)n_slots * I;
+            uint16_t *h1 = (uint16_t *)malloc(nh * 2);
+            memcpy(h1, s.h, nh * 2);
+            emu_launch(dim3(CEIL_DIV(I, MG_BN / 2), tiles), MG_THREADS,
+                       [&] { moe_grouped_gemm_kernel<true, 16, MG_BK_SMALL>(gu, s, x, k, I); });
+            size_t diff = 0;
+            for (size_t i = 0; i < nh; i++)
+                diff += h1[i] != s.h[i] && s.pos[0] >= -1; /* every h row is written */
+            if (diff) { printf("  pipelined gate_up differs from the 16-row kernel at %zu of %zu\n", diff, nh); piped |= 4; }
+            free(h1);
+        } else {
+            emu_launch(dim3(CEIL_DIV(I, MG_BN / 2), tiles), MG_THREADS,
+                       [&] { moe_grouped_gemm_kernel<true, 16, MG_BK_SMALL>(gu, s, x, k, I); });
+        }
+        if (mg_pipe_ok(&dn)) {
+            piped |= 2;
+            emu_launch(dim3(CEIL_DIV(H, MG_BN), tiles), MG_THREADS,
+                       [&] { moe_grouped_nvfp4_pipe_kernel<false>(dn, s, nullptr, k, H); });
+            const size_t ny = (size_t)n_slots * H;
+            alt = (float *)malloc(ny * 4);
+            memcpy(alt, s.ys, ny * 4);
+            emu_launch(dim3(CEIL_DIV(H, MG_BN), tiles), MG_THREADS,
+                       [&] { moe_grouped_gemm_kernel<false, 16, MG_BK_SMALL>(dn, s, nullptr, k, H); });
+            size_t diff = 0;
+            for (int p = 0; p < s.offsets[E]; p++)
+                for (int h = 0; h < H; h++)
+                    diff += memcmp(&alt[(size_t)p * H + h], &s.ys[(size_t)p * H + h], 4) != 0;
+            if (diff) { printf("  pipelined down differs from the 16-row kernel at %zu\n", diff); piped |= 4; }
+            free(alt);
+        } else {
+            emu_launch(dim3(CEIL_DIV(H, MG_BN), tiles), MG_THREADS,
+                       [&] { moe_grouped_gemm_kernel<false, 16, MG_BK_SMALL>(dn, s, nullptr, k, H); });
+        }
     } else {
         emu_launch(dim3(CEIL_DIV(I, MG_BN / 2), tiles), MG_THREADS,
                    [&] { moe_grouped_gemm_kernel<true, 64, MG_BK>(gu, s, x, k, I); });
@@ -96,9 +133,11 @@ static int run(int fmt, int gsk, int dsk, int n_tok, int E, int k, int H, int I,
             bad++;
         }
     double rr = sqrt(se / sr);
-    printf("moe_grouped emu bm=%d fmt=%d sc=%d/%d tok=%d E=%d k=%d H=%d I=%d acc=%d skew=%d: rel_rms=%.2e bad=%zu %s\n",
-           bm, fmt, gsk, dsk, n_tok, E, k, H, I, acc, skew, rr, bad, (bad || !(rr <= 1.2e-2)) ? "FAIL" : "ok");
-    return bad || !(rr <= 1.2e-2);
+    printf("moe_grouped emu bm=%d%s fmt=%d sc=%d/%d tok=%d E=%d k=%d H=%d I=%d acc=%d skew=%d: rel_rms=%.2e bad=%zu %s\n",
+           bm, piped & 3 ? (piped & 3) == 3 ? " piped" : piped & 1 ? " piped_gu" : " piped_dn" : "",
+           fmt, gsk, dsk, n_tok, E, k, H, I, acc, skew, rr, bad,
+           (bad || !(rr <= 1.2e-2) || (piped & 4)) ? "FAIL" : "ok");
+    return bad || !(rr <= 1.2e-2) || (piped & 4);
 }
 
 int main()
@@ -115,6 +154,11 @@ int main()
     }
     /* 16-row tiles: experts with more than 16 rows (several tiles each), K not a multiple of 128 */
     f += run(KW_FMT_NVFP4, 0, 0, 24, 4, 4, 208, 80, 0, 1, 16);
+    /* the pipelined NVFP4 16-row kernel: both GEMMs (K % 128 == 64: a half last stage), gate_up
+     * only with a partial 32-intermediate column tile, multi-tile experts, empty experts */
+    f += run(KW_FMT_NVFP4, 0, 0, 13, 8, 4, 320, 192, 1, 0, 16);
+    f += run(KW_FMT_NVFP4, 0, 0, 40, 4, 4, 256, 208, 0, 1, 16);
+    f += run(KW_FMT_NVFP4, 0, 0, 3, 32, 2, 512, 128, 0, 0, 16);
     printf("failures=%d\n", f);
     return f != 0;
 }

@@ -111,6 +111,28 @@ def hostify(s):
     return s
 
 
+# cp.async on the host: the copy happens at issue time (zero-filled past src_bytes), commit and
+# wait are no-ops; a kernel that reads a stage before its barrier still races under EMU_SAN=thread
+os.makedirs(os.path.join(out, 'internal'), exist_ok=True)
+write('internal/cp_async.cuh', '''#pragma once
+#include <stdint.h>
+#include <string.h>
+static inline void cpa_copy(void *dst, const void *src, int n, int src_bytes)
+{
+    if (src_bytes < 0 || src_bytes > n || ((uintptr_t)dst) % n || (src_bytes && ((uintptr_t)src) % n)) {
+        fprintf(stderr, "emu: cp.async of %d bytes (src_bytes %d) misaligned or too long\\n", n, src_bytes);
+        abort();
+    }
+    memset(dst, 0, n);
+    if (src_bytes)
+        memcpy(dst, src, src_bytes);
+}
+static inline void cpa_16(void *dst, const void *src, int src_bytes) { cpa_copy(dst, src, 16, src_bytes); }
+static inline void cpa_4(void *dst, const void *src, int src_bytes) { cpa_copy(dst, src, 4, src_bytes); }
+static inline void cpa_commit() {}
+template <int N> static inline void cpa_wait() {}
+''')
+
 s = cut(read('moe_grouped.cu'), 'int moe_grouped_cuda_tiles(')
 s = s.replace('#include "internal/wdot.cuh"\n', '')
 s = s.replace('extern __shared__ int mg_sm[];', 'int *mg_sm = (int *)g_emu_dyn_smem;')
@@ -143,7 +165,7 @@ write('gemm_fp8_emu.inc', s[:a] + s[b:])
 # "internal/..." (a quoted include looks in the including file's directory first)
 os.makedirs(os.path.join(out, 'internal'), exist_ok=True)
 for name in sorted(os.listdir(os.path.join(kdir, 'internal'))):
-    if name.endswith('.cuh'):
+    if name.endswith('.cuh') and name != 'cp_async.cuh':  # its host copy is written above
         s = hostify(read(os.path.join('internal', name)))
         s = s.replace('extern __shared__ __align__(16) unsigned char nvs_smem[];',
                       'unsigned char *nvs_smem = g_emu_dyn_smem;')

@@ -68,8 +68,8 @@ int attn_decode_dtype_cuda(float *out, float *ws, const float *q, const float *g
                            int bs, int mb, int ml, float sc, cudaStream_t s)
 { (void)s; return attn_decode_dtype_ref(out, ws, q, g, kc, vc, dt, ks, vs, bt, sl, n, hq, hkv, d, bs, mb, ml, sc); }
 int gdn_seq_conv_cuda(float *o, float *st, float *snap, int ns, const float *x, const float *w, const int32_t *it,
-                      int ni, int c, int kc, cudaStream_t s)
-{ (void)s; return gdn_seq_conv_ref(o, st, snap, ns, x, w, it, ni, c, kc); }
+                      int ni, int mr, int c, int kc, cudaStream_t s)
+{ (void)s; (void)mr; return gdn_seq_conv_ref(o, st, snap, ns, x, w, it, ni, c, kc); }
 int gdn_seq_step_cuda(float *out, float *state, float *snap, int ns, const float *qkv, const float *z, const float *a,
                       const float *b, const float *al, const float *dt, const float *nw, const int32_t *it, int ni,
                       int hk, int hv, float eps, cudaStream_t s)

@@ -21,7 +21,17 @@
 static const int DEFAULT_GEMM_ROWS[4] = { 0, 9, 9, 24 };
 /* the lm_head's split GEMM against the GEMV (bench_linear lm_head, H200 2026-12-01) */
 static const int DEFAULT_LM_ROWS[4] = { 0, 4, 9, 32 };
-static const int DEFAULT_GROUPED_ROWS[4] = { 0, 96, 96, 64 };
+/* expert stacks: moe_grouped from these rows on. With 16-row tiles for few slots per expert
+ * (bench_linear experts_t16, H200 2026-12-01: crossovers at 24 / 48 rows for bf16 / fp8, and 9
+ * for nvfp4 with the pipelined kernel: 123 vs 144 us at 9 rows, 120 vs 102 us at 8) and with
+ * 64-row tiles only (experts: 96 / 96 / 64), for grouped_small = -1 */
+static const int DEFAULT_GROUPED_ROWS[4] = { 0, 24, 48, 9 };
+static const int DEFAULT_GROUPED_ROWS_T64[4] = { 0, 96, 96, 64 };
+/* 16-row tiles while slots <= this x experts: faster than 64-row tiles at every row count of the
+ * sweep (up to 512 rows = 16 slots per expert of 256 at top-8; nvfp4 pipelined 539 vs 894 us
+ * there, 383 vs 863 us at 256 rows); prefill chunks above that keep the 64-row tiles (not
+ * measured with 16-row tiles beyond 512 rows) */
+#define DEFAULT_GROUPED_SMALL 16
 static const int DEFAULT_ROUTER_ROWS = 9;
 
 static const char *const FMT_NAME[4] = { "?", "bf16", "fp8", "nvfp4" };
@@ -59,22 +69,23 @@ static void dense_extent(const struct gpu_model *g, int *max_k, int64_t *max_el)
 int gpu_dispatch_init(struct gpu_model *g, char *err, size_t errlen)
 {
     struct gpu_dispatch *d = &g->disp;
-    const int gm = g->o.gemm_min_rows, gr = g->o.grouped_min_rows;
+    const int gm = g->o.gemm_min_rows, gr = g->o.grouped_min_rows, gs = g->o.grouped_small;
+    d->grouped_small_per_expert = gs < 0 ? 0 : gs > 0 ? gs : DEFAULT_GROUPED_SMALL;
+    const int *grouped = d->grouped_small_per_expert > 0 ? DEFAULT_GROUPED_ROWS
+                                                         : DEFAULT_GROUPED_ROWS_T64;
     for (int f = 0; f < 4; f++) {
         d->gemm_rows[f] = gm < 0 ? INT_MAX : gm > 0 ? gm : DEFAULT_GEMM_ROWS[f];
         d->lm_rows[f] = gm < 0 ? INT_MAX : gm > 0 ? gm : DEFAULT_LM_ROWS[f];
-        d->grouped_rows[f] = gr < 0 ? INT_MAX : gr > 0 ? gr : DEFAULT_GROUPED_ROWS[f];
+        d->grouped_rows[f] = gr < 0 ? INT_MAX : gr > 0 ? gr : grouped[f];
     }
     d->router_rows = gm < 0 ? INT_MAX : gm > 0 ? gm : DEFAULT_ROUTER_ROWS;
-    d->grouped_small_per_expert = g->o.grouped_small > 0 ? g->o.grouped_small : 0;
     d->attn_prefill_rows = g->o.prefill_attn < 0 ? INT_MAX : 2;
     /* the tensor-core flash kernel (bench_attn: 2.5x the CUDA-core one at 2K-8K context) */
     d->attn_prefill_path = g->hd % 16 == 0 ? ATTN_PREFILL_PATH_MMA : ATTN_PREFILL_PATH_CORES;
     snprintf(d->why, sizeof d->why, "%s%s%s%s",
-             gm == 0 && gr == 0 && g->o.grouped_small == 0 ? "measured defaults (docs/PERF.md)"
-                                                            : "",
+             gm == 0 && gr == 0 && gs == 0 ? "measured defaults (docs/PERF.md)" : "",
              gm != 0 ? " gemm_min_rows option" : "", gr != 0 ? " grouped_min_rows option" : "",
-             g->o.grouped_small > 0 ? " grouped_small option" : "");
+             gs != 0 ? " grouped_small option" : "");
     if (gm < 0)
         return 0; // no dense GEMM path: no cuBLASLt context
     int max_k;
@@ -177,14 +188,17 @@ static void log_dense(const struct gpu_model *g, const char *cls, const struct k
              paths(b, sizeof b, "gemv", many, from));
 }
 
-static void log_experts(const struct gpu_model *g, const char *cls, const struct kweight *w)
+static void log_experts(const struct gpu_model *g, const char *cls, const struct kweight *w,
+                        const struct kweight *down)
 {
     char b[128];
     if (!w || !w->data || !fmt_ok(w->fmt))
         return;
-    char many[96];
+    char many[128];
     if (g->disp.grouped_small_per_expert > 0)
-        snprintf(many, sizeof many, "moe_grouped(16-row tiles while slots<=%dxexperts, else 64)",
+        snprintf(many, sizeof many, "moe_grouped(16-row tiles%s%s while slots<=%dxexperts, else 64)",
+                 moe_grouped_small_pipelined(w) ? " gate_up:pipelined_nvfp4" : "",
+                 moe_grouped_small_pipelined(down) ? " down:pipelined_nvfp4" : "",
                  g->disp.grouped_small_per_expert);
     else
         snprintf(many, sizeof many, "moe_grouped(64-row tiles)");
@@ -211,9 +225,9 @@ void gpu_dispatch_log(const struct gpu_model *g)
     LOG_INFO("gpu_dispatch", "class=router fmt=%s path=\"%s\"", FMT_NAME[L0->router.fmt],
              paths(b, sizeof b, "gemv", "gemm_cublaslt_fp32",
                    g->lin && L0->router_f32 ? g->disp.router_rows : INT_MAX));
-    log_experts(g, "moe", &L0->gate_up);
+    log_experts(g, "moe", &L0->gate_up, &L0->down);
     if (L0->has_shared)
-        log_experts(g, "shared_expert", &L0->sh_gate_up);
+        log_experts(g, "shared_expert", &L0->sh_gate_up, &L0->sh_down);
     log_dense(g, "lm_head", &g->lm_head, g->disp.lm_rows, true);
     LOG_INFO("gpu_dispatch", "class=attention_core path=\"%s\" note=\"main passes; the MTP "
              "pass attends row by row\" source=\"%s\"",

@@ -67,7 +67,7 @@ static int gdn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_
     TRY(gpu_linear(g, g->gb, &L->b, g->x, n));
     TRY(gpu_linear(g, g->ga, &L->a, g->x, n));
     TRY(gdn_seq_conv_cuda(g->mix, L->conv_state, L->conv_snap, g->n_snap, g->mix_raw, L->conv_w,
-                          items, p->items, g->cd, g->kc, st));
+                          items, p->items, n, g->cd, g->kc, st));
     if (!g->gdn_pad) {
         TRY(gdn_seq_step_cuda(g->go, L->ssm, L->ssm_snap, g->n_snap, g->mix, g->gz, g->ga, g->gb,
                               L->a_log, L->dt_bias, L->gnorm, items, p->items, g->hk, g->hv,

@@ -48,8 +48,9 @@ struct gpu_model_opts {
                           //  (kernels/moe_grouped.h): 0 = default, -1 = never
     int grouped_small;    // those grouped GEMMs use 16-row tiles while the slots (rows x top_k)
                           //  are at most this many per expert of the stack (few rows each, e.g.
-                          //  a decode batch), 64-row tiles otherwise: 0 = the default (64-row
-                          //  tiles always: the 16-row ones are not measured yet), -1 = never
+                          //  a decode batch), 64-row tiles otherwise: 0 = the default (16 per
+                          //  expert, gpu_dispatch.c), -1 = never (64-row tiles always, and the
+                          //  grouped_min_rows defaults measured for them)
     int prefill_attn;     // items of several rows attend through attn_prefill: 0 = yes (from 2
                           //  rows), -1 = no (attn_decode one query row at a time)
     double mem_util;      // > 0 (at most 1): size the pool from the device's memory, as vLLM's

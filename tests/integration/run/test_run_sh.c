@@ -114,6 +114,27 @@ static void test_checks(void)
     rc = run_sh(&out, pd, args);
     CHECK(rc == 0 && out && strstr(out, "run: engine cpu: --engine cpu"));
     free(out);
+    /* a folder with config.json only: refused, unless the worker is told --load-format dummy
+     * (the preflight's inspect reads the same flag) */
+    CHECK_EQ_INT(sh(NULL, "mkdir -p '%s/cfgonly' && cp '%s/m/config.json' '%s/cfgonly/'", g_dir,
+                    g_dir, g_dir), 0);
+    snprintf(args, sizeof args, "--check --engine cpu --model '%s/cfgonly' --tokenizer '%s/m'",
+             g_dir, g_dir);
+    rc = run_sh(&out, NULL, args);
+    CHECK(rc == 1 && out && strstr(out, "no model.safetensors.index.json"));
+    free(out);
+    snprintf(args, sizeof args, "--check --engine cpu --model '%s/cfgonly' --tokenizer '%s/m' "
+             "--load-format dummy", g_dir, g_dir);
+    rc = run_sh(&out, NULL, args);
+    CHECK(rc == 0 && out && strstr(out, "run: checks passed"));
+    if (rc != 0)
+        fprintf(stderr, "dummy: rc=%d\n%s\n", rc, out ? out : "");
+    free(out);
+    snprintf(args, sizeof args, "--check --engine cpu --model '%s/cfgonly' --tokenizer '%s/m' "
+             "--load-format=dummy", g_dir, g_dir);
+    rc = run_sh(&out, NULL, args);
+    CHECK(rc == 0 && out && strstr(out, "run: checks passed"));
+    free(out);
     rc = run_sh(&out, NULL, "--engine gpu");
     CHECK(rc == 2 && out && strstr(out, "--engine"));
     free(out);
