@@ -287,24 +287,32 @@ __global__ void __launch_bounds__(MG_THREADS)
         }
 }
 
-/* The 16-row tiles for NVFP4 weights, pipelined: the raw weight bytes (codes and block scales)
- * and the activations of NST K steps of 128 are in flight at once as cp.async copies into shared
- * memory (no registers held for them), and each thread decodes its mma B fragments straight from
- * the raw codes (every weight element once per block: the four warps own disjoint columns).
- * Same tile, columns, fused SiLU*up epilogue and decode arithmetic (e4m3 x 2^14 x global scale,
- * then the e2m1 pair, rounded to bf16) as moe_grouped_gemm_kernel<., 16, .>, so the results are
- * the same bit for bit. Preconditions (mg_pipe_ok): cols % 64 == 0, 32-element-aligned rows and
- * experts, 4-byte-aligned scale rows. Stage layout: codes MG_BN x MGP_CPITCH bytes, scales
- * MG_BN x 8 bytes, then A: 16 rows of fp32 x (gate_up) or bf16 h (down), padded pitch. */
-#define MGP_BK 128
-#define MGP_CPITCH (MGP_BK / 2 + 16) /* bytes: 20 words, conflict-free over the 8 rows g */
-#define MGP_SPITCH (MGP_BK / 16)     /* scale bytes per row and stage */
-
-template <bool GATE_UP> struct mgp_shape {
-    static constexpr int NST = GATE_UP ? 3 : 4;                      /* stages in flight */
-    static constexpr int APITCH = GATE_UP ? (MGP_BK + 8) * 4 : (MGP_BK + 8) * 2; /* bytes per A row */
-    static constexpr int CODES = MG_BN * MGP_CPITCH, SCALES = MG_BN * MGP_SPITCH;
-    static constexpr int STAGE = CODES + SCALES + 16 * APITCH;
+/* NVFP4 weights, pipelined: the raw weight bytes (codes and block scales) and the activations
+ * of NST K steps are in flight at once as cp.async copies into shared memory (no registers held
+ * for them), and each thread decodes its mma B fragments straight from the raw codes. Same
+ * tiles, columns, fused SiLU*up epilogue and decode arithmetic (e4m3 x 2^14 x global scale,
+ * then the e2m1 pair, rounded to bf16) as moe_grouped_gemm_kernel<., BM, .>, so the results are
+ * the same bit for bit. 16-row tiles: warps 1 x 4 (each weight element decoded once per block),
+ * K steps of 128, 3 (gate_up) or 4 (down) stages. 64-row tiles: warps 2 x 2 (both warp rows
+ * decode the same columns), K steps of 64, 2 or 3 stages. Preconditions (mg_pipe_ok): cols %
+ * 64 == 0, 32-element-aligned rows and experts, 4-byte-aligned scale rows. Stage layout: codes
+ * MG_BN x CPITCH bytes, scales MG_BN x BK/16 bytes, then A: BM rows of fp32 x (gate_up) or bf16 h
+ * (down), padded pitch. */
+template <bool GATE_UP, int BM> struct mgp_shape {
+    static constexpr int BK = BM == 16 ? 128 : 64;                     /* K per stage */
+    static constexpr int NST = BM == 16 ? (GATE_UP ? 3 : 4) : (GATE_UP ? 2 : 3); /* stages */
+    static constexpr int CPITCH = BK / 2 + 16; /* code bytes per row: 20 / 12 words, the 8 rows g
+                                                  of a fragment on distinct banks */
+    static constexpr int SPITCH = BK / 16;     /* scale bytes per row */
+    static constexpr int APITCH = GATE_UP ? (BK + 8) * 4 : (BK + 8) * 2; /* bytes per A row */
+    static constexpr int CODES = MG_BN * CPITCH, SCALES = MG_BN * SPITCH;
+    static constexpr int STAGE = CODES + SCALES + BM * APITCH;
+    static constexpr int CCH = MG_BN * (BK / 32) / MG_THREADS; /* 16-byte code chunks per thread */
+    static constexpr int SCH = MG_BN * (BK / 64);               /* 4-byte scale chunks (threads) */
+    static constexpr int PPR = GATE_UP ? BK / 4 : BK / 8;      /* 16-byte A pieces per row */
+    static constexpr int APT = BM * PPR / MG_THREADS;          /* A pieces per thread */
+    static_assert(CCH >= 1 && SCH <= MG_THREADS && APT >= 1 && NST * STAGE <= 48 * 1024,
+                  "pipelined tile shape");
 };
 
 static bool mg_pipe_ok(const kweight *w)
@@ -315,57 +323,55 @@ static bool mg_pipe_ok(const kweight *w)
            ((uintptr_t)w->bscale) % 4 == 0;
 }
 
+/* the weight row of virtual column row (0..MG_BN-1) of column tile n0, -1 past n_out */
 template <bool GATE_UP>
+static __device__ __forceinline__ int mg_wrow(int row, int n0, int n_out)
+{
+    if (GATE_UP) {
+        const int it = n0 + (row >> 4) * 8 + (row & 7);
+        return it < n_out ? (((row >> 3) & 1) ? n_out + it : it) : -1;
+    }
+    return n0 + row < n_out ? n0 + row : -1;
+}
+
+template <bool GATE_UP, int BM>
 __global__ void __launch_bounds__(MG_THREADS)
     moe_grouped_nvfp4_pipe_kernel(const kweight w, mg_ws s, const float *x, int top_k, int n_out)
 {
-    using S = mgp_shape<GATE_UP>;
-    constexpr int NST = S::NST;
+    using S = mgp_shape<GATE_UP, BM>;
+    constexpr int NST = S::NST, BK = S::BK;
+    constexpr int WM = mg_layout<BM>::WM, WN = mg_layout<BM>::WN;
+    constexpr int MI = BM / WM / 16, NI = MG_BN / WN / 8;
     __shared__ __align__(16) uint8_t sm[NST * S::STAGE];
     const int e = s.tile_e[blockIdx.y];
     if (e < 0)
         return; /* uniform over the block */
     const int r0 = s.offsets[e] + s.tile_r0[blockIdx.y];
-    const int nrows = min(16, s.offsets[e + 1] - r0);
-    const int K = w.cols, nk = (K + MGP_BK - 1) / MGP_BK;
+    const int nrows = min(BM, s.offsets[e + 1] - r0);
+    const int K = w.cols, nk = (K + BK - 1) / BK;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, q = lane & 3;
+    const int wm = warp / WN, wn = warp % WN;
     const int n0 = blockIdx.x * (GATE_UP ? MG_BN / 2 : MG_BN);
     const uint8_t *codes = static_cast<const uint8_t *>(w.data);
 
-    /* this thread's copies per stage: code chunks tid and tid + 128 (row c/4, 16 bytes part c%4),
-     * scale chunk tid (row tid/2, 4 bytes half tid%2), A chunks: 16-byte pieces of the tile's rows */
-    int64_t wsrc[2]; /* element offset of the row, -1 past n_out */
+    /* this thread's copies per stage: code chunks tid + 128 i (row c / (BK/32), 16-byte part),
+     * scale chunk tid when tid < SCH (row tid / (BK/64), 4 bytes), A pieces tid + 128 i */
+    int64_t wsrc[S::CCH]; /* element offset of the weight row, -1 past n_out */
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int row = (tid + 128 * i) >> 2;
-        int wr;
-        if (GATE_UP) {
-            const int it = n0 + (row >> 4) * 8 + (row & 7);
-            wr = it < n_out ? (((row >> 3) & 1) ? n_out + it : it) : -1;
-        } else {
-            wr = n0 + row < n_out ? n0 + row : -1;
-        }
+    for (int i = 0; i < S::CCH; i++) {
+        const int wr = mg_wrow<GATE_UP>((tid + MG_THREADS * i) / (BK / 32), n0, n_out);
         wsrc[i] = wr < 0 ? -1 : (int64_t)e * w.expert_stride + (int64_t)wr * w.row_stride;
     }
-    int64_t ssrc; /* scale byte offset of row tid/2 */
-    {
-        const int row = tid >> 1;
-        int wr;
-        if (GATE_UP) {
-            const int it = n0 + (row >> 4) * 8 + (row & 7);
-            wr = it < n_out ? (((row >> 3) & 1) ? n_out + it : it) : -1;
-        } else {
-            wr = n0 + row < n_out ? n0 + row : -1;
-        }
+    int64_t ssrc = -1; /* scale byte offset of this thread's scale row */
+    if (tid < S::SCH) {
+        const int wr = mg_wrow<GATE_UP>(tid / (BK / 64), n0, n_out);
         ssrc = wr < 0 ? -1 : (int64_t)e * w.bscale_expert_stride + (int64_t)wr * w.bscale_stride;
     }
-    /* A: GATE_UP 16 rows x 32 pieces of 4 floats (4 per thread), else 16 x 16 pieces of 8 bf16 (2) */
-    constexpr int APT = GATE_UP ? 4 : 2, PPR = GATE_UP ? 32 : 16;
-    const void *asrc[APT];
+    const void *asrc[S::APT];
 #pragma unroll
-    for (int i = 0; i < APT; i++) {
-        const int row = (tid + 128 * i) / PPR;
+    for (int i = 0; i < S::APT; i++) {
+        const int row = (tid + MG_THREADS * i) / S::PPR;
         asrc[i] = nullptr;
         if (row < nrows)
             asrc[i] = GATE_UP ? static_cast<const void *>(x + (int64_t)(s.perm[r0 + row] / top_k) * K)
@@ -373,25 +379,25 @@ __global__ void __launch_bounds__(MG_THREADS)
     }
     auto issue = [&](int kt) {
         uint8_t *st = sm + (kt % NST) * S::STAGE;
-        const int k0 = kt * MGP_BK;
+        const int k0 = kt * BK;
 #pragma unroll
-        for (int i = 0; i < 2; i++) {
-            const int c = tid + 128 * i, row = c >> 2, part = c & 3;
+        for (int i = 0; i < S::CCH; i++) {
+            const int c = tid + MG_THREADS * i, row = c / (BK / 32), part = c % (BK / 32);
             const int k = k0 + part * 32; /* K % 64 == 0: a piece is wholly in or out */
             const bool in = wsrc[i] >= 0 && k < K;
-            cpa_16(st + row * MGP_CPITCH + part * 16, in ? codes + (wsrc[i] + k) / 2 : codes,
+            cpa_16(st + row * S::CPITCH + part * 16, in ? codes + (wsrc[i] + k) / 2 : codes,
                    in ? 16 : 0);
         }
-        {
-            const int row = tid >> 1, half = tid & 1;
-            const int sb = k0 / 16 + half * 4; /* 4 block scales */
+        if (tid < S::SCH) {
+            const int row = tid / (BK / 64), part = tid % (BK / 64);
+            const int sb = k0 / 16 + part * 4; /* 4 block scales */
             const bool in = ssrc >= 0 && sb * 16 < K;
-            cpa_4(st + S::CODES + row * MGP_SPITCH + half * 4, in ? w.bscale + ssrc + sb : w.bscale,
+            cpa_4(st + S::CODES + row * S::SPITCH + part * 4, in ? w.bscale + ssrc + sb : w.bscale,
                   in ? 4 : 0);
         }
 #pragma unroll
-        for (int i = 0; i < APT; i++) {
-            const int c = tid + 128 * i, row = c / PPR, piece = c % PPR;
+        for (int i = 0; i < S::APT; i++) {
+            const int c = tid + MG_THREADS * i, row = c / S::PPR, piece = c % S::PPR;
             const int k = k0 + piece * (GATE_UP ? 4 : 8);
             const bool in = asrc[i] && k < K;
             uint8_t *d = st + S::CODES + S::SCALES + row * S::APITCH + piece * 16;
@@ -405,12 +411,14 @@ __global__ void __launch_bounds__(MG_THREADS)
     };
 
     const float gs = w.gscale_e ? __ldg(w.gscale_e + e) : w.gscale;
-    float acc[2][4];
+    float acc[MI][NI][4];
 #pragma unroll
-    for (int ni = 0; ni < 2; ni++)
+    for (int mi = 0; mi < MI; mi++)
 #pragma unroll
-        for (int c = 0; c < 4; c++)
-            acc[ni][c] = 0.0f;
+        for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                acc[mi][ni][c] = 0.0f;
 #pragma unroll
     for (int i = 0; i < NST - 1; i++) {
         if (i < nk)
@@ -427,66 +435,78 @@ __global__ void __launch_bounds__(MG_THREADS)
         const uint8_t *sc = st + S::CODES;
         const uint8_t *sa = st + S::CODES + S::SCALES;
 #pragma unroll
-        for (int kk = 0; kk < MGP_BK; kk += 16) {
-            uint32_t af[4], bf[2][2];
-            if (GATE_UP) {
-                const float *p0 = reinterpret_cast<const float *>(sa + g * S::APITCH) + kk + 2 * q;
-                const float *p1 = reinterpret_cast<const float *>(sa + (g + 8) * S::APITCH) + kk + 2 * q;
-                const float2 v0 = *reinterpret_cast<const float2 *>(p0);
-                const float2 v1 = *reinterpret_cast<const float2 *>(p1);
-                const float2 v2 = *reinterpret_cast<const float2 *>(p0 + 8);
-                const float2 v3 = *reinterpret_cast<const float2 *>(p1 + 8);
-                af[0] = kwd_pack_bf16(v0.x, v0.y);
-                af[1] = kwd_pack_bf16(v1.x, v1.y);
-                af[2] = kwd_pack_bf16(v2.x, v2.y);
-                af[3] = kwd_pack_bf16(v3.x, v3.y);
-            } else {
-                const uint16_t *p0 = reinterpret_cast<const uint16_t *>(sa + g * S::APITCH) + kk + 2 * q;
-                const uint16_t *p1 = reinterpret_cast<const uint16_t *>(sa + (g + 8) * S::APITCH) + kk + 2 * q;
-                af[0] = *reinterpret_cast<const uint32_t *>(p0);
-                af[1] = *reinterpret_cast<const uint32_t *>(p1);
-                af[2] = *reinterpret_cast<const uint32_t *>(p0 + 8);
-                af[3] = *reinterpret_cast<const uint32_t *>(p1 + 8);
+        for (int kk = 0; kk < BK; kk += 16) {
+            uint32_t af[MI][4], bf[NI][2];
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++) {
+                const int ra = wm * (BM / WM) + mi * 16 + g;
+                if (GATE_UP) {
+                    const float *p0 = reinterpret_cast<const float *>(sa + ra * S::APITCH) + kk + 2 * q;
+                    const float *p1 = reinterpret_cast<const float *>(sa + (ra + 8) * S::APITCH) + kk + 2 * q;
+                    const float2 v0 = *reinterpret_cast<const float2 *>(p0);
+                    const float2 v1 = *reinterpret_cast<const float2 *>(p1);
+                    const float2 v2 = *reinterpret_cast<const float2 *>(p0 + 8);
+                    const float2 v3 = *reinterpret_cast<const float2 *>(p1 + 8);
+                    af[mi][0] = kwd_pack_bf16(v0.x, v0.y);
+                    af[mi][1] = kwd_pack_bf16(v1.x, v1.y);
+                    af[mi][2] = kwd_pack_bf16(v2.x, v2.y);
+                    af[mi][3] = kwd_pack_bf16(v3.x, v3.y);
+                } else {
+                    const uint16_t *p0 = reinterpret_cast<const uint16_t *>(sa + ra * S::APITCH) + kk + 2 * q;
+                    const uint16_t *p1 = reinterpret_cast<const uint16_t *>(sa + (ra + 8) * S::APITCH) + kk + 2 * q;
+                    af[mi][0] = *reinterpret_cast<const uint32_t *>(p0);
+                    af[mi][1] = *reinterpret_cast<const uint32_t *>(p1);
+                    af[mi][2] = *reinterpret_cast<const uint32_t *>(p0 + 8);
+                    af[mi][3] = *reinterpret_cast<const uint32_t *>(p1 + 8);
+                }
             }
 #pragma unroll
-            for (int ni = 0; ni < 2; ni++) {
-                const int n = warp * 16 + ni * 8 + g;
-                const uint8_t *cr = st + n * MGP_CPITCH + kk / 2;
+            for (int ni = 0; ni < NI; ni++) {
+                const int n = wn * (MG_BN / WN) + ni * 8 + g;
+                const uint8_t *cr = st + n * S::CPITCH + kk / 2;
                 /* bytes q (elements 2q, 2q+1) and q + 4 (2q+8, 2q+9) of this 16-element block */
                 const uint32_t wv = (uint32_t)cr[q] | ((uint32_t)cr[q + 4] << 16);
-                const float sf = e4m3_to_f32(sc[n * MGP_SPITCH + kk / 16]) * 16384.0f * gs;
+                const float sf = e4m3_to_f32(sc[n * S::SPITCH + kk / 16]) * 16384.0f * gs;
                 const float2 lo = e2m1x2_hi_to_f32_scaled(wv << 12); /* elements 2q, 2q+8 */
                 const float2 hi = e2m1x2_hi_to_f32_scaled(wv << 8);  /* 2q+1, 2q+9 */
                 bf[ni][0] = kwd_pack_bf16(lo.x * sf, hi.x * sf);
                 bf[ni][1] = kwd_pack_bf16(lo.y * sf, hi.y * sf);
             }
 #pragma unroll
-            for (int ni = 0; ni < 2; ni++)
-                mg_mma(acc[ni], af, bf[ni]);
+            for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+                for (int ni = 0; ni < NI; ni++)
+                    mg_mma(acc[mi][ni], af[mi], bf[ni]);
         }
     }
     cpa_wait<0>(); /* no copy outlives the block (the last groups are empty) */
 
-    /* accumulator c of n8 tile ni: row g + 8*(c/2), column 2q + c%2 of the tile */
+    /* accumulator c of tile (mi, ni): row wm*(BM/WM) + mi*16 + g + 8*(c/2), column 2q + c%2 of
+     * the warp's n8 tile ni (the epilogue of moe_grouped_gemm_kernel) */
 #pragma unroll
-    for (int c = 0; c < 4; c++) {
-        const int row = g + 8 * (c >> 1);
-        if (row >= nrows)
-            continue;
-        if (GATE_UP) {
-            const int it = n0 + warp * 8 + 2 * q + (c & 1);
-            if (it < n_out)
-                s.h[(int64_t)(r0 + row) * n_out + it] =
-                    f32_to_bf16_bits(silu_f32(acc[0][c]) * acc[1][c]);
-        } else {
+    for (int mi = 0; mi < MI; mi++)
 #pragma unroll
-            for (int ni = 0; ni < 2; ni++) {
-                const int n = n0 + warp * 16 + ni * 8 + 2 * q + (c & 1);
-                if (n < n_out)
-                    s.ys[(int64_t)(r0 + row) * n_out + n] = acc[ni][c];
+        for (int c = 0; c < 4; c++) {
+            const int row = wm * (BM / WM) + mi * 16 + g + 8 * (c >> 1);
+            if (row >= nrows)
+                continue;
+            if (GATE_UP) {
+#pragma unroll
+                for (int p = 0; p < NI / 2; p++) { /* n8 tiles 2p (gate) and 2p+1 (up) */
+                    const int it = n0 + (wn * (NI / 2) + p) * 8 + 2 * q + (c & 1);
+                    if (it < n_out)
+                        s.h[(int64_t)(r0 + row) * n_out + it] =
+                            f32_to_bf16_bits(silu_f32(acc[mi][2 * p][c]) * acc[mi][2 * p + 1][c]);
+                }
+            } else {
+#pragma unroll
+                for (int ni = 0; ni < NI; ni++) {
+                    const int n = n0 + wn * (MG_BN / WN) + ni * 8 + 2 * q + (c & 1);
+                    if (n < n_out)
+                        s.ys[(int64_t)(r0 + row) * n_out + n] = acc[mi][ni][c];
+                }
             }
         }
-    }
 }
 
 /* K steps per tile shape */
@@ -515,6 +535,9 @@ int moe_grouped_cuda_tiles(float *out, float *ws, const float *x, const int32_t 
                            const struct kweight *gate_up, const struct kweight *down,
                            int accumulate, int tile_rows, cudaStream_t stream)
 {
+    const bool pipe64 = tile_rows == (MOE_GROUPED_TILE_ROWS | MOE_GROUPED_PIPE64);
+    if (pipe64)
+        tile_rows = MOE_GROUPED_TILE_ROWS;
     int rc = kweight_check_dev(gate_up);
     if (rc == 0)
         rc = kweight_check_dev(down);
@@ -542,22 +565,30 @@ int moe_grouped_cuda_tiles(float *out, float *ws, const float *x, const int32_t 
     const dim3 gu(CEIL_DIV(inter, MG_BN / 2), (unsigned)tiles), dn(CEIL_DIV(hidden, MG_BN), (unsigned)tiles);
     if (tile_rows == MOE_GROUPED_TILE_ROWS_SMALL) {
         if (mg_pipe_ok(gate_up))
-            moe_grouped_nvfp4_pipe_kernel<true>
+            moe_grouped_nvfp4_pipe_kernel<true, 16>
                 <<<gu, MG_THREADS, 0, stream>>>(*gate_up, s, x, top_k, inter);
         else
             moe_grouped_gemm_kernel<true, 16, MG_BK_SMALL>
                 <<<gu, MG_THREADS, 0, stream>>>(*gate_up, s, x, top_k, inter);
         if (mg_pipe_ok(down))
-            moe_grouped_nvfp4_pipe_kernel<false>
+            moe_grouped_nvfp4_pipe_kernel<false, 16>
                 <<<dn, MG_THREADS, 0, stream>>>(*down, s, nullptr, top_k, hidden);
         else
             moe_grouped_gemm_kernel<false, 16, MG_BK_SMALL>
                 <<<dn, MG_THREADS, 0, stream>>>(*down, s, nullptr, top_k, hidden);
     } else {
-        moe_grouped_gemm_kernel<true, 64, MG_BK><<<gu, MG_THREADS, 0, stream>>>(*gate_up, s, x,
-                                                                                  top_k, inter);
-        moe_grouped_gemm_kernel<false, 64, MG_BK><<<dn, MG_THREADS, 0, stream>>>(
-            *down, s, nullptr, top_k, hidden);
+        if (pipe64 && mg_pipe_ok(gate_up))
+            moe_grouped_nvfp4_pipe_kernel<true, 64>
+                <<<gu, MG_THREADS, 0, stream>>>(*gate_up, s, x, top_k, inter);
+        else
+            moe_grouped_gemm_kernel<true, 64, MG_BK>
+                <<<gu, MG_THREADS, 0, stream>>>(*gate_up, s, x, top_k, inter);
+        if (pipe64 && mg_pipe_ok(down))
+            moe_grouped_nvfp4_pipe_kernel<false, 64>
+                <<<dn, MG_THREADS, 0, stream>>>(*down, s, nullptr, top_k, hidden);
+        else
+            moe_grouped_gemm_kernel<false, 64, MG_BK>
+                <<<dn, MG_THREADS, 0, stream>>>(*down, s, nullptr, top_k, hidden);
     }
     moe_grouped_combine_kernel<<<dim3(n_tok, CEIL_DIV(hidden, 256)), 256, 0, stream>>>(
         out, s, weights, top_k, hidden, accumulate);

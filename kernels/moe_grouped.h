@@ -42,17 +42,22 @@ int moe_grouped_cuda(float *out, float *ws, const float *x, const int32_t *ids,
                      const float *weights, int n_tok, int top_k, int n_experts,
                      const struct kweight *gate_up, const struct kweight *down, int accumulate,
                      cudaStream_t stream);
-/* moe_grouped_cuda with the tile rows chosen: MOE_GROUPED_TILE_ROWS or
+/* With MOE_GROUPED_TILE_ROWS as tile_rows (MOE_GROUPED_TILE_ROWS | MOE_GROUPED_PIPE64): the
+ * 64-row tiles of a weight run the pipelined NVFP4 kernel where moe_grouped_small_pipelined(w)
+ * (K steps of 64; same results bit for bit); not the default until measured faster. */
+#define MOE_GROUPED_PIPE64 0x100
+
+/* moe_grouped_cuda with the tile rows chosen: MOE_GROUPED_TILE_ROWS (| MOE_GROUPED_PIPE64) or
  * MOE_GROUPED_TILE_ROWS_SMALL (else ERR_INVAL; also when the small tiles of n_tok * top_k slots
  * would exceed 65535 grid rows). moe_grouped_cuda uses MOE_GROUPED_TILE_ROWS. */
 int moe_grouped_cuda_tiles(float *out, float *ws, const float *x, const int32_t *ids,
                            const float *weights, int n_tok, int top_k, int n_experts,
                            const struct kweight *gate_up, const struct kweight *down,
                            int accumulate, int tile_rows, cudaStream_t stream);
-/* 1 when the 16-row tiles of weight w run the pipelined NVFP4 kernel (cp.async stages of raw
- * codes and scales, B fragments decoded from shared memory; same results bit for bit): NVFP4 with
- * cols % 64 == 0, row and expert strides % 32 == 0 and scale strides % 4 == 0 (the model's
- * shapes); else 0 (the 16-row tiles of moe_grouped_gemm). Host only. */
+/* 1 when the 16-row tiles of weight w (and its 64-row tiles with MOE_GROUPED_PIPE64) run the
+ * pipelined NVFP4 kernel (cp.async stages of raw codes and scales, B fragments decoded from
+ * shared memory; same results bit for bit): NVFP4 with cols % 64 == 0, row and expert strides %
+ * 32 == 0 and scale strides % 4 == 0 (the model's shapes); else 0. Host only. */
 int moe_grouped_small_pipelined(const struct kweight *w);
 /* Host reference: moe_expert_ref (the definition), with its own scratch. Returns 0, ERR_INVAL,
  * ERR_NOMEM. */

@@ -3,7 +3,9 @@
  *     2048x4096, the router 256x2048 and the lm_head 248320x2048, in bf16, fp8 (channel
  *     scales) and nvfp4, at n = 1 .. 512 rows;
  *   experts: moe_expert vs moe_grouped, E=256, top-8, I=512, H=2048, same formats and rows,
- *     with moe_grouped's 64-row tiles ("experts") and its 16-row tiles ("experts_t16").
+ *     with moe_grouped's 64-row tiles ("experts") and its 16-row tiles ("experts_t16"); then
+ *     (experts mode, nvfp4) "experts_tiles": the tile modes at 64 .. 4096 rows (64-row, 64-row
+ *     pipelined, 16-row pipelined), for the prefill defaults.
  * Weights rotate over copies of >= 192 MB (3x the 60 MB L2) so the cache does not serve them.
  * Times are medians of CUDA-event timings (host launch work included, as the runner pays it).
  * One line per (kind, format, shape, n) with both times, then per (kind, format, shape) the
@@ -153,6 +155,62 @@ static void experts(float *x, float *y, const char *fname, int fmt)
     free(gu), free(dn), free(ids), free(rw);
 }
 
+/* The grouped GEMM's tile modes at prefill-sized row counts (one weight copy: ~400 MB of nvfp4
+ * experts, far past the L2): 64-row tiles, 64-row tiles pipelined (MOE_GROUPED_PIPE64), 16-row
+ * tiles (pipelined for nvfp4), one line per n, to choose the runner's grouped_small and
+ * grouped_pipe64 defaults. */
+static void experts_tiles(const char *fname, int fmt)
+{
+    static const int TN[] = { 64, 128, 256, 512, 1024, 2048, 4096 };
+    const int E = 256, K = 8, I = 512, H = 2048, T = TN[sizeof TN / sizeof TN[0] - 1];
+    struct arg a;
+    memset(&a, 0, sizeof a);
+    a.moe = 1;
+    a.E = E;
+    a.K = K;
+    a.path = LINEAR_PATH_GEMM;
+    struct kw_pair gu, dn;
+    kw_pair_make(&gu, fmt, KW_SCALE_CHANNEL, E, 2 * I, H);
+    kw_pair_make(&dn, fmt, KW_SCALE_CHANNEL, E, H, I);
+    a.nc = 1;
+    a.w[0] = &gu;
+    a.dn[0] = &dn;
+    float *hx = malloc(sizeof(float) * (size_t)T * H);
+    ktest_fill(hx, (size_t)T * H, -1, 1);
+    a.x = ktest_dev_from(hx, sizeof(float) * (size_t)T * H);
+    a.y = ktest_dev_alloc(sizeof(float) * (size_t)T * H);
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)T * K);
+    float *rw = malloc(sizeof(float) * (size_t)T * K);
+    kw_routes(ids, T, K, E);
+    for (int i = 0; i < T * K; i++)
+        rw[i] = 0.125f;
+    a.ids = ktest_dev_from(ids, sizeof(int32_t) * (size_t)T * K);
+    a.rw = ktest_dev_from(rw, sizeof(float) * (size_t)T * K);
+    a.ws = ktest_dev_alloc(sizeof(float) * moe_grouped_ws_floats(T, K, E, I, H));
+    static const struct {
+        const char *name;
+        int rows;
+    } M[] = { { "t64", MOE_GROUPED_TILE_ROWS },
+              { "p64", MOE_GROUPED_TILE_ROWS | MOE_GROUPED_PIPE64 },
+              { "t16", MOE_GROUPED_TILE_ROWS_SMALL } };
+    for (size_t i = 0; i < sizeof TN / sizeof TN[0]; i++) {
+        double t[3];
+        a.n = TN[i];
+        for (int m = 0; m < 3; m++) {
+            a.tile_rows = M[m].rows;
+            t[m] = ktest_time_us(run, &a, 2, 9);
+        }
+        printf("experts_tiles fmt=%s shape=E256xK8xI512xH2048 n=%d t64_us=%.1f p64_us=%.1f "
+               "t16_us=%.1f p64_vs_t64=%.2f t16_vs_t64=%.2f\n",
+               fname, TN[i], t[0], t[1], t[2], t[1] / t[0], t[2] / t[0]);
+        fflush(stdout);
+    }
+    ktest_free(a.ids), ktest_free(a.rw), ktest_free(a.ws), ktest_free(a.x), ktest_free(a.y);
+    kw_pair_free(&gu);
+    kw_pair_free(&dn);
+    free(hx), free(ids), free(rw);
+}
+
 int main(int argc, char **argv)
 {
     const int quick = argc > 1 && strcmp(argv[1], "quick") == 0;
@@ -186,6 +244,8 @@ int main(int argc, char **argv)
         }
         if (ex_only) {
             experts(x, y, F[f].name, F[f].fmt);
+            if (F[f].fmt == KW_FMT_NVFP4)
+                experts_tiles(F[f].name, F[f].fmt);
             continue;
         }
         dense(c, x, y, F[f].name, F[f].fmt, 8192, 2048, LINEAR_PATH_GEMM);

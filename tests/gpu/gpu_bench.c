@@ -3,6 +3,7 @@
  * same run.
  *   gpu_bench CONFIG.json [--prompt-len N[,N..]] [--gen N] [--batch B[,B..]] [--chunk R]
  *             [--graphs 0|1] [--json FILE] [--seed S] [--few-row-paths] [--grouped-small N]
+ *             [--grouped-pipe64 0|1]
  *   gpu_bench CONFIG.json --roofline-only [--prompt-len ..] [--gen ..] [--batch ..]  (no GPU)
  * For every (batch, prompt length): B sequences get distinct pseudo-random prompts of N tokens,
  * prefilled together in steps of at most R rows (R/B per sequence; default R = 2048; the runner
@@ -21,7 +22,8 @@
  * many-row dispatch, for an A/B in the same run. --grouped-small N: moe_grouped with 16-row tiles
  * while a step's expert slots are at most N per expert (gpu_model_opts grouped_small; paths
  * "dispatch_t16N"); -1: 64-row tiles only (paths "dispatch_t64"), for an A/B against the
- * default (16-row tiles up to 16 slots per expert, paths "dispatch"). Exit 0 when every step ran and the last logits were finite. */
+ * default (16-row tiles up to 16 slots per expert, paths "dispatch"). --grouped-pipe64 1: the
+ * 64-row tiles of NVFP4 experts pipelined (gpu_model_opts grouped_pipe64; paths "dispatch_p64"). Exit 0 when every step ran and the last logits were finite. */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime_api.h>
 #include <nvtx3/nvToolsExt.h>
@@ -54,6 +56,7 @@ struct bench_opts {
     int graphs;
     int few_row_paths;
     int grouped_small; // gpu_model_opts.grouped_small (0 = the runner's default)
+    int grouped_pipe64; // gpu_model_opts.grouped_pipe64
     unsigned seed;
     const char *json;
     int roofline_only;
@@ -129,6 +132,10 @@ static int parse_args(struct bench_opts *o, int argc, char **argv)
         } else if (strcmp(a, "--grouped-small") == 0) {
             o->grouped_small = atoi(v);
             if (o->grouped_small < -1 || o->grouped_small == 0 || o->grouped_small > 4096)
+                return ERR_INVAL;
+        } else if (strcmp(a, "--grouped-pipe64") == 0) {
+            o->grouped_pipe64 = atoi(v);
+            if (o->grouped_pipe64 < 0 || o->grouped_pipe64 > 1)
                 return ERR_INVAL;
         } else if (strcmp(a, "--json") == 0) {
             o->json = v;
@@ -342,12 +349,11 @@ static const char *paths_name(const struct bench_opts *o, char *buf, size_t len)
 {
     if (o->few_row_paths)
         return "few_row";
+    snprintf(buf, len, "dispatch%s", o->grouped_pipe64 ? "_p64" : "");
     if (o->grouped_small < 0)
-        return "dispatch_t64";
-    if (o->grouped_small > 0)
-        snprintf(buf, len, "dispatch_t16x%d", o->grouped_small);
-    else
-        snprintf(buf, len, "dispatch");
+        snprintf(buf + strlen(buf), len - strlen(buf), "_t64");
+    else if (o->grouped_small > 0)
+        snprintf(buf + strlen(buf), len - strlen(buf), "_t16x%d", o->grouped_small);
     return buf;
 }
 
@@ -420,7 +426,8 @@ int main(int argc, char **argv)
     if (parse_args(&o, argc, argv) < 0) {
         fprintf(stderr, "usage: gpu_bench CONFIG.json [--prompt-len N[,N..]] [--gen N] "
                         "[--batch B[,B..]] [--chunk ROWS] [--graphs 0|1] [--json FILE] "
-                        "[--seed S] [--few-row-paths] [--grouped-small N] [--roofline-only]\n");
+                        "[--seed S] [--few-row-paths] [--grouped-small N] [--grouped-pipe64 0|1] "
+                        "[--roofline-only]\n");
         return 2;
     }
     log_init("gpu_bench", LOG_LEVEL_INFO);
@@ -464,7 +471,8 @@ int main(int argc, char **argv)
                                  .gemm_min_rows = o.few_row_paths ? -1 : 0,
                                  .grouped_min_rows = o.few_row_paths ? -1 : 0,
                                  .prefill_attn = o.few_row_paths ? -1 : 0,
-                                 .grouped_small = o.grouped_small };
+                                 .grouped_small = o.grouped_small,
+                                 .grouped_pipe64 = o.grouped_pipe64 };
     t0 = now_s();
     rc = gpu_model_create(&g, m, &go, err, sizeof err);
     const double t_up = now_s() - t0;

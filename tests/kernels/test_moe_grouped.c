@@ -5,9 +5,10 @@
  * and a max error of 3.7e-3 * max|ref|, so we require RMS(err) <= 1.2e-2 * RMS(ref) and per
  * element |err| <= 2e-2 * max|ref| + 2e-2 * |ref|. Indexing, permutation or scale errors give
  * O(1) relative errors and fail both. Unwritten outputs stay NaN (poisoned buffers) and fail.
- * Determinism: a second run must match bit for bit. Every case runs with both tile shapes
- * (MOE_GROUPED_TILE_ROWS 64 and MOE_GROUPED_TILE_ROWS_SMALL 16) on the same inputs and one
- * reference (the CPU reference of the model-size cases is most of this test's time). */
+ * Determinism: a second run must match bit for bit. Every case runs with every tile mode
+ * (MOE_GROUPED_TILE_ROWS 64, with MOE_GROUPED_PIPE64, and MOE_GROUPED_TILE_ROWS_SMALL 16) on the
+ * same inputs and one reference (the CPU reference of the model-size cases is most of this
+ * test's time). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,8 +58,9 @@ static void test_grouped(int fmt, int gu_scale, int dn_scale, int n_tok, int n_e
         amax = fabs(ref[i]) > amax ? fabs(ref[i]) : amax;
         sr += (double)ref[i] * ref[i];
     }
-    const int shapes[2] = { MOE_GROUPED_TILE_ROWS, MOE_GROUPED_TILE_ROWS_SMALL };
-    for (int t = 0; t < 2; t++) {
+    const int shapes[3] = { MOE_GROUPED_TILE_ROWS, MOE_GROUPED_TILE_ROWS_SMALL,
+                            MOE_GROUPED_TILE_ROWS | MOE_GROUPED_PIPE64 };
+    for (int t = 0; t < 3; t++) {
         const int bm = shapes[t];
         float *dout = accumulate ? ktest_dev_from(init, nx * 4) : ktest_dev_poison(nx);
         float *dws = ktest_dev_poison(wsf);
@@ -71,10 +73,10 @@ static void test_grouped(int fmt, int gu_scale, int dn_scale, int n_tok, int n_e
             se += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
         double rel_rms = sr > 0 ? sqrt(se / sr) : sqrt(se);
         snprintf(what, sizeof(what),
-                 "moe_grouped bm=%d%s fmt=%d sc=%d/%d tok=%d E=%d k=%d H=%d I=%d acc=%d%s", bm,
-                 bm == MOE_GROUPED_TILE_ROWS_SMALL && moe_grouped_small_pipelined(&gu.dev)
-                     ? " piped"
-                     : "",
+                 "moe_grouped bm=%d%s fmt=%d sc=%d/%d tok=%d E=%d k=%d H=%d I=%d acc=%d%s",
+                 bm & 0xff,
+                 bm != MOE_GROUPED_TILE_ROWS && moe_grouped_small_pipelined(&gu.dev) ? " piped"
+                                                                                     : "",
                  fmt, gu_scale, dn_scale, n_tok, n_exp, k, hidden, inter, accumulate,
                  skew ? " skew" : "");
         fprintf(stderr, "%s: rel_rms_err=%.2e max|ref|=%.3g\n", what, rel_rms, amax);

@@ -1,5 +1,6 @@
 // moe_grouped kernels (the real source, launchers cut) on the host emulator vs moe_grouped_ref.
 #include "emu.h"
+#include <type_traits>
 #include "moe_grouped_emu.inc"
 
 extern "C" {
@@ -70,54 +71,47 @@ static int run(int fmt, int gsk, int dsk, int n_tok, int E, int k, int H, int I,
     const int tiles = (int)(CEIL_DIV(n_slots, bm) + E);
     emu_launch(dim3(1), MG_PLAN_THREADS, [&] { moe_grouped_plan_kernel(s, ids, n_slots, E, bm); },
                sizeof(int) * (3 * (size_t)E + 1));
+    /* as the launcher: the pipelined NVFP4 kernel where mg_pipe_ok (the 16-row tiles always,
+     * the 64-row ones with MOE_GROUPED_PIPE64), each checked bit for bit against the plain
+     * kernel of the same tile on the same plan (which runs second and feeds the combine) */
     int piped = 0;
-    if (bm == 16) {
-        /* as the launcher: the pipelined NVFP4 kernel where mg_pipe_ok, checked bit for bit
-         * against the plain 16-row kernel on the same plan */
-        float *alt = NULL;
+    auto gemms = [&](auto bmc) {
+        constexpr int BM = decltype(bmc)::value, BK = BM == 16 ? MG_BK_SMALL : MG_BK;
         if (mg_pipe_ok(&gu)) {
             piped |= 1;
             emu_launch(dim3(CEIL_DIV(I, MG_BN / 2), tiles), MG_THREADS,
-                       [&] { moe_grouped_nvfp4_pipe_kernel<true>(gu, s, x, k, I); });
-            const size_t nh = (size_t)n_slots * I;
-            uint16_t *h1 = (uint16_t *)malloc(nh * 2);
+                       [&] { moe_grouped_nvfp4_pipe_kernel<true, BM>(gu, s, x, k, I); });
+            const size_t nh = (size_t)s.offsets[E] * I; /* rows of routed slots */
+            uint16_t *h1 = (uint16_t *)malloc(nh * 2 + 2);
             memcpy(h1, s.h, nh * 2);
             emu_launch(dim3(CEIL_DIV(I, MG_BN / 2), tiles), MG_THREADS,
-                       [&] { moe_grouped_gemm_kernel<true, 16, MG_BK_SMALL>(gu, s, x, k, I); });
-            size_t diff = 0;
-            for (size_t i = 0; i < nh; i++)
-                diff += h1[i] != s.h[i] && s.pos[0] >= -1; /* every h row is written */
-            if (diff) { printf("  pipelined gate_up differs from the 16-row kernel at %zu of %zu\n", diff, nh); piped |= 4; }
+                       [&] { moe_grouped_gemm_kernel<true, BM, BK>(gu, s, x, k, I); });
+            if (memcmp(h1, s.h, nh * 2)) { printf("  pipelined gate_up differs from the plain kernel\n"); piped |= 4; }
             free(h1);
         } else {
             emu_launch(dim3(CEIL_DIV(I, MG_BN / 2), tiles), MG_THREADS,
-                       [&] { moe_grouped_gemm_kernel<true, 16, MG_BK_SMALL>(gu, s, x, k, I); });
+                       [&] { moe_grouped_gemm_kernel<true, BM, BK>(gu, s, x, k, I); });
         }
         if (mg_pipe_ok(&dn)) {
             piped |= 2;
             emu_launch(dim3(CEIL_DIV(H, MG_BN), tiles), MG_THREADS,
-                       [&] { moe_grouped_nvfp4_pipe_kernel<false>(dn, s, nullptr, k, H); });
-            const size_t ny = (size_t)n_slots * H;
-            alt = (float *)malloc(ny * 4);
-            memcpy(alt, s.ys, ny * 4);
+                       [&] { moe_grouped_nvfp4_pipe_kernel<false, BM>(dn, s, nullptr, k, H); });
+            const size_t ny = (size_t)s.offsets[E] * H;
+            float *y1 = (float *)malloc(ny * 4 + 4);
+            memcpy(y1, s.ys, ny * 4);
             emu_launch(dim3(CEIL_DIV(H, MG_BN), tiles), MG_THREADS,
-                       [&] { moe_grouped_gemm_kernel<false, 16, MG_BK_SMALL>(dn, s, nullptr, k, H); });
-            size_t diff = 0;
-            for (int p = 0; p < s.offsets[E]; p++)
-                for (int h = 0; h < H; h++)
-                    diff += memcmp(&alt[(size_t)p * H + h], &s.ys[(size_t)p * H + h], 4) != 0;
-            if (diff) { printf("  pipelined down differs from the 16-row kernel at %zu\n", diff); piped |= 4; }
-            free(alt);
+                       [&] { moe_grouped_gemm_kernel<false, BM, BK>(dn, s, nullptr, k, H); });
+            if (memcmp(y1, s.ys, ny * 4)) { printf("  pipelined down differs from the plain kernel\n"); piped |= 4; }
+            free(y1);
         } else {
             emu_launch(dim3(CEIL_DIV(H, MG_BN), tiles), MG_THREADS,
-                       [&] { moe_grouped_gemm_kernel<false, 16, MG_BK_SMALL>(dn, s, nullptr, k, H); });
+                       [&] { moe_grouped_gemm_kernel<false, BM, BK>(dn, s, nullptr, k, H); });
         }
-    } else {
-        emu_launch(dim3(CEIL_DIV(I, MG_BN / 2), tiles), MG_THREADS,
-                   [&] { moe_grouped_gemm_kernel<true, 64, MG_BK>(gu, s, x, k, I); });
-        emu_launch(dim3(CEIL_DIV(H, MG_BN), tiles), MG_THREADS,
-                   [&] { moe_grouped_gemm_kernel<false, 64, MG_BK>(dn, s, nullptr, k, H); });
-    }
+    };
+    if (bm == 16)
+        gemms(std::integral_constant<int, 16>());
+    else
+        gemms(std::integral_constant<int, 64>());
     emu_launch(dim3(n_tok, CEIL_DIV(H, 256)), 256,
                [&] { moe_grouped_combine_kernel(got, s, w, k, H, acc); });
     double amax = 0, se = 0, sr = 0;
@@ -159,6 +153,11 @@ int main()
     f += run(KW_FMT_NVFP4, 0, 0, 13, 8, 4, 320, 192, 1, 0, 16);
     f += run(KW_FMT_NVFP4, 0, 0, 40, 4, 4, 256, 208, 0, 1, 16);
     f += run(KW_FMT_NVFP4, 0, 0, 3, 32, 2, 512, 128, 0, 0, 16);
+    /* the same with 64-row tiles (the pipelined kernel with K steps of 64), and many rows per
+     * expert (several 64-row tiles, a partial one) */
+    f += run(KW_FMT_NVFP4, 0, 0, 13, 8, 4, 320, 192, 1, 0, 64);
+    f += run(KW_FMT_NVFP4, 0, 0, 40, 4, 4, 256, 208, 0, 1, 64);
+    f += run(KW_FMT_NVFP4, 0, 0, 70, 4, 3, 192, 128, 1, 1, 64);
     printf("failures=%d\n", f);
     return f != 0;
 }

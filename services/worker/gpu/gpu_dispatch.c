@@ -79,13 +79,17 @@ int gpu_dispatch_init(struct gpu_model *g, char *err, size_t errlen)
         d->grouped_rows[f] = gr < 0 ? INT_MAX : gr > 0 ? gr : grouped[f];
     }
     d->router_rows = gm < 0 ? INT_MAX : gm > 0 ? gm : DEFAULT_ROUTER_ROWS;
+    d->grouped_pipe64 = g->o.grouped_pipe64 > 0;
     d->attn_prefill_rows = g->o.prefill_attn < 0 ? INT_MAX : 2;
     /* the tensor-core flash kernel (bench_attn: 2.5x the CUDA-core one at 2K-8K context) */
     d->attn_prefill_path = g->hd % 16 == 0 ? ATTN_PREFILL_PATH_MMA : ATTN_PREFILL_PATH_CORES;
-    snprintf(d->why, sizeof d->why, "%s%s%s%s",
-             gm == 0 && gr == 0 && gs == 0 ? "measured defaults (docs/PERF.md)" : "",
+    snprintf(d->why, sizeof d->why, "%s%s%s%s%s",
+             gm == 0 && gr == 0 && gs == 0 && g->o.grouped_pipe64 <= 0
+                 ? "measured defaults (docs/PERF.md)"
+                 : "",
              gm != 0 ? " gemm_min_rows option" : "", gr != 0 ? " grouped_min_rows option" : "",
-             gs != 0 ? " grouped_small option" : "");
+             gs != 0 ? " grouped_small option" : "",
+             g->o.grouped_pipe64 > 0 ? " grouped_pipe64 option" : "");
     if (gm < 0)
         return 0; // no dense GEMM path: no cuBLASLt context
     int max_k;
@@ -155,7 +159,8 @@ int gpu_experts(struct gpu_model *g, float *out, const float *x, const int32_t *
     if (fmt_ok(f) && n >= g->disp.grouped_rows[f]) {
         const int64_t small = g->disp.grouped_small_per_expert;
         const int tiles = (int64_t)n * top_k <= small * n_experts ? MOE_GROUPED_TILE_ROWS_SMALL
-                                                                 : MOE_GROUPED_TILE_ROWS;
+                          : g->disp.grouped_pipe64 ? MOE_GROUPED_TILE_ROWS | MOE_GROUPED_PIPE64
+                                                   : MOE_GROUPED_TILE_ROWS;
         return moe_grouped_cuda_tiles(out, g->moe_ws, x, ids, weights, n, top_k, n_experts,
                                       gate_up, down, accumulate, tiles, g->stream);
     }
@@ -194,14 +199,16 @@ static void log_experts(const struct gpu_model *g, const char *cls, const struct
     char b[128];
     if (!w || !w->data || !fmt_ok(w->fmt))
         return;
-    char many[128];
+    char many[192], t64[64];
+    const int p_gu = moe_grouped_small_pipelined(w), p_dn = moe_grouped_small_pipelined(down);
+    snprintf(t64, sizeof t64, "64-row tiles%s%s", g->disp.grouped_pipe64 && p_gu ? " gate_up:pipelined_nvfp4" : "",
+             g->disp.grouped_pipe64 && p_dn ? " down:pipelined_nvfp4" : "");
     if (g->disp.grouped_small_per_expert > 0)
-        snprintf(many, sizeof many, "moe_grouped(16-row tiles%s%s while slots<=%dxexperts, else 64)",
-                 moe_grouped_small_pipelined(w) ? " gate_up:pipelined_nvfp4" : "",
-                 moe_grouped_small_pipelined(down) ? " down:pipelined_nvfp4" : "",
-                 g->disp.grouped_small_per_expert);
+        snprintf(many, sizeof many, "moe_grouped(16-row tiles%s%s while slots<=%dxexperts, else %s)",
+                 p_gu ? " gate_up:pipelined_nvfp4" : "", p_dn ? " down:pipelined_nvfp4" : "",
+                 g->disp.grouped_small_per_expert, t64);
     else
-        snprintf(many, sizeof many, "moe_grouped(64-row tiles)");
+        snprintf(many, sizeof many, "moe_grouped(%s)", t64);
     LOG_INFO("gpu_dispatch", "class=%s fmt=%s path=\"%s\"", cls, FMT_NAME[w->fmt],
              paths(b, sizeof b, "moe_expert", many, g->disp.grouped_rows[w->fmt]));
 }

@@ -51,6 +51,9 @@ struct gpu_model_opts {
                           //  a decode batch), 64-row tiles otherwise: 0 = the default (16 per
                           //  expert, gpu_dispatch.c), -1 = never (64-row tiles always, and the
                           //  grouped_min_rows defaults measured for them)
+    int grouped_pipe64;   // 1: the 64-row tiles of NVFP4 experts run the pipelined kernel
+                          //  (MOE_GROUPED_PIPE64; same results); 0 = the default (off until
+                          //  bench_linear experts_tiles measures it faster)
     int prefill_attn;     // items of several rows attend through attn_prefill: 0 = yes (from 2
                           //  rows), -1 = no (attn_decode one query row at a time)
     double mem_util;      // > 0 (at most 1): size the pool from the device's memory, as vLLM's
