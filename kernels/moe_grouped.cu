@@ -57,7 +57,7 @@ static mg_ws mg_ws_split(float *ws, size_t slots, int n_experts, int inter)
     return s;
 }
 
-/* One block: count slots per expert (shared int atomics), prefix sums (thread 0), scatter, list
+/* One block: count slots per expert (shared int atomics), prefix sums (a block scan), scatter, list
  * of bm-row tiles. The order of rows inside one expert depends on atomic order, but no result does: every
  * output row of the GEMMs is computed by the same operations wherever it sits in its tile. */
 __global__ void __launch_bounds__(MG_PLAN_THREADS)
@@ -74,15 +74,57 @@ __global__ void __launch_bounds__(MG_PLAN_THREADS)
             atomicAdd(&cnt[e], 1);
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-        int o = 0, t = 0;
-        for (int e = 0; e < n_experts; e++) {
-            s.offsets[e] = o;
-            cur[e] = o;
-            toff[e] = t;
-            o += cnt[e];
-            t += (cnt[e] + bm - 1) / bm;
+    /* exclusive prefix sums of the slot and tile counts over the experts: each thread sums a run
+     * of consecutive experts, a warp scan and a scan of the warp totals give its run's bases
+     * (the same integers as a serial loop) */
+    __shared__ int wc[MG_PLAN_THREADS / 32], wt[MG_PLAN_THREADS / 32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int per = (n_experts + blockDim.x - 1) / blockDim.x;
+    const int e0 = threadIdx.x * per, e1 = min(e0 + per, n_experts);
+    int sc = 0, st = 0;
+    for (int e = e0; e < e1; e++) {
+        sc += cnt[e];
+        st += (cnt[e] + bm - 1) / bm;
+    }
+    int ic = sc, it = st; /* inclusive over the warp */
+    for (int o = 1; o < 32; o <<= 1) {
+        const int a = __shfl_up_sync(0xffffffffu, ic, o), b = __shfl_up_sync(0xffffffffu, it, o);
+        if (lane >= o) {
+            ic += a;
+            it += b;
         }
+    }
+    if (lane == 31) {
+        wc[warp] = ic;
+        wt[warp] = it;
+    }
+    __syncthreads();
+    if (warp == 0) {
+        const int nw = blockDim.x >> 5;
+        const int c0 = lane < nw ? wc[lane] : 0, t0 = lane < nw ? wt[lane] : 0;
+        int c = c0, t = t0;
+        for (int o = 1; o < 32; o <<= 1) {
+            const int a = __shfl_up_sync(0xffffffffu, c, o), b = __shfl_up_sync(0xffffffffu, t, o);
+            if (lane >= o) {
+                c += a;
+                t += b;
+            }
+        }
+        if (lane < nw) {
+            wc[lane] = c - c0; /* exclusive: the warps before */
+            wt[lane] = t - t0;
+        }
+    }
+    __syncthreads();
+    int o = wc[warp] + ic - sc, t = wt[warp] + it - st;
+    for (int e = e0; e < e1; e++) {
+        s.offsets[e] = o;
+        cur[e] = o;
+        toff[e] = t;
+        o += cnt[e];
+        t += (cnt[e] + bm - 1) / bm;
+    }
+    if (e0 < n_experts && e1 == n_experts) {
         s.offsets[n_experts] = o;
         toff[n_experts] = t;
     }

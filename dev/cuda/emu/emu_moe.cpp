@@ -153,6 +153,8 @@ int main()
     f += run(KW_FMT_NVFP4, 0, 0, 13, 8, 4, 320, 192, 1, 0, 16);
     f += run(KW_FMT_NVFP4, 0, 0, 40, 4, 4, 256, 208, 0, 1, 16);
     f += run(KW_FMT_NVFP4, 0, 0, 3, 32, 2, 512, 128, 0, 0, 16);
+    /* more experts than plan threads (two per thread, the last run partial) */
+    f += run(KW_FMT_BF16, 0, 0, 40, 1500, 4, 64, 16, 1, 0, 16);
     /* the same with 64-row tiles (the pipelined kernel with K steps of 64), and many rows per
      * expert (several 64-row tiles, a partial one) */
     f += run(KW_FMT_NVFP4, 0, 0, 13, 8, 4, 320, 192, 1, 0, 64);
