@@ -11,7 +11,7 @@
 #include "moe_grouped.h"
 
 #include "common/xalloc.h"
-#include "internal/cp_async.cuh"
+#include "internal/nvfp4_tile.cuh"
 #include "internal/kcuda.cuh"
 #include "internal/kw_dequant.cuh"
 #include "internal/wdot.cuh"
@@ -22,6 +22,8 @@ static_assert(MOE_GROUPED_TILE_ROWS == 64 && MOE_GROUPED_TILE_ROWS_SMALL == 16,
 #define MG_BM_MIN MOE_GROUPED_TILE_ROWS_SMALL /* the scratch's tile list is sized for it */
 #define MG_BN 64 /* output columns per tile (gate_up: 32 gate + 32 up) */
 #define MG_THREADS 128
+static_assert(MG_BN == NVT_BN && MG_THREADS == NVT_THREADS,
+              "the pipelined NVFP4 kernel shares the grids of the plain tiles");
 #define MG_PLAN_THREADS 1024
 #define MG_MAX_EXPERTS 2048
 #define MG_MAX_SLOTS (1 << 21) /* keeps the 64-row tiles <= 65535 (grid.y) */
@@ -329,228 +331,6 @@ __global__ void __launch_bounds__(MG_THREADS)
         }
 }
 
-/* NVFP4 weights, pipelined: the raw weight bytes (codes and block scales) and the activations
- * of NST K steps are in flight at once as cp.async copies into shared memory (no registers held
- * for them), and each thread decodes its mma B fragments straight from the raw codes. Same
- * tiles, columns, fused SiLU*up epilogue and decode arithmetic (e4m3 x 2^14 x global scale,
- * then the e2m1 pair, rounded to bf16) as moe_grouped_gemm_kernel<., BM, .>, so the results are
- * the same bit for bit. 16-row tiles: warps 1 x 4 (each weight element decoded once per block),
- * K steps of 128, 3 (gate_up) or 4 (down) stages. 64-row tiles: warps 2 x 2 (both warp rows
- * decode the same columns), K steps of 64, 2 or 3 stages. Preconditions (mg_pipe_ok): cols %
- * 64 == 0, 32-element-aligned rows and experts, 4-byte-aligned scale rows. Stage layout: codes
- * MG_BN x CPITCH bytes, scales MG_BN x BK/16 bytes, then A: BM rows of fp32 x (gate_up) or bf16 h
- * (down), padded pitch. */
-template <bool GATE_UP, int BM> struct mgp_shape {
-    static constexpr int BK = BM == 16 ? 128 : 64;                     /* K per stage */
-    static constexpr int NST = BM == 16 ? (GATE_UP ? 3 : 4) : (GATE_UP ? 2 : 3); /* stages */
-    static constexpr int CPITCH = BK / 2 + 16; /* code bytes per row: 20 / 12 words, the 8 rows g
-                                                  of a fragment on distinct banks */
-    static constexpr int SPITCH = BK / 16;     /* scale bytes per row */
-    static constexpr int APITCH = GATE_UP ? (BK + 8) * 4 : (BK + 8) * 2; /* bytes per A row */
-    static constexpr int CODES = MG_BN * CPITCH, SCALES = MG_BN * SPITCH;
-    static constexpr int STAGE = CODES + SCALES + BM * APITCH;
-    static constexpr int CCH = MG_BN * (BK / 32) / MG_THREADS; /* 16-byte code chunks per thread */
-    static constexpr int SCH = MG_BN * (BK / 64);               /* 4-byte scale chunks (threads) */
-    static constexpr int PPR = GATE_UP ? BK / 4 : BK / 8;      /* 16-byte A pieces per row */
-    static constexpr int APT = BM * PPR / MG_THREADS;          /* A pieces per thread */
-    static_assert(CCH >= 1 && SCH <= MG_THREADS && APT >= 1 && NST * STAGE <= 48 * 1024,
-                  "pipelined tile shape");
-};
-
-static bool mg_pipe_ok(const kweight *w)
-{
-    return w->fmt == KW_FMT_NVFP4 && w->cols % 64 == 0 && w->row_stride % 32 == 0 &&
-           w->expert_stride % 32 == 0 && ((uintptr_t)w->data) % 16 == 0 &&
-           w->bscale_stride % 4 == 0 && w->bscale_expert_stride % 4 == 0 &&
-           ((uintptr_t)w->bscale) % 4 == 0;
-}
-
-/* the weight row of virtual column row (0..MG_BN-1) of column tile n0, -1 past n_out */
-template <bool GATE_UP>
-static __device__ __forceinline__ int mg_wrow(int row, int n0, int n_out)
-{
-    if (GATE_UP) {
-        const int it = n0 + (row >> 4) * 8 + (row & 7);
-        return it < n_out ? (((row >> 3) & 1) ? n_out + it : it) : -1;
-    }
-    return n0 + row < n_out ? n0 + row : -1;
-}
-
-template <bool GATE_UP, int BM>
-__global__ void __launch_bounds__(MG_THREADS)
-    moe_grouped_nvfp4_pipe_kernel(const kweight w, mg_ws s, const float *x, int top_k, int n_out)
-{
-    using S = mgp_shape<GATE_UP, BM>;
-    constexpr int NST = S::NST, BK = S::BK;
-    constexpr int WM = mg_layout<BM>::WM, WN = mg_layout<BM>::WN;
-    constexpr int MI = BM / WM / 16, NI = MG_BN / WN / 8;
-    __shared__ __align__(16) uint8_t sm[NST * S::STAGE];
-    const int e = s.tile_e[blockIdx.y];
-    if (e < 0)
-        return; /* uniform over the block */
-    const int r0 = s.offsets[e] + s.tile_r0[blockIdx.y];
-    const int nrows = min(BM, s.offsets[e + 1] - r0);
-    const int K = w.cols, nk = (K + BK - 1) / BK;
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int g = lane >> 2, q = lane & 3;
-    const int wm = warp / WN, wn = warp % WN;
-    const int n0 = blockIdx.x * (GATE_UP ? MG_BN / 2 : MG_BN);
-    const uint8_t *codes = static_cast<const uint8_t *>(w.data);
-
-    /* this thread's copies per stage: code chunks tid + 128 i (row c / (BK/32), 16-byte part),
-     * scale chunk tid when tid < SCH (row tid / (BK/64), 4 bytes), A pieces tid + 128 i */
-    int64_t wsrc[S::CCH]; /* element offset of the weight row, -1 past n_out */
-#pragma unroll
-    for (int i = 0; i < S::CCH; i++) {
-        const int wr = mg_wrow<GATE_UP>((tid + MG_THREADS * i) / (BK / 32), n0, n_out);
-        wsrc[i] = wr < 0 ? -1 : (int64_t)e * w.expert_stride + (int64_t)wr * w.row_stride;
-    }
-    int64_t ssrc = -1; /* scale byte offset of this thread's scale row */
-    if (tid < S::SCH) {
-        const int wr = mg_wrow<GATE_UP>(tid / (BK / 64), n0, n_out);
-        ssrc = wr < 0 ? -1 : (int64_t)e * w.bscale_expert_stride + (int64_t)wr * w.bscale_stride;
-    }
-    const void *asrc[S::APT];
-#pragma unroll
-    for (int i = 0; i < S::APT; i++) {
-        const int row = (tid + MG_THREADS * i) / S::PPR;
-        asrc[i] = nullptr;
-        if (row < nrows)
-            asrc[i] = GATE_UP ? static_cast<const void *>(x + (int64_t)(s.perm[r0 + row] / top_k) * K)
-                              : static_cast<const void *>(s.h + (int64_t)(r0 + row) * K);
-    }
-    auto issue = [&](int kt) {
-        uint8_t *st = sm + (kt % NST) * S::STAGE;
-        const int k0 = kt * BK;
-#pragma unroll
-        for (int i = 0; i < S::CCH; i++) {
-            const int c = tid + MG_THREADS * i, row = c / (BK / 32), part = c % (BK / 32);
-            const int k = k0 + part * 32; /* K % 64 == 0: a piece is wholly in or out */
-            const bool in = wsrc[i] >= 0 && k < K;
-            cpa_16(st + row * S::CPITCH + part * 16, in ? codes + (wsrc[i] + k) / 2 : codes,
-                   in ? 16 : 0);
-        }
-        if (tid < S::SCH) {
-            const int row = tid / (BK / 64), part = tid % (BK / 64);
-            const int sb = k0 / 16 + part * 4; /* 4 block scales */
-            const bool in = ssrc >= 0 && sb * 16 < K;
-            cpa_4(st + S::CODES + row * S::SPITCH + part * 4, in ? w.bscale + ssrc + sb : w.bscale,
-                  in ? 4 : 0);
-        }
-#pragma unroll
-        for (int i = 0; i < S::APT; i++) {
-            const int c = tid + MG_THREADS * i, row = c / S::PPR, piece = c % S::PPR;
-            const int k = k0 + piece * (GATE_UP ? 4 : 8);
-            const bool in = asrc[i] && k < K;
-            uint8_t *d = st + S::CODES + S::SCALES + row * S::APITCH + piece * 16;
-            if (GATE_UP)
-                cpa_16(d, in ? static_cast<const float *>(asrc[i]) + k : x, in ? 16 : 0);
-            else
-                cpa_16(d, in ? static_cast<const uint16_t *>(asrc[i]) + k
-                             : static_cast<const uint16_t *>(s.h),
-                       in ? 16 : 0);
-        }
-    };
-
-    const float gs = w.gscale_e ? __ldg(w.gscale_e + e) : w.gscale;
-    float acc[MI][NI][4];
-#pragma unroll
-    for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-        for (int ni = 0; ni < NI; ni++)
-#pragma unroll
-            for (int c = 0; c < 4; c++)
-                acc[mi][ni][c] = 0.0f;
-#pragma unroll
-    for (int i = 0; i < NST - 1; i++) {
-        if (i < nk)
-            issue(i);
-        cpa_commit();
-    }
-    for (int kt = 0; kt < nk; kt++) {
-        cpa_wait<NST - 2>(); /* this thread's copies of stage kt are in */
-        __syncthreads();     /* everyone's are, and everyone is done with stage kt - 1 */
-        if (kt + NST - 1 < nk)
-            issue(kt + NST - 1); /* into the slot of stage kt - 1 */
-        cpa_commit();
-        const uint8_t *st = sm + (kt % NST) * S::STAGE;
-        const uint8_t *sc = st + S::CODES;
-        const uint8_t *sa = st + S::CODES + S::SCALES;
-#pragma unroll
-        for (int kk = 0; kk < BK; kk += 16) {
-            uint32_t af[MI][4], bf[NI][2];
-#pragma unroll
-            for (int mi = 0; mi < MI; mi++) {
-                const int ra = wm * (BM / WM) + mi * 16 + g;
-                if (GATE_UP) {
-                    const float *p0 = reinterpret_cast<const float *>(sa + ra * S::APITCH) + kk + 2 * q;
-                    const float *p1 = reinterpret_cast<const float *>(sa + (ra + 8) * S::APITCH) + kk + 2 * q;
-                    const float2 v0 = *reinterpret_cast<const float2 *>(p0);
-                    const float2 v1 = *reinterpret_cast<const float2 *>(p1);
-                    const float2 v2 = *reinterpret_cast<const float2 *>(p0 + 8);
-                    const float2 v3 = *reinterpret_cast<const float2 *>(p1 + 8);
-                    af[mi][0] = kwd_pack_bf16(v0.x, v0.y);
-                    af[mi][1] = kwd_pack_bf16(v1.x, v1.y);
-                    af[mi][2] = kwd_pack_bf16(v2.x, v2.y);
-                    af[mi][3] = kwd_pack_bf16(v3.x, v3.y);
-                } else {
-                    const uint16_t *p0 = reinterpret_cast<const uint16_t *>(sa + ra * S::APITCH) + kk + 2 * q;
-                    const uint16_t *p1 = reinterpret_cast<const uint16_t *>(sa + (ra + 8) * S::APITCH) + kk + 2 * q;
-                    af[mi][0] = *reinterpret_cast<const uint32_t *>(p0);
-                    af[mi][1] = *reinterpret_cast<const uint32_t *>(p1);
-                    af[mi][2] = *reinterpret_cast<const uint32_t *>(p0 + 8);
-                    af[mi][3] = *reinterpret_cast<const uint32_t *>(p1 + 8);
-                }
-            }
-#pragma unroll
-            for (int ni = 0; ni < NI; ni++) {
-                const int n = wn * (MG_BN / WN) + ni * 8 + g;
-                const uint8_t *cr = st + n * S::CPITCH + kk / 2;
-                /* bytes q (elements 2q, 2q+1) and q + 4 (2q+8, 2q+9) of this 16-element block */
-                const uint32_t wv = (uint32_t)cr[q] | ((uint32_t)cr[q + 4] << 16);
-                const float sf = e4m3_to_f32(sc[n * S::SPITCH + kk / 16]) * 16384.0f * gs;
-                const float2 lo = e2m1x2_hi_to_f32_scaled(wv << 12); /* elements 2q, 2q+8 */
-                const float2 hi = e2m1x2_hi_to_f32_scaled(wv << 8);  /* 2q+1, 2q+9 */
-                bf[ni][0] = kwd_pack_bf16(lo.x * sf, hi.x * sf);
-                bf[ni][1] = kwd_pack_bf16(lo.y * sf, hi.y * sf);
-            }
-#pragma unroll
-            for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-                for (int ni = 0; ni < NI; ni++)
-                    mg_mma(acc[mi][ni], af[mi], bf[ni]);
-        }
-    }
-    cpa_wait<0>(); /* no copy outlives the block (the last groups are empty) */
-
-    /* accumulator c of tile (mi, ni): row wm*(BM/WM) + mi*16 + g + 8*(c/2), column 2q + c%2 of
-     * the warp's n8 tile ni (the epilogue of moe_grouped_gemm_kernel) */
-#pragma unroll
-    for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-        for (int c = 0; c < 4; c++) {
-            const int row = wm * (BM / WM) + mi * 16 + g + 8 * (c >> 1);
-            if (row >= nrows)
-                continue;
-            if (GATE_UP) {
-#pragma unroll
-                for (int p = 0; p < NI / 2; p++) { /* n8 tiles 2p (gate) and 2p+1 (up) */
-                    const int it = n0 + (wn * (NI / 2) + p) * 8 + 2 * q + (c & 1);
-                    if (it < n_out)
-                        s.h[(int64_t)(r0 + row) * n_out + it] =
-                            f32_to_bf16_bits(silu_f32(acc[mi][2 * p][c]) * acc[mi][2 * p + 1][c]);
-                }
-            } else {
-#pragma unroll
-                for (int ni = 0; ni < NI; ni++) {
-                    const int n = n0 + wn * (MG_BN / WN) + ni * 8 + 2 * q + (c & 1);
-                    if (n < n_out)
-                        s.ys[(int64_t)(r0 + row) * n_out + n] = acc[mi][ni][c];
-                }
-            }
-        }
-}
-
 /* K steps per tile shape */
 #define MG_BK 32        /* 64-row tiles */
 #define MG_BK_SMALL 128 /* 16-row tiles */
@@ -605,29 +385,37 @@ int moe_grouped_cuda_tiles(float *out, float *ws, const float *x, const int32_t 
     moe_grouped_plan_kernel<<<1, MG_PLAN_THREADS, plan_smem, stream>>>(s, ids, n_slots, n_experts,
                                                                        tile_rows);
     const dim3 gu(CEIL_DIV(inter, MG_BN / 2), (unsigned)tiles), dn(CEIL_DIV(hidden, MG_BN), (unsigned)tiles);
+    nvt_rows rg; /* the pipelined NVFP4 kernel's view of the plan */
+    rg.tile_e = s.tile_e;
+    rg.tile_r0 = s.tile_r0;
+    rg.offsets = s.offsets;
+    rg.perm = s.perm;
+    rg.top_k = top_k;
+    rg.expert = 0;
+    rg.n_rows = 0;
+    rg.x = x;
+    rg.h = s.h;
+    rg.h_out = s.h;
+    rg.y = s.ys;
     if (tile_rows == MOE_GROUPED_TILE_ROWS_SMALL) {
-        if (mg_pipe_ok(gate_up))
-            moe_grouped_nvfp4_pipe_kernel<true, 16>
-                <<<gu, MG_THREADS, 0, stream>>>(*gate_up, s, x, top_k, inter);
+        if (nvt_ok(gate_up))
+            nvfp4_tile_kernel<NVT_GATE_UP, 16><<<gu, NVT_THREADS, 0, stream>>>(*gate_up, rg, inter);
         else
             moe_grouped_gemm_kernel<true, 16, MG_BK_SMALL>
                 <<<gu, MG_THREADS, 0, stream>>>(*gate_up, s, x, top_k, inter);
-        if (mg_pipe_ok(down))
-            moe_grouped_nvfp4_pipe_kernel<false, 16>
-                <<<dn, MG_THREADS, 0, stream>>>(*down, s, nullptr, top_k, hidden);
+        if (nvt_ok(down))
+            nvfp4_tile_kernel<NVT_DOWN, 16><<<dn, NVT_THREADS, 0, stream>>>(*down, rg, hidden);
         else
             moe_grouped_gemm_kernel<false, 16, MG_BK_SMALL>
                 <<<dn, MG_THREADS, 0, stream>>>(*down, s, nullptr, top_k, hidden);
     } else {
-        if (pipe64 && mg_pipe_ok(gate_up))
-            moe_grouped_nvfp4_pipe_kernel<true, 64>
-                <<<gu, MG_THREADS, 0, stream>>>(*gate_up, s, x, top_k, inter);
+        if (pipe64 && nvt_ok(gate_up))
+            nvfp4_tile_kernel<NVT_GATE_UP, 64><<<gu, NVT_THREADS, 0, stream>>>(*gate_up, rg, inter);
         else
             moe_grouped_gemm_kernel<true, 64, MG_BK>
                 <<<gu, MG_THREADS, 0, stream>>>(*gate_up, s, x, top_k, inter);
-        if (pipe64 && mg_pipe_ok(down))
-            moe_grouped_nvfp4_pipe_kernel<false, 64>
-                <<<dn, MG_THREADS, 0, stream>>>(*down, s, nullptr, top_k, hidden);
+        if (pipe64 && nvt_ok(down))
+            nvfp4_tile_kernel<NVT_DOWN, 64><<<dn, NVT_THREADS, 0, stream>>>(*down, rg, hidden);
         else
             moe_grouped_gemm_kernel<false, 64, MG_BK>
                 <<<dn, MG_THREADS, 0, stream>>>(*down, s, nullptr, top_k, hidden);
@@ -637,7 +425,7 @@ int moe_grouped_cuda_tiles(float *out, float *ws, const float *x, const int32_t 
     return kcuda_launch_status("moe_grouped");
 }
 
-int moe_grouped_small_pipelined(const struct kweight *w) { return w && mg_pipe_ok(w); }
+int moe_grouped_small_pipelined(const struct kweight *w) { return w && nvt_ok(w); }
 
 int moe_grouped_cuda(float *out, float *ws, const float *x, const int32_t *ids,
                      const float *weights, int n_tok, int top_k, int n_experts,

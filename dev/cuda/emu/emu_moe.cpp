@@ -71,16 +71,20 @@ static int run(int fmt, int gsk, int dsk, int n_tok, int E, int k, int H, int I,
     const int tiles = (int)(CEIL_DIV(n_slots, bm) + E);
     emu_launch(dim3(1), MG_PLAN_THREADS, [&] { moe_grouped_plan_kernel(s, ids, n_slots, E, bm); },
                sizeof(int) * (3 * (size_t)E + 1));
-    /* as the launcher: the pipelined NVFP4 kernel where mg_pipe_ok (the 16-row tiles always,
+    /* as the launcher: the pipelined NVFP4 kernel where nvt_ok (the 16-row tiles always,
      * the 64-row ones with MOE_GROUPED_PIPE64), each checked bit for bit against the plain
      * kernel of the same tile on the same plan (which runs second and feeds the combine) */
     int piped = 0;
+    nvt_rows rg;
+    memset(&rg, 0, sizeof rg);
+    rg.tile_e = s.tile_e; rg.tile_r0 = s.tile_r0; rg.offsets = s.offsets; rg.perm = s.perm;
+    rg.top_k = k; rg.x = x; rg.h = s.h; rg.h_out = s.h; rg.y = s.ys;
     auto gemms = [&](auto bmc) {
         constexpr int BM = decltype(bmc)::value, BK = BM == 16 ? MG_BK_SMALL : MG_BK;
-        if (mg_pipe_ok(&gu)) {
+        if (nvt_ok(&gu)) {
             piped |= 1;
             emu_launch(dim3(CEIL_DIV(I, MG_BN / 2), tiles), MG_THREADS,
-                       [&] { moe_grouped_nvfp4_pipe_kernel<true, BM>(gu, s, x, k, I); });
+                       [&] { nvfp4_tile_kernel<NVT_GATE_UP, BM>(gu, rg, I); });
             const size_t nh = (size_t)s.offsets[E] * I; /* rows of routed slots */
             uint16_t *h1 = (uint16_t *)malloc(nh * 2 + 2);
             memcpy(h1, s.h, nh * 2);
@@ -92,10 +96,10 @@ static int run(int fmt, int gsk, int dsk, int n_tok, int E, int k, int H, int I,
             emu_launch(dim3(CEIL_DIV(I, MG_BN / 2), tiles), MG_THREADS,
                        [&] { moe_grouped_gemm_kernel<true, BM, BK>(gu, s, x, k, I); });
         }
-        if (mg_pipe_ok(&dn)) {
+        if (nvt_ok(&dn)) {
             piped |= 2;
             emu_launch(dim3(CEIL_DIV(H, MG_BN), tiles), MG_THREADS,
-                       [&] { moe_grouped_nvfp4_pipe_kernel<false, BM>(dn, s, nullptr, k, H); });
+                       [&] { nvfp4_tile_kernel<NVT_DOWN, BM>(dn, rg, H); });
             const size_t ny = (size_t)s.offsets[E] * H;
             float *y1 = (float *)malloc(ny * 4 + 4);
             memcpy(y1, s.ys, ny * 4);
