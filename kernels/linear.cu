@@ -4,6 +4,7 @@
 #include "linear.h"
 
 #include <cublasLt.h>
+#include <string.h>
 
 #include "cast_bf16.h"
 #include "common/xalloc.h"
@@ -11,6 +12,7 @@
 #include "gemv.h"
 #include "internal/kcuda.cuh"
 #include "internal/kw_dequant.cuh"
+#include "internal/nvfp4_tile.cuh"
 #include "internal/wdot.cuh"
 
 struct linear_ctx {
@@ -157,11 +159,38 @@ static int linear_gemm(struct linear_ctx *c, float *y, const struct kweight *w, 
     return 0;
 }
 
+int linear_tiles_ok(const struct kweight *w) { return w && nvt_ok(w); }
+
+/* LINEAR_PATH_TILES: one launch, grid (column tiles of 64, row tiles of 16 or 64) */
+static int linear_tiles(float *y, const kweight *w, int e, const float *x, int n, cudaStream_t st)
+{
+    if (!nvt_ok(w) || e < 0 || ((uintptr_t)x) % 16 || ((uintptr_t)w->bscale) % 4 ||
+        (e > 0 && w->expert_stride == 0))
+        return ERR_INVAL;
+    nvt_rows r;
+    memset(&r, 0, sizeof r);
+    r.expert = e;
+    r.n_rows = n;
+    r.x = x;
+    r.y = y;
+    const int small = n <= LINEAR_TILES_SMALL_ROWS, bm = small ? 16 : 64;
+    if (CEIL_DIV((int64_t)n, bm) > 65535)
+        return ERR_INVAL;
+    const dim3 grid(CEIL_DIV(w->rows, NVT_BN), CEIL_DIV(n, bm));
+    if (small)
+        nvfp4_tile_kernel<NVT_DENSE, 16><<<grid, NVT_THREADS, 0, st>>>(*w, r, w->rows);
+    else
+        nvfp4_tile_kernel<NVT_DENSE, 64><<<grid, NVT_THREADS, 0, st>>>(*w, r, w->rows);
+    return kcuda_launch_status("linear_tiles");
+}
+
 int linear_cuda(struct linear_ctx *c, float *y, const struct kweight *w, int expert, const float *x,
                 int n, int path, cudaStream_t stream)
 {
     if (!y || !w || !x || n < 1)
         return ERR_INVAL;
+    if (path == LINEAR_PATH_TILES)
+        return kweight_check_dev(w) < 0 ? ERR_INVAL : linear_tiles(y, w, expert, x, n, stream);
     if (path == LINEAR_PATH_GEMV)
         return gemv_cuda(y, w, expert, x, n, stream);
     if ((path == LINEAR_PATH_GEMM || path == LINEAR_PATH_GEMM_SPLIT) && c)

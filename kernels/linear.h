@@ -10,6 +10,11 @@
  *                     accumulating): x carries ~16 bits instead of 8, for the lm_head, whose
  *                     logits the bf16 rounding of x would move by ~1e-2 of their range; the
  *                     weight is read twice, which costs nothing against a GEMV from 4 rows.
+ *   LINEAR_PATH_TILES  nvfp4 weights only (linear_tiles_ok): the pipelined W4A16 tile GEMM of
+ *                     internal/nvfp4_tile.cuh straight from the nvfp4 bytes (no decoded copy, no
+ *                     cuBLASLt): 16-row tiles up to LINEAR_TILES_SMALL_ROWS rows, 64-row tiles
+ *                     above; the GEMM path's math (x and the decoded weight rounded to bf16) with
+ *                     fp32 accumulation. Needs no context (c may be NULL).
  * The context owns the cuBLASLt handle, its workspace and the bf16 scratch; linear_cuda
  * allocates nothing. One context per stream at a time. */
 #ifndef KERNELS_LINEAR_H
@@ -25,9 +30,15 @@
 extern "C" {
 #endif
 
-enum linear_path { LINEAR_PATH_GEMV = 1, LINEAR_PATH_GEMM = 2, LINEAR_PATH_GEMM_SPLIT = 3 };
+enum linear_path {
+    LINEAR_PATH_GEMV = 1,
+    LINEAR_PATH_GEMM = 2,
+    LINEAR_PATH_GEMM_SPLIT = 3,
+    LINEAR_PATH_TILES = 4
+};
+#define LINEAR_TILES_SMALL_ROWS 64
 
-/* "gemv", "gemm", "gemm_split" (static storage). */
+/* "gemv", "gemm", "gemm_split", "tiles" (static storage). */
 const char *linear_path_name(int path);
 
 struct linear_ctx;
@@ -48,6 +59,10 @@ int64_t linear_ctx_bytes(const struct linear_ctx *c);
  * algorithm), ERR_CUDA. Does not synchronize. */
 int linear_cuda(struct linear_ctx *c, float *y, const struct kweight *w, int expert, const float *x,
                 int n, int path, cudaStream_t stream);
+
+/* 1 when LINEAR_PATH_TILES takes w: nvfp4, cols % 64 == 0, rows and experts 32-element
+ * aligned, scale rows 4-byte aligned, 16-byte aligned data. Host only. */
+int linear_tiles_ok(const struct kweight *w);
 
 /* y (n, rows) = x (n, cols) w^T for an fp32 weight w (rows, cols) through cuBLASLt fp32 (no
  * bf16 rounding of x: the MoE router, whose near-tie expert choices bf16 activations could flip).

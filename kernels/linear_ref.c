@@ -11,6 +11,7 @@ const char *linear_path_name(int path)
     return path == LINEAR_PATH_GEMV        ? "gemv"
            : path == LINEAR_PATH_GEMM       ? "gemm"
            : path == LINEAR_PATH_GEMM_SPLIT ? "gemm_split"
+           : path == LINEAR_PATH_TILES      ? "tiles"
                                             : "?";
 }
 

@@ -12,7 +12,9 @@
  * One line per (kind, format, shape, n) with both times, then per (kind, format, shape) the
  * smallest n from which the many-row path is faster at every larger n: the row thresholds of
  * services/worker/gpu/gpu_dispatch.c come from these lines.
- * The lm_head also with the split GEMM (kernels/linear.h) the runner uses for it.
+ * The lm_head also with the split GEMM (kernels/linear.h) the runner uses for it; nvfp4 dense
+ * weights also with LINEAR_PATH_TILES ("dense_tiles": the pipelined W4A16 tiles vs the GEMV; the
+ * "dense" lines of the same shape give the dequant + cuBLASLt times to compare).
  * Usage: bench_linear [quick|lm_head|experts] (quick: nvfp4 and bf16, GDN qkv and experts only;
  * lm_head: the lm_head's split GEMM only; experts: the expert sweeps only). */
 #include <cuda_runtime.h>
@@ -107,6 +109,9 @@ static void dense(struct linear_ctx *c, float *x, float *y, const char *fname, i
     char shape[32];
     snprintf(shape, sizeof shape, "%dx%d", rows, cols);
     sweep(&a, "dense", fname, shape, many);
+    /* nvfp4: the pipelined W4A16 tiles against the GEMV too (gpu_model_opts dense_tiles) */
+    if (many == LINEAR_PATH_GEMM && fmt == KW_FMT_NVFP4 && linear_tiles_ok(&w[0].dev))
+        sweep(&a, "dense_tiles", fname, shape, LINEAR_PATH_TILES);
     for (int i = 0; i < a.nc; i++)
         kw_pair_free(&w[i]);
     free(w);

@@ -3,7 +3,7 @@
  * same run.
  *   gpu_bench CONFIG.json [--prompt-len N[,N..]] [--gen N] [--batch B[,B..]] [--chunk R]
  *             [--graphs 0|1] [--json FILE] [--seed S] [--few-row-paths] [--grouped-small N]
- *             [--grouped-pipe64 0|1]
+ *             [--grouped-pipe64 0|1] [--dense-tiles N]
  *   gpu_bench CONFIG.json --roofline-only [--prompt-len ..] [--gen ..] [--batch ..]  (no GPU)
  * For every (batch, prompt length): B sequences get distinct pseudo-random prompts of N tokens,
  * prefilled together in steps of at most R rows (R/B per sequence; default R = 2048; the runner
@@ -23,7 +23,8 @@
  * while a step's expert slots are at most N per expert (gpu_model_opts grouped_small; paths
  * "dispatch_t16N"); -1: 64-row tiles only (paths "dispatch_t64"), for an A/B against the
  * default (16-row tiles up to 16 slots per expert, paths "dispatch"). --grouped-pipe64 1: the
- * 64-row tiles of NVFP4 experts pipelined (gpu_model_opts grouped_pipe64; paths "dispatch_p64"). Exit 0 when every step ran and the last logits were finite. */
+ * 64-row tiles of NVFP4 experts pipelined (gpu_model_opts grouped_pipe64; paths "dispatch_p64").
+ * --dense-tiles N: NVFP4 dense layers on LINEAR_PATH_TILES up to N rows (paths "dispatch_dtN"). Exit 0 when every step ran and the last logits were finite. */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime_api.h>
 #include <nvtx3/nvToolsExt.h>
@@ -57,6 +58,7 @@ struct bench_opts {
     int few_row_paths;
     int grouped_small; // gpu_model_opts.grouped_small (0 = the runner's default)
     int grouped_pipe64; // gpu_model_opts.grouped_pipe64
+    int dense_tiles;    // gpu_model_opts.dense_tiles
     unsigned seed;
     const char *json;
     int roofline_only;
@@ -136,6 +138,10 @@ static int parse_args(struct bench_opts *o, int argc, char **argv)
         } else if (strcmp(a, "--grouped-pipe64") == 0) {
             o->grouped_pipe64 = atoi(v);
             if (o->grouped_pipe64 < 0 || o->grouped_pipe64 > 1)
+                return ERR_INVAL;
+        } else if (strcmp(a, "--dense-tiles") == 0) {
+            o->dense_tiles = atoi(v);
+            if (o->dense_tiles < 0 || o->dense_tiles > 65536)
                 return ERR_INVAL;
         } else if (strcmp(a, "--json") == 0) {
             o->json = v;
@@ -350,6 +356,8 @@ static const char *paths_name(const struct bench_opts *o, char *buf, size_t len)
     if (o->few_row_paths)
         return "few_row";
     snprintf(buf, len, "dispatch%s", o->grouped_pipe64 ? "_p64" : "");
+    if (o->dense_tiles > 0)
+        snprintf(buf + strlen(buf), len - strlen(buf), "_dt%d", o->dense_tiles);
     if (o->grouped_small < 0)
         snprintf(buf + strlen(buf), len - strlen(buf), "_t64");
     else if (o->grouped_small > 0)
@@ -427,6 +435,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: gpu_bench CONFIG.json [--prompt-len N[,N..]] [--gen N] "
                         "[--batch B[,B..]] [--chunk ROWS] [--graphs 0|1] [--json FILE] "
                         "[--seed S] [--few-row-paths] [--grouped-small N] [--grouped-pipe64 0|1] "
+                        "[--dense-tiles N] "
                         "[--roofline-only]\n");
         return 2;
     }
@@ -472,7 +481,8 @@ int main(int argc, char **argv)
                                  .grouped_min_rows = o.few_row_paths ? -1 : 0,
                                  .prefill_attn = o.few_row_paths ? -1 : 0,
                                  .grouped_small = o.grouped_small,
-                                 .grouped_pipe64 = o.grouped_pipe64 };
+                                 .grouped_pipe64 = o.grouped_pipe64,
+                                 .dense_tiles = o.dense_tiles };
     t0 = now_s();
     rc = gpu_model_create(&g, m, &go, err, sizeof err);
     const double t_up = now_s() - t0;

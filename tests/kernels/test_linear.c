@@ -1,4 +1,4 @@
-/* linear (kernels/linear.h): the runner's dense-layer dispatch target at 1, 8, 9, 64 and 512 rows
+/* linear (kernels/linear.h): the runner's dense-layer dispatch target at 1, 8, 9, 64, 65 and 512 rows
  * in every weight format, both paths, against the CPU references:
  *   - GEMV path vs gemv_ref (exact weights, fp32 activations; the tolerances of test_gemv);
  *   - GEMM path vs linear_gemm_ref (the same bf16 roundings of x and W, double accumulation):
@@ -8,6 +8,9 @@
  *     errors of order 1);
  *   - the split GEMM (x as two bf16 parts) vs gemv_ref: bf16 weights at the GEMV's tolerance,
  *     decoded weights within the 2e-2 bound;
+ *   - the tiles path (nvfp4 only: the pipelined W4A16 tiles, 16-row up to 64 rows, 64-row above)
+ *     vs linear_gemm_ref at the GEMM path's tolerance; refused (ERR_INVAL) for other formats and
+ *     for widths that are not a multiple of 64;
  *   - the decoded bf16 rows vs linear_dequant_bf16_ref within one bf16 step (2^-8 relative:
  *     the device multiplies the nvfp4 scales in another order);
  * with a scratch small enough that fp8/nvfp4 weights are decoded in several row chunks (the
@@ -81,6 +84,21 @@ static void one(struct linear_ctx *c, const char *fname, int fmt, int sk, int ro
         printf("%s: max|split - exact| = %.3g of max|y|\n", what, ws / amax);
         CHECK(ws <= 2e-2 * amax);
     }
+    /* tiles path: nvfp4 with cols % 64 == 0 only */
+    ktest_free(dy);
+    dy = ktest_dev_poison(ny);
+    const int trc = linear_cuda(c, dy, &w.dev, 0, dx, n, LINEAR_PATH_TILES, 0);
+    CHECK_EQ_INT(linear_tiles_ok(&w.dev), fmt == KW_FMT_NVFP4 && cols % 64 == 0);
+    if (linear_tiles_ok(&w.dev)) {
+        CHECK_EQ_INT(trc, 0);
+        ktest_to_host(got, dy, sizeof(float) * ny);
+        snprintf(what, sizeof what, "linear tiles %s %dx%d n=%d vs gemm_ref", fname, rows, cols, n);
+        CHECK(ktest_compare(what, got, refg, ny, 1e-4 * sqrt((double)cols) * amax, 1e-3) == 0);
+        /* no context needed */
+        CHECK_EQ_INT(linear_cuda(NULL, dy, &w.dev, 0, dx, n, LINEAR_PATH_TILES, 0), 0);
+    } else {
+        CHECK_EQ_INT(trc, ERR_INVAL);
+    }
     ktest_free(dx);
     ktest_free(dy);
     free(x), free(ref), free(refg), free(got);
@@ -124,7 +142,7 @@ int main(void)
         { "fp8-block", KW_FMT_FP8, KW_SCALE_BLOCK },
         { "nvfp4", KW_FMT_NVFP4, KW_SCALE_NONE },
     };
-    static const int N[] = { 1, 8, 9, 64, 512 };
+    static const int N[] = { 1, 8, 9, 64, 65, 512 };
     /* scratch of 48 rows of 1024 columns: a 200-row fp8/nvfp4 weight goes in 5 chunks */
     struct linear_ctx *c = NULL;
     CHECK_EQ_INT(linear_ctx_create(&c, 512, 1024, 48 * 1024, 8u << 20), 0);

@@ -80,16 +80,18 @@ int gpu_dispatch_init(struct gpu_model *g, char *err, size_t errlen)
     }
     d->router_rows = gm < 0 ? INT_MAX : gm > 0 ? gm : DEFAULT_ROUTER_ROWS;
     d->grouped_pipe64 = g->o.grouped_pipe64 > 0;
+    d->dense_tiles_max = g->o.dense_tiles > 0 ? g->o.dense_tiles : 0;
     d->attn_prefill_rows = g->o.prefill_attn < 0 ? INT_MAX : 2;
     /* the tensor-core flash kernel (bench_attn: 2.5x the CUDA-core one at 2K-8K context) */
     d->attn_prefill_path = g->hd % 16 == 0 ? ATTN_PREFILL_PATH_MMA : ATTN_PREFILL_PATH_CORES;
-    snprintf(d->why, sizeof d->why, "%s%s%s%s%s",
-             gm == 0 && gr == 0 && gs == 0 && g->o.grouped_pipe64 <= 0
+    snprintf(d->why, sizeof d->why, "%s%s%s%s%s%s",
+             gm == 0 && gr == 0 && gs == 0 && g->o.grouped_pipe64 <= 0 && g->o.dense_tiles <= 0
                  ? "measured defaults (docs/PERF.md)"
                  : "",
              gm != 0 ? " gemm_min_rows option" : "", gr != 0 ? " grouped_min_rows option" : "",
              gs != 0 ? " grouped_small option" : "",
-             g->o.grouped_pipe64 > 0 ? " grouped_pipe64 option" : "");
+             g->o.grouped_pipe64 > 0 ? " grouped_pipe64 option" : "",
+             g->o.dense_tiles > 0 ? " dense_tiles option" : "");
     if (gm < 0)
         return 0; // no dense GEMM path: no cuBLASLt context
     int max_k;
@@ -123,10 +125,19 @@ static int linear_path(const struct gpu_model *g, const struct kweight *w, int n
     return g->lin && fmt_ok(w->fmt) && n >= rows[w->fmt] ? many : LINEAR_PATH_GEMV;
 }
 
+/* the dense-layer path: linear_path, or the NVFP4 tiles in their row range (dense_tiles_max) */
+static int dense_path(const struct gpu_model *g, const struct kweight *w, int n)
+{
+    const int p = linear_path(g, w, n, g->disp.gemm_rows, LINEAR_PATH_GEMM);
+    if (p == LINEAR_PATH_GEMM && w->fmt == KW_FMT_NVFP4 && n <= g->disp.dense_tiles_max &&
+        linear_tiles_ok(w))
+        return LINEAR_PATH_TILES;
+    return p;
+}
+
 int gpu_linear(struct gpu_model *g, float *y, const struct kweight *w, const float *x, int n)
 {
-    return linear_cuda(g->lin, y, w, 0, x, n,
-                       linear_path(g, w, n, g->disp.gemm_rows, LINEAR_PATH_GEMM), g->stream);
+    return linear_cuda(g->lin, y, w, 0, x, n, dense_path(g, w, n), g->stream);
 }
 
 int gpu_lm_head(struct gpu_model *g, float *y, const float *x, int n)
@@ -189,6 +200,9 @@ static void log_dense(const struct gpu_model *g, const char *cls, const struct k
     const int from = g->lin ? rows[w->fmt] : INT_MAX;
     snprintf(many, sizeof many, "%sgemm_cublaslt%s", w->fmt == KW_FMT_BF16 ? "" : "dequant_bf16+",
              split ? "_split_x" : "");
+    if (!split && w->fmt == KW_FMT_NVFP4 && g->disp.dense_tiles_max > 0 && linear_tiles_ok(w))
+        snprintf(many, sizeof many, "nvfp4_tiles up to %d rows, then dequant_bf16+gemm_cublaslt",
+                 g->disp.dense_tiles_max);
     LOG_INFO("gpu_dispatch", "class=%s fmt=%s path=\"%s\"", cls, FMT_NAME[w->fmt],
              paths(b, sizeof b, "gemv", many, from));
 }

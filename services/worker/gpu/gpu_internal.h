@@ -52,6 +52,8 @@ struct gpu_dispatch {
     int grouped_small_per_expert; // moe_grouped with 16-row tiles while slots (rows x top_k) <=
                                //  this x the stack's experts, else 64-row tiles; 0 = never
     int grouped_pipe64;        // 64-row tiles with MOE_GROUPED_PIPE64 (NVFP4 weights)
+    int dense_tiles_max;       // NVFP4 dense weights: LINEAR_PATH_TILES from gemm_rows up to
+                               //  this many rows (0 = never)
     int attn_prefill_rows;     // items of at least this many rows attend through attn_prefill
                                //  (all items of the pass, one launch); else attn_decode per row
     int attn_prefill_path;     // enum attn_prefill_path of that launch (MMA when head_dim % 16 == 0)

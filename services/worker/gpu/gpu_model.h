@@ -54,6 +54,10 @@ struct gpu_model_opts {
     int grouped_pipe64;   // 1: the 64-row tiles of NVFP4 experts run the pipelined kernel
                           //  (MOE_GROUPED_PIPE64; same results); 0 = the default (off until
                           //  bench_linear experts_tiles measures it faster)
+    int dense_tiles;      // > 0: NVFP4 dense weights (not the lm_head) with linear_tiles_ok take
+                          //  LINEAR_PATH_TILES (the pipelined W4A16 tiles, no decoded copy) from
+                          //  the GEMM threshold up to this many rows; 0 = off (the default until
+                          //  bench_linear's dense_tiles lines show it faster)
     int prefill_attn;     // items of several rows attend through attn_prefill: 0 = yes (from 2
                           //  rows), -1 = no (attn_decode one query row at a time)
     double mem_util;      // > 0 (at most 1): size the pool from the device's memory, as vLLM's
