@@ -72,6 +72,9 @@ struct run_result {
     int finite;
     int fails;
     int kernels; // kernels in the layer-stack graph of a decode step of `batch` rows (-1: eager)
+    uint64_t tokens_hash; // FNV-1a over every sequence's greedy tokens, step by step: two runs
+                          // whose paths give the same bits (the pipelined expert tiles against
+                          // the plain ones) print the same value
 };
 
 static double now_s(void)
@@ -243,6 +246,7 @@ static int bench_run(struct gpu_model *g, const struct bench_opts *o, int B, int
 {
     const int V = gpu_model_vocab(g), gen = o->gen;
     memset(res, 0, sizeof *res);
+    res->tokens_hash = 14695981039346656037ull;
     res->batch = B;
     res->prompt = P;
     res->kernels = gpu_model_graph_kernels(g, B);
@@ -322,6 +326,10 @@ static int bench_run(struct gpu_model *g, const struct bench_opts *o, int B, int
                 res->fails++;
             }
             cur[s] = next[s];
+            for (int k = 0; k < 4; k++) {
+                res->tokens_hash ^= (uint8_t)((uint32_t)next[s] >> (8 * k));
+                res->tokens_hash *= 1099511628211ull;
+            }
         }
     }
     res->decode_s = now_s() - t0;
@@ -385,11 +393,12 @@ static void report(const struct bench_opts *o, const struct model *hm, const cha
            "prefill_tok_s=%.1f ttft_ms=%.1f decode_tok_s_stream=%.2f decode_tok_s_total=%.1f "
            "itl_p50_ms=%.3f itl_p90_ms=%.3f itl_p99_ms=%.3f mean_ctx=%.1f bytes_per_step=%.0f "
            "experts_touched=%.2f copy_gbs=%.0f roofline_steps_s=%.1f fraction=%.3f "
-           "graph_kernels=%d finite=%d status=%s\n",
+           "graph_kernels=%d tokens_hash=%016llx finite=%d status=%s\n",
            o->config, efmt, pn, B, res->prompt, res->gen,
            o->chunk, graphs, pre_tps, 1e3 * res->ttft_s, dec_stream, dec_total, 1e3 * res->itl_p50, 1e3 * res->itl_p90,
            1e3 * res->itl_p99, ctx, bytes, r.experts_touched, bw_gbs, roof_steps, frac,
-           res->kernels, res->finite, res->fails ? "FAIL" : "ok");
+           res->kernels, (unsigned long long)res->tokens_hash, res->finite,
+           res->fails ? "FAIL" : "ok");
     if (!json)
         return;
     fprintf(json,
@@ -401,13 +410,15 @@ static void report(const struct bench_opts *o, const struct model *hm, const cha
             "\"p90\":%.4f,\"p99\":%.4f},\"roofline\":{\"mean_ctx\":%.2f,\"bytes_per_step\":%.0f,"
             "\"dense\":%.0f,\"lm_head\":%.0f,\"expert_one\":%.0f,\"experts_touched\":%.3f,"
             "\"experts\":%.0f,\"gdn_state_rw\":%.0f,\"kv\":%.0f,\"copy_gbs\":%.1f,"
-            "\"steps_s\":%.3f,\"fraction\":%.4f},\"graph_kernels\":%d,\"finite\":%d,"
+            "\"steps_s\":%.3f,\"fraction\":%.4f},\"graph_kernels\":%d,"
+            "\"tokens_hash\":\"%016llx\",\"finite\":%d,"
             "\"ok\":%s}\n",
             o->config, device, efmt, pn, B, res->prompt,
             res->gen, o->chunk, graphs, res->prefill_s, pre_tps, 1e3 * res->ttft_s, res->decode_s, steps, dec_stream,
             dec_total, 1e3 * res->itl_p50, 1e3 * res->itl_p90, 1e3 * res->itl_p99, ctx, bytes,
             r.dense, r.lm_head, r.expert_bytes, r.experts_touched, r.experts, r.gdn_state, r.kv,
-            bw_gbs, roof_steps, frac, res->kernels, res->finite,
+            bw_gbs, roof_steps, frac, res->kernels, (unsigned long long)res->tokens_hash,
+            res->finite,
             res->fails ? "false" : "true");
     fflush(json);
 }
