@@ -17,7 +17,7 @@
 #include "internal/wdot.cuh"
 
 static_assert(MOE_GROUPED_TILE_ROWS == 64 && MOE_GROUPED_TILE_ROWS_SMALL == 16,
-              "the warp layouts (mg_layout) are for 64- and 16-row tiles");
+              "the warp layouts (nvt_layout) are for 64- and 16-row tiles");
 
 #define MG_BM_MIN MOE_GROUPED_TILE_ROWS_SMALL /* the scratch's tile list is sized for it */
 #define MG_BN 64 /* output columns per tile (gate_up: 32 gate + 32 up) */
@@ -150,18 +150,7 @@ __global__ void __launch_bounds__(MG_PLAN_THREADS)
 }
 
 
-static __device__ __forceinline__ void mg_mma(float *c, const uint32_t *a, const uint32_t *b)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-/* The warp grid of a BM-row tile over the MG_BN output columns (4 warps). */
-template <int BM> struct mg_layout;
-template <> struct mg_layout<64> { static constexpr int WM = 2, WN = 2; };
-template <> struct mg_layout<16> { static constexpr int WM = 1, WN = 4; };
+/* mma and warp layouts: nvt_mma, nvt_layout (internal/nvfp4_tile.cuh) */
 
 /* GATE_UP: A = x rows of the tile's slots (fp32 -> bf16), W = gate_up (K = hidden), n_out =
  * inter, writes h (slots, inter) bf16. Else: A = h rows (bf16), W = down (K = inter), n_out =
@@ -174,7 +163,7 @@ template <bool GATE_UP, int BM, int BK>
 __global__ void __launch_bounds__(MG_THREADS)
     moe_grouped_gemm_kernel(const kweight w, mg_ws s, const float *x, int top_k, int n_out)
 {
-    constexpr int WM = mg_layout<BM>::WM, WN = mg_layout<BM>::WN;
+    constexpr int WM = nvt_layout<BM>::WM, WN = nvt_layout<BM>::WN;
     constexpr int MI = BM / WM / 16, NI = MG_BN / WN / 8; /* m16 / n8 tiles per warp */
     constexpr int PITCH = BK + 8; /* bf16 per shared row: conflict-free fragment loads */
     constexpr int TPR = BK / 8, RPP = MG_THREADS / TPR; /* threads per row, rows per pass */
@@ -212,24 +201,9 @@ __global__ void __launch_bounds__(MG_THREADS)
         }
     }
 #pragma unroll
-    for (int i = 0; i < BP; i++) {
-        const int row = lr + RPP * i;
-        if (GATE_UP) {
-            /* virtual column row: group row/16 of 8 intermediates, gate (bit 3 clear) or up */
-            const int it = n0 + (row >> 4) * 8 + (row & 7);
-            wr[i] = it < n_out ? (((row >> 3) & 1) ? n_out + it : it) : -1;
-        } else {
-            wr[i] = n0 + row < n_out ? n0 + row : -1;
-        }
-    }
-    float acc[MI][NI][4];
-#pragma unroll
-    for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-        for (int ni = 0; ni < NI; ni++)
-#pragma unroll
-            for (int c = 0; c < 4; c++)
-                acc[mi][ni][c] = 0.0f;
+    for (int i = 0; i < BP; i++)
+        wr[i] = nvt_wrow<GATE_UP ? NVT_GATE_UP : NVT_DOWN>(lr + RPP * i, n0, n_out);
+    float acc[MI][NI][4] = {};
 
     /* registers of the next K step: A raw (fp32 x: 8 floats as bits; h: 8 bf16 in a0), W raw */
     uint4 a0[AP], a1[AP];
@@ -298,37 +272,12 @@ __global__ void __launch_bounds__(MG_THREADS)
             for (int mi = 0; mi < MI; mi++)
 #pragma unroll
                 for (int ni = 0; ni < NI; ni++)
-                    mg_mma(acc[mi][ni], af[mi], bf[ni]);
+                    nvt_mma(acc[mi][ni], af[mi], bf[ni]);
         }
         __syncthreads();
     }
 
-    /* accumulator c of tile (mi, ni): row wm*(BM/WM) + mi*16 + g + 8*(c/2), column 2q + c%2 of
-     * the warp's n8 tile ni */
-#pragma unroll
-    for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-        for (int c = 0; c < 4; c++) {
-            const int row = wm * (BM / WM) + mi * 16 + g + 8 * (c >> 1);
-            if (row >= nrows)
-                continue;
-            if (GATE_UP) {
-#pragma unroll
-                for (int p = 0; p < NI / 2; p++) { /* n8 tiles 2p (gate) and 2p+1 (up) */
-                    const int it = n0 + (wn * (NI / 2) + p) * 8 + 2 * q + (c & 1);
-                    if (it < n_out)
-                        s.h[(int64_t)(r0 + row) * n_out + it] =
-                            f32_to_bf16_bits(silu_f32(acc[mi][2 * p][c]) * acc[mi][2 * p + 1][c]);
-                }
-            } else {
-#pragma unroll
-                for (int ni = 0; ni < NI; ni++) {
-                    const int n = n0 + wn * (MG_BN / WN) + ni * 8 + 2 * q + (c & 1);
-                    if (n < n_out)
-                        s.ys[(int64_t)(r0 + row) * n_out + n] = acc[mi][ni][c];
-                }
-            }
-        }
+    nvt_store<GATE_UP, BM, MI, NI, WM, WN>(acc, s.h, s.ys, r0, nrows, n0, n_out, wm, wn, g, q);
 }
 
 /* K steps per tile shape */

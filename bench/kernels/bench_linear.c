@@ -117,6 +117,19 @@ static void dense(struct linear_ctx *c, float *x, float *y, const char *fname, i
     free(w);
 }
 
+/* a->ids, a->rw on the device: T tokens' top-K routes over E experts (kw_routes), weights 1/8 */
+static void routes(struct arg *a, int T, int K, int E)
+{
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)T * K);
+    float *rw = malloc(sizeof(float) * (size_t)T * K);
+    kw_routes(ids, T, K, E);
+    for (int i = 0; i < T * K; i++)
+        rw[i] = 0.125f;
+    a->ids = ktest_dev_from(ids, sizeof(int32_t) * (size_t)T * K);
+    a->rw = ktest_dev_from(rw, sizeof(float) * (size_t)T * K);
+    free(ids), free(rw);
+}
+
 static void experts(float *x, float *y, const char *fname, int fmt)
 {
     const int E = 256, K = 8, I = 512, H = 2048, T = NS[NN - 1];
@@ -140,13 +153,7 @@ static void experts(float *x, float *y, const char *fname, int fmt)
         a.w[i] = &gu[i];
         a.dn[i] = &dn[i];
     }
-    int32_t *ids = malloc(sizeof(int32_t) * (size_t)T * K);
-    float *rw = malloc(sizeof(float) * (size_t)T * K);
-    kw_routes(ids, T, K, E);
-    for (int i = 0; i < T * K; i++)
-        rw[i] = 0.125f;
-    a.ids = ktest_dev_from(ids, sizeof(int32_t) * (size_t)T * K);
-    a.rw = ktest_dev_from(rw, sizeof(float) * (size_t)T * K);
+    routes(&a, T, K, E);
     size_t w1 = moe_expert_ws_floats(T, K, I, H), w2 = moe_grouped_ws_floats(T, K, E, I, H);
     a.ws = ktest_dev_alloc(sizeof(float) * (w1 > w2 ? w1 : w2));
     a.tile_rows = MOE_GROUPED_TILE_ROWS;
@@ -158,7 +165,7 @@ static void experts(float *x, float *y, const char *fname, int fmt)
         kw_pair_free(&gu[i]);
         kw_pair_free(&dn[i]);
     }
-    free(gu), free(dn), free(ids), free(rw);
+    free(gu), free(dn);
 }
 
 /* The grouped GEMM's tile modes at 16 .. 4096 rows: 64-row tiles, 64-row tiles pipelined
@@ -186,13 +193,7 @@ static void experts_tiles(const char *fname, int fmt, int E, int K)
     ktest_fill(hx, (size_t)T * H, -1, 1);
     a.x = ktest_dev_from(hx, sizeof(float) * (size_t)T * H);
     a.y = ktest_dev_alloc(sizeof(float) * (size_t)T * H);
-    int32_t *ids = malloc(sizeof(int32_t) * (size_t)T * K);
-    float *rw = malloc(sizeof(float) * (size_t)T * K);
-    kw_routes(ids, T, K, E);
-    for (int i = 0; i < T * K; i++)
-        rw[i] = 0.125f;
-    a.ids = ktest_dev_from(ids, sizeof(int32_t) * (size_t)T * K);
-    a.rw = ktest_dev_from(rw, sizeof(float) * (size_t)T * K);
+    routes(&a, T, K, E);
     a.ws = ktest_dev_alloc(sizeof(float) * moe_grouped_ws_floats(T, K, E, I, H));
     static const struct {
         const char *name;
@@ -215,7 +216,7 @@ static void experts_tiles(const char *fname, int fmt, int E, int K)
     ktest_free(a.ids), ktest_free(a.rw), ktest_free(a.ws), ktest_free(a.x), ktest_free(a.y);
     kw_pair_free(&gu);
     kw_pair_free(&dn);
-    free(hx), free(ids), free(rw);
+    free(hx);
 }
 
 int main(int argc, char **argv)

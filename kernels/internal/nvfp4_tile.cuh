@@ -44,6 +44,42 @@ template <int BM> struct nvt_layout;
 template <> struct nvt_layout<64> { static constexpr int WM = 2, WN = 2; };
 template <> struct nvt_layout<16> { static constexpr int WM = 1, WN = 4; };
 
+/* The tile's outputs from the mma accumulators (also the epilogue of moe_grouped's plain tile
+ * kernel): accumulator c of tile (mi, ni) is row wm*(BM/WM) + mi*16 + g + 8*(c/2), column
+ * 2q + c%2 of the warp's n8 tile ni. GATE_UP: n8 tiles 2p (gate) and 2p+1 (up) give h_out =
+ * silu(gate) * up in bf16 (n_out intermediates); else y in fp32 (n_out columns). Rows r0 .. of
+ * the outputs, the first nrows of the tile. */
+template <bool GATE_UP, int BM, int MI, int NI, int WM, int WN>
+static __device__ __forceinline__ void nvt_store(const float (&acc)[MI][NI][4], uint16_t *h_out,
+                                                 float *y, int r0, int nrows, int n0, int n_out,
+                                                 int wm, int wn, int g, int q)
+{
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            const int row = wm * (BM / WM) + mi * 16 + g + 8 * (c >> 1);
+            if (row >= nrows)
+                continue;
+            if (GATE_UP) {
+#pragma unroll
+                for (int p = 0; p < NI / 2; p++) {
+                    const int it = n0 + (wn * (NI / 2) + p) * 8 + 2 * q + (c & 1);
+                    if (it < n_out)
+                        h_out[(int64_t)(r0 + row) * n_out + it] =
+                            f32_to_bf16_bits(silu_f32(acc[mi][2 * p][c]) * acc[mi][2 * p + 1][c]);
+                }
+            } else {
+#pragma unroll
+                for (int ni = 0; ni < NI; ni++) {
+                    const int n = n0 + wn * (NVT_BN / WN) + ni * 8 + 2 * q + (c & 1);
+                    if (n < n_out)
+                        y[(int64_t)(r0 + row) * n_out + n] = acc[mi][ni][c];
+                }
+            }
+        }
+}
+
 /* Same tiles, columns, fused SiLU*up epilogue and decode arithmetic (e4m3 x 2^14 x global scale,
  * then the e2m1 pair, rounded to bf16) as moe_grouped_gemm_kernel<., BM, .>, so the expert
  * results are the same bit for bit. 16-row tiles: warps 1 x 4 (each weight element decoded once
@@ -174,14 +210,7 @@ __global__ void __launch_bounds__(NVT_THREADS)
     };
 
     const float gs = w.gscale_e ? __ldg(w.gscale_e + e) : w.gscale;
-    float acc[MI][NI][4];
-#pragma unroll
-    for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-        for (int ni = 0; ni < NI; ni++)
-#pragma unroll
-            for (int c = 0; c < 4; c++)
-                acc[mi][ni][c] = 0.0f;
+    float acc[MI][NI][4] = {};
 #pragma unroll
     for (int i = 0; i < NST - 1; i++) {
         if (i < nk)
@@ -244,31 +273,6 @@ __global__ void __launch_bounds__(NVT_THREADS)
     }
     cpa_wait<0>(); /* no copy outlives the block (the last groups are empty) */
 
-    /* accumulator c of tile (mi, ni): row wm*(BM/WM) + mi*16 + g + 8*(c/2), column 2q + c%2 of
-     * the warp's n8 tile ni (the epilogue of moe_grouped_gemm_kernel) */
-#pragma unroll
-    for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-        for (int c = 0; c < 4; c++) {
-            const int row = wm * (BM / WM) + mi * 16 + g + 8 * (c >> 1);
-            if (row >= nrows)
-                continue;
-            if (GATE_UP) {
-#pragma unroll
-                for (int p = 0; p < NI / 2; p++) { /* n8 tiles 2p (gate) and 2p+1 (up) */
-                    const int it = n0 + (wn * (NI / 2) + p) * 8 + 2 * q + (c & 1);
-                    if (it < n_out)
-                        r.h_out[(int64_t)(r0 + row) * n_out + it] =
-                            f32_to_bf16_bits(silu_f32(acc[mi][2 * p][c]) * acc[mi][2 * p + 1][c]);
-                }
-            } else {
-#pragma unroll
-                for (int ni = 0; ni < NI; ni++) {
-                    const int n = n0 + wn * (NVT_BN / WN) + ni * 8 + 2 * q + (c & 1);
-                    if (n < n_out)
-                        r.y[(int64_t)(r0 + row) * n_out + n] = acc[mi][ni][c];
-                }
-            }
-        }
+    nvt_store<GATE_UP, BM, MI, NI, WM, WN>(acc, r.h_out, r.y, r0, nrows, n0, n_out, wm, wn, g, q);
 }
 

@@ -136,7 +136,8 @@ template <int N> static inline void cpa_wait() {}
 s = cut(read('moe_grouped.cu'), 'int moe_grouped_cuda_tiles(')
 s = s.replace('#include "internal/wdot.cuh"\n', '')
 s = s.replace('extern __shared__ int mg_sm[];', 'int *mg_sm = (int *)g_emu_dyn_smem;')
-write('moe_grouped_emu.inc', swap_mma(s, '    emu_mma(c, a, b[0], b[1]);\n'))
+assert 'asm' not in s  # its mma is nvt_mma of internal/nvfp4_tile.cuh (hostified below)
+write('moe_grouped_emu.inc', s)
 
 s = cut(read('attn_prefill.cu'), 'template <typename T>\nstatic cudaError_t launch_mma')
 s = s.replace('extern __shared__ float smem[];', 'float *smem = (float *)g_emu_dyn_smem;')
