@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# tests/gpu/measure.sh: one device call (at most 10 minutes) that confirms and measures what the
+# CPU side could not: build + `tests/gpu/run.sh --quick`, then the benches that set the runner's
+# dispatch defaults and the A/B runs of the opt-in paths, each step under its own time limit, one
+# summary line per step at the end. Run it in the repository root on the GPU machine; $OUT (or
+# ./gpu-logs) receives measure.txt (the summary) and logs.tgz (everything else).
+#   tests/gpu/measure.sh [STAGE...]   stages (default: all but profile, in this order):
+#     tests    tests/gpu/run.sh --quick (build, kernel tests, ktest_gpu_model)
+#     tiles    bench_linear experts (expert tile modes incl. experts_tiles) and quick (dense_tiles)
+#     decode   gpu_bench, prompt 128, batch 8, 16, 64: default, --dense-tiles 64
+#     prefill  gpu_bench, batch 1, prompts 512, 2,048, 8,192: default, --grouped-pipe64 1 (the
+#              same tokens_hash expected: the pipelined tiles give the same bits)
+#     stack    tests/gpu/stack.sh at 64 streams (needs .gpu/stack, tests/gpu/stack_bundle.sh)
+#     profile  tests/gpu/profile.sh of a batch-64 decode step and a 2,048-token prefill
+# Env: BUILD_DIR ($PWD/build-gpudev), CONFIG (tests/configs/qwen3.6-35b-a3b-nvfp4.json),
+# TERN_WERROR (OFF). The default stages take about 8 minutes on an H200; split them over two
+# calls (e.g. `tests tiles decode`, then `prefill stack profile`) when the first call must leave
+# room.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out=${OUT:-$root/gpu-logs}
+b=${BUILD_DIR:-$root/build-gpudev}
+cfg=${CONFIG:-$root/tests/configs/qwen3.6-35b-a3b-nvfp4.json}
+stages=("$@")
+[ ${#stages[@]} -gt 0 ] || stages=(tests tiles decode prefill stack)
+logs=$(mktemp -d /tmp/tern-measure.XXXXXX)
+mkdir -p "$out"
+t_start=$(date +%s)
+lines=()
+note() { lines+=("$(printf '%-16s %s' "$1" "$2")"); echo "measure: $1 $2"; }
+# note every line of stdin under PREFIX (fed by redirection, not a pipe: lines must persist)
+note_lines() { local l; while IFS= read -r l; do note "$1" "$l"; done; }
+elapsed() { echo "$(( $(date +%s) - t_start )) s"; }
+
+build_benches() {
+  [ -x "$b/bin/gpu_bench" ] && [ -x "$b/bin/bench_linear" ] && return 0
+  cmake -S "$root/tests/gpu" -B "$b" -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_WERROR="${TERN_WERROR:-OFF}" > "$logs/cfg.log" 2>&1 &&
+    cmake --build "$b" -j"$(nproc)" --target gpu_bench bench_linear > "$logs/build.log" 2>&1
+}
+
+# one gpu_bench run: NAME LIMIT ARGS...; its "bench" lines, trimmed, into the summary
+bench() {
+  local n=$1 lim=$2
+  shift 2
+  timeout "$lim" "$b/bin/gpu_bench" "$cfg" "$@" --json "$logs/bench.jsonl" > "$logs/$n.txt" 2>&1
+  local rc=$?
+  note "$n" "rc=$rc ($(elapsed))"
+  note_lines "  $n" < <(grep '^bench ' "$logs/$n.txt" | sed -E 's/^bench //; s/ (config|experts|chunk|graphs|mean_ctx|bytes_per_step|experts_touched|copy_gbs|roofline_steps_s|itl_p90_ms|finite)=[^ ]*//g')
+}
+
+for s in "${stages[@]}"; do
+  case $s in
+    tests)
+      OUT=$logs/run BUILD_DIR=$b TERN_WERROR=${TERN_WERROR:-OFF} timeout 300 \
+        "$root/tests/gpu/run.sh" --quick > "$logs/run.txt" 2>&1
+      note tests "rc=$? ($(elapsed)): $(grep -c ' PASS ' "$logs/run.txt") PASS, $(grep -cE ' (FAIL|SKIP) ' "$logs/run.txt") FAIL or SKIP"
+      note_lines "  tests" < <(grep -E ' (FAIL|SKIP) |gpu model checks' "$logs/run.txt")
+      ;;
+    tiles)
+      build_benches || { note tiles "build failed (see logs)"; continue; }
+      timeout 120 "$b/bin/bench_linear" experts > "$logs/bench_linear_experts.txt" 2>&1
+      note tiles "experts rc=$? ($(elapsed))"
+      note_lines "  tiles" < <(grep -E '^threshold|^experts_tiles' "$logs/bench_linear_experts.txt" |
+        sed -E 's/shape=E256xK8xI512xH2048 //')
+      timeout 90 "$b/bin/bench_linear" quick > "$logs/bench_linear_quick.txt" 2>&1
+      note tiles "quick rc=$? ($(elapsed))"
+      note_lines "  tiles" < <(grep -E '^threshold (dense|dense_tiles) fmt=nvfp4|^dense(_tiles)? fmt=nvfp4 .* n=(8|16|24|32|64|128) ' \
+        "$logs/bench_linear_quick.txt")
+      ;;
+    decode)
+      build_benches || { note decode "build failed"; continue; }
+      bench decode 90 --prompt-len 128 --batch 8,16,64 --gen 64 --chunk 2048
+      bench decode_dt64 90 --prompt-len 128 --batch 8,16,64 --gen 64 --chunk 2048 --dense-tiles 64
+      ;;
+    prefill)
+      build_benches || { note prefill "build failed"; continue; }
+      bench prefill 90 --prompt-len 512,2048,8192 --batch 1 --gen 32 --chunk 2048
+      bench prefill_p64 90 --prompt-len 512,2048,8192 --batch 1 --gen 32 --chunk 2048 --grouped-pipe64 1
+      ;;
+    stack)
+      OUT=$logs STREAMS=64 POINT_TIMEOUT=100 timeout 150 "$root/tests/gpu/stack.sh" "$cfg" \
+        > "$logs/stack.txt" 2>&1
+      note stack "rc=$? ($(elapsed))"
+      note_lines "  stack" < <(grep -E 'output tokens/s|TPOT|TTFT|completed|failed' "$logs/stack.txt")
+      ;;
+    profile)
+      build_benches || { note profile "build failed"; continue; }
+      OUT=$logs timeout 200 "$root/tests/gpu/profile.sh" "$b" decode 6 -- "$cfg" --prompt-len 128 \
+        --batch 64 --gen 4 --chunk 2048 > /dev/null 2>&1
+      note profile "decode64 rc=$? ($(elapsed))"
+      note_lines "  profile" < <(head -12 "$logs/profile_decode.txt" 2>/dev/null)
+      OUT=$logs timeout 200 "$root/tests/gpu/profile.sh" "$b" prefill 1 -- "$cfg" --prompt-len 2048 \
+        --batch 1 --gen 4 --chunk 2048 > /dev/null 2>&1
+      note profile "prefill2048 rc=$? ($(elapsed))"
+      note_lines "  profile" < <(head -12 "$logs/profile_prefill.txt" 2>/dev/null)
+      rm -f "$logs"/profile_*.csv
+      ;;
+    *) echo "measure: unknown stage '$s' (tests tiles decode prefill stack profile)" >&2; exit 2 ;;
+  esac
+done
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader \
+  > "$logs/gpu.txt" 2> /dev/null || echo "no GPU" > "$logs/gpu.txt"
+{ echo "==== measure ($(cat "$logs/gpu.txt"), commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null), $(date -u +%FT%TZ), $(elapsed)) ===="
+  printf '%s\n' "${lines[@]}"; } | tee "$out/measure.txt"
+tar czf "$out/logs.tgz" -C "$logs" . 2>/dev/null
+rm -rf "$logs"
