@@ -59,9 +59,10 @@ static mg_ws mg_ws_split(float *ws, size_t slots, int n_experts, int inter)
     return s;
 }
 
-/* One block: count slots per expert (shared int atomics), prefix sums (a block scan), scatter, list
- * of bm-row tiles. The order of rows inside one expert depends on atomic order, but no result does: every
- * output row of the GEMMs is computed by the same operations wherever it sits in its tile. */
+/* One block: count slots per expert (shared int atomics), prefix sums (a block scan), scatter,
+ * list of bm-row tiles. The order of rows inside one expert depends on atomic order, but no
+ * result does: every output row of the GEMMs is computed by the same operations wherever it sits
+ * in its tile. */
 __global__ void __launch_bounds__(MG_PLAN_THREADS)
     moe_grouped_plan_kernel(mg_ws s, const int32_t *ids, int n_slots, int n_experts, int bm)
 {

@@ -23,7 +23,10 @@ static __device__ __forceinline__ void cpa_4(void *dst, const void *src, int src
 }
 
 /* close the group of the copies issued since the last commit */
-static __device__ __forceinline__ void cpa_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+static __device__ __forceinline__ void cpa_commit()
+{
+    asm volatile("cp.async.commit_group;\n" ::);
+}
 
 /* wait until at most N groups of this thread are pending */
 template <int N> static __device__ __forceinline__ void cpa_wait()

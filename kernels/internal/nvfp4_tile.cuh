@@ -41,8 +41,12 @@ static __device__ __forceinline__ void nvt_mma(float *c, const uint32_t *a, cons
 
 /* the warp grid of a BM-row tile over the NVT_BN output columns (4 warps) */
 template <int BM> struct nvt_layout;
-template <> struct nvt_layout<64> { static constexpr int WM = 2, WN = 2; };
-template <> struct nvt_layout<16> { static constexpr int WM = 1, WN = 4; };
+template <> struct nvt_layout<64> {
+    static constexpr int WM = 2, WN = 2;
+};
+template <> struct nvt_layout<16> {
+    static constexpr int WM = 1, WN = 4;
+};
 
 /* The tile's outputs from the mma accumulators (also the epilogue of moe_grouped's plain tile
  * kernel): accumulator c of tile (mi, ni) is row wm*(BM/WM) + mi*16 + g + 8*(c/2), column
@@ -89,7 +93,7 @@ static __device__ __forceinline__ void nvt_store(const float (&acc)[MI][NI][4], 
  * aligned with K-element rows. Stage layout: codes NVT_BN x CPITCH bytes, scales NVT_BN x BK/16
  * bytes, then A: BM rows of fp32 or bf16, padded pitch. */
 template <int MODE, int BM> struct nvt_shape {
-    static constexpr int BK = BM == 16 ? 128 : 64;                     /* K per stage */
+    static constexpr int BK = BM == 16 ? 128 : 64; /* K per stage */
     static constexpr bool AF32 = MODE != NVT_DOWN; /* A fp32 (x), else bf16 (h) */
     static constexpr int NST = BM == 16 ? (AF32 ? 3 : 4) : (AF32 ? 2 : 3); /* stages */
     static constexpr int CPITCH = BK / 2 + 16; /* code bytes per row: 20 / 12 words, the 8 rows g
@@ -98,10 +102,11 @@ template <int MODE, int BM> struct nvt_shape {
     static constexpr int APITCH = AF32 ? (BK + 8) * 4 : (BK + 8) * 2; /* bytes per A row */
     static constexpr int CODES = NVT_BN * CPITCH, SCALES = NVT_BN * SPITCH;
     static constexpr int STAGE = CODES + SCALES + BM * APITCH;
-    static constexpr int CCH = NVT_BN * (BK / 32) / NVT_THREADS; /* 16-byte code chunks per thread */
-    static constexpr int SCH = NVT_BN * (BK / 64);               /* 4-byte scale chunks (threads) */
-    static constexpr int PPR = AF32 ? BK / 4 : BK / 8;         /* 16-byte A pieces per row */
-    static constexpr int APT = BM * PPR / NVT_THREADS;         /* A pieces per thread */
+    static constexpr int CCH =
+        NVT_BN * (BK / 32) / NVT_THREADS;              /* 16-byte code chunks per thread */
+    static constexpr int SCH = NVT_BN * (BK / 64);     /* 4-byte scale chunks (threads) */
+    static constexpr int PPR = AF32 ? BK / 4 : BK / 8; /* 16-byte A pieces per row */
+    static constexpr int APT = BM * PPR / NVT_THREADS; /* A pieces per thread */
     static_assert(CCH >= 1 && SCH <= NVT_THREADS && APT >= 1 && NST * STAGE <= 48 * 1024,
                   "pipelined tile shape");
 };
@@ -115,8 +120,7 @@ static inline bool nvt_ok(const kweight *w)
 }
 
 /* the weight row of virtual column row (0..NVT_BN-1) of column tile n0, -1 past n_out */
-template <int MODE>
-static __device__ __forceinline__ int nvt_wrow(int row, int n0, int n_out)
+template <int MODE> static __device__ __forceinline__ int nvt_wrow(int row, int n0, int n_out)
 {
     if (MODE == NVT_GATE_UP) {
         const int it = n0 + (row >> 4) * 8 + (row & 7);
@@ -173,10 +177,11 @@ __global__ void __launch_bounds__(NVT_THREADS)
         const int row = (tid + NVT_THREADS * i) / S::PPR;
         asrc[i] = nullptr;
         if (row < nrows)
-            asrc[i] = MODE == NVT_GATE_UP
-                          ? static_cast<const void *>(r.x + (int64_t)(r.perm[r0 + row] / r.top_k) * K)
-                      : MODE == NVT_DENSE ? static_cast<const void *>(r.x + (int64_t)(r0 + row) * K)
-                                          : static_cast<const void *>(r.h + (int64_t)(r0 + row) * K);
+            asrc[i] =
+                MODE == NVT_GATE_UP
+                    ? static_cast<const void *>(r.x + (int64_t)(r.perm[r0 + row] / r.top_k) * K)
+                : MODE == NVT_DENSE ? static_cast<const void *>(r.x + (int64_t)(r0 + row) * K)
+                                    : static_cast<const void *>(r.h + (int64_t)(r0 + row) * K);
     }
     auto issue = [&](int kt) {
         uint8_t *st = sm + (kt % NST) * S::STAGE;
@@ -233,8 +238,10 @@ __global__ void __launch_bounds__(NVT_THREADS)
             for (int mi = 0; mi < MI; mi++) {
                 const int ra = wm * (BM / WM) + mi * 16 + g;
                 if (S::AF32) {
-                    const float *p0 = reinterpret_cast<const float *>(sa + ra * S::APITCH) + kk + 2 * q;
-                    const float *p1 = reinterpret_cast<const float *>(sa + (ra + 8) * S::APITCH) + kk + 2 * q;
+                    const float *p0 =
+                        reinterpret_cast<const float *>(sa + ra * S::APITCH) + kk + 2 * q;
+                    const float *p1 =
+                        reinterpret_cast<const float *>(sa + (ra + 8) * S::APITCH) + kk + 2 * q;
                     const float2 v0 = *reinterpret_cast<const float2 *>(p0);
                     const float2 v1 = *reinterpret_cast<const float2 *>(p1);
                     const float2 v2 = *reinterpret_cast<const float2 *>(p0 + 8);
@@ -244,8 +251,10 @@ __global__ void __launch_bounds__(NVT_THREADS)
                     af[mi][2] = kwd_pack_bf16(v2.x, v2.y);
                     af[mi][3] = kwd_pack_bf16(v3.x, v3.y);
                 } else {
-                    const uint16_t *p0 = reinterpret_cast<const uint16_t *>(sa + ra * S::APITCH) + kk + 2 * q;
-                    const uint16_t *p1 = reinterpret_cast<const uint16_t *>(sa + (ra + 8) * S::APITCH) + kk + 2 * q;
+                    const uint16_t *p0 =
+                        reinterpret_cast<const uint16_t *>(sa + ra * S::APITCH) + kk + 2 * q;
+                    const uint16_t *p1 =
+                        reinterpret_cast<const uint16_t *>(sa + (ra + 8) * S::APITCH) + kk + 2 * q;
                     af[mi][0] = *reinterpret_cast<const uint32_t *>(p0);
                     af[mi][1] = *reinterpret_cast<const uint32_t *>(p1);
                     af[mi][2] = *reinterpret_cast<const uint32_t *>(p0 + 8);
@@ -275,4 +284,3 @@ __global__ void __launch_bounds__(NVT_THREADS)
 
     nvt_store<GATE_UP, BM, MI, NI, WM, WN>(acc, r.h_out, r.y, r0, nrows, n0, n_out, wm, wn, g, q);
 }
-

@@ -194,7 +194,7 @@ static const char *paths(char *buf, size_t len, const char *few, const char *man
 static void log_dense(const struct gpu_model *g, const char *cls, const struct kweight *w,
                       const int *rows, bool split)
 {
-    char b[128], many[64];
+    char b[192], many[96];
     if (!w || !w->data || !fmt_ok(w->fmt))
         return;
     const int from = g->lin ? rows[w->fmt] : INT_MAX;
@@ -210,15 +210,17 @@ static void log_dense(const struct gpu_model *g, const char *cls, const struct k
 static void log_experts(const struct gpu_model *g, const char *cls, const struct kweight *w,
                         const struct kweight *down)
 {
-    char b[128];
+    char b[320];
     if (!w || !w->data || !fmt_ok(w->fmt))
         return;
-    char many[192], t64[64];
+    char many[256], t64[96];
     const int p_gu = moe_grouped_small_pipelined(w), p_dn = moe_grouped_small_pipelined(down);
-    snprintf(t64, sizeof t64, "64-row tiles%s%s", g->disp.grouped_pipe64 && p_gu ? " gate_up:pipelined_nvfp4" : "",
+    snprintf(t64, sizeof t64, "64-row tiles%s%s",
+             g->disp.grouped_pipe64 && p_gu ? " gate_up:pipelined_nvfp4" : "",
              g->disp.grouped_pipe64 && p_dn ? " down:pipelined_nvfp4" : "");
     if (g->disp.grouped_small_per_expert > 0)
-        snprintf(many, sizeof many, "moe_grouped(16-row tiles%s%s while slots<=%dxexperts, else %s)",
+        snprintf(many, sizeof many,
+                 "moe_grouped(16-row tiles%s%s while slots<=%dxexperts, else %s)",
                  p_gu ? " gate_up:pipelined_nvfp4" : "", p_dn ? " down:pipelined_nvfp4" : "",
                  g->disp.grouped_small_per_expert, t64);
     else
