@@ -37,6 +37,7 @@
 
 #include "common/err.h"
 #include "common/file.h"
+#include "common/args.h"
 #include "common/stats.h"
 #include "common/log.h"
 #include "common/xalloc.h"
@@ -84,85 +85,84 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int parse_list(const char *s, int *out, int *n)
+/* "N[,N..]" (1 .. 1,000,000 each, at most MAX_LIST) into a struct int_list (args_value_fn) */
+struct int_list {
+    int v[MAX_LIST];
+    int n;
+};
+
+static int parse_list(void *dst, const char *s, char *err, size_t errlen)
 {
-    *n = 0;
+    struct int_list *l = dst;
+    l->n = 0;
     while (*s) {
         char *end;
         long v = strtol(s, &end, 10);
-        if (end == s || v < 1 || v > 1000000 || *n == MAX_LIST)
+        if (end == s || v < 1 || v > 1000000 || l->n == MAX_LIST || (*end && *end != ',')) {
+            snprintf(err, errlen, "not a list of at most %d integers 1..1000000: \"%s\"",
+                     MAX_LIST, s);
             return ERR_INVAL;
-        out[(*n)++] = (int)v;
+        }
+        l->v[l->n++] = (int)v;
         s = *end == ',' ? end + 1 : end;
-        if (*end && *end != ',')
-            return ERR_INVAL;
     }
-    return *n > 0 ? 0 : ERR_INVAL;
+    if (l->n == 0) {
+        snprintf(err, errlen, "empty list");
+        return ERR_INVAL;
+    }
+    return 0;
 }
 
+/* 0, or args_exit's code to return (the usage or one line naming the bad flag or value) */
 static int parse_args(struct bench_opts *o, int argc, char **argv)
 {
     memset(o, 0, sizeof *o);
-    o->prompt[0] = 512;
-    o->n_prompt = 1;
-    o->batch[0] = 1;
-    o->n_batch = 1;
+    struct int_list prompt = { { 512 }, 1 }, batch = { { 1 }, 1 };
+    bool roofline_only = false, few_row_paths = false;
+    int graphs = 1, seed = 1;
     o->gen = 256;
     o->chunk = 2048;
-    o->graphs = 1;
-    o->seed = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int used = 1, rc = 0;
-        if (strcmp(a, "--roofline-only") == 0) {
-            o->roofline_only = 1;
-            used = 0;
-        } else if (strcmp(a, "--few-row-paths") == 0) {
-            o->few_row_paths = 1;
-            used = 0;
-        } else if (!v && a[0] == '-') {
-            return ERR_INVAL;
-        } else if (strcmp(a, "--prompt-len") == 0) {
-            rc = parse_list(v, o->prompt, &o->n_prompt);
-        } else if (strcmp(a, "--batch") == 0) {
-            rc = parse_list(v, o->batch, &o->n_batch);
-        } else if (strcmp(a, "--gen") == 0) {
-            o->gen = atoi(v);
-        } else if (strcmp(a, "--chunk") == 0) {
-            o->chunk = atoi(v);
-        } else if (strcmp(a, "--graphs") == 0) {
-            o->graphs = atoi(v);
-        } else if (strcmp(a, "--seed") == 0) {
-            o->seed = (unsigned)atoi(v);
-        } else if (strcmp(a, "--grouped-small") == 0) {
-            o->grouped_small = atoi(v);
-            if (o->grouped_small < -1 || o->grouped_small == 0 || o->grouped_small > 4096)
-                return ERR_INVAL;
-        } else if (strcmp(a, "--grouped-pipe64") == 0) {
-            o->grouped_pipe64 = atoi(v);
-            if (o->grouped_pipe64 < 0 || o->grouped_pipe64 > 1)
-                return ERR_INVAL;
-        } else if (strcmp(a, "--dense-tiles") == 0) {
-            o->dense_tiles = atoi(v);
-            if (o->dense_tiles < 0 || o->dense_tiles > 65536)
-                return ERR_INVAL;
-        } else if (strcmp(a, "--json") == 0) {
-            o->json = v;
-        } else if (a[0] != '-' && !o->config) {
-            o->config = a;
-            used = 0;
-        } else {
-            return ERR_INVAL;
-        }
-        if (rc < 0)
-            return rc;
-        i += used;
-    }
-    if (!o->config || o->gen < 1 || o->chunk < 1)
-        return ERR_INVAL;
-    for (int b = 0; b < o->n_batch; b++)
-        if (o->batch[b] > o->chunk)
-            return ERR_INVAL; // every sequence needs >= 1 row per prefill step
+    const struct args_opt opts[] = {
+        ARGS_STR("CONFIG.json", NULL, &o->config, "model config (dummy weights of its shapes)"),
+        ARGS_FN("--prompt-len", "N[,N..]", &prompt, parse_list, "prompt lengths (512)"),
+        ARGS_FN("--batch", "B[,B..]", &batch, parse_list, "sequences per run (1)"),
+        ARGS_INT("--gen", "N", &o->gen, 1, 1000000, "tokens per sequence, the first from prefill (256)"),
+        ARGS_INT("--chunk", "ROWS", &o->chunk, 1, 1000000, "prefill rows per step (2048)"),
+        ARGS_INT("--graphs", "0|1", &graphs, 0, 1, "CUDA graphs for decode steps (1)"),
+        ARGS_INT("--seed", "S", &seed, 0, 1000000000, "prompt seed (1)"),
+        ARGS_STR("--json", "FILE", &o->json, "append one JSON object per run"),
+        ARGS_BOOL("--few-row-paths", &few_row_paths,
+                  "GEMV / moe_expert / attn_decode at every row count"),
+        ARGS_INT("--grouped-small", "N", &o->grouped_small, -1, 4096,
+                 "16-row expert tiles up to N slots per expert; -1: 64-row tiles only (default)"),
+        ARGS_INT("--grouped-pipe64", "0|1", &o->grouped_pipe64, 0, 1,
+                 "pipelined NVFP4 64-row expert tiles (0)"),
+        ARGS_INT("--dense-tiles", "N", &o->dense_tiles, 0, 65536,
+                 "NVFP4 dense layers on LINEAR_PATH_TILES up to N rows (0: off)"),
+        ARGS_BOOL("--roofline-only", &roofline_only, "print the roofline lines and exit"),
+    };
+    const struct args_spec spec = {
+        "gpu_bench",
+        "CONFIG.json [--prompt-len N[,N..]] [--batch B[,B..]] [--gen N] [--chunk ROWS] "
+        "[--graphs 0|1] [--json FILE] [--seed S] [--few-row-paths] [--grouped-small N] "
+        "[--grouped-pipe64 0|1] [--dense-tiles N] [--roofline-only]",
+        opts, ARRAY_LEN(opts), NULL};
+    int rc = args_parse(&spec, argc, argv);
+    if (rc != 0)
+        return args_exit(rc) == 0 ? -1 : args_exit(rc);
+    if (!o->config)
+        return args_fail(&spec, "missing CONFIG.json");
+    for (int b = 0; b < batch.n; b++)
+        if (batch.v[b] > o->chunk) // every sequence needs >= 1 row per prefill step
+            return args_fail(&spec, "--batch %d is more than --chunk %d", batch.v[b], o->chunk);
+    memcpy(o->prompt, prompt.v, sizeof prompt.v);
+    o->n_prompt = prompt.n;
+    memcpy(o->batch, batch.v, sizeof batch.v);
+    o->n_batch = batch.n;
+    o->graphs = graphs;
+    o->seed = (unsigned)seed;
+    o->few_row_paths = few_row_paths;
+    o->roofline_only = roofline_only;
     return 0;
 }
 
@@ -442,14 +442,9 @@ static void roofline_table(const struct bench_opts *o, const struct model *hm)
 int main(int argc, char **argv)
 {
     struct bench_opts o;
-    if (parse_args(&o, argc, argv) < 0) {
-        fprintf(stderr, "usage: gpu_bench CONFIG.json [--prompt-len N[,N..]] [--gen N] "
-                        "[--batch B[,B..]] [--chunk ROWS] [--graphs 0|1] [--json FILE] "
-                        "[--seed S] [--few-row-paths] [--grouped-small N] [--grouped-pipe64 0|1] "
-                        "[--dense-tiles N] "
-                        "[--roofline-only]\n");
-        return 2;
-    }
+    const int pr = parse_args(&o, argc, argv);
+    if (pr != 0)
+        return pr < 0 ? 0 : pr; /* -1: the help was printed */
     log_init("gpu_bench", LOG_LEVEL_INFO);
     char dir[256], err[512] = "";
     if (file_tmpdir_copy(o.config, "tern-bench", "config.json", dir, sizeof dir) < 0) {
