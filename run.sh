@@ -131,25 +131,28 @@ cmd_gateway() {
 }
 
 # ---- before starting anything: every process's config, the tokenizer against the model ----
+# tern-NAME --check-config: 0 with its log in CHECKED, or 1 after its complaint and one run: line
+check_config() {
+  if ! CHECKED=$("cmd_$1" --check-config 2>&1 >/dev/null); then
+    echo "$CHECKED" | grep -v ' lvl=info ' >&2 || true
+    echo "run: tern-$1 refuses its configuration (above); nothing started" >&2
+    return 1
+  fi
+}
 preflight() {
-  local out fmt=() a prev=
-  # the worker's --load-format (dummy: config.json only, no weights on disk) applies to the check
-  for a in ${WORKER_ARGS[@]+"${WORKER_ARGS[@]}"}; do
-    [ "$prev" = --load-format ] && fmt=(--load-format "$a")
-    case "$a" in --load-format=*) fmt=(--load-format "${a#*=}") ;; esac
-    prev=$a
-  done
-  if ! out=$("$BIN/tern" inspect "$MODEL" --tokenizer "$TOKENIZER" ${fmt[@]+"${fmt[@]}"} 2>&1 >/dev/null); then
+  local out n fmt
+  # the worker first: a refusal there is the cause to report, and its load-format as it resolved
+  # its flags, environment and config file (dummy: config.json only, no weights on disk) applies
+  # to the checkpoint check
+  check_config worker || return 1
+  fmt=$(printf '%s\n' "$CHECKED" | sed -n '/ ev=config /{s/.* load-format=\([a-z]*\).*/\1/p;q;}')
+  if ! out=$("$BIN/tern" inspect "$MODEL" --tokenizer "$TOKENIZER" ${fmt:+--load-format "$fmt"} 2>&1 >/dev/null); then
     echo "${out:-run: tern inspect $MODEL failed}" >&2
     echo "run: the tokenizer in $TOKENIZER does not serve $MODEL; pass --tokenizer DIR" >&2
     return 1
   fi
   for n in "${NAMES[@]}"; do
-    if ! out=$("cmd_$n" --check-config 2>&1 >/dev/null); then
-      echo "$out" | grep -v ' lvl=info ' >&2 || true
-      echo "run: tern-$n refuses its configuration (above); nothing started" >&2
-      return 1
-    fi
+    [ "$n" = worker ] || check_config "$n" || return 1
   done
 }
 rc=0

@@ -1,7 +1,8 @@
 /* ./run.sh --no-build on this build's binaries, loopback only, bounded in time.
  * Checks before starting (--check): a model folder without tokenizer.json and a tokenizer with
  * more ids than the model's vocab_size are refused with one clear error and no "tern is
- * starting" banner; the engine line with a fake nvidia-smi that fails (cpu, no GPU), one that
+ * starting" banner; a folder with config.json only passes with the worker's --load-format dummy
+ * (flag or environment) and a worker refusing its configuration is reported as that; the engine line with a fake nvidia-smi that fails (cpu, no GPU), one that
  * lists a GPU (cuda when the worker has the CUDA engine, else cpu and why), --engine cpu.
  * Supervision: the stack serves --served-model-name; each of scheduler, worker and gateway is
  * killed (SIGKILL) once while three streams run: run.sh logs the exit and restarts it, the
@@ -134,6 +135,19 @@ static void test_checks(void)
              "--load-format=dummy", g_dir, g_dir);
     rc = run_sh(&out, NULL, args);
     CHECK(rc == 0 && out && strstr(out, "run: checks passed"));
+    free(out);
+    /* the worker's environment counts as its flags do (the check reads the worker's own
+     * resolution of its configuration) */
+    rc = sh(&out, "cd '%s' && TERN_LOAD_FORMAT=dummy TERN_BIN_DIR='%s' ./run.sh --no-build --check "
+            "--engine cpu --model '%s/cfgonly' --tokenizer '%s/m'", g_src, g_bin, g_dir, g_dir);
+    CHECK(rc == 0 && out && strstr(out, "run: checks passed"));
+    free(out);
+    /* a worker refusing its configuration is reported as that, before the checkpoint check */
+    snprintf(args, sizeof args, "--check --engine cpu --model '%s/cfgonly' --tokenizer '%s/m' "
+             "--load-format bogus", g_dir, g_dir);
+    rc = run_sh(&out, NULL, args);
+    CHECK(rc == 1 && out && strstr(out, "tern-worker refuses its configuration") &&
+          !strstr(out, "does not serve"));
     free(out);
     rc = run_sh(&out, NULL, "--engine gpu");
     CHECK(rc == 2 && out && strstr(out, "--engine"));
