@@ -202,11 +202,7 @@ static void test_diff_detects(struct ctx *c)
 
 int main(void)
 {
-    char tj[1024], dir[1024];
-    if (tt_paths(tj, sizeof(tj), dir, sizeof(dir)) < 0)
-        TEST_SKIP("tokenizer.json not found (run scripts/setup.sh)");
-    char err[256];
-    struct tokenizer *tok = tokenizer_create_from_file(tj, err, sizeof(err));
+    struct tokenizer *tok = tt_load(NULL, 0);
     CHECK(tok != NULL);
     if (!tok)
         return test_result();

@@ -175,11 +175,8 @@ static void test_fresh(struct tokenizer *tok)
 
 int main(void)
 {
-    char tj[1024], dir[1024];
-    if (tt_paths(tj, sizeof(tj), dir, sizeof(dir)) < 0)
-        TEST_SKIP("tokenizer.json not found (run scripts/setup.sh)");
-    char err[256];
-    struct tokenizer *tok = tokenizer_create_from_file(tj, err, sizeof(err));
+    char dir[1024];
+    struct tokenizer *tok = tt_load(dir, sizeof dir);
     CHECK(tok != NULL);
     if (!tok)
         return test_result();

@@ -142,10 +142,7 @@ static const struct chain_case CASES[] = {
 
 int main(void)
 {
-    char tj[1024], dir[1024];
-    if (tt_paths(tj, sizeof(tj), dir, sizeof(dir)) < 0)
-        TEST_SKIP("tokenizer.json not found (run scripts/setup.sh)");
-    struct tokenizer *tok = tokenizer_create_from_file(tj, NULL, 0);
+    struct tokenizer *tok = tt_load(NULL, 0);
     CHECK(tok != NULL);
     if (!tok)
         return test_result();

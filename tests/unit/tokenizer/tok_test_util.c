@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "text/tokenizer.h"
+
 int tt_paths(char *tj, size_t tj_len, char *dir, size_t dir_len)
 {
     const char *root = getenv("TERN_SOURCE_DIR");
@@ -14,6 +16,21 @@ int tt_paths(char *tj, size_t tj_len, char *dir, size_t dir_len)
              root);
     snprintf(dir, dir_len, "%s/tests/unit/tokenizer/corpus", root);
     return access(tj, R_OK) == 0 ? 0 : -1;
+}
+
+struct tokenizer *tt_load(char *dir, size_t dir_len)
+{
+    char tj[1024], d[1024], err[256] = "";
+    if (tt_paths(tj, sizeof tj, d, sizeof d) < 0) {
+        fprintf(stderr, "SKIPPED: tokenizer.json not found (run scripts/setup.sh)\n");
+        exit(77);
+    }
+    if (dir)
+        snprintf(dir, dir_len, "%s", d);
+    struct tokenizer *tok = tokenizer_create_from_file(tj, err, sizeof err);
+    if (!tok)
+        fprintf(stderr, "%s: %s\n", tj, err);
+    return tok;
 }
 
 char *tt_read_corpus(const char *dir, const char *name, size_t *len)
