@@ -192,6 +192,14 @@ static const char *const corpus[] = {
 #define N_CORPUS ((int)(sizeof(corpus) / sizeof(corpus[0])))
 
 /* POST body; returns the parsed response (caller deletes) or NULL */
+/* choices[0] of a response (NULL when absent), its finish_reason in *fin (NULL when absent) */
+static cJSON *choice0(const cJSON *j, const char **fin)
+{
+    cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+    *fin = cJSON_GetStringValue(cJSON_GetObjectItem(ch, "finish_reason"));
+    return ch;
+}
+
 static cJSON *post(int port, const char *path, const char *body, int *status)
 {
     struct itest_resp r;
@@ -258,9 +266,9 @@ static int chat_conforms(int port, const char *schema, const char *rf, int seed,
     cJSON *j = post(port, "/v1/chat/completions", body, &st);
     free(body);
     CHECK_EQ_INT(st, 200);
-    cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+    const char *fin;
+    cJSON *ch = choice0(j, &fin);
     cJSON *msg = cJSON_GetObjectItem(ch, "message");
-    const char *fin = cJSON_GetStringValue(cJSON_GetObjectItem(ch, "finish_reason"));
     const char *text = cJSON_GetStringValue(cJSON_GetObjectItem(msg, "content"));
     int n = (int)cJSON_GetNumberValue(
         cJSON_GetObjectItem(cJSON_GetObjectItem(j, "usage"), "completion_tokens"));
@@ -356,8 +364,8 @@ static void test_completions(int port)
     int st;
     cJSON *j = post(port, "/v1/completions", body, &st);
     CHECK_EQ_INT(st, 200);
-    cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
-    const char *fin = cJSON_GetStringValue(cJSON_GetObjectItem(ch, "finish_reason"));
+    const char *fin;
+    cJSON *ch = choice0(j, &fin);
     CHECK(fin && !strcmp(fin, "stop"));
     CHECK(conforms(corpus[2], cJSON_GetStringValue(cJSON_GetObjectItem(ch, "text"))));
     cJSON_Delete(j);
@@ -487,8 +495,8 @@ static void test_preempt(int port)
         CHECK(itest_read_resp(&c[i], &r, 120000));
         CHECK_EQ_INT(r.status, 200);
         cJSON *j = r.body ? cJSON_Parse(r.body) : NULL;
-        cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
-        const char *fin = cJSON_GetStringValue(cJSON_GetObjectItem(ch, "finish_reason"));
+        const char *fin;
+        cJSON *ch = choice0(j, &fin);
         CHECK(fin && !strcmp(fin, "stop"));
         CHECK(conforms(preempt_schema, cJSON_GetStringValue(cJSON_GetObjectItem(
                                            cJSON_GetObjectItem(ch, "message"), "content"))));
@@ -643,9 +651,9 @@ static void tools_plain(int port, const char *choice, const char *only, bool par
     cJSON *j = post(port, "/v1/chat/completions", body, &st);
     free(body);
     CHECK_EQ_INT(st, 200);
-    cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+    const char *fin;
+    cJSON *ch = choice0(j, &fin);
     cJSON *msg = cJSON_GetObjectItem(ch, "message");
-    const char *fin = cJSON_GetStringValue(cJSON_GetObjectItem(ch, "finish_reason"));
     CHECK(fin && !strcmp(fin, "tool_calls"));
     const char *content = cJSON_GetStringValue(cJSON_GetObjectItem(msg, "content"));
     CHECK(!content || !content[0]);
