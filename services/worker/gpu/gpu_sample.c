@@ -199,24 +199,23 @@ static bool stage_procs(struct gpu_sample *gs, int n_rows, const struct gpu_samp
     return f->n_bias || f->n_ban || f->n_allow;
 }
 
+/* One host-to-device copy of bytes (none when 0) on stream, while *e is still cudaSuccess. */
+static void h2d(cudaError_t *e, void *dst, const void *src, size_t bytes, cudaStream_t stream)
+{
+    if (*e == cudaSuccess && bytes > 0)
+        *e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream);
+}
+
 /* Upload the packed tables (one copy each) and run logit_proc over the n_rows rows. */
 static int run_procs(struct gpu_sample *gs, float *d_logits, int n_rows,
                      const struct proc_fill *f, cudaStream_t stream)
 {
-    cudaError_t e = cudaMemcpyAsync(gs->d_proc, gs->h_proc, sizeof(*gs->h_proc) * (size_t)n_rows,
-                                    cudaMemcpyHostToDevice, stream);
-    if (e == cudaSuccess && f->n_bias)
-        e = cudaMemcpyAsync(gs->d_bias_ids, gs->h_bias_ids, sizeof(int32_t) * (size_t)f->n_bias,
-                            cudaMemcpyHostToDevice, stream);
-    if (e == cudaSuccess && f->n_bias)
-        e = cudaMemcpyAsync(gs->d_bias_vals, gs->h_bias_vals, sizeof(float) * (size_t)f->n_bias,
-                            cudaMemcpyHostToDevice, stream);
-    if (e == cudaSuccess && f->n_ban)
-        e = cudaMemcpyAsync(gs->d_ban, gs->h_ban, sizeof(uint32_t) * (size_t)f->n_ban,
-                            cudaMemcpyHostToDevice, stream);
-    if (e == cudaSuccess && f->n_allow)
-        e = cudaMemcpyAsync(gs->d_allow, gs->h_allow, sizeof(uint32_t) * (size_t)f->n_allow,
-                            cudaMemcpyHostToDevice, stream);
+    cudaError_t e = cudaSuccess;
+    h2d(&e, gs->d_proc, gs->h_proc, sizeof(*gs->h_proc) * (size_t)n_rows, stream);
+    h2d(&e, gs->d_bias_ids, gs->h_bias_ids, sizeof(int32_t) * (size_t)f->n_bias, stream);
+    h2d(&e, gs->d_bias_vals, gs->h_bias_vals, sizeof(float) * (size_t)f->n_bias, stream);
+    h2d(&e, gs->d_ban, gs->h_ban, sizeof(uint32_t) * (size_t)f->n_ban, stream);
+    h2d(&e, gs->d_allow, gs->h_allow, sizeof(uint32_t) * (size_t)f->n_allow, stream);
     if (e != cudaSuccess) {
         LOG_ERR("gpu_sample_failed", "rows=%d err=\"%s\"", n_rows, cudaGetErrorString(e));
         return ERR_CUDA;
@@ -246,19 +245,16 @@ int gpu_sample_run(struct gpu_sample *gs, float *d_logits, int n_rows,
         gs->h_rows[r].u = greedy ? 0.0 : sample_rng_uniform(req[r].rng);
     }
     struct proc_fill pf;
-    if (stage_procs(gs, n_rows, req, &pf) && (rc = run_procs(gs, d_logits, n_rows, &pf, stream)) != 0)
+    if (stage_procs(gs, n_rows, req, &pf) &&
+        (rc = run_procs(gs, d_logits, n_rows, &pf, stream)) != 0)
         return rc;
     int32_t *d_tok = gs->d_out;
     float *d_lp = (float *)(gs->d_out + gs->max_rows);
-    cudaError_t e =
-        cudaMemcpyAsync(gs->d_rows, gs->h_rows, sizeof(struct sample_row) * (size_t)n_rows,
-                        cudaMemcpyHostToDevice, stream);
-    if (e == cudaSuccess && n_pen > 0)
-        e = cudaMemcpyAsync(gs->d_pen, gs->h_pen, sizeof(int32_t) * (size_t)n_pen,
-                            cudaMemcpyHostToDevice, stream);
-    if (e == cudaSuccess && n_pen > 0)
-        e = cudaMemcpyAsync(gs->d_pen + gs->max_pen, gs->h_pen + gs->max_pen,
-                            sizeof(int32_t) * (size_t)n_pen, cudaMemcpyHostToDevice, stream);
+    cudaError_t e = cudaSuccess;
+    h2d(&e, gs->d_rows, gs->h_rows, sizeof(struct sample_row) * (size_t)n_rows, stream);
+    h2d(&e, gs->d_pen, gs->h_pen, sizeof(int32_t) * (size_t)n_pen, stream);
+    h2d(&e, gs->d_pen + gs->max_pen, gs->h_pen + gs->max_pen, sizeof(int32_t) * (size_t)n_pen,
+        stream);
     if (e != cudaSuccess)
         goto cuda_fail;
     rc = sample_cuda(d_tok, logprobs ? d_lp : NULL, d_logits, gs->d_rows, gs->d_pen,
