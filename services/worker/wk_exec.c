@@ -449,7 +449,6 @@ static void result_tokens(struct wk_exec *x, struct step_out *so, const struct j
     so->resp[so->n++] = r;
 }
 
-/* This step's speculative rounds (jobs with spec_k set), one sequence after the other. */
 /* A speculative round of a sequence whose processors change with every token (model/spec.h
  * spec_hook): row i sees min_tokens' ban and the grammar's mask of the state after the i tokens
  * emitted before it; each emitted token advances the grammar (so run_spec_rounds must not). */
@@ -484,6 +483,7 @@ static int spec_emit(void *user, int i, int32_t t)
     return stop ? 1 : 0;
 }
 
+/* This step's speculative rounds (jobs with spec_k set), one sequence after the other. */
 static void run_spec_rounds(struct wk_exec *x, struct job *jobs, uint32_t nj, struct step_out *so)
 {
     uint32_t toks[WK_SPEC_MAX + 1];
