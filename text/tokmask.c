@@ -424,16 +424,36 @@ struct tokmask *tokmask_create(int n_vocab, const char *const *bytes, const size
     return tm;
 }
 
+void tokmask_grammar_vocab(const struct tokenizer *tok, int n_vocab, const char ***bytes_out,
+                           size_t **lens_out)
+{
+    static const char *const tags[] = {"<tool_call>", "</tool_call>"};
+    const char **bytes = xcalloc((size_t)(n_vocab > 0 ? n_vocab : 1), sizeof(char *));
+    size_t *lens = xcalloc((size_t)(n_vocab > 0 ? n_vocab : 1), sizeof(size_t));
+    size_t n_tok = tokenizer_vocab_size(tok);
+    for (int32_t id = 0; id < n_vocab && (size_t)id < n_tok; id++) {
+        size_t len = 0;
+        const char *b = tokenizer_id_to_bytes(tok, id, &len);
+        bool keep = b && !tokenizer_is_added(tok, id);
+        for (size_t i = 0; i < sizeof tags / sizeof tags[0] && !keep && b; i++)
+            keep = !tokenizer_is_special(tok, id) && len == strlen(tags[i]) &&
+                   memcmp(b, tags[i], len) == 0;
+        if (keep) {
+            bytes[id] = b;
+            lens[id] = len;
+        }
+    }
+    *bytes_out = bytes;
+    *lens_out = lens;
+}
+
 struct tokmask *tokmask_create_from_tokenizer(const struct tokenizer *tok, int n_vocab)
 {
     if (n_vocab <= 0)
         return NULL;
-    const char **bytes = xcalloc((size_t)n_vocab, sizeof(char *));
-    size_t *lens = xcalloc((size_t)n_vocab, sizeof(size_t));
-    size_t n_tok = tokenizer_vocab_size(tok);
-    for (int32_t id = 0; id < n_vocab && (size_t)id < n_tok; id++)
-        if (!tokenizer_is_added(tok, id))
-            bytes[id] = tokenizer_id_to_bytes(tok, id, &lens[id]);
+    const char **bytes;
+    size_t *lens;
+    tokmask_grammar_vocab(tok, n_vocab, &bytes, &lens);
     struct tokmask *tm = tokmask_create(n_vocab, bytes, lens);
     free(bytes);
     free(lens);

@@ -50,25 +50,12 @@ void wk_grammar_destroy(struct wk_grammar *wg)
     free(wg);
 }
 
-/* The tool-call tags: added tokens that the model writes as one token each; a grammar may allow
- * them by their text. Every other added token stays out (tokmask_create_from_tokenizer). */
-static const char *const tag_tokens[] = {"<tool_call>", "</tool_call>"};
-
+/* The grammar vocabulary (tokmask_grammar_vocab) behind both masks. */
 static void masks_create(struct wk_grammar *wg, const struct tokenizer *tok, int n_vocab)
 {
-    const char **bytes = xcalloc((size_t)n_vocab, sizeof(char *));
-    size_t *lens = xcalloc((size_t)n_vocab, sizeof(size_t));
-    size_t n_tok = tokenizer_vocab_size(tok);
-    for (int32_t id = 0; id < n_vocab && (size_t)id < n_tok; id++) {
-        const char *b = tokenizer_id_to_bytes(tok, id, &lens[id]);
-        bool keep = !tokenizer_is_added(tok, id);
-        for (size_t i = 0; i < sizeof(tag_tokens) / sizeof(tag_tokens[0]) && !keep && b; i++)
-            keep = !tokenizer_is_special(tok, id) && lens[id] == strlen(tag_tokens[i]) &&
-                   memcmp(b, tag_tokens[i], lens[id]) == 0;
-        bytes[id] = keep ? b : NULL;
-        if (!keep)
-            lens[id] = 0;
-    }
+    const char **bytes;
+    size_t *lens;
+    tokmask_grammar_vocab(tok, n_vocab, &bytes, &lens);
     wg->tm = tokmask_create(n_vocab, bytes, lens);
     wg->rm = rawmask_create(n_vocab, bytes, lens);
     free(bytes);

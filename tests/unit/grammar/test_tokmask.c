@@ -200,6 +200,30 @@ static void test_diff_detects(struct ctx *c)
     CHECK_EQ_INT(masks_diff(c, c->fast, c->ref, "planted"), 0);
 }
 
+/* tokmask_grammar_vocab: regular tokens and the tool-call tags, no other added token */
+static void test_grammar_vocab(const struct tokenizer *tok, int n_vocab)
+{
+    const char **bytes;
+    size_t *lens;
+    tokmask_grammar_vocab(tok, n_vocab, &bytes, &lens);
+    const int32_t tc = tokenizer_token_to_id(tok, "<tool_call>");
+    const int32_t tce = tokenizer_token_to_id(tok, "</tool_call>");
+    const int32_t eos = tokenizer_eos_id(tok), think = tokenizer_token_to_id(tok, "<think>");
+    const int32_t a = tokenizer_token_to_id(tok, "a");
+    CHECK(tc >= 0 && tce >= 0 && eos >= 0 && think >= 0 && a >= 0);
+    if (tc >= 0 && tce >= 0 && eos >= 0 && think >= 0 && a >= 0) {
+        CHECK(bytes[tc] && lens[tc] == 11 && !memcmp(bytes[tc], "<tool_call>", 11));
+        CHECK(bytes[tce] && lens[tce] == 12);
+        CHECK(!bytes[eos] && lens[eos] == 0);
+        CHECK(!bytes[think] && lens[think] == 0);
+        CHECK(bytes[a] && lens[a] == 1 && bytes[a][0] == 'a');
+    }
+    /* padded rows past the tokenizer's vocabulary: never allowed */
+    CHECK(!bytes[n_vocab - 1] && lens[n_vocab - 1] == 0);
+    free(bytes);
+    free(lens);
+}
+
 int main(void)
 {
     struct tokenizer *tok = tt_load(NULL, 0);
@@ -208,6 +232,7 @@ int main(void)
         return test_result();
     struct ctx c = {.tok = tok};
     c.n_vocab = (int)tokenizer_vocab_size(tok);
+    test_grammar_vocab(tok, c.n_vocab + 64);
     c.tm = tokmask_create_from_tokenizer(tok, c.n_vocab);
     CHECK(c.tm != NULL);
     c.words = TOKMASK_WORDS(c.n_vocab);

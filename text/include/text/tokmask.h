@@ -20,8 +20,15 @@ struct tokmask;
 /* Trie over n_vocab token byte strings: bytes[i] (lens[i] bytes; NULL or 0 bytes: the id is never
  * allowed, e.g. special tokens). The bytes are copied. */
 struct tokmask *tokmask_create(int n_vocab, const char *const *bytes, const size_t *lens);
-/* From a tokenizer: every id but the added tokens (special or not: <|im_end|>, <think>, ...),
- * which a grammar never allows; n_vocab may exceed the tokenizer's (padded lm_head rows). */
+/* The byte strings a grammar may emit, id by id (n_vocab may exceed the tokenizer's: padded
+ * lm_head rows): every regular token, and of the added tokens only the tool-call tags
+ * <tool_call> and </tool_call>, which the model writes as one token each (text/grammar_tools.h
+ * allows them by their text); the others (special or not: <|im_end|>, <think>, ...) NULL with
+ * length 0. *bytes and *lens are malloc'd (n_vocab each) for the caller to free; the strings
+ * belong to tok. */
+void tokmask_grammar_vocab(const struct tokenizer *tok, int n_vocab, const char ***bytes,
+                           size_t **lens);
+/* tokmask_create over tokmask_grammar_vocab. */
 struct tokmask *tokmask_create_from_tokenizer(const struct tokenizer *tok, int n_vocab);
 void tokmask_destroy(struct tokmask *tm);
 int tokmask_vocab(const struct tokmask *tm);
