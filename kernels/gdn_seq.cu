@@ -85,6 +85,19 @@ __global__ void gdn_seq_conv_kernel(float *out, float *state, float *snap, int n
 }
 
 // ---- gated delta rule recurrence ----
+/* Which items the chunked form (below) runs: at least min_rows rows (min_rows > 0), no
+ * snapshots, rows inside its workspace. The token-serial kernel and the norm skip them. */
+struct chunk_take {
+    int min_rows; // <= 0: none
+    int max_rows; // the chunks its grid has room for, times their rows
+    int ws_rows;  // rows of the chunked form's workspace
+};
+static __device__ __forceinline__ bool chunk_taken(const int32_t *it, chunk_take t)
+{
+    return t.min_rows > 0 && it[1] >= t.min_rows && it[1] <= t.max_rows && it[3] < 0 &&
+           (int64_t)it[0] + it[1] <= t.ws_rows;
+}
+
 /* S of one head is spread over HEAD_THREADS threads: value column j over LANES lanes of a warp,
  * lane quarter p holding the rows 16m + 4p + r (m < 8, r < 4) in s[4m + r], so the k-sums are
  * 32-term partial sums (two accumulators) joined by two shuffles (the same order at every tile
@@ -219,7 +232,7 @@ __global__ void __launch_bounds__(HEAD_THREADS / T, T)
     gdn_seq_step_kernel(float *out, float *state, float *snap, int n_snap, const float *qkv,
                         const float *z, const float *a, const float *b, const float *a_log,
                         const float *dt_bias, const float *norm_w, const int32_t *items,
-                        int n_k_heads, int n_v_heads, float eps)
+                        int n_k_heads, int n_v_heads, float eps, struct chunk_take take)
 {
     constexpr int COLS = D / T, NW = COLS * LANES / 32, CH = step_smem<T>::CH;
     __shared__ __align__(16) step_smem<T> sm;
@@ -228,7 +241,7 @@ __global__ void __launch_bounds__(HEAD_THREADS / T, T)
     const int32_t *it = items + (int64_t)blockIdx.y * GDN_SEQ_ITEM_INTS;
     const int64_t r0 = it[0];
     const int n = it[1], sn = it[3];
-    if (n <= 0) // uniform over the block: no thread reaches a barrier
+    if (n <= 0 || chunk_taken(it, take)) // uniform over the block: no thread reaches a barrier
         return;
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, p = lane >> 3;
     const int c = w * 8 + (lane & 7), col = tile * COLS + c;
@@ -306,9 +319,11 @@ __global__ void __launch_bounds__(HEAD_THREADS / T, T)
  * per (row, value head) of the item, warps striding over the item's rows. */
 __global__ void __launch_bounds__(256)
     gdn_seq_norm_kernel(float *out, const float *z, const float *norm_w, const int32_t *items,
-                        int n_v_heads, float eps)
+                        int n_v_heads, float eps, chunk_take take, int taken)
 {
     const int32_t *it = items + (int64_t)blockIdx.y * GDN_SEQ_ITEM_INTS;
+    if ((int)chunk_taken(it, take) != taken) // the items of the other form
+        return;
     const int64_t r0 = it[0], pairs = (int64_t)it[1] * n_v_heads, vw = (int64_t)n_v_heads * D;
     const int nw = blockDim.x >> 5;
     for (int64_t i = (int64_t)blockIdx.x * nw + (threadIdx.x >> 5); i < pairs;
@@ -316,6 +331,293 @@ __global__ void __launch_bounds__(256)
         const int64_t o0 = (r0 + i / n_v_heads) * vw + i % n_v_heads * D;
         gated_norm_warp(out + o0, out + o0, z + o0, norm_w, eps);
     }
+}
+
+// ---- the chunked form (items of many rows: prefill) ----
+/* Per (item, value head) and chunk of CR rows, with S0 the state before the chunk, g_t the log
+ * decay of row t, G_t = g_0 + .. + g_t (so alpha-products are exp(G_t - G_i) <= 1 for t >= i),
+ * beta_t, the normalised q_t (times 1/sqrt(D)) and k_t, the delta rule's per-row update
+ * d_t = beta_t (v_t - S_pre_t^T k_t) solves the unit lower-triangular system
+ *   d_t + sum_{i<t} A_ti d_i = beta_t v_t - beta_t exp(G_t) S0^T k_t,
+ *   A_ti = beta_t exp(G_t - G_i) k_t.k_i,
+ * so d = U - W S0 with U = (I + A)^-1 (beta V) and W = (I + A)^-1 (beta exp(G) K), both free of
+ * S0. Then o_t = exp(G_t) S0^T q_t + sum_{i<=t} P_ti d_i with P_ti = exp(G_t - G_i) q_t.k_i,
+ * and the state after the chunk is exp(G_last) S0 + sum_t exp(G_last - G_t) k_t d_t^T.
+ * gdn_chunk_prep_kernel computes U, W, P and G for every chunk of every taken item at once
+ * (one block per (value head, item, chunk)); gdn_chunk_state_kernel walks each item's chunks in
+ * order per (value head, CT-column tile), S's tile in shared memory. fp32 throughout. */
+#define CR 64           // rows per chunk
+#define CT 16           // value columns per block of the state kernel
+#define QP (D + 4)      // shared row pitch of q / k (float4 rows on distinct banks)
+#define SPT (CT + 4)    // pitch of the state tile and of d
+#define CHUNK_THREADS 256
+
+/* workspace (floats, per row of the pass and value head): U (D), W (D), P (CR), G (1) */
+static __host__ __device__ __forceinline__ int64_t ws_u(int64_t rows, int hv) { (void)rows; (void)hv; return 0; }
+static __host__ __device__ __forceinline__ int64_t ws_w(int64_t rows, int hv) { return rows * hv * D; }
+static __host__ __device__ __forceinline__ int64_t ws_p(int64_t rows, int hv) { return 2 * rows * hv * D; }
+static __host__ __device__ __forceinline__ int64_t ws_g(int64_t rows, int hv) { return rows * hv * (2 * D + CR); }
+#define WS_PER_ROW_HEAD (2 * D + CR + 1)
+
+/* Rows r0 .. r0+nc-1 of key head kh into qn / kn (pitch QP), normalised as stage_rows does;
+ * rows nc .. CR-1 zero. Warp w takes rows w, w+8, ... */
+static __device__ __forceinline__ void chunk_stage_qk(float *qn, float *kn, const float *qkv,
+                                                      int64_t r0, int nc, int kh, int n_k_heads,
+                                                      int64_t width)
+{
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    for (int t = w; t < CR; t += CHUNK_THREADS / 32) {
+        float qv[D / 32], kv[D / 32], sq = 0.0f, sk = 0.0f;
+        if (t < nc) { // uniform over the warp
+            const float *qr = qkv + (r0 + t) * width + (int64_t)kh * D;
+#pragma unroll
+            for (int i = 0; i < D / 32; i++) {
+                qv[i] = qr[lane + 32 * i];
+                kv[i] = qr[(int64_t)n_k_heads * D + lane + 32 * i];
+                sq += qv[i] * qv[i];
+                sk += kv[i] * kv[i];
+            }
+            const float iq = rsqrtf(warp_sum(sq) + 1e-6f), ik = rsqrtf(warp_sum(sk) + 1e-6f);
+#pragma unroll
+            for (int i = 0; i < D / 32; i++) {
+                qn[t * QP + lane + 32 * i] = qv[i] * iq * rsqrtf((float)D);
+                kn[t * QP + lane + 32 * i] = kv[i] * ik;
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < D / 32; i++)
+                qn[t * QP + lane + 32 * i] = kn[t * QP + lane + 32 * i] = 0.0f;
+        }
+    }
+}
+
+static __device__ __forceinline__ float dot4(float4 a, float4 b)
+{
+    return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+}
+
+struct chunk_args {
+    float *out, *state, *ws;
+    const float *qkv, *a, *b, *a_log, *dt_bias;
+    const int32_t *items;
+    chunk_take take;
+    int n_k_heads, n_v_heads;
+};
+
+/* smem: qn, kn (CR x QP), A (CR x CR), G, beta (CR) */
+#define PREP_SMEM ((size_t)sizeof(float) * (2 * CR * QP + CR * CR + 2 * CR))
+
+/* Block (value head j, item, chunk z): U, W, P, G of the chunk's rows into the workspace. */
+__global__ void __launch_bounds__(CHUNK_THREADS) gdn_chunk_prep_kernel(chunk_args p)
+{
+    extern __shared__ __align__(16) float csm[];
+    float *qn = csm, *kn = qn + CR * QP, *Am = kn + CR * QP, *Gs = Am + CR * CR, *Bs = Gs + CR;
+    const int j = blockIdx.x, hv = p.n_v_heads, hk = p.n_k_heads, tid = threadIdx.x;
+    const int32_t *it = p.items + (int64_t)blockIdx.y * GDN_SEQ_ITEM_INTS;
+    const int c0 = (int)blockIdx.z * CR;
+    if (!chunk_taken(it, p.take) || c0 >= it[1]) // uniform: no barrier reached
+        return;
+    const int nc = min(CR, it[1] - c0), kh = j / (hv / hk);
+    const int64_t r0 = (int64_t)it[0] + c0, width = (int64_t)(2 * hk + hv) * D;
+    const int64_t wr = p.take.ws_rows;
+    chunk_stage_qk(qn, kn, p.qkv, r0, nc, kh, hk, width);
+    if (tid < CR) { // log decay and beta, as stage_rows computes alpha = exp(g) and beta
+        float g = 0.0f, be = 0.0f;
+        if (tid < nc) {
+            const float xa = p.a[(r0 + tid) * hv + j] + p.dt_bias[j];
+            const float sp = xa > 20.0f ? xa : log1pf(__expf(xa));
+            g = -__expf(p.a_log[j]) * sp;
+            be = sigmoid_f32(p.b[(r0 + tid) * hv + j]);
+        }
+        Gs[tid] = g;
+        Bs[tid] = be;
+    }
+    __syncthreads();
+    if (tid == 0) { // cumulative log decay (rows past nc add 0)
+        float acc = 0.0f;
+        for (int t = 0; t < CR; t++) {
+            acc += Gs[t];
+            Gs[t] = acc;
+        }
+    }
+    __syncthreads();
+    if (tid < nc)
+        p.ws[ws_g(wr, hv) + (r0 + tid) * hv + j] = Gs[tid];
+    { // A (shared) and P (workspace): thread -> row t, columns i0 + 4m
+        const int t = tid >> 2, i0 = tid & 3;
+        float ak[CR / 4], aq[CR / 4];
+#pragma unroll
+        for (int m = 0; m < CR / 4; m++)
+            ak[m] = aq[m] = 0.0f;
+#pragma unroll 2
+        for (int d = 0; d < D; d += 4) {
+            const float4 kt = *reinterpret_cast<const float4 *>(&kn[t * QP + d]);
+            const float4 qt = *reinterpret_cast<const float4 *>(&qn[t * QP + d]);
+#pragma unroll
+            for (int m = 0; m < CR / 4; m++) {
+                const float4 ki = *reinterpret_cast<const float4 *>(&kn[(i0 + 4 * m) * QP + d]);
+                ak[m] += dot4(kt, ki);
+                aq[m] += dot4(qt, ki);
+            }
+        }
+        const float gt = Gs[t], bt = Bs[t];
+        float *prow = p.ws + ws_p(wr, hv) + ((r0 + t) * hv + j) * CR;
+#pragma unroll
+        for (int m = 0; m < CR / 4; m++) {
+            const int i = i0 + 4 * m;
+            const float e = i <= t ? expf(gt - Gs[i]) : 0.0f;
+            Am[t * CR + i] = i < t ? bt * e * ak[m] : 0.0f;
+            if (t < nc)
+                prow[i] = e * aq[m];
+        }
+    }
+    __syncthreads();
+    /* forward substitution, one right-hand column per thread: beta V (columns 0..D-1), then
+     * beta exp(G) K (D..2D-1); x in registers (the loops unroll fully), 4 partial sums */
+    const int c = tid & (D - 1);
+    const bool isv = tid < D;
+    float x[CR];
+    const float *vcol = p.qkv + r0 * width + (int64_t)(2 * hk + j) * D + c;
+#pragma unroll
+    for (int t = 0; t < CR; t++)
+        x[t] = t < nc ? Bs[t] * (isv ? vcol[t * width] : expf(Gs[t]) * kn[t * QP + c]) : 0.0f;
+#pragma unroll
+    for (int t = 1; t < CR; t++) {
+        float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+#pragma unroll
+        for (int i = 0; i + 3 < t; i += 4) {
+            const float4 a4 = *reinterpret_cast<const float4 *>(&Am[t * CR + i]);
+            s0 += a4.x * x[i];
+            s1 += a4.y * x[i + 1];
+            s2 += a4.z * x[i + 2];
+            s3 += a4.w * x[i + 3];
+        }
+#pragma unroll
+        for (int i = t & ~3; i < t; i++)
+            s0 += Am[t * CR + i] * x[i];
+        x[t] -= (s0 + s1) + (s2 + s3);
+    }
+    float *dst = p.ws + (isv ? ws_u(wr, hv) : ws_w(wr, hv)) + (r0 * hv + j) * D + c;
+#pragma unroll
+    for (int t = 0; t < CR; t++)
+        if (t < nc)
+            dst[(int64_t)t * hv * D] = x[t];
+}
+
+/* smem: qn, kn (CR x QP), the state tile (D x SPT), d (CR x SPT), G, exp(G), exp(G_last - G) */
+#define STATE_SMEM ((size_t)sizeof(float) * (2 * CR * QP + D * SPT + CR * SPT + 3 * CR))
+
+/* Block (value head j x column tile, item): the item's chunks in order; raw o to out. */
+__global__ void __launch_bounds__(CHUNK_THREADS) gdn_chunk_state_kernel(chunk_args p)
+{
+    extern __shared__ __align__(16) float csm[];
+    float *qn = csm, *kn = qn + CR * QP, *Ss = kn + CR * QP, *Dm = Ss + D * SPT;
+    float *Gs = Dm + CR * SPT, *Eg = Gs + CR, *El = Eg + CR;
+    constexpr int NT = D / CT;
+    const int j = blockIdx.x / NT, col0 = (blockIdx.x % NT) * CT;
+    const int hv = p.n_v_heads, hk = p.n_k_heads, tid = threadIdx.x;
+    const int32_t *it = p.items + (int64_t)blockIdx.y * GDN_SEQ_ITEM_INTS;
+    if (!chunk_taken(it, p.take)) // uniform
+        return;
+    const int n = it[1], kh = j / (hv / hk);
+    const int64_t width = (int64_t)(2 * hk + hv) * D, vw = (int64_t)hv * D;
+    const int64_t wr = p.take.ws_rows;
+    float *Sg = p.state + ((int64_t)it[2] * hv + j) * D * D + col0;
+    for (int e = tid; e < D * CT; e += CHUNK_THREADS)
+        Ss[(e / CT) * SPT + e % CT] = Sg[(int64_t)(e / CT) * D + e % CT];
+    const int t = tid >> 2, c4 = (tid & 3) * 4;    // phases 1-2: row t, columns c4 .. c4+3
+    const int k = tid >> 1, c8 = (tid & 1) * 8;    // phase 3: state row k, columns c8 .. c8+7
+    for (int c0 = 0; c0 < n; c0 += CR) {
+        const int nc = min(CR, n - c0);
+        const int64_t r0 = (int64_t)it[0] + c0;
+        __syncthreads(); // the previous chunk's shared data consumed, the state tile loaded
+        chunk_stage_qk(qn, kn, p.qkv, r0, nc, kh, hk, width);
+        if (tid < CR)
+            Gs[tid] = tid < nc ? p.ws[ws_g(wr, hv) + (r0 + tid) * hv + j] : 0.0f;
+        __syncthreads();
+        if (tid < CR) {
+            const float gl = Gs[nc - 1];
+            Eg[tid] = tid < nc ? expf(Gs[tid]) : 0.0f;
+            El[tid] = tid < nc ? expf(gl - Gs[tid]) : 0.0f;
+        }
+        /* phase 1: d = U - W S and q.S (one pass over the state tile) */
+        float dv[4] = {0.0f, 0.0f, 0.0f, 0.0f}, o1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (t < nc) {
+            const float4 u4 = *reinterpret_cast<const float4 *>(
+                &p.ws[ws_u(wr, hv) + ((r0 + t) * hv + j) * D + col0 + c4]);
+            dv[0] = u4.x, dv[1] = u4.y, dv[2] = u4.z, dv[3] = u4.w;
+        }
+        const float *wrow = p.ws + ws_w(wr, hv) + ((r0 + (t < nc ? t : 0)) * hv + j) * D;
+#pragma unroll 4
+        for (int kk = 0; kk < D; kk += 4) {
+            const float4 w4 = *reinterpret_cast<const float4 *>(&wrow[kk]);
+            const float4 q4 = *reinterpret_cast<const float4 *>(&qn[t * QP + kk]);
+            const float wv[4] = {w4.x, w4.y, w4.z, w4.w}, qv[4] = {q4.x, q4.y, q4.z, q4.w};
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const float4 s4 = *reinterpret_cast<const float4 *>(&Ss[(kk + u) * SPT + c4]);
+                dv[0] -= wv[u] * s4.x;
+                dv[1] -= wv[u] * s4.y;
+                dv[2] -= wv[u] * s4.z;
+                dv[3] -= wv[u] * s4.w;
+                o1[0] += qv[u] * s4.x;
+                o1[1] += qv[u] * s4.y;
+                o1[2] += qv[u] * s4.z;
+                o1[3] += qv[u] * s4.w;
+            }
+        }
+        if (t >= nc)
+            dv[0] = dv[1] = dv[2] = dv[3] = 0.0f;
+        *reinterpret_cast<float4 *>(&Dm[t * SPT + c4]) = make_float4(dv[0], dv[1], dv[2], dv[3]);
+        __syncthreads(); // d complete; every read of the state tile done
+        /* phase 2: o = exp(G_t) q.S + sum_{i<=t} P_ti d_i (P is 0 above the diagonal) */
+        if (t < nc) {
+            const float eg = Eg[t];
+            float o[4] = {eg * o1[0], eg * o1[1], eg * o1[2], eg * o1[3]};
+            const float *prow = p.ws + ws_p(wr, hv) + ((r0 + t) * hv + j) * CR;
+            for (int i = 0; i <= t; i += 4) {
+                const float4 p4 = *reinterpret_cast<const float4 *>(&prow[i]);
+                const float pv[4] = {p4.x, p4.y, p4.z, p4.w};
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    const float4 d4 = *reinterpret_cast<const float4 *>(&Dm[(i + u) * SPT + c4]);
+                    o[0] += pv[u] * d4.x;
+                    o[1] += pv[u] * d4.y;
+                    o[2] += pv[u] * d4.z;
+                    o[3] += pv[u] * d4.w;
+                }
+            }
+            *reinterpret_cast<float4 *>(&p.out[(r0 + t) * vw + (int64_t)j * D + col0 + c4]) =
+                make_float4(o[0], o[1], o[2], o[3]);
+        }
+        /* phase 3: S = exp(G_last) S + sum_t exp(G_last - G_t) k_t d_t^T (own entries only) */
+        {
+            const float gl = expf(Gs[nc - 1]);
+            float sa[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                sa[u] = gl * Ss[k * SPT + c8 + u];
+            for (int tt = 0; tt < nc; tt++) {
+                const float e = El[tt] * kn[tt * QP + k];
+                const float4 da = *reinterpret_cast<const float4 *>(&Dm[tt * SPT + c8]);
+                const float4 db = *reinterpret_cast<const float4 *>(&Dm[tt * SPT + c8 + 4]);
+                sa[0] += e * da.x;
+                sa[1] += e * da.y;
+                sa[2] += e * da.z;
+                sa[3] += e * da.w;
+                sa[4] += e * db.x;
+                sa[5] += e * db.y;
+                sa[6] += e * db.z;
+                sa[7] += e * db.w;
+            }
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                Ss[k * SPT + c8 + u] = sa[u];
+        }
+    }
+    __syncthreads();
+    for (int e = tid; e < D * CT; e += CHUNK_THREADS)
+        Sg[(int64_t)(e / CT) * D + e % CT] = Ss[(e / CT) * SPT + e % CT];
 }
 
 /* time chunks of the conv: enough blocks to fill the GPU (~GDN_CONV_BLOCKS), chunks of at least
@@ -359,12 +661,50 @@ template <int T>
 static void launch_step(float *out, float *state, float *snap, int n_snap, const float *qkv,
                         const float *z, const float *a, const float *b, const float *a_log,
                         const float *dt_bias, const float *norm_w, const int32_t *items,
-                        int n_items, int n_k_heads, int n_v_heads, float eps, cudaStream_t stream)
+                        int n_items, int n_k_heads, int n_v_heads, float eps, chunk_take take,
+                        cudaStream_t stream)
 {
     dim3 grid(n_v_heads * T, n_items);
     gdn_seq_step_kernel<T><<<grid, HEAD_THREADS / T, 0, stream>>>(out, state, snap, n_snap, qkv, z,
                                                                   a, b, a_log, dt_bias, norm_w,
-                                                                  items, n_k_heads, n_v_heads, eps);
+                                                                  items, n_k_heads, n_v_heads, eps,
+                                                                  take);
+}
+
+static bool step_args_ok(float *out, float *state, int n_snap, const float *qkv, const float *z,
+                         const float *a, const float *b, const float *a_log,
+                         const float *dt_bias, const float *norm_w, const int32_t *items,
+                         int n_items, int n_k_heads, int n_v_heads)
+{
+    return out && state && qkv && z && a && b && a_log && dt_bias && norm_w && items &&
+           n_items >= 0 && n_items <= 65535 && n_k_heads > 0 && n_v_heads > 0 &&
+           n_v_heads % n_k_heads == 0 && n_v_heads <= 65535 && n_snap >= 0;
+}
+
+/* The token-serial kernel (and its norm) over the items the chunked form does not take. */
+static int run_serial(float *out, float *state, float *snap, int n_snap, const float *qkv,
+                      const float *z, const float *a, const float *b, const float *a_log,
+                      const float *dt_bias, const float *norm_w, const int32_t *items,
+                      int n_items, int n_k_heads, int n_v_heads, float eps, int tiles,
+                      chunk_take take, cudaStream_t stream)
+{
+    if (tiles == 0)
+        tiles = auto_tiles(n_items, n_v_heads);
+    if (tiles == 1)
+        launch_step<1>(out, state, snap, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w, items,
+                       n_items, n_k_heads, n_v_heads, eps, take, stream);
+    else if (tiles == 2)
+        launch_step<2>(out, state, snap, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w, items,
+                       n_items, n_k_heads, n_v_heads, eps, take, stream);
+    else
+        launch_step<4>(out, state, snap, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w, items,
+                       n_items, n_k_heads, n_v_heads, eps, take, stream);
+    int rc = kcuda_launch_status("gdn_seq_step");
+    if (rc < 0 || tiles == 1)
+        return rc;
+    dim3 grid(CEIL_DIV(NORM_BLOCKS, n_items), n_items);
+    gdn_seq_norm_kernel<<<grid, 256, 0, stream>>>(out, z, norm_w, items, n_v_heads, eps, take, 0);
+    return kcuda_launch_status("gdn_seq_norm");
 }
 
 int gdn_seq_step_cuda_tiles(float *out, float *state, float *snap, int n_snap, const float *qkv,
@@ -373,30 +713,15 @@ int gdn_seq_step_cuda_tiles(float *out, float *state, float *snap, int n_snap, c
                             int n_items, int n_k_heads, int n_v_heads, float eps, int tiles,
                             cudaStream_t stream)
 {
-    if (!out || !state || !qkv || !z || !a || !b || !a_log || !dt_bias || !norm_w || !items ||
-        n_items < 0 || n_items > 65535 || n_k_heads <= 0 || n_v_heads <= 0 ||
-        n_v_heads % n_k_heads || n_v_heads > 65535 || n_snap < 0 ||
+    if (!step_args_ok(out, state, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w, items, n_items,
+                      n_k_heads, n_v_heads) ||
         (tiles != 0 && tiles != 1 && tiles != 2 && tiles != 4))
         return ERR_INVAL;
     if (n_items == 0)
         return 0;
-    if (tiles == 0)
-        tiles = auto_tiles(n_items, n_v_heads);
-    if (tiles == 1)
-        launch_step<1>(out, state, snap, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w, items,
-                       n_items, n_k_heads, n_v_heads, eps, stream);
-    else if (tiles == 2)
-        launch_step<2>(out, state, snap, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w, items,
-                       n_items, n_k_heads, n_v_heads, eps, stream);
-    else
-        launch_step<4>(out, state, snap, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w, items,
-                       n_items, n_k_heads, n_v_heads, eps, stream);
-    int rc = kcuda_launch_status("gdn_seq_step");
-    if (rc < 0 || tiles == 1)
-        return rc;
-    dim3 grid(CEIL_DIV(NORM_BLOCKS, n_items), n_items);
-    gdn_seq_norm_kernel<<<grid, 256, 0, stream>>>(out, z, norm_w, items, n_v_heads, eps);
-    return kcuda_launch_status("gdn_seq_norm");
+    const chunk_take none = {0, 0, 0};
+    return run_serial(out, state, snap, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w, items,
+                      n_items, n_k_heads, n_v_heads, eps, tiles, none, stream);
 }
 
 int gdn_seq_step_cuda(float *out, float *state, float *snap, int n_snap, const float *qkv,
@@ -406,4 +731,70 @@ int gdn_seq_step_cuda(float *out, float *state, float *snap, int n_snap, const f
 {
     return gdn_seq_step_cuda_tiles(out, state, snap, n_snap, qkv, z, a, b, a_log, dt_bias,
                                    norm_w, items, n_items, n_k_heads, n_v_heads, eps, 0, stream);
+}
+
+size_t gdn_seq_chunk_ws_floats(int rows, int n_v_heads)
+{
+    return rows > 0 && n_v_heads > 0 ? (size_t)rows * (size_t)n_v_heads * WS_PER_ROW_HEAD : 0;
+}
+
+int gdn_seq_step_chunked_cuda(float *out, float *state, float *snap, int n_snap,
+                              const float *qkv, const float *z, const float *a, const float *b,
+                              const float *a_log, const float *dt_bias, const float *norm_w,
+                              const int32_t *items, int n_items, int n_k_heads, int n_v_heads,
+                              float eps, int chunk_min_rows, int max_rows, float *ws,
+                              int ws_rows, cudaStream_t stream)
+{
+    if (!step_args_ok(out, state, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w, items, n_items,
+                      n_k_heads, n_v_heads) ||
+        (chunk_min_rows > 0 && (!ws || ws_rows <= 0 || ((uintptr_t)ws) % 16 ||
+                                ((uintptr_t)out) % 16)))
+        return ERR_INVAL;
+    if (n_items == 0)
+        return 0;
+    const int nz = max_rows > 0 ? CEIL_DIV(max_rows, CR) : 0;
+    if (nz > 65535)
+        return ERR_INVAL;
+    chunk_take take = {chunk_min_rows, nz * CR, ws_rows};
+    if (chunk_min_rows <= 0 || max_rows < chunk_min_rows)
+        take.min_rows = 0; // no item long enough: the token-serial kernel alone
+    int rc = run_serial(out, state, snap, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w, items,
+                        n_items, n_k_heads, n_v_heads, eps, 0, take, stream);
+    if (rc < 0 || take.min_rows == 0)
+        return rc;
+    chunk_args ca;
+    ca.out = out;
+    ca.state = state;
+    ca.ws = ws;
+    ca.qkv = qkv;
+    ca.a = a;
+    ca.b = b;
+    ca.a_log = a_log;
+    ca.dt_bias = dt_bias;
+    ca.items = items;
+    ca.take = take;
+    ca.n_k_heads = n_k_heads;
+    ca.n_v_heads = n_v_heads;
+    cudaError_t e =
+        cudaFuncSetAttribute(reinterpret_cast<const void *>(&gdn_chunk_prep_kernel),
+                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)PREP_SMEM);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(reinterpret_cast<const void *>(&gdn_chunk_state_kernel),
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)STATE_SMEM);
+    if (e != cudaSuccess) {
+        LOG_ERR("kernel_launch_failed", "op=gdn_chunk err=\"%s\"", cudaGetErrorString(e));
+        return ERR_CUDA;
+    }
+    dim3 gp(n_v_heads, n_items, nz);
+    gdn_chunk_prep_kernel<<<gp, CHUNK_THREADS, PREP_SMEM, stream>>>(ca);
+    if ((rc = kcuda_launch_status("gdn_chunk_prep")) < 0)
+        return rc;
+    dim3 gs(n_v_heads * (D / CT), n_items);
+    gdn_chunk_state_kernel<<<gs, CHUNK_THREADS, STATE_SMEM, stream>>>(ca);
+    if ((rc = kcuda_launch_status("gdn_chunk_state")) < 0)
+        return rc;
+    dim3 gn(CEIL_DIV(NORM_BLOCKS, n_items), n_items);
+    gdn_seq_norm_kernel<<<gn, 256, 0, stream>>>(out, z, norm_w, items, n_v_heads, eps, take, 1);
+    return kcuda_launch_status("gdn_seq_norm");
 }

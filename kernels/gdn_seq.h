@@ -18,6 +18,7 @@
 #ifndef KERNELS_GDN_SEQ_H
 #define KERNELS_GDN_SEQ_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kstream.h"
@@ -62,6 +63,23 @@ int gdn_seq_step_cuda_tiles(float *out, float *state, float *snap, int n_snap, c
                             const float *dt_bias, const float *norm_w, const int32_t *items,
                             int n_items, int n_k_heads, int n_v_heads, float eps, int tiles,
                             cudaStream_t stream);
+
+/* The chunked form for items of many rows (prefill): the same results as gdn_seq_step_cuda (to
+ * fp32 rounding: a different order of operations) with the recurrence run a chunk of 64 rows at
+ * a time as small matrix products (kernels/gdn_seq.cu, "the chunked form"), not row after row.
+ * It takes the items of at least chunk_min_rows rows (> 0) without snapshots (snap = -1) whose
+ * rows lie below ws_rows; the others run the token-serial kernel as gdn_seq_step_cuda does.
+ * max_rows: the rows of the longest item (the grid's chunk count; an item longer than it runs
+ * token-serial). ws: device scratch of gdn_seq_chunk_ws_floats(ws_rows, n_v_heads)
+ * floats, 16-byte aligned, as is out. chunk_min_rows <= 0 (or max_rows below it): exactly
+ * gdn_seq_step_cuda, ws unused. Returns 0, ERR_INVAL, ERR_CUDA. */
+size_t gdn_seq_chunk_ws_floats(int rows, int n_v_heads);
+int gdn_seq_step_chunked_cuda(float *out, float *state, float *snap, int n_snap,
+                              const float *qkv, const float *z, const float *a, const float *b,
+                              const float *a_log, const float *dt_bias, const float *norm_w,
+                              const int32_t *items, int n_items, int n_k_heads, int n_v_heads,
+                              float eps, int chunk_min_rows, int max_rows, float *ws,
+                              int ws_rows, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -7,7 +7,12 @@
  *   moe_expert: 8 of 256 nvfp4/bf16 experts (2048 x 512), per token
  *   gdn_step / gdn_seq_step: the recurrence, state GB/s; gdn_seq_step also per row at a 512-row
  *          prefill, 1-row decode at 1 and 64 items and 4x4 rows (speculative verify), tiles 0/1/2/4
- * Usage: bench_kernels [quick]. Times are medians of CUDA-event timings. */
+ *   gdn_chunk: gdn_seq_step token-serial vs chunked (gdn_seq_step_chunked_cuda, every item taken)
+ *          at 1 item of 16 .. 2,048 rows, and one long item beside 63 one-row items; prints
+ *          "threshold gdn_chunk many_rows_from=N", the fewest rows from which chunked was faster
+ *          at every larger row count measured
+ * Usage: bench_kernels [quick|gdn]. gdn: the copy and the gdn_chunk lines only. Times are medians
+ * of CUDA-event timings. */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,7 +173,10 @@ static void bench_moe(int fmt, int n_tok, int path)
 struct gdn_arg {
     float *out, *st, *qkv, *z, *a, *b, *alog, *dtb, *nw;
     int32_t *items;            // gdn_seq_step: (n_items, GDN_SEQ_ITEM_INTS)
-    int n_seq, n_items, tiles; // gdn_step: n_seq; gdn_seq_step: n_items, tiles
+    int n_seq, n_items, tiles; // gdn_step: n_seq; gdn_seq_step: n_items, tiles; gdn_chunk:
+                               //  max_rows, n_items, chunk_min_rows
+    float *ws;                 // gdn_chunk: the chunked form's workspace of ws_rows rows
+    int ws_rows;
 };
 
 /* Device buffers of the model's GDN (16 q/k heads, 32 value heads) for n_slots states and
@@ -194,6 +202,7 @@ static void gdn_alloc(struct gdn_arg *g, size_t n_slots, size_t n_rows)
     cudaMemset(g->nw, 0x3c, 128 * 4);
     g->out = ktest_dev_alloc(n_rows * 4096 * 4);
     g->items = NULL;
+    g->ws = NULL;
 }
 
 static void gdn_free(struct gdn_arg *g)
@@ -257,6 +266,64 @@ static void bench_gdn_seq(int n_items, int rows, int tiles)
     gdn_free(&g);
 }
 
+static void run_gdn_chunk(void *p)
+{
+    struct gdn_arg *g = p;
+    gdn_seq_step_chunked_cuda(g->out, g->st, NULL, 0, g->qkv, g->z, g->a, g->b, g->alog, g->dtb,
+                              g->nw, g->items, g->n_items, 16, 32, 1e-6f, g->tiles, g->n_seq,
+                              g->ws, g->ws_rows, 0);
+}
+
+/* token-serial (chunk_min_rows 0) vs chunked (1: every item without snapshots) for n_items items:
+ * the first of rows rows, the others of 1 row; returns chunked / serial time */
+static double bench_gdn_chunk(int n_items, int rows)
+{
+    struct gdn_arg g;
+    const int total = rows + n_items - 1;
+    int32_t *it = malloc(sizeof(int32_t) * GDN_SEQ_ITEM_INTS * n_items);
+    for (int i = 0; i < n_items; i++) {
+        it[i * GDN_SEQ_ITEM_INTS] = i == 0 ? 0 : rows + i - 1;
+        it[i * GDN_SEQ_ITEM_INTS + 1] = i == 0 ? rows : 1;
+        it[i * GDN_SEQ_ITEM_INTS + 2] = i;
+        it[i * GDN_SEQ_ITEM_INTS + 3] = -1;
+    }
+    gdn_alloc(&g, n_items, (size_t)total);
+    /* varied gates: a decay of ~0.5 per row, beta ~0.7 */
+    cudaMemset(g.a, 0x3f, (size_t)total * 32 * 4);
+    g.items = ktest_dev_from(it, sizeof(int32_t) * GDN_SEQ_ITEM_INTS * n_items);
+    free(it);
+    g.n_items = n_items;
+    g.n_seq = rows; // max_rows
+    g.ws_rows = total;
+    g.ws = ktest_dev_alloc(gdn_seq_chunk_ws_floats(total, 32) * sizeof(float));
+    g.tiles = 0;
+    const double serial = ktest_time_us(run_gdn_chunk, &g, 3, 11);
+    g.tiles = 1;
+    const double chunked = ktest_time_us(run_gdn_chunk, &g, 3, 11);
+    printf("gdn_chunk items=%2d rows=%4d serial_us=%9.1f chunked_us=%8.1f ratio=%.2f\n", n_items,
+           rows, serial, chunked, chunked / serial);
+    ktest_free(g.ws);
+    gdn_free(&g);
+    return chunked / serial;
+}
+
+static void bench_gdn_chunks(void)
+{
+    static const int rows[] = { 16, 32, 48, 64, 96, 128, 256, 512, 1024, 2048 };
+    const int nr = (int)(sizeof rows / sizeof rows[0]);
+    int from = 0;
+    for (int i = 0; i < nr; i++)
+        if (bench_gdn_chunk(1, rows[i]) >= 1.0)
+            from = i + 1; // chunked not faster here: the threshold lies above
+    bench_gdn_chunk(64, 2048);
+    bench_gdn_chunk(64, 128);
+    if (from < nr)
+        printf("threshold gdn_chunk many_rows_from=%d\n", rows[from]);
+    else
+        printf("threshold gdn_chunk many_rows_from=none (chunked never faster up to %d rows)\n",
+               rows[nr - 1]);
+}
+
 struct attn_arg {
     float *out, *ws, *q, *g;
     uint16_t *kc, *vc;
@@ -308,6 +375,7 @@ static void bench_attn(int n_seq, int len)
 int main(int argc, char **argv)
 {
     int quick = argc > 1 && strcmp(argv[1], "quick") == 0;
+    const int gdn_only = argc > 1 && strcmp(argv[1], "gdn") == 0;
     struct copy_arg c;
     struct cudaDeviceProp prop;
     ktest_require_gpu();
@@ -324,6 +392,12 @@ int main(int argc, char **argv)
     printf("copy d2d 1 GiB: %.1f us  %.0f GB/s (read + write)\n", us, copy_bw);
     ktest_free(c.src);
     ktest_free(c.dst);
+    if (gdn_only) {
+        bench_gdn_chunks();
+        cudaError_t e = cudaDeviceSynchronize();
+        printf("done: %s\n", cudaGetErrorString(e));
+        return e == cudaSuccess ? 0 : 1;
+    }
 
     bench_gemv("large", KW_FMT_NVFP4, 32768, 8192);
     bench_gemv("lm_head", KW_FMT_NVFP4, 248320, 2048);
@@ -355,6 +429,7 @@ int main(int argc, char **argv)
         bench_gdn_seq(4, 4, t);
         bench_gdn_seq(64, 1, t);
     }
+    bench_gdn_chunks();
     bench_attn(1, 4096);
     bench_attn(1, 65536);
     bench_attn(8, 4096);

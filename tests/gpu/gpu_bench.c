@@ -3,7 +3,7 @@
  * same run.
  *   gpu_bench CONFIG.json [--prompt-len N[,N..]] [--gen N] [--batch B[,B..]] [--chunk R]
  *             [--graphs 0|1] [--json FILE] [--seed S] [--few-row-paths] [--grouped-small N]
- *             [--grouped-pipe64 0|1] [--dense-tiles N]
+ *             [--grouped-pipe64 -1|0|1] [--dense-tiles N] [--gdn-chunk N]
  *   gpu_bench CONFIG.json --roofline-only [--prompt-len ..] [--gen ..] [--batch ..]  (no GPU)
  * For every (batch, prompt length): B sequences get distinct pseudo-random prompts of N tokens,
  * prefilled together in steps of at most R rows (R/B per sequence; default R = 2048; the runner
@@ -22,9 +22,13 @@
  * many-row dispatch, for an A/B in the same run. --grouped-small N: moe_grouped with 16-row tiles
  * while a step's expert slots are at most N per expert (gpu_model_opts grouped_small; paths
  * "dispatch_t16N"); -1: 64-row tiles only (paths "dispatch_t64"), for an A/B against the
- * default (16-row tiles up to 16 slots per expert, paths "dispatch"). --grouped-pipe64 1: the
- * 64-row tiles of NVFP4 experts pipelined (gpu_model_opts grouped_pipe64; paths "dispatch_p64").
- * --dense-tiles N: NVFP4 dense layers on LINEAR_PATH_TILES up to N rows (paths "dispatch_dtN"). Exit 0 when every step ran and the last logits were finite. */
+ * default (16-row tiles up to 16 slots per expert, paths "dispatch"). --grouped-pipe64 -1: the
+ * 64-row tiles of NVFP4 experts on the plain kernel, not the pipelined one of the default
+ * (gpu_model_opts grouped_pipe64; paths "dispatch_p64off"). --dense-tiles N: NVFP4 dense layers on
+ * LINEAR_PATH_TILES from 9 up to N rows (paths "dispatch_dtN"; the default 32), -1: never (paths
+ * "dispatch_dtoff"). --gdn-chunk N: GDN items of at least N rows on the chunked recurrence
+ * (gpu_model_opts gdn_chunk; paths "dispatch_gcN"), -1: token-serial always ("dispatch_gcoff").
+ * Exit 0 when every step ran and the last logits were finite. */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime_api.h>
 #include <nvtx3/nvToolsExt.h>
@@ -60,6 +64,7 @@ struct bench_opts {
     int grouped_small; // gpu_model_opts.grouped_small (0 = the runner's default)
     int grouped_pipe64; // gpu_model_opts.grouped_pipe64
     int dense_tiles;    // gpu_model_opts.dense_tiles
+    int gdn_chunk;      // gpu_model_opts.gdn_chunk
     unsigned seed;
     const char *json;
     int roofline_only;
@@ -135,17 +140,20 @@ static int parse_args(struct bench_opts *o, int argc, char **argv)
                   "GEMV / moe_expert / attn_decode at every row count"),
         ARGS_INT("--grouped-small", "N", &o->grouped_small, -1, 4096,
                  "16-row expert tiles up to N slots per expert; -1: 64-row tiles only (default)"),
-        ARGS_INT("--grouped-pipe64", "0|1", &o->grouped_pipe64, 0, 1,
-                 "pipelined NVFP4 64-row expert tiles (0)"),
-        ARGS_INT("--dense-tiles", "N", &o->dense_tiles, 0, 65536,
-                 "NVFP4 dense layers on LINEAR_PATH_TILES up to N rows (0: off)"),
+        ARGS_INT("--grouped-pipe64", "-1|0|1", &o->grouped_pipe64, -1, 1,
+                 "pipelined NVFP4 64-row expert tiles: -1 off, 0 default (on), 1 on"),
+        ARGS_INT("--dense-tiles", "N", &o->dense_tiles, -1, 65536,
+                 "NVFP4 dense layers on LINEAR_PATH_TILES from 9 up to N rows (0: default 32, "
+                 "-1: never)"),
+        ARGS_INT("--gdn-chunk", "N", &o->gdn_chunk, -1, 1 << 20,
+                 "GDN items of at least N rows on the chunked recurrence (0: default, -1: never)"),
         ARGS_BOOL("--roofline-only", &roofline_only, "print the roofline lines and exit"),
     };
     const struct args_spec spec = {
         "gpu_bench",
         "CONFIG.json [--prompt-len N[,N..]] [--batch B[,B..]] [--gen N] [--chunk ROWS] "
         "[--graphs 0|1] [--json FILE] [--seed S] [--few-row-paths] [--grouped-small N] "
-        "[--grouped-pipe64 0|1] [--dense-tiles N] [--roofline-only]",
+        "[--grouped-pipe64 -1|0|1] [--dense-tiles N] [--gdn-chunk N] [--roofline-only]",
         opts, ARRAY_LEN(opts), NULL};
     int rc = args_parse(&spec, argc, argv);
     if (rc != 0)
@@ -363,9 +371,15 @@ static const char *paths_name(const struct bench_opts *o, char *buf, size_t len)
 {
     if (o->few_row_paths)
         return "few_row";
-    snprintf(buf, len, "dispatch%s", o->grouped_pipe64 ? "_p64" : "");
+    snprintf(buf, len, "dispatch%s", o->grouped_pipe64 < 0 ? "_p64off" : "");
     if (o->dense_tiles > 0)
         snprintf(buf + strlen(buf), len - strlen(buf), "_dt%d", o->dense_tiles);
+    else if (o->dense_tiles < 0)
+        snprintf(buf + strlen(buf), len - strlen(buf), "_dtoff");
+    if (o->gdn_chunk > 0)
+        snprintf(buf + strlen(buf), len - strlen(buf), "_gc%d", o->gdn_chunk);
+    else if (o->gdn_chunk < 0)
+        snprintf(buf + strlen(buf), len - strlen(buf), "_gcoff");
     if (o->grouped_small < 0)
         snprintf(buf + strlen(buf), len - strlen(buf), "_t64");
     else if (o->grouped_small > 0)
@@ -488,7 +502,8 @@ int main(int argc, char **argv)
                                  .prefill_attn = o.few_row_paths ? -1 : 0,
                                  .grouped_small = o.grouped_small,
                                  .grouped_pipe64 = o.grouped_pipe64,
-                                 .dense_tiles = o.dense_tiles };
+                                 .dense_tiles = o.dense_tiles,
+                                 .gdn_chunk = o.gdn_chunk };
     t0 = now_s();
     rc = gpu_model_create(&g, m, &go, err, sizeof err);
     const double t_up = now_s() - t0;

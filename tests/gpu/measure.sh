@@ -7,9 +7,10 @@
 #   tests/gpu/measure.sh [STAGE...]   stages (default: all but profile, in this order):
 #     tests    tests/gpu/run.sh --quick (build, kernel tests, ktest_gpu_model)
 #     tiles    bench_linear experts (expert tile modes incl. experts_tiles) and quick (dense_tiles)
-#     decode   gpu_bench, prompt 128, batch 8, 16, 64: default, --dense-tiles 64
-#     prefill  gpu_bench, batch 1, prompts 512, 2,048, 8,192: default, --grouped-pipe64 1 (the
-#              same tokens_hash expected: the pipelined tiles give the same bits)
+#     decode   gpu_bench, prompt 128, batch 8, 16, 64: default, --dense-tiles -1 (the tiles off)
+#     prefill  gpu_bench, batch 1, prompts 512, 2,048, 8,192: default, --gdn-chunk -1 (the GDN
+#              recurrence token-serial: tokens may differ, fp32 rounding of another order)
+#     gdn      bench_kernels gdn: token-serial vs chunked GDN recurrence by item rows (threshold)
 #     stack    tests/gpu/stack.sh at 64 streams (needs .gpu/stack, tests/gpu/stack_bundle.sh)
 #     profile  tests/gpu/profile.sh of a batch-64 decode step and a 2,048-token prefill
 # Env: BUILD_DIR ($PWD/build-gpudev), CONFIG (tests/configs/qwen3.6-35b-a3b-nvfp4.json),
@@ -33,10 +34,12 @@ note_lines() { local l; while IFS= read -r l; do note "$1" "$l"; done; }
 elapsed() { echo "$(( $(date +%s) - t_start )) s"; }
 
 build_benches() {
-  [ -x "$b/bin/gpu_bench" ] && [ -x "$b/bin/bench_linear" ] && return 0
+  [ -x "$b/bin/gpu_bench" ] && [ -x "$b/bin/bench_linear" ] && [ -x "$b/bin/bench_kernels" ] &&
+    return 0
   cmake -S "$root/tests/gpu" -B "$b" -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_WERROR="${TERN_WERROR:-OFF}" > "$logs/cfg.log" 2>&1 &&
-    cmake --build "$b" -j"$(nproc)" --target gpu_bench bench_linear > "$logs/build.log" 2>&1
+    cmake --build "$b" -j"$(nproc)" --target gpu_bench bench_linear bench_kernels \
+      > "$logs/build.log" 2>&1
 }
 
 # one gpu_bench run: NAME LIMIT ARGS...; its "bench" lines, trimmed, into the summary
@@ -71,12 +74,18 @@ for s in "${stages[@]}"; do
     decode)
       build_benches || { note decode "build failed"; continue; }
       bench decode 90 --prompt-len 128 --batch 8,16,64 --gen 64 --chunk 2048
-      bench decode_dt64 90 --prompt-len 128 --batch 8,16,64 --gen 64 --chunk 2048 --dense-tiles 64
+      bench decode_dtoff 90 --prompt-len 128 --batch 8,16,64 --gen 64 --chunk 2048 --dense-tiles -1
       ;;
     prefill)
       build_benches || { note prefill "build failed"; continue; }
       bench prefill 90 --prompt-len 512,2048,8192 --batch 1 --gen 32 --chunk 2048
-      bench prefill_p64 90 --prompt-len 512,2048,8192 --batch 1 --gen 32 --chunk 2048 --grouped-pipe64 1
+      bench prefill_gcoff 90 --prompt-len 512,2048,8192 --batch 1 --gen 32 --chunk 2048 --gdn-chunk -1
+      ;;
+    gdn)
+      build_benches || { note gdn "build failed"; continue; }
+      timeout 90 "$b/bin/bench_kernels" gdn > "$logs/bench_gdn.txt" 2>&1
+      note gdn "rc=$? ($(elapsed))"
+      note_lines "  gdn" < <(grep -E '^copy|^gdn_chunk|^threshold' "$logs/bench_gdn.txt")
       ;;
     stack)
       OUT=$logs STREAMS=64 POINT_TIMEOUT=100 timeout 150 "$root/tests/gpu/stack.sh" "$cfg" \
@@ -96,7 +105,7 @@ for s in "${stages[@]}"; do
       note_lines "  profile" < <(head -12 "$logs/profile_prefill.txt" 2>/dev/null)
       rm -f "$logs"/profile_*.csv
       ;;
-    *) echo "measure: unknown stage '$s' (tests tiles decode prefill stack profile)" >&2; exit 2 ;;
+    *) echo "measure: unknown stage '$s' (tests tiles decode prefill gdn stack profile)" >&2; exit 2 ;;
   esac
 done
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader \

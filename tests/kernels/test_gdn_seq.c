@@ -10,7 +10,9 @@
  * uses for gdn_step (fast-math exp/rsqrt, fp32 vs double reference, 128-term dot products); S
  * and its snapshots atol 3e-5 rtol 3e-4, three times test_gdn's 6-step bound because an item
  * here runs up to 70 updates in a row (fp32 rounding accumulates in S, damped by the decay; a
- * wrong row order or slot gives errors of order 1e-1). */
+ * wrong row order or slot gives errors of order 1e-1). The chunked form
+ * (gdn_seq_step_chunked_cuda) at the same tolerances, items up to 2,048 rows: its S after 2,048
+ * rows is damped by the decay, as the token-serial one is. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -217,6 +219,93 @@ static void run(const int *lens, int n_items, int hk, int hv, int kc, bool gpu)
     free(nw);
 }
 
+/* The chunked form (gdn_seq_step_chunked_cuda, GPU only) against gdn_seq_step_ref at the step
+ * tolerances: items of lens[i] rows, snapshots on those whose bit is set in snap_mask, items of at
+ * least min_rows rows without snapshots taken; extreme: strong decays (alpha down to ~1e-3) and
+ * beta near 0 and 1. The items it does not take match the token-serial launch bit for bit. */
+static void chunked(const int *lens, int n_items, int hk, int hv, int min_rows,
+                    unsigned snap_mask, bool extreme)
+{
+    const int ch = (2 * hk + hv) * D, n_slots = n_items + 2;
+    int32_t items[MAX_ITEMS * GDN_SEQ_ITEM_INTS];
+    int rows = 0, nsnap = 0, max_rows = 0;
+    for (int i = 0; i < n_items; i++) {
+        int32_t *it = items + i * GDN_SEQ_ITEM_INTS;
+        const bool sn = (snap_mask >> i) & 1u;
+        it[0] = rows, it[1] = lens[i], it[2] = n_slots - 1 - i, it[3] = sn ? nsnap : -1;
+        nsnap += sn ? lens[i] : 0;
+        rows += lens[i];
+        max_rows = lens[i] > max_rows ? lens[i] : max_rows;
+    }
+    const size_t R = (size_t)rows, vw = (size_t)hv * D, ss = (size_t)hv * D * D;
+    const size_t nss = (size_t)n_slots * ss, nsn = (size_t)(nsnap > 0 ? nsnap : 1) * ss;
+    float *qkv = malloc(R * ch * 4 + 4), *z = malloc(R * vw * 4 + 4), *a = malloc(R * hv * 4 + 4);
+    float *b = malloc(R * hv * 4 + 4), *alog = malloc(hv * 4), *dtb = malloc(hv * 4);
+    float *nw = malloc(D * 4), *st0 = malloc(nss * 4);
+    float *rout = calloc(R * vw + 1, 4), *rst = malloc(nss * 4), *rsn = calloc(nsn, 4);
+    float *gout = malloc(R * vw * 4 + 4), *gst = malloc(nss * 4), *gsn = malloc(nsn * 4);
+    float *cout_ = malloc(R * vw * 4 + 4), *cst = malloc(nss * 4), *csn = malloc(nsn * 4);
+    ktest_fill(qkv, R * ch, -2, 2);
+    ktest_fill(z, R * vw, -2, 2);
+    ktest_fill(a, R * hv, extreme ? 2 : -3, extreme ? 6 : 3);
+    ktest_fill(b, R * hv, -3, 3);
+    if (extreme)
+        for (size_t i = 0; i < R * hv; i += 3) {
+            b[i] = -9.0f;
+            if (i + 1 < R * hv)
+                b[i + 1] = 9.0f;
+        }
+    ktest_fill(alog, hv, extreme ? 0.5f : -2, 1);
+    ktest_fill(dtb, hv, -1, 1);
+    ktest_fill(nw, D, 0.5f, 1.5f);
+    ktest_fill(st0, nss, -0.1f, 0.1f);
+    memcpy(rst, st0, nss * 4);
+    CHECK_EQ_INT(gdn_seq_step_ref(rout, rst, rsn, nsnap, qkv, z, a, b, alog, dtb, nw, items,
+                                  n_items, hk, hv, 1e-6f), 0);
+    int32_t *ditems = ktest_dev_from(items, sizeof(int32_t) * n_items * GDN_SEQ_ITEM_INTS);
+    float *dqkv = ktest_dev_from(qkv, R * ch * 4 + 4), *dz = ktest_dev_from(z, R * vw * 4 + 4);
+    float *da = ktest_dev_from(a, R * hv * 4 + 4), *db = ktest_dev_from(b, R * hv * 4 + 4);
+    float *dalog = ktest_dev_from(alog, hv * 4), *ddtb = ktest_dev_from(dtb, hv * 4);
+    float *dnw = ktest_dev_from(nw, D * 4);
+    float *dws = ktest_dev_poison(gdn_seq_chunk_ws_floats(rows, hv));
+    float *zsn = calloc(nsn, 4);
+    for (int pass = 0; pass < 2; pass++) { /* 0: token-serial, 1: chunked */
+        float *dst = ktest_dev_from(st0, nss * 4), *dout = ktest_dev_poison(R * vw + 1);
+        float *dsn = ktest_dev_from(zsn, nsn * 4);
+        CHECK_EQ_INT(gdn_seq_step_chunked_cuda(dout, dst, nsnap ? dsn : NULL, nsnap, dqkv, dz, da,
+                                               db, dalog, ddtb, dnw, ditems, n_items, hk, hv,
+                                               1e-6f, pass ? min_rows : 0, max_rows, dws, rows,
+                                               0),
+                     0);
+        ktest_to_host(pass ? cout_ : gout, dout, R * vw * 4);
+        ktest_to_host(pass ? cst : gst, dst, nss * 4);
+        ktest_to_host(pass ? csn : gsn, dsn, nsn * 4);
+        ktest_free(dst), ktest_free(dout), ktest_free(dsn);
+    }
+    char what[128];
+    snprintf(what, sizeof what, "chunked rows=%d items=%d hk=%d hv=%d min_rows=%d%s", rows,
+             n_items, hk, hv, min_rows, extreme ? " extreme" : "");
+    printf("%s\n", what);
+    CHECK(ktest_compare("chunked out", cout_, rout, R * vw, 1e-4, 1e-3) == 0);
+    CHECK(ktest_compare("chunked S", cst, rst, nss, 3e-5, 3e-4) == 0);
+    if (nsnap)
+        CHECK(ktest_compare("chunked snap", csn, rsn, (size_t)nsnap * ss, 3e-5, 3e-4) == 0);
+    for (int i = 0; i < n_items; i++) { /* not taken: the token-serial bits */
+        const int32_t *it = items + i * GDN_SEQ_ITEM_INTS;
+        if (it[3] < 0 && it[1] >= min_rows && min_rows > 0)
+            continue;
+        CHECK(memcmp(cout_ + (size_t)it[0] * vw, gout + (size_t)it[0] * vw,
+                     (size_t)it[1] * vw * 4) == 0);
+        CHECK(memcmp(cst + (size_t)it[2] * ss, gst + (size_t)it[2] * ss, ss * 4) == 0);
+    }
+    CHECK(memcmp(csn, gsn, nsn * 4) == 0);
+    ktest_free(ditems), ktest_free(dqkv), ktest_free(dz), ktest_free(da), ktest_free(db);
+    ktest_free(dalog), ktest_free(ddtb), ktest_free(dnw), ktest_free(dws);
+    free(qkv), free(z), free(a), free(b), free(alog), free(dtb), free(nw), free(st0), free(rout);
+    free(rst), free(rsn), free(gout), free(gst), free(gsn), free(cout_), free(cst), free(csn);
+    free(zsn);
+}
+
 static void all(bool gpu)
 {
     ktest_seed(11);
@@ -245,6 +334,22 @@ int main(void)
     printf("cpu part: %s\n", test_result() == 0 ? "ok" : "FAIL");
     ktest_require_gpu();
     all(true);
+    { /* the chunked form: chunk boundaries (63, 64, 65, 128, 130 rows), short and snapshot
+       * items beside taken ones, strong decays and extreme betas, the model's heads, 2,048 rows */
+        const int c1[] = { 65, 3, 130, 64, 0, 63 }, c2[] = { 200 }, c3[] = { 1, 70, 2 };
+        const int c4[] = { 130 }, c5[] = { 2048, 1, 1 };
+        chunked(c1, 6, 1, 2, 64, 1u << 3, false);
+        chunked(c2, 1, 2, 4, 16, 0, true);
+        chunked(c3, 3, 2, 2, 1, 1u, false);
+        chunked(c4, 1, 16, 32, 64, 0, false);
+        chunked(c1, 6, 2, 4, 32, 0, true);
+        chunked(c5, 3, 16, 32, 64, 0, false);
+    }
+    CHECK_EQ_INT(gdn_seq_step_chunked_cuda((float *)8, (float *)8, NULL, 0, (float *)8, (float *)8,
+                                           (float *)8, (float *)8, (float *)8, (float *)8,
+                                           (float *)8, (int32_t *)8, 1, 2, 4, 1e-6f, 64, 128, NULL,
+                                           128, 0),
+                 ERR_INVAL);
     CHECK_EQ_INT(gdn_seq_step_cuda((float *)8, (float *)8, NULL, 0, (float *)8, (float *)8,
                                    (float *)8, (float *)8, (float *)8, (float *)8, (float *)8,
                                    (int32_t *)8, 1, 3, 4, 1e-6f, 0),

@@ -105,13 +105,33 @@ extern "C" const char *cudaGetErrorString(cudaError_t e)
     return e == cudaSuccess ? "no error" : "invalid configuration argument (emulated launch check)";
 }
 
+/* The largest dynamic shared memory opted into so far (any kernel: the emulator does not tell
+ * kernels apart here), at most an sm_120's 101,376 bytes, the smallest of the targets. */
+static int g_emu_smem_optin = 48 * 1024;
+
+extern "C" cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr,
+                                            int value)
+{
+    (void)func;
+    if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
+        if (value < 0 || value > 101376) {
+            fprintf(stderr, "emu: cudaFuncSetAttribute max dynamic smem %d refused (sm_120: "
+                            "101376)\n", value);
+            return cudaErrorInvalidValue;
+        }
+        if (value > g_emu_smem_optin)
+            g_emu_smem_optin = value;
+    }
+    return cudaSuccess;
+}
+
 void emu_launch_cfg(dim3 grid, dim3 block, size_t smem, const char *name,
                     const std::function<void()> &body)
 {
     const unsigned nt = block.x * block.y * block.z;
     if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 0x7fffffffu || grid.y > 65535 ||
         grid.z > 65535 || block.y != 1 || block.z != 1 || nt == 0 || nt > 1024 || nt % 32 ||
-        smem > 48 * 1024) {
+        smem > (size_t)g_emu_smem_optin) {
         fprintf(stderr, "emu: launch of %s refused grid=(%u,%u,%u) block=(%u,%u,%u) smem=%zu\n",
                 name, grid.x, grid.y, grid.z, block.x, block.y, block.z, smem);
         g_emu_bad_launches++;

@@ -133,6 +133,70 @@ static int run(const int *lens, int n_items, int hk, int hv, int kc, int cut)
     return bad || moved || diff || !auto_ok || rc;
 }
 
+/* The chunked form (gdn_seq_step_chunked_cuda) against the reference: items of lens[i] rows,
+ * snapshots on the items whose bit is set in snap_mask, chunk_min_rows min_rows; decay strong
+ * (alpha down to ~1e-3) and beta near 0 and 1 when extreme. Items the chunked form does not take
+ * (short, or with snapshots) must match the token-serial launch bit for bit; the taken ones the
+ * reference at the step tolerances (out atol 1e-4 rtol 1e-3, S atol 3e-5 rtol 3e-4). */
+static int run_chunked(const int *lens, int n_items, int hk, int hv, int min_rows,
+                       unsigned snap_mask, bool extreme)
+{
+    const int D = GDN_SEQ_HEAD_DIM, ch = (2 * hk + hv) * D, n_slots = n_items + 2;
+    std::vector<int32_t> items((size_t)n_items * GDN_SEQ_ITEM_INTS);
+    int rows = 0, nsnap = 0, max_rows = 0, taken = 0;
+    for (int i = 0; i < n_items; i++) {
+        int32_t *it = &items[(size_t)i * GDN_SEQ_ITEM_INTS];
+        const bool sn = (snap_mask >> i) & 1;
+        it[0] = rows, it[1] = lens[i], it[2] = n_slots - 1 - i, it[3] = sn ? nsnap : -1;
+        nsnap += sn ? lens[i] : 0;
+        rows += lens[i];
+        max_rows = std::max(max_rows, lens[i]);
+        taken += !sn && lens[i] >= min_rows && min_rows > 0;
+    }
+    const int n_snap = nsnap;
+    const size_t R = (size_t)rows, ss = (size_t)hv * D * D, vw = (size_t)hv * D;
+    const size_t ns1 = (size_t)(n_snap > 0 ? n_snap : 1);
+    float *qkv = fill(R * ch, -2, 2), *z = fill(R * vw, -2, 2);
+    float *a = extreme ? fill(R * hv, 2, 6) : fill(R * hv, -3, 3);
+    float *b = fill(R * hv, -3, 3);
+    if (extreme)
+        for (size_t i = 0; i < R * hv; i++) b[i] = (i % 3 == 0) ? -9.0f : (i % 3 == 1) ? 9.0f : b[i];
+    float *alog = extreme ? fill(hv, 0.5f, 1.0f) : fill(hv, -2, 1), *dtb = fill(hv, -1, 1), *nw = fill(D, 0.5f, 1.5f);
+    float *sst0 = fill(n_slots * ss, -0.1f, 0.1f), *ssn0 = fill(ns1 * ss, -9, -8);
+    float *rout = fill(R * vw, 0, 0), *rst = dup(sst0, n_slots * ss), *rsn = dup(ssn0, ns1 * ss);
+    int rc = gdn_seq_step_ref(rout, rst, rsn, n_snap, qkv, z, a, b, alog, dtb, nw, items.data(), n_items, hk, hv, 1e-6f);
+    int32_t *ditems = (int32_t *)emu_alloc(items.size() * 4);
+    memcpy(ditems, items.data(), items.size() * 4);
+    /* the token-serial launch */
+    float *sout = fill(R * vw, NAN, NAN), *sst = dup(sst0, n_slots * ss), *ssn = dup(ssn0, ns1 * ss);
+    rc |= gdn_seq_step_cuda(sout, sst, ssn, n_snap, qkv, z, a, b, alog, dtb, nw, ditems, n_items, hk, hv, 1e-6f, 0);
+    /* the chunked launch */
+    const size_t wsf = gdn_seq_chunk_ws_floats(rows, hv);
+    float *ws = fill(wsf, NAN, NAN);
+    float *cout_ = fill(R * vw, NAN, NAN), *cst = dup(sst0, n_slots * ss), *csn = dup(ssn0, ns1 * ss);
+    g_emu_launched.clear();
+    rc |= gdn_seq_step_chunked_cuda(cout_, cst, csn, n_snap, qkv, z, a, b, alog, dtb, nw, ditems, n_items, hk, hv,
+                                    1e-6f, min_rows, max_rows, ws, rows, 0);
+    const bool chunk_ran = g_emu_launched.find("gdn_chunk_prep_kernel;gdn_chunk_state_kernel;") != std::string::npos;
+    double e[3] = {0, 0, 0};
+    size_t bad = cmp("chunked out", cout_, rout, R * vw, 1e-4, 1e-3, &e[0]);
+    bad += cmp("chunked S", cst, rst, n_slots * ss, 3e-5, 3e-4, &e[1]);
+    if (n_snap) bad += cmp("chunked snap", csn, rsn, ns1 * ss, 3e-5, 3e-4, &e[2]);
+    size_t same = 0; /* the items not taken: bit for bit the token-serial launch */
+    for (int i = 0; i < n_items; i++) {
+        const int32_t *it = &items[(size_t)i * GDN_SEQ_ITEM_INTS];
+        if (it[3] < 0 && it[1] >= min_rows && min_rows > 0) continue;
+        same += memcmp(cout_ + (size_t)it[0] * vw, sout + (size_t)it[0] * vw, (size_t)it[1] * vw * 4) != 0;
+        same += memcmp(cst + (size_t)it[2] * ss, sst + (size_t)it[2] * ss, ss * 4) != 0;
+    }
+    if (n_snap) same += memcmp(csn, ssn, ns1 * ss * 4) != 0;
+    const bool f = bad || same || rc || chunk_ran != (taken > 0);
+    printf("gdn_seq emu chunked items=%d rows=%zu hk=%d hv=%d min_rows=%d taken=%d%s: max_err out/S/snap=%.2g/%.2g/%.2g "
+           "bad=%zu serial_items_differ=%zu launched=%s rc=%d %s\n", n_items, R, hk, hv, min_rows, taken,
+           extreme ? " extreme" : "", e[0], e[1], e[2], bad, same, g_emu_launched.c_str(), rc, f ? "FAIL" : "ok");
+    return f;
+}
+
 int main(int argc, char **argv)
 {
     const bool quick = argc > 1 && strcmp(argv[1], "quick") == 0;
@@ -155,6 +219,21 @@ int main(int argc, char **argv)
         f += run(l5i, 5, 16, 32, 4, 1); /* 160 (item, head) pairs: 2 tiles chosen */
         f += run(l9i, 9, 16, 32, 4, 2); /* 288 pairs: 1 tile chosen */
     }
+    {   /* the chunked form: chunk boundaries (63, 64, 65, 128, 130 rows), short and snapshot
+         * items beside taken ones, strong decays and extreme betas, the model's heads */
+        static const int c1[] = {65, 3, 130, 64, 0, 63}, c2[] = {200}, c3[] = {1, 70, 2};
+        f += run_chunked(c1, 6, 1, 2, 64, 0x1u << 3, false); /* the 64-row item has snapshots */
+        f += run_chunked(c2, 1, 2, 4, 16, 0, true);
+        f += run_chunked(c3, 3, 2, 2, 1, 0x1u, false);       /* min 1: every item without snapshots */
+        f += run_chunked(c3, 3, 2, 2, 0, 0, false);          /* min 0: nothing taken */
+        if (!quick) {
+            static const int c4[] = {130};
+            f += run_chunked(c4, 1, 16, 32, 64, 0, false);
+            f += run_chunked(c1, 6, 2, 4, 32, 0, true);
+            static const int c5[] = {2048, 1, 1};
+            f += run_chunked(c5, 3, 1, 2, 64, 0, false); /* a 2,048-row prefill: S over 32 chunks */
+        }
+    }
     /* launcher argument checks (nothing launched) */
     float *p = (float *)8;
     const int32_t *ip = (const int32_t *)8;
@@ -164,8 +243,10 @@ int main(int argc, char **argv)
     inval += gdn_seq_conv_cuda(p, p, NULL, 0, p, p, ip, 65536, 1, 16, 4, 0) == ERR_INVAL;
     inval += gdn_seq_conv_cuda(p, p, NULL, 0, p, p, ip, 0, 1, 16, 4, 0) == 0;
     inval += gdn_seq_step_cuda_tiles(p, p, NULL, 0, p, p, p, p, p, p, p, ip, 1, 2, 4, 1e-6f, 3, 0) == ERR_INVAL;
-    printf("gdn_seq emu launcher checks: %d/5 ok, refused launches=%d\n", inval, g_emu_bad_launches);
-    f += inval != 5 || g_emu_bad_launches != 0;
+    inval += gdn_seq_step_chunked_cuda(p, p, NULL, 0, p, p, p, p, p, p, p, ip, 1, 2, 4, 1e-6f, 64, 128, NULL, 128, 0) == ERR_INVAL;
+    inval += gdn_seq_step_chunked_cuda(p, p, NULL, 0, p, p, p, p, p, p, p, ip, 1, 2, 4, 1e-6f, 64, 128, (float *)4, 128, 0) == ERR_INVAL;
+    printf("gdn_seq emu launcher checks: %d/7 ok, refused launches=%d\n", inval, g_emu_bad_launches);
+    f += inval != 7 || g_emu_bad_launches != 0;
     printf("failures=%d\n", f);
     return f != 0;
 }

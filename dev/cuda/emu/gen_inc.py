@@ -174,4 +174,7 @@ for name in sorted(os.listdir(os.path.join(kdir, 'internal'))):
         write(os.path.join('internal', name), s)
 # whole files, launchers included (they run on the host through emu_launch_cfg)
 for name in ('gdn_seq', 'gemv', 'moe_expert'):
-    write(name + '_emu.inc', hostify(read(name + '.cu')))
+    s = hostify(read(name + '.cu'))
+    s = s.replace('extern __shared__ __align__(16) float csm[];', 'float *csm = (float *)g_emu_dyn_smem;')
+    assert 'extern __shared__' not in s, name
+    write(name + '_emu.inc', s)

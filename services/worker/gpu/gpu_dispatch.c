@@ -27,12 +27,24 @@ static const int DEFAULT_LM_ROWS[4] = { 0, 4, 9, 32 };
  * 64-row tiles only (experts: 96 / 96 / 64), for grouped_small = -1 */
 static const int DEFAULT_GROUPED_ROWS[4] = { 0, 24, 48, 9 };
 static const int DEFAULT_GROUPED_ROWS_T64[4] = { 0, 96, 96, 64 };
-/* 16-row tiles while slots <= this x experts: faster than 64-row tiles at every row count of the
- * sweep (up to 512 rows = 16 slots per expert of 256 at top-8; nvfp4 pipelined 539 vs 894 us
- * there, 383 vs 863 us at 256 rows); prefill chunks above that keep the 64-row tiles (not
- * measured with 16-row tiles beyond 512 rows) */
+/* 16-row tiles while slots <= this x max(experts, DEFAULT_GROUPED_SMALL_MIN_EXPERTS): faster
+ * than 64-row tiles at every row count of the sweep up to 512 rows (16 slots per expert of 256 at
+ * top-8; nvfp4 pipelined 326 vs 699 us at 64 rows, 540 vs 818 at 512, H200 2026-12-01) and
+ * slower from 1,024 rows (919 vs 861); the shared expert (a stack of 1) likewise up to 512 rows
+ * (34 vs 58 us at 64 rows, 48 vs 60 at 256, 69 vs 68 at 512, 120 vs 90 at 1,024), hence the
+ * floor of 32 experts: 512 slots */
 #define DEFAULT_GROUPED_SMALL 16
+#define DEFAULT_GROUPED_SMALL_MIN_EXPERTS 32
+/* NVFP4 dense layers on the pipelined W4A16 tiles (LINEAR_PATH_TILES) from 9 to 32 rows: 8192 x
+ * 2048 at 16 rows 18.2 us vs 33.9 (GEMV), at 24 26.7 vs 39.5 (dequant + cuBLASLt), at 32 26.1
+ * vs 36.6; at 8 rows 17.8 vs 16.3 (GEMV), at 64 40.0 vs 38.6 (cuBLASLt), H200 2026-12-01 */
+#define DEFAULT_DENSE_TILES_MIN 9
+#define DEFAULT_DENSE_TILES_MAX 32
 static const int DEFAULT_ROUTER_ROWS = 9;
+/* GDN items of at least this many rows take the chunked recurrence (64-row chunks as matrix
+ * products) instead of the token-serial kernel: one chunk's worth, not measured yet (bench_kernels
+ * gdn prints the crossover, "threshold gdn_chunk") */
+#define DEFAULT_GDN_CHUNK_ROWS 64
 
 static const char *const FMT_NAME[4] = { "?", "bf16", "fp8", "nvfp4" };
 
@@ -79,19 +91,27 @@ int gpu_dispatch_init(struct gpu_model *g, char *err, size_t errlen)
         d->grouped_rows[f] = gr < 0 ? INT_MAX : gr > 0 ? gr : grouped[f];
     }
     d->router_rows = gm < 0 ? INT_MAX : gm > 0 ? gm : DEFAULT_ROUTER_ROWS;
-    d->grouped_pipe64 = g->o.grouped_pipe64 > 0;
-    d->dense_tiles_max = g->o.dense_tiles > 0 ? g->o.dense_tiles : 0;
+    d->grouped_small_min_experts = DEFAULT_GROUPED_SMALL_MIN_EXPERTS;
+    /* the pipelined 64-row NVFP4 tiles: 0.83-0.95 of the plain kernel's time at every point of
+     * bench_linear's experts_tiles sweep (routed and shared, 16 to 4,096 rows), the same bits */
+    d->grouped_pipe64 = g->o.grouped_pipe64 >= 0;
+    const int dt = g->o.dense_tiles;
+    d->dense_tiles_min = gm > 0 ? gm : DEFAULT_DENSE_TILES_MIN;
+    d->dense_tiles_max = gm < 0 || dt < 0 ? 0 : dt > 0 ? dt : gm == 0 ? DEFAULT_DENSE_TILES_MAX : 0;
+    d->gdn_chunk_rows = g->o.gdn_chunk < 0 ? 0 : g->o.gdn_chunk > 0 ? g->o.gdn_chunk
+                                                                     : DEFAULT_GDN_CHUNK_ROWS;
     d->attn_prefill_rows = g->o.prefill_attn < 0 ? INT_MAX : 2;
     /* the tensor-core flash kernel (bench_attn: 2.5x the CUDA-core one at 2K-8K context) */
     d->attn_prefill_path = g->hd % 16 == 0 ? ATTN_PREFILL_PATH_MMA : ATTN_PREFILL_PATH_CORES;
-    snprintf(d->why, sizeof d->why, "%s%s%s%s%s%s",
-             gm == 0 && gr == 0 && gs == 0 && g->o.grouped_pipe64 <= 0 && g->o.dense_tiles <= 0
+    snprintf(d->why, sizeof d->why, "%s%s%s%s%s%s%s",
+             gm == 0 && gr == 0 && gs == 0 && g->o.grouped_pipe64 == 0 && dt == 0 &&
+                     g->o.gdn_chunk == 0
                  ? "measured defaults (docs/PERF.md)"
                  : "",
              gm != 0 ? " gemm_min_rows option" : "", gr != 0 ? " grouped_min_rows option" : "",
              gs != 0 ? " grouped_small option" : "",
-             g->o.grouped_pipe64 > 0 ? " grouped_pipe64 option" : "",
-             g->o.dense_tiles > 0 ? " dense_tiles option" : "");
+             g->o.grouped_pipe64 != 0 ? " grouped_pipe64 option" : "",
+             dt != 0 ? " dense_tiles option" : "", g->o.gdn_chunk != 0 ? " gdn_chunk option" : "");
     if (gm < 0)
         return 0; // no dense GEMM path: no cuBLASLt context
     int max_k;
@@ -125,14 +145,14 @@ static int linear_path(const struct gpu_model *g, const struct kweight *w, int n
     return g->lin && fmt_ok(w->fmt) && n >= rows[w->fmt] ? many : LINEAR_PATH_GEMV;
 }
 
-/* the dense-layer path: linear_path, or the NVFP4 tiles in their row range (dense_tiles_max) */
+/* the dense-layer path: the NVFP4 tiles in their row range (dense_tiles_min .. _max), else
+ * linear_path */
 static int dense_path(const struct gpu_model *g, const struct kweight *w, int n)
 {
-    const int p = linear_path(g, w, n, g->disp.gemm_rows, LINEAR_PATH_GEMM);
-    if (p == LINEAR_PATH_GEMM && w->fmt == KW_FMT_NVFP4 && n <= g->disp.dense_tiles_max &&
+    if (w->fmt == KW_FMT_NVFP4 && n >= g->disp.dense_tiles_min && n <= g->disp.dense_tiles_max &&
         linear_tiles_ok(w))
         return LINEAR_PATH_TILES;
-    return p;
+    return linear_path(g, w, n, g->disp.gemm_rows, LINEAR_PATH_GEMM);
 }
 
 int gpu_linear(struct gpu_model *g, float *y, const struct kweight *w, const float *x, int n)
@@ -169,7 +189,10 @@ int gpu_experts(struct gpu_model *g, float *out, const float *x, const int32_t *
     const int f = gate_up->fmt;
     if (fmt_ok(f) && n >= g->disp.grouped_rows[f]) {
         const int64_t small = g->disp.grouped_small_per_expert;
-        const int tiles = (int64_t)n * top_k <= small * n_experts ? MOE_GROUPED_TILE_ROWS_SMALL
+        const int64_t e = n_experts > g->disp.grouped_small_min_experts
+                              ? n_experts
+                              : g->disp.grouped_small_min_experts;
+        const int tiles = (int64_t)n * top_k <= small * e ? MOE_GROUPED_TILE_ROWS_SMALL
                           : g->disp.grouped_pipe64 ? MOE_GROUPED_TILE_ROWS | MOE_GROUPED_PIPE64
                                                    : MOE_GROUPED_TILE_ROWS;
         return moe_grouped_cuda_tiles(out, g->moe_ws, x, ids, weights, n, top_k, n_experts,
@@ -191,20 +214,67 @@ static const char *paths(char *buf, size_t len, const char *few, const char *man
     return buf;
 }
 
+/* the name of a dense path for the log */
+static const char *dense_name(int path, const struct kweight *w, bool split)
+{
+    if (path == LINEAR_PATH_TILES)
+        return "nvfp4_tiles";
+    if (path == LINEAR_PATH_GEMV)
+        return "gemv";
+    if (w->fmt == KW_FMT_BF16)
+        return split ? "gemm_cublaslt_split_x" : "gemm_cublaslt";
+    return split ? "dequant_bf16+gemm_cublaslt_split_x" : "dequant_bf16+gemm_cublaslt";
+}
+
+/* The dense path by row ranges, read from the dispatch itself (dense_path / linear_path at every
+ * row count where a threshold may change it): "rows<9:gemv,rows=9..32:nvfp4_tiles,rows>=33:.." */
 static void log_dense(const struct gpu_model *g, const char *cls, const struct kweight *w,
                       const int *rows, bool split)
 {
-    char b[192], many[96];
     if (!w || !w->data || !fmt_ok(w->fmt))
         return;
-    const int from = g->lin ? rows[w->fmt] : INT_MAX;
-    snprintf(many, sizeof many, "%sgemm_cublaslt%s", w->fmt == KW_FMT_BF16 ? "" : "dequant_bf16+",
-             split ? "_split_x" : "");
-    if (!split && w->fmt == KW_FMT_NVFP4 && g->disp.dense_tiles_max > 0 && linear_tiles_ok(w))
-        snprintf(many, sizeof many, "nvfp4_tiles up to %d rows, then dequant_bf16+gemm_cublaslt",
-                 g->disp.dense_tiles_max);
-    LOG_INFO("gpu_dispatch", "class=%s fmt=%s path=\"%s\"", cls, FMT_NAME[w->fmt],
-             paths(b, sizeof b, "gemv", many, from));
+    const int64_t cut[] = { 1, rows[w->fmt], g->disp.dense_tiles_min,
+                            (int64_t)g->disp.dense_tiles_max + 1 };
+    int64_t starts[5];
+    int ns = 0;
+    for (size_t i = 0; i < sizeof cut / sizeof cut[0]; i++) { // distinct sorted starts >= 1
+        if (cut[i] < 1 || cut[i] >= INT_MAX)
+            continue;
+        int j = ns;
+        while (j > 0 && starts[j - 1] > cut[i])
+            j--;
+        if (j > 0 && starts[j - 1] == cut[i])
+            continue;
+        memmove(&starts[j + 1], &starts[j], sizeof starts[0] * (size_t)(ns - j));
+        starts[j] = cut[i];
+        ns++;
+    }
+    int64_t s0[5];
+    int pp[5], np = 0;
+    for (int i = 0; i < ns; i++) { // the path at each start, equal neighbours merged
+        const int p = split ? linear_path(g, w, (int)starts[i], rows, LINEAR_PATH_GEMM_SPLIT)
+                            : dense_path(g, w, (int)starts[i]);
+        if (np > 0 && pp[np - 1] == p)
+            continue;
+        s0[np] = starts[i];
+        pp[np++] = p;
+    }
+    char b[256] = "";
+    size_t len = 0;
+    for (int k = 0; k < np && len < sizeof b; k++) {
+        const char *nm = dense_name(pp[k], w, split);
+        if (np == 1)
+            len += (size_t)snprintf(b + len, sizeof b - len, "%s", nm);
+        else if (k == 0)
+            len += (size_t)snprintf(b + len, sizeof b - len, "rows<%lld:%s", (long long)s0[1], nm);
+        else if (k == np - 1)
+            len += (size_t)snprintf(b + len, sizeof b - len, ",rows>=%lld:%s", (long long)s0[k],
+                                    nm);
+        else
+            len += (size_t)snprintf(b + len, sizeof b - len, ",rows=%lld..%lld:%s",
+                                    (long long)s0[k], (long long)s0[k + 1] - 1, nm);
+    }
+    LOG_INFO("gpu_dispatch", "class=%s fmt=%s path=\"%s\"", cls, FMT_NAME[w->fmt], b);
 }
 
 static void log_experts(const struct gpu_model *g, const char *cls, const struct kweight *w,
@@ -220,9 +290,9 @@ static void log_experts(const struct gpu_model *g, const char *cls, const struct
              g->disp.grouped_pipe64 && p_dn ? " down:pipelined_nvfp4" : "");
     if (g->disp.grouped_small_per_expert > 0)
         snprintf(many, sizeof many,
-                 "moe_grouped(16-row tiles%s%s while slots<=%dxexperts, else %s)",
+                 "moe_grouped(16-row tiles%s%s while slots<=%dxmax(experts,%d), else %s)",
                  p_gu ? " gate_up:pipelined_nvfp4" : "", p_dn ? " down:pipelined_nvfp4" : "",
-                 g->disp.grouped_small_per_expert, t64);
+                 g->disp.grouped_small_per_expert, g->disp.grouped_small_min_experts, t64);
     else
         snprintf(many, sizeof many, "moe_grouped(%s)", t64);
     LOG_INFO("gpu_dispatch", "class=%s fmt=%s path=\"%s\"", cls, FMT_NAME[w->fmt],
@@ -252,6 +322,11 @@ void gpu_dispatch_log(const struct gpu_model *g)
     if (L0->has_shared)
         log_experts(g, "shared_expert", &L0->sh_gate_up, &L0->sh_down);
     log_dense(g, "lm_head", &g->lm_head, g->disp.lm_rows, true);
+    if (gdn)
+        LOG_INFO("gpu_dispatch", "class=gdn_recurrence path=\"%s\" note=\"rows of one item; items "
+                 "with snapshots (verify windows) token-serial\"",
+                 paths(b, sizeof b, "gdn_seq_step", "gdn_chunked",
+                       g->disp.gdn_chunk_rows > 0 ? g->disp.gdn_chunk_rows : INT_MAX));
     LOG_INFO("gpu_dispatch", "class=attention_core path=\"%s\" note=\"main passes; the MTP "
              "pass attends row by row\" source=\"%s\"",
              paths(b, sizeof b, "attn_decode",

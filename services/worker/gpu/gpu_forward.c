@@ -68,10 +68,14 @@ static int gdn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_
     TRY(gpu_linear(g, g->ga, &L->a, g->x, n));
     TRY(gdn_seq_conv_cuda(g->mix, L->conv_state, L->conv_snap, g->n_snap, g->mix_raw, L->conv_w,
                           items, p->items, n, g->cd, g->kc, st));
+    /* long items (prefill) take the chunked recurrence; its workspace is the expert scratch,
+     * idle until this layer's MoE block (same stream) */
+    const int chunk = g->disp.gdn_chunk_rows;
     if (!g->gdn_pad) {
-        TRY(gdn_seq_step_cuda(g->go, L->ssm, L->ssm_snap, g->n_snap, g->mix, g->gz, g->ga, g->gb,
-                              L->a_log, L->dt_bias, L->gnorm, items, p->items, g->hk, g->hv,
-                              g->gdn_eps, st));
+        TRY(gdn_seq_step_chunked_cuda(g->go, L->ssm, L->ssm_snap, g->n_snap, g->mix, g->gz, g->ga,
+                                      g->gb, L->a_log, L->dt_bias, L->gnorm, items, p->items,
+                                      g->hk, g->hv, g->gdn_eps, chunk, p->max_n, g->moe_ws, g->R,
+                                      st));
     } else {
         const int D = GPU_GDN_D, wp = (2 * g->hk + g->hv) * D;
         if (g->dk == g->dv) {
@@ -86,9 +90,10 @@ static int gdn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_
             }
         }
         TRY(copy2d(g, g->z_p, D, g->gz, g->dv, g->dv, (int64_t)n * g->hv));
-        TRY(gdn_seq_step_cuda(g->o_p, L->ssm, L->ssm_snap, g->n_snap, g->qkv_p, g->z_p, g->ga,
-                              g->gb, L->a_log, L->dt_bias, L->gnorm, items, p->items, g->hk,
-                              g->hv, g->gdn_eps, st));
+        TRY(gdn_seq_step_chunked_cuda(g->o_p, L->ssm, L->ssm_snap, g->n_snap, g->qkv_p, g->z_p,
+                                      g->ga, g->gb, L->a_log, L->dt_bias, L->gnorm, items,
+                                      p->items, g->hk, g->hv, g->gdn_eps, chunk, p->max_n,
+                                      g->moe_ws, g->R, st));
         TRY(copy2d(g, g->go, g->dv, g->o_p, D, g->dv, (int64_t)n * g->hv));
     }
     return gpu_linear(g, g->y, &L->out, g->go, n);

@@ -50,10 +50,14 @@ struct gpu_dispatch {
     int router_rows;           // the router: fp32 cuBLASLt GEMM (router_f32) from this many rows
     int grouped_rows[4];       // expert stacks: moe_grouped from this many rows, else moe_expert
     int grouped_small_per_expert; // moe_grouped with 16-row tiles while slots (rows x top_k) <=
-                               //  this x the stack's experts, else 64-row tiles; 0 = never
+                               //  this x max(the stack's experts, grouped_small_min_experts),
+                               //  else 64-row tiles; 0 = never
+    int grouped_small_min_experts; // (a shared expert is a stack of 1)
     int grouped_pipe64;        // 64-row tiles with MOE_GROUPED_PIPE64 (NVFP4 weights)
-    int dense_tiles_max;       // NVFP4 dense weights: LINEAR_PATH_TILES from gemm_rows up to
-                               //  this many rows (0 = never)
+    int dense_tiles_min;       // NVFP4 dense weights: LINEAR_PATH_TILES from this many rows up to
+    int dense_tiles_max;       //  this many (0 = never), outside: gemm_rows as for the others
+    int gdn_chunk_rows;        // GDN items of at least this many rows (no snapshots) run the
+                               //  chunked recurrence (0 = never), the others token-serial
     int attn_prefill_rows;     // items of at least this many rows attend through attn_prefill
                                //  (all items of the pass, one launch); else attn_decode per row
     int attn_prefill_path;     // enum attn_prefill_path of that launch (MMA when head_dim % 16 == 0)

@@ -12,6 +12,7 @@
 #include "common/kv_plan.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "gdn_seq.h"
 #include "kv_write.h"
 #include "model/dtype.h"
 #include "model/kv_geom.h"
@@ -511,9 +512,13 @@ static int alloc_acts(struct gpu_model *g, char *err, size_t errlen)
     g->sh_logits = act(g, B * 2);
     g->sh_w = act(g, B * 2);
     g->sh_ids = (int32_t *)act(g, B * 2);
+    /* the expert kernels' scratch, also the chunked GDN recurrence's (gdn_mixer: used before
+     * the layer's MoE block on the same stream) */
     size_t ws = gpu_experts_ws_floats((int)B, g->K, g->E, g->I, g->H);
-    size_t ws2 = gpu_experts_ws_floats((int)B, 2, 1, g->Is > 0 ? g->Is : 8, g->H);
-    g->moe_ws = act(g, (int64_t)(ws > ws2 ? ws : ws2));
+    const size_t ws2 = gpu_experts_ws_floats((int)B, 2, 1, g->Is > 0 ? g->Is : 8, g->H);
+    const size_t ws3 = gdn_seq_chunk_ws_floats((int)B, g->hv);
+    ws = ws > ws2 ? ws : ws2;
+    g->moe_ws = act(g, (int64_t)(ws > ws3 ? ws : ws3));
     g->xl = act(g, L * H);
     g->logits = act(g, L * g->V);
     g->argmax_ids = (int32_t *)act(g, L);

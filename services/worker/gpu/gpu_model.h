@@ -47,17 +47,20 @@ struct gpu_model_opts {
     int grouped_min_rows; // expert blocks of at least this many rows run as grouped GEMMs
                           //  (kernels/moe_grouped.h): 0 = default, -1 = never
     int grouped_small;    // those grouped GEMMs use 16-row tiles while the slots (rows x top_k)
-                          //  are at most this many per expert of the stack (few rows each, e.g.
-                          //  a decode batch), 64-row tiles otherwise: 0 = the default (16 per
-                          //  expert, gpu_dispatch.c), -1 = never (64-row tiles always, and the
-                          //  grouped_min_rows defaults measured for them)
-    int grouped_pipe64;   // 1: the 64-row tiles of NVFP4 experts run the pipelined kernel
-                          //  (MOE_GROUPED_PIPE64; same results); 0 = the default (off until
-                          //  bench_linear experts_tiles measures it faster)
-    int dense_tiles;      // > 0: NVFP4 dense weights (not the lm_head) with linear_tiles_ok take
-                          //  LINEAR_PATH_TILES (the pipelined W4A16 tiles, no decoded copy) from
-                          //  the GEMM threshold up to this many rows; 0 = off (the default until
-                          //  bench_linear's dense_tiles lines show it faster)
+                          //  are at most this many per expert of the stack (counting at least
+                          //  32 experts: a shared expert too up to 512 rows), 64-row tiles
+                          //  otherwise: 0 = the default (16, gpu_dispatch.c), -1 = never (64-row
+                          //  tiles always, and the grouped_min_rows defaults measured for them)
+    int grouped_pipe64;   // the 64-row tiles of NVFP4 experts run the pipelined kernel
+                          //  (MOE_GROUPED_PIPE64; same results): 0 = the default (on), 1 = on,
+                          //  -1 = off (the plain kernel)
+    int dense_tiles;      // NVFP4 dense weights (not the lm_head) with linear_tiles_ok take
+                          //  LINEAR_PATH_TILES (the pipelined W4A16 tiles, no decoded copy) from 9
+                          //  rows (gemm_min_rows when that is > 0) up to this many: 0 = the
+                          //  default (32; none when gemm_min_rows is set), -1 = never
+    int gdn_chunk;        // items of at least this many rows without snapshots (prefill) run
+                          //  the GDN recurrence in its chunked form (gdn_seq_step_chunked_cuda),
+                          //  fewer token by token: 0 = the default (gpu_dispatch.c), -1 = never
     int prefill_attn;     // items of several rows attend through attn_prefill: 0 = yes (from 2
                           //  rows), -1 = no (attn_decode one query row at a time)
     double mem_util;      // > 0 (at most 1): size the pool from the device's memory, as vLLM's

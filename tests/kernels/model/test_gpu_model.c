@@ -70,7 +70,8 @@
 
 #define TOL 1e-2
 #define TOL_FP8 2e-2
-/* "+gemm" (the many-row paths on every row): activations rounded to bf16 (2^-9 relative, 4x the
+/* "+gemm" (the many-row paths on every row, the chunked GDN recurrence on every item of the
+ * main passes without snapshots): activations rounded to bf16 (2^-9 relative, 4x the
  * fp16 rounding of the NVFP4 GEMV) before every dense GEMM and grouped expert GEMM; measured
  * 1.2-1.4e-2 on the random-weight small_nvfp4 on the H200, below 1e-2 on the fixtures run so.
  * A wrong tile, chunk or scale gives errors of order 1. (The router GEMM is fp32.) */
@@ -84,6 +85,9 @@ static int kv_fp8; /* 1: the runner stores K/V as e4m3 (KV_DTYPE_FP8), the CPU p
  * tensor-core GEMMs from them, attn_prefill for items of several rows); 1: the many-row paths
  * from one row ("+gemm"); -1: the few-row paths at every row count ("+gemv") */
 static int dispatch;
+/* 1: dense layers and experts on the few-row kernels (GEMV, moe_expert: fp32 activations) at
+ * every row count, attention as dispatched; for the random-weight small_nvfp4 (run_dummy) */
+static int few_linear;
 
 /* Append the rows of ref.json entry key ({"file", "shape": [rows, V]}) to dst; rows read. */
 static int read_rows(const char *dir, const cJSON *ref, const char *key, int V, float *dst)
@@ -397,8 +401,10 @@ static void run_model(const char *name, struct model *m, const int32_t *seq, int
     struct gpu_model_opts o = { .n_slots = 4, .max_model_len = MAX_LEN, .block_tokens = 4,
                                 .graphs = graphs, .max_rows = 3 * MAX_LEN,
                                 .kv_dtype = kv_fp8 ? KV_DTYPE_FP8 : KV_DTYPE_AUTO,
-                                .gemm_min_rows = dispatch, .grouped_min_rows = dispatch,
-                                .prefill_attn = dispatch < 0 ? -1 : 0 };
+                                .gemm_min_rows = few_linear ? -1 : dispatch,
+                                .grouped_min_rows = few_linear ? -1 : dispatch,
+                                .prefill_attn = dispatch < 0 ? -1 : 0,
+                                .gdn_chunk = dispatch };
     const enum kv_store store = kv_fp8 ? STORE_E4M3 : STORE_BF16;
     const double tol = kv_fp8 ? TOL_FP8 : dispatch > 0 ? TOL_GEMM : TOL;
     int rc = gpu_model_create(&g, m, &o, err, sizeof err);
@@ -643,7 +649,17 @@ static void run_dummy(const char *src, const char *name)
     char label[64];
     snprintf(label, sizeof label, "%s%s%s", name, graphs ? "+graphs" : "",
              dispatch > 0 ? "+gemm" : dispatch < 0 ? "+gemv" : "");
+    /* Its random router meets near-tie expert choices, so the many-row paths' bf16 activations
+     * (every grouped expert GEMM from 9 rows on) flip a route: on the H200 (2026-12-01) slot 0
+     * gave a 0.356 logit error at one position, and 0.012 elsewhere, when its mixed steps of
+     * 17-40 rows took them; the trained fixtures, which have no such ties, check those paths at
+     * the default dispatch and forced on every row, and ktest_moe_grouped / ktest_linear check
+     * the kernels against their references. Here the few-row kernels run every step. */
+    few_linear = 1;
+    printf("fixture=%s note: dense layers and experts on the few-row kernels at every row count "
+           "(random router: near-tie routes)\n", label);
     run_model(label, m, seq, 40, NULL, chunks, 6, 16, false);
+    few_linear = 0;
     model_destroy(m);
 }
 
