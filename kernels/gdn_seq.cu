@@ -360,33 +360,40 @@ static __host__ __device__ __forceinline__ int64_t ws_g(int64_t rows, int hv) { 
 #define WS_PER_ROW_HEAD (2 * D + CR + 1)
 
 /* Rows r0 .. r0+nc-1 of key head kh into qn / kn (pitch QP), normalised as stage_rows does;
- * rows nc .. CR-1 zero. Warp w takes rows w, w+8, ... */
+ * rows nc .. CR-1 zero. Warp w takes rows w, w+8, ..: all its loads issued before the first
+ * reduction (the staging is latency-bound otherwise: a chunk per block at a time). */
+#define ROWS_PER_WARP (CR / (CHUNK_THREADS / 32))
 static __device__ __forceinline__ void chunk_stage_qk(float *qn, float *kn, const float *qkv,
                                                       int64_t r0, int nc, int kh, int n_k_heads,
                                                       int64_t width)
 {
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    for (int t = w; t < CR; t += CHUNK_THREADS / 32) {
-        float qv[D / 32], kv[D / 32], sq = 0.0f, sk = 0.0f;
-        if (t < nc) { // uniform over the warp
-            const float *qr = qkv + (r0 + t) * width + (int64_t)kh * D;
+    float qv[ROWS_PER_WARP][D / 32], kv[ROWS_PER_WARP][D / 32];
 #pragma unroll
-            for (int i = 0; i < D / 32; i++) {
-                qv[i] = qr[lane + 32 * i];
-                kv[i] = qr[(int64_t)n_k_heads * D + lane + 32 * i];
-                sq += qv[i] * qv[i];
-                sk += kv[i] * kv[i];
-            }
-            const float iq = rsqrtf(warp_sum(sq) + 1e-6f), ik = rsqrtf(warp_sum(sk) + 1e-6f);
+    for (int u = 0; u < ROWS_PER_WARP; u++) {
+        const int t = w + u * (CHUNK_THREADS / 32);
+        const float *qr = qkv + (r0 + t) * width + (int64_t)kh * D;
 #pragma unroll
-            for (int i = 0; i < D / 32; i++) {
-                qn[t * QP + lane + 32 * i] = qv[i] * iq * rsqrtf((float)D);
-                kn[t * QP + lane + 32 * i] = kv[i] * ik;
-            }
-        } else {
+        for (int i = 0; i < D / 32; i++) {
+            qv[u][i] = t < nc ? qr[lane + 32 * i] : 0.0f;
+            kv[u][i] = t < nc ? qr[(int64_t)n_k_heads * D + lane + 32 * i] : 0.0f;
+        }
+    }
 #pragma unroll
-            for (int i = 0; i < D / 32; i++)
-                qn[t * QP + lane + 32 * i] = kn[t * QP + lane + 32 * i] = 0.0f;
+    for (int u = 0; u < ROWS_PER_WARP; u++) {
+        const int t = w + u * (CHUNK_THREADS / 32);
+        float sq = 0.0f, sk = 0.0f;
+#pragma unroll
+        for (int i = 0; i < D / 32; i++) {
+            sq += qv[u][i] * qv[u][i];
+            sk += kv[u][i] * kv[u][i];
+        }
+        /* rows past nc: zeros times a finite scale */
+        const float iq = rsqrtf(warp_sum(sq) + 1e-6f), ik = rsqrtf(warp_sum(sk) + 1e-6f);
+#pragma unroll
+        for (int i = 0; i < D / 32; i++) {
+            qn[t * QP + lane + 32 * i] = qv[u][i] * iq * rsqrtf((float)D);
+            kn[t * QP + lane + 32 * i] = kv[u][i] * ik;
         }
     }
 }
@@ -508,7 +515,7 @@ __global__ void __launch_bounds__(CHUNK_THREADS) gdn_chunk_prep_kernel(chunk_arg
 #define STATE_SMEM ((size_t)sizeof(float) * (2 * CR * QP + D * SPT + CR * SPT + 3 * CR))
 
 /* Block (value head j x column tile, item): the item's chunks in order; raw o to out. */
-__global__ void __launch_bounds__(CHUNK_THREADS) gdn_chunk_state_kernel(chunk_args p)
+__global__ void __launch_bounds__(CHUNK_THREADS, 2) gdn_chunk_state_kernel(chunk_args p)
 {
     extern __shared__ __align__(16) float csm[];
     float *qn = csm, *kn = qn + CR * QP, *Ss = kn + CR * QP, *Dm = Ss + D * SPT;
@@ -548,7 +555,7 @@ __global__ void __launch_bounds__(CHUNK_THREADS) gdn_chunk_state_kernel(chunk_ar
             dv[0] = u4.x, dv[1] = u4.y, dv[2] = u4.z, dv[3] = u4.w;
         }
         const float *wrow = p.ws + ws_w(wr, hv) + ((r0 + (t < nc ? t : 0)) * hv + j) * D;
-#pragma unroll 4
+#pragma unroll 8
         for (int kk = 0; kk < D; kk += 4) {
             const float4 w4 = *reinterpret_cast<const float4 *>(&wrow[kk]);
             const float4 q4 = *reinterpret_cast<const float4 *>(&qn[t * QP + kk]);
@@ -575,7 +582,8 @@ __global__ void __launch_bounds__(CHUNK_THREADS) gdn_chunk_state_kernel(chunk_ar
             const float eg = Eg[t];
             float o[4] = {eg * o1[0], eg * o1[1], eg * o1[2], eg * o1[3]};
             const float *prow = p.ws + ws_p(wr, hv) + ((r0 + t) * hv + j) * CR;
-            for (int i = 0; i <= t; i += 4) {
+#pragma unroll
+            for (int i = 0; i < CR; i += 4) { // P is 0 above the diagonal: no bound on t
                 const float4 p4 = *reinterpret_cast<const float4 *>(&prow[i]);
                 const float pv[4] = {p4.x, p4.y, p4.z, p4.w};
 #pragma unroll

@@ -42,9 +42,10 @@ static const int DEFAULT_GROUPED_ROWS_T64[4] = { 0, 96, 96, 64 };
 #define DEFAULT_DENSE_TILES_MAX 32
 static const int DEFAULT_ROUTER_ROWS = 9;
 /* GDN items of at least this many rows take the chunked recurrence (64-row chunks as matrix
- * products) instead of the token-serial kernel: one chunk's worth, not measured yet (bench_kernels
- * gdn prints the crossover, "threshold gdn_chunk") */
-#define DEFAULT_GDN_CHUNK_ROWS 64
+ * products) instead of the token-serial kernel: bench_kernels gdn, H200 2026-12-01, one item of
+ * the model's heads: chunked / serial 1.30 at 128 rows, 0.99 at 256 and 512, 0.76 at 2,048
+ * ("threshold gdn_chunk many_rows_from=256") */
+#define DEFAULT_GDN_CHUNK_ROWS 256
 
 static const char *const FMT_NAME[4] = { "?", "bf16", "fp8", "nvfp4" };
 
