@@ -132,6 +132,26 @@ static __device__ __forceinline__ float col_sum(float v)
     return v + __shfl_xor_sync(FULL, v, 16);
 }
 
+/* One warp, one row: the l2-normalised q (times 1/sqrt(D)) and k into qd / kd, lane l holding
+ * elements l, l+32, .. in qv / kv (the token-serial and chunked forms normalise alike). */
+static __device__ __forceinline__ void norm_qk_warp(float *qd, float *kd, const float (&qv)[D / 32],
+                                                    const float (&kv)[D / 32])
+{
+    const int lane = threadIdx.x & 31;
+    float sq = 0.0f, sk = 0.0f;
+#pragma unroll
+    for (int i = 0; i < D / 32; i++) {
+        sq += qv[i] * qv[i];
+        sk += kv[i] * kv[i];
+    }
+    const float iq = rsqrtf(warp_sum(sq) + 1e-6f), ik = rsqrtf(warp_sum(sk) + 1e-6f);
+#pragma unroll
+    for (int i = 0; i < D / 32; i++) {
+        qd[lane + 32 * i] = qv[i] * iq * rsqrtf((float)D);
+        kd[lane + 32 * i] = kv[i] * ik;
+    }
+}
+
 /* Shared memory of one block of gdn_seq_step_kernel<T>: a chunk of CH rows of the item. */
 template <int T> struct step_smem {
     static constexpr int COLS = D / T;          // value columns of the block
@@ -193,18 +213,7 @@ stage_rows(step_smem<T> &sm, const float *qkv, const float *z, const float *a, c
             const int t = w + (u0 + u) * NW;
             if (t >= nc) // uniform over the warp
                 break;
-            float sq = 0.0f, sk = 0.0f;
-#pragma unroll
-            for (int i = 0; i < D / 32; i++) {
-                sq += qv[u][i] * qv[u][i];
-                sk += kv[u][i] * kv[u][i];
-            }
-            const float iq = rsqrtf(warp_sum(sq) + 1e-6f), ik = rsqrtf(warp_sum(sk) + 1e-6f);
-#pragma unroll
-            for (int i = 0; i < D / 32; i++) {
-                sm.qn[t][lane + 32 * i] = qv[u][i] * iq * rsqrtf((float)D);
-                sm.kn[t][lane + 32 * i] = kv[u][i] * ik;
-            }
+            norm_qk_warp(sm.qn[t], sm.kn[t], qv[u], kv[u]);
             if (lane == 0) {
                 const float xa = av[u] + dtb;
                 const float sp = xa > 20.0f ? xa : log1pf(__expf(xa));
@@ -382,19 +391,7 @@ static __device__ __forceinline__ void chunk_stage_qk(float *qn, float *kn, cons
 #pragma unroll
     for (int u = 0; u < ROWS_PER_WARP; u++) {
         const int t = w + u * (CHUNK_THREADS / 32);
-        float sq = 0.0f, sk = 0.0f;
-#pragma unroll
-        for (int i = 0; i < D / 32; i++) {
-            sq += qv[u][i] * qv[u][i];
-            sk += kv[u][i] * kv[u][i];
-        }
-        /* rows past nc: zeros times a finite scale */
-        const float iq = rsqrtf(warp_sum(sq) + 1e-6f), ik = rsqrtf(warp_sum(sk) + 1e-6f);
-#pragma unroll
-        for (int i = 0; i < D / 32; i++) {
-            qn[t * QP + lane + 32 * i] = qv[u][i] * iq * rsqrtf((float)D);
-            kn[t * QP + lane + 32 * i] = kv[u][i] * ik;
-        }
+        norm_qk_warp(qn + t * QP, kn + t * QP, qv[u], kv[u]); // rows past nc: zeros
     }
 }
 
