@@ -17,7 +17,7 @@
 #include "internal/wdot.cuh"
 
 static_assert(MOE_GROUPED_TILE_ROWS == 64 && MOE_GROUPED_TILE_ROWS_SMALL == 16,
-              "the warp layouts (nvt_layout) are for 64- and 16-row tiles");
+              "the warp layouts (NVT_WM_DEFAULT) are for 64- and 16-row tiles");
 
 #define MG_BM_MIN MOE_GROUPED_TILE_ROWS_SMALL /* the scratch's tile list is sized for it */
 #define MG_BN 64 /* output columns per tile (gate_up: 32 gate + 32 up) */
@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(MG_PLAN_THREADS)
 }
 
 
-/* mma and warp layouts: nvt_mma, nvt_layout (internal/nvfp4_tile.cuh) */
+/* mma and warp layouts: nvt_mma, NVT_WM_DEFAULT (internal/nvfp4_tile.cuh) */
 
 /* GATE_UP: A = x rows of the tile's slots (fp32 -> bf16), W = gate_up (K = hidden), n_out =
  * inter, writes h (slots, inter) bf16. Else: A = h rows (bf16), W = down (K = inter), n_out =
@@ -164,7 +164,7 @@ template <bool GATE_UP, int BM, int BK>
 __global__ void __launch_bounds__(MG_THREADS)
     moe_grouped_gemm_kernel(const kweight w, mg_ws s, const float *x, int top_k, int n_out)
 {
-    constexpr int WM = nvt_layout<BM>::WM, WN = nvt_layout<BM>::WN;
+    constexpr int WM = NVT_WM_DEFAULT(BM), WN = MG_THREADS / 32 / WM;
     constexpr int MI = BM / WM / 16, NI = MG_BN / WN / 8; /* m16 / n8 tiles per warp */
     constexpr int PITCH = BK + 8; /* bf16 per shared row: conflict-free fragment loads */
     constexpr int TPR = BK / 8, RPP = MG_THREADS / TPR; /* threads per row, rows per pass */
@@ -307,7 +307,9 @@ int moe_grouped_cuda_tiles(float *out, float *ws, const float *x, const int32_t 
                            const struct kweight *gate_up, const struct kweight *down,
                            int accumulate, int tile_rows, cudaStream_t stream)
 {
-    const bool pipe64 = tile_rows == (MOE_GROUPED_TILE_ROWS | MOE_GROUPED_PIPE64);
+    const bool cols64 =
+        tile_rows == (MOE_GROUPED_TILE_ROWS | MOE_GROUPED_PIPE64 | MOE_GROUPED_PIPE64_COLS);
+    const bool pipe64 = cols64 || tile_rows == (MOE_GROUPED_TILE_ROWS | MOE_GROUPED_PIPE64);
     if (pipe64)
         tile_rows = MOE_GROUPED_TILE_ROWS;
     int rc = kweight_check_dev(gate_up);
@@ -359,12 +361,17 @@ int moe_grouped_cuda_tiles(float *out, float *ws, const float *x, const int32_t 
             moe_grouped_gemm_kernel<false, 16, MG_BK_SMALL>
                 <<<dn, MG_THREADS, 0, stream>>>(*down, s, nullptr, top_k, hidden);
     } else {
-        if (pipe64 && nvt_ok(gate_up))
+        if (cols64 && nvt_ok(gate_up))
+            nvfp4_tile_kernel<NVT_GATE_UP, 64, 1>
+                <<<gu, NVT_THREADS, 0, stream>>>(*gate_up, rg, inter);
+        else if (pipe64 && nvt_ok(gate_up))
             nvfp4_tile_kernel<NVT_GATE_UP, 64><<<gu, NVT_THREADS, 0, stream>>>(*gate_up, rg, inter);
         else
             moe_grouped_gemm_kernel<true, 64, MG_BK>
                 <<<gu, MG_THREADS, 0, stream>>>(*gate_up, s, x, top_k, inter);
-        if (pipe64 && nvt_ok(down))
+        if (cols64 && nvt_ok(down))
+            nvfp4_tile_kernel<NVT_DOWN, 64, 1><<<dn, NVT_THREADS, 0, stream>>>(*down, rg, hidden);
+        else if (pipe64 && nvt_ok(down))
             nvfp4_tile_kernel<NVT_DOWN, 64><<<dn, NVT_THREADS, 0, stream>>>(*down, rg, hidden);
         else
             moe_grouped_gemm_kernel<false, 64, MG_BK>

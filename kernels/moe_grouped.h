@@ -46,6 +46,10 @@ int moe_grouped_cuda(float *out, float *ws, const float *x, const int32_t *ids,
  * 64-row tiles of a weight run the pipelined NVFP4 kernel where moe_grouped_small_pipelined(w)
  * (K steps of 64; same results bit for bit); not the default until measured faster. */
 #define MOE_GROUPED_PIPE64 0x100
+/* With MOE_GROUPED_TILE_ROWS | MOE_GROUPED_PIPE64: the pipelined 64-row tiles with their 4 warps
+ * side by side (each 64 rows x 16 columns: every weight element decoded once per block, where the
+ * default 2 x 2 grid decodes each twice); the same results. Not measured yet. */
+#define MOE_GROUPED_PIPE64_COLS 0x200
 
 /* moe_grouped_cuda with the tile rows chosen: MOE_GROUPED_TILE_ROWS (| MOE_GROUPED_PIPE64) or
  * MOE_GROUPED_TILE_ROWS_SMALL (else ERR_INVAL; also when the small tiles of n_tok * top_k slots

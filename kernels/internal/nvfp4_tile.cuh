@@ -39,14 +39,11 @@ static __device__ __forceinline__ void nvt_mma(float *c, const uint32_t *a, cons
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-/* the warp grid of a BM-row tile over the NVT_BN output columns (4 warps) */
-template <int BM> struct nvt_layout;
-template <> struct nvt_layout<64> {
-    static constexpr int WM = 2, WN = 2;
-};
-template <> struct nvt_layout<16> {
-    static constexpr int WM = 1, WN = 4;
-};
+/* the warp grid of a BM-row tile over the NVT_BN output columns (4 warps): WM warp rows x
+ * 4 / WM warp columns. 16-row tiles: 1 x 4. 64-row tiles: 2 x 2 (the default: each warp 32 rows x
+ * 32 columns, both warp rows decoding the same weight columns) or 1 x 4 (each warp 64 rows x 16
+ * columns: every weight element decoded once per block, every A fragment loaded by all 4) */
+#define NVT_WM_DEFAULT(BM) ((BM) == 16 ? 1 : 2)
 
 /* The tile's outputs from the mma accumulators (also the epilogue of moe_grouped's plain tile
  * kernel): accumulator c of tile (mi, ni) is row wm*(BM/WM) + mi*16 + g + 8*(c/2), column
@@ -86,9 +83,10 @@ static __device__ __forceinline__ void nvt_store(const float (&acc)[MI][NI][4], 
 
 /* Same tiles, columns, fused SiLU*up epilogue and decode arithmetic (e4m3 x 2^14 x global scale,
  * then the e2m1 pair, rounded to bf16) as moe_grouped_gemm_kernel<., BM, .>, so the expert
- * results are the same bit for bit. 16-row tiles: warps 1 x 4 (each weight element decoded once
- * per block), K steps of 128, 3 (fp32 A) or 4 (bf16 A) stages. 64-row tiles: warps 2 x 2 (both
- * warp rows decode the same columns), K steps of 64, 2 or 3 stages. Preconditions (nvt_ok):
+ * results are the same bit for bit (at either warp grid: each output's mma chain over K is the
+ * same). 16-row tiles: warps 1 x 4 (each weight element decoded once per block), K steps of 128,
+ * 3 (fp32 A) or 4 (bf16 A) stages. 64-row tiles: warps WM x 4/WM (above), K steps of 64, 2 or 3
+ * stages. Preconditions (nvt_ok):
  * cols % 64 == 0, 32-element-aligned rows and experts, 4-byte-aligned scale rows; A 16-byte
  * aligned with K-element rows. Stage layout: codes NVT_BN x CPITCH bytes, scales NVT_BN x BK/16
  * bytes, then A: BM rows of fp32 or bf16, padded pitch. */
@@ -129,14 +127,15 @@ template <int MODE> static __device__ __forceinline__ int nvt_wrow(int row, int 
     return n0 + row < n_out ? n0 + row : -1;
 }
 
-template <int MODE, int BM>
+template <int MODE, int BM, int WM = NVT_WM_DEFAULT(BM)>
 __global__ void __launch_bounds__(NVT_THREADS)
     nvfp4_tile_kernel(const kweight w, const nvt_rows r, int n_out)
 {
     constexpr bool GATE_UP = MODE == NVT_GATE_UP;
     using S = nvt_shape<MODE, BM>;
     constexpr int NST = S::NST, BK = S::BK;
-    constexpr int WM = nvt_layout<BM>::WM, WN = nvt_layout<BM>::WN;
+    constexpr int WN = 4 / WM;
+    static_assert((WM == 1 || WM == 2) && BM % (16 * WM) == 0, "warp grid");
     constexpr int MI = BM / WM / 16, NI = NVT_BN / WN / 8;
     __shared__ __align__(16) uint8_t sm[NST * S::STAGE];
     int e, r0, nrows;

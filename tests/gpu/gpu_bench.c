@@ -3,7 +3,7 @@
  * same run.
  *   gpu_bench CONFIG.json [--prompt-len N[,N..]] [--gen N] [--batch B[,B..]] [--chunk R]
  *             [--graphs 0|1] [--json FILE] [--seed S] [--few-row-paths] [--grouped-small N]
- *             [--grouped-pipe64 -1|0|1] [--dense-tiles N] [--gdn-chunk N]
+ *             [--grouped-pipe64 -1|0|1|2] [--dense-tiles N] [--gdn-chunk N]
  *   gpu_bench CONFIG.json --roofline-only [--prompt-len ..] [--gen ..] [--batch ..]  (no GPU)
  * For every (batch, prompt length): B sequences get distinct pseudo-random prompts of N tokens,
  * prefilled together in steps of at most R rows (R/B per sequence; default R = 2048; the runner
@@ -24,7 +24,8 @@
  * "dispatch_t16N"); -1: 64-row tiles only (paths "dispatch_t64"), for an A/B against the
  * default (16-row tiles up to 16 slots per expert, paths "dispatch"). --grouped-pipe64 -1: the
  * 64-row tiles of NVFP4 experts on the plain kernel, not the pipelined one of the default
- * (gpu_model_opts grouped_pipe64; paths "dispatch_p64off"). --dense-tiles N: NVFP4 dense layers on
+ * (gpu_model_opts grouped_pipe64; paths "dispatch_p64off"); 2: pipelined with 1 x 4 warps
+ * (MOE_GROUPED_PIPE64_COLS; paths "dispatch_p64c"). --dense-tiles N: NVFP4 dense layers on
  * LINEAR_PATH_TILES from 9 up to N rows (paths "dispatch_dtN"; the default 32), -1: never (paths
  * "dispatch_dtoff"). --gdn-chunk N: GDN items of at least N rows on the chunked recurrence
  * (gpu_model_opts gdn_chunk; paths "dispatch_gcN"), -1: token-serial always ("dispatch_gcoff").
@@ -140,8 +141,9 @@ static int parse_args(struct bench_opts *o, int argc, char **argv)
                   "GEMV / moe_expert / attn_decode at every row count"),
         ARGS_INT("--grouped-small", "N", &o->grouped_small, -1, 4096,
                  "16-row expert tiles up to N slots per expert; -1: 64-row tiles only (default)"),
-        ARGS_INT("--grouped-pipe64", "-1|0|1", &o->grouped_pipe64, -1, 1,
-                 "pipelined NVFP4 64-row expert tiles: -1 off, 0 default (on), 1 on"),
+        ARGS_INT("--grouped-pipe64", "-1|0|1|2", &o->grouped_pipe64, -1, 2,
+                 "pipelined NVFP4 64-row expert tiles: -1 off, 0 default (on), 1 on, 2 on with "
+                 "1 x 4 warps"),
         ARGS_INT("--dense-tiles", "N", &o->dense_tiles, -1, 65536,
                  "NVFP4 dense layers on LINEAR_PATH_TILES from 9 up to N rows (0: default 32, "
                  "-1: never)"),
@@ -153,7 +155,7 @@ static int parse_args(struct bench_opts *o, int argc, char **argv)
         "gpu_bench",
         "CONFIG.json [--prompt-len N[,N..]] [--batch B[,B..]] [--gen N] [--chunk ROWS] "
         "[--graphs 0|1] [--json FILE] [--seed S] [--few-row-paths] [--grouped-small N] "
-        "[--grouped-pipe64 -1|0|1] [--dense-tiles N] [--gdn-chunk N] [--roofline-only]",
+        "[--grouped-pipe64 -1|0|1|2] [--dense-tiles N] [--gdn-chunk N] [--roofline-only]",
         opts, ARRAY_LEN(opts), NULL};
     int rc = args_parse(&spec, argc, argv);
     if (rc != 0)
@@ -371,7 +373,8 @@ static const char *paths_name(const struct bench_opts *o, char *buf, size_t len)
 {
     if (o->few_row_paths)
         return "few_row";
-    snprintf(buf, len, "dispatch%s", o->grouped_pipe64 < 0 ? "_p64off" : "");
+    snprintf(buf, len, "dispatch%s",
+             o->grouped_pipe64 < 0 ? "_p64off" : o->grouped_pipe64 == 2 ? "_p64c" : "");
     if (o->dense_tiles > 0)
         snprintf(buf + strlen(buf), len - strlen(buf), "_dt%d", o->dense_tiles);
     else if (o->dense_tiles < 0)

@@ -9,7 +9,8 @@
 #     tiles    bench_linear experts (expert tile modes incl. experts_tiles) and quick (dense_tiles)
 #     decode   gpu_bench, prompt 128, batch 8, 16, 64: default, --dense-tiles -1 (the tiles off)
 #     prefill  gpu_bench, batch 1, prompts 512, 2,048, 8,192: default, --gdn-chunk -1 (the GDN
-#              recurrence token-serial: tokens may differ, fp32 rounding of another order)
+#              recurrence token-serial: tokens may differ, fp32 rounding of another order),
+#              --grouped-pipe64 2 (the 64-row expert tiles at 1 x 4 warps: the same tokens_hash)
 #     gdn      bench_kernels gdn: token-serial vs chunked GDN recurrence by item rows (threshold)
 #     stack    tests/gpu/stack.sh at 64 streams (needs .gpu/stack, tests/gpu/stack_bundle.sh)
 #     profile  tests/gpu/profile.sh of a batch-64 decode step and a 2,048-token prefill
@@ -80,6 +81,7 @@ for s in "${stages[@]}"; do
       build_benches || { note prefill "build failed"; continue; }
       bench prefill 90 --prompt-len 512,2048,8192 --batch 1 --gen 32 --chunk 2048
       bench prefill_gcoff 90 --prompt-len 512,2048,8192 --batch 1 --gen 32 --chunk 2048 --gdn-chunk -1
+      bench prefill_p64c 90 --prompt-len 512,2048,8192 --batch 1 --gen 32 --chunk 2048 --grouped-pipe64 2
       ;;
     gdn)
       build_benches || { note gdn "build failed"; continue; }

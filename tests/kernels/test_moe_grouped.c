@@ -6,8 +6,9 @@
  * element |err| <= 2e-2 * max|ref| + 2e-2 * |ref|. Indexing, permutation or scale errors give
  * O(1) relative errors and fail both. Unwritten outputs stay NaN (poisoned buffers) and fail.
  * Determinism: a second run must match bit for bit. Every case runs with every tile mode
- * (MOE_GROUPED_TILE_ROWS 64, with MOE_GROUPED_PIPE64, and MOE_GROUPED_TILE_ROWS_SMALL 16) on the
- * same inputs and one reference (the CPU reference of the model-size cases is most of this
+ * (MOE_GROUPED_TILE_ROWS 64, with MOE_GROUPED_PIPE64, with MOE_GROUPED_PIPE64 |
+ * MOE_GROUPED_PIPE64_COLS, and MOE_GROUPED_TILE_ROWS_SMALL 16) on the same inputs and one
+ * reference; the three 64-row modes give the same bits (the CPU reference of the model-size cases is most of this
  * test's time). */
 #include <math.h>
 #include <stdio.h>
@@ -58,9 +59,11 @@ static void test_grouped(int fmt, int gu_scale, int dn_scale, int n_tok, int n_e
         amax = fabs(ref[i]) > amax ? fabs(ref[i]) : amax;
         sr += (double)ref[i] * ref[i];
     }
-    const int shapes[3] = { MOE_GROUPED_TILE_ROWS, MOE_GROUPED_TILE_ROWS_SMALL,
-                            MOE_GROUPED_TILE_ROWS | MOE_GROUPED_PIPE64 };
-    for (int t = 0; t < 3; t++) {
+    const int shapes[4] = { MOE_GROUPED_TILE_ROWS, MOE_GROUPED_TILE_ROWS_SMALL,
+                            MOE_GROUPED_TILE_ROWS | MOE_GROUPED_PIPE64,
+                            MOE_GROUPED_TILE_ROWS | MOE_GROUPED_PIPE64 | MOE_GROUPED_PIPE64_COLS };
+    float *got64 = malloc(nx * 4 + 4);
+    for (int t = 0; t < 4; t++) {
         const int bm = shapes[t];
         float *dout = accumulate ? ktest_dev_from(init, nx * 4) : ktest_dev_poison(nx);
         float *dws = ktest_dev_poison(wsf);
@@ -75,8 +78,9 @@ static void test_grouped(int fmt, int gu_scale, int dn_scale, int n_tok, int n_e
         snprintf(what, sizeof(what),
                  "moe_grouped bm=%d%s fmt=%d sc=%d/%d tok=%d E=%d k=%d H=%d I=%d acc=%d%s",
                  bm & 0xff,
-                 bm != MOE_GROUPED_TILE_ROWS && moe_grouped_small_pipelined(&gu.dev) ? " piped"
-                                                                                     : "",
+                 bm == MOE_GROUPED_TILE_ROWS || !moe_grouped_small_pipelined(&gu.dev) ? ""
+                 : bm & MOE_GROUPED_PIPE64_COLS                                      ? " piped 1x4"
+                                                                                     : " piped",
                  fmt, gu_scale, dn_scale, n_tok, n_exp, k, hidden, inter, accumulate,
                  skew ? " skew" : "");
         fprintf(stderr, "%s: rel_rms_err=%.2e max|ref|=%.3g\n", what, rel_rms, amax);
@@ -92,12 +96,17 @@ static void test_grouped(int fmt, int gu_scale, int dn_scale, int n_tok, int n_e
                      0);
         ktest_to_host(got2, dout, nx * 4);
         CHECK(memcmp(got, got2, nx * 4) == 0);
+        /* the 64-row modes (plain, pipelined, pipelined with 1 x 4 warps): the same bits */
+        if (t == 0)
+            memcpy(got64, got, nx * 4);
+        else if (t >= 2)
+            CHECK(memcmp(got, got64, nx * 4) == 0);
         ktest_free(dout), ktest_free(dws);
     }
     ktest_free(dx), ktest_free(dw), ktest_free(di);
     kw_pair_free(&gu);
     kw_pair_free(&dn);
-    free(x), free(w), free(init), free(ref), free(got), free(got2), free(ids);
+    free(x), free(w), free(init), free(ref), free(got), free(got2), free(got64), free(ids);
 }
 
 int main(void)

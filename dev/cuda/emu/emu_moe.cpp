@@ -72,7 +72,8 @@ static int run(int fmt, int gsk, int dsk, int n_tok, int E, int k, int H, int I,
     emu_launch(dim3(1), MG_PLAN_THREADS, [&] { moe_grouped_plan_kernel(s, ids, n_slots, E, bm); },
                sizeof(int) * (3 * (size_t)E + 1));
     /* as the launcher: the pipelined NVFP4 kernel where nvt_ok (the 16-row tiles always,
-     * the 64-row ones with MOE_GROUPED_PIPE64), each checked bit for bit against the plain
+     * the 64-row ones with MOE_GROUPED_PIPE64, also at 1 x 4 warps: MOE_GROUPED_PIPE64_COLS,
+     * checked bit for bit against the 2 x 2 grid), each checked bit for bit against the plain
      * kernel of the same tile on the same plan (which runs second and feeds the combine) */
     int piped = 0;
     nvt_rows rg;
@@ -88,6 +89,12 @@ static int run(int fmt, int gsk, int dsk, int n_tok, int E, int k, int H, int I,
             const size_t nh = (size_t)s.offsets[E] * I; /* rows of routed slots */
             uint16_t *h1 = (uint16_t *)malloc(nh * 2 + 2);
             memcpy(h1, s.h, nh * 2);
+            if (BM == 64) { /* MOE_GROUPED_PIPE64_COLS: warps 1 x 4, the same bits */
+                memset(s.h, 0xff, nh * 2);
+                emu_launch(dim3(CEIL_DIV(I, MG_BN / 2), tiles), MG_THREADS,
+                           [&] { nvfp4_tile_kernel<NVT_GATE_UP, BM, 1>(gu, rg, I); });
+                if (memcmp(h1, s.h, nh * 2)) { printf("  pipelined 1x4 gate_up differs from 2x2\n"); piped |= 4; }
+            }
             emu_launch(dim3(CEIL_DIV(I, MG_BN / 2), tiles), MG_THREADS,
                        [&] { moe_grouped_gemm_kernel<true, BM, BK>(gu, s, x, k, I); });
             if (memcmp(h1, s.h, nh * 2)) { printf("  pipelined gate_up differs from the plain kernel\n"); piped |= 4; }
@@ -103,6 +110,12 @@ static int run(int fmt, int gsk, int dsk, int n_tok, int E, int k, int H, int I,
             const size_t ny = (size_t)s.offsets[E] * H;
             float *y1 = (float *)malloc(ny * 4 + 4);
             memcpy(y1, s.ys, ny * 4);
+            if (BM == 64) {
+                for (size_t i = 0; i < ny; i++) s.ys[i] = NAN;
+                emu_launch(dim3(CEIL_DIV(H, MG_BN), tiles), MG_THREADS,
+                           [&] { nvfp4_tile_kernel<NVT_DOWN, BM, 1>(dn, rg, H); });
+                if (memcmp(y1, s.ys, ny * 4)) { printf("  pipelined 1x4 down differs from 2x2\n"); piped |= 4; }
+            }
             emu_launch(dim3(CEIL_DIV(H, MG_BN), tiles), MG_THREADS,
                        [&] { moe_grouped_gemm_kernel<false, BM, BK>(dn, s, nullptr, k, H); });
             if (memcmp(y1, s.ys, ny * 4)) { printf("  pipelined down differs from the plain kernel\n"); piped |= 4; }

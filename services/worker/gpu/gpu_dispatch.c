@@ -96,6 +96,7 @@ int gpu_dispatch_init(struct gpu_model *g, char *err, size_t errlen)
     /* the pipelined 64-row NVFP4 tiles: 0.83-0.95 of the plain kernel's time at every point of
      * bench_linear's experts_tiles sweep (routed and shared, 16 to 4,096 rows), the same bits */
     d->grouped_pipe64 = g->o.grouped_pipe64 >= 0;
+    d->grouped_pipe64_cols = g->o.grouped_pipe64 == 2; // not measured yet: opt-in
     const int dt = g->o.dense_tiles;
     d->dense_tiles_min = gm > 0 ? gm : DEFAULT_DENSE_TILES_MIN;
     d->dense_tiles_max = gm < 0 || dt < 0 ? 0 : dt > 0 ? dt : gm == 0 ? DEFAULT_DENSE_TILES_MAX : 0;
@@ -194,6 +195,8 @@ int gpu_experts(struct gpu_model *g, float *out, const float *x, const int32_t *
                               ? n_experts
                               : g->disp.grouped_small_min_experts;
         const int tiles = (int64_t)n * top_k <= small * e ? MOE_GROUPED_TILE_ROWS_SMALL
+                          : g->disp.grouped_pipe64_cols ? MOE_GROUPED_TILE_ROWS | MOE_GROUPED_PIPE64 |
+                                                              MOE_GROUPED_PIPE64_COLS
                           : g->disp.grouped_pipe64 ? MOE_GROUPED_TILE_ROWS | MOE_GROUPED_PIPE64
                                                    : MOE_GROUPED_TILE_ROWS;
         return moe_grouped_cuda_tiles(out, g->moe_ws, x, ids, weights, n, top_k, n_experts,
@@ -286,9 +289,12 @@ static void log_experts(const struct gpu_model *g, const char *cls, const struct
         return;
     char many[256], t64[96];
     const int p_gu = moe_grouped_small_pipelined(w), p_dn = moe_grouped_small_pipelined(down);
-    snprintf(t64, sizeof t64, "64-row tiles%s%s",
+    const char *w14 = g->disp.grouped_pipe64_cols ? "(1x4_warps)" : "";
+    snprintf(t64, sizeof t64, "64-row tiles%s%s%s%s",
              g->disp.grouped_pipe64 && p_gu ? " gate_up:pipelined_nvfp4" : "",
-             g->disp.grouped_pipe64 && p_dn ? " down:pipelined_nvfp4" : "");
+             g->disp.grouped_pipe64 && p_gu ? w14 : "",
+             g->disp.grouped_pipe64 && p_dn ? " down:pipelined_nvfp4" : "",
+             g->disp.grouped_pipe64 && p_dn ? w14 : "");
     if (g->disp.grouped_small_per_expert > 0)
         snprintf(many, sizeof many,
                  "moe_grouped(16-row tiles%s%s while slots<=%dxmax(experts,%d), else %s)",

@@ -53,7 +53,8 @@ struct gpu_model_opts {
                           //  tiles always, and the grouped_min_rows defaults measured for them)
     int grouped_pipe64;   // the 64-row tiles of NVFP4 experts run the pipelined kernel
                           //  (MOE_GROUPED_PIPE64; same results): 0 = the default (on), 1 = on,
-                          //  -1 = off (the plain kernel)
+                          //  2 = on with its 4 warps side by side (MOE_GROUPED_PIPE64_COLS, not
+                          //  measured yet), -1 = off (the plain kernel)
     int dense_tiles;      // NVFP4 dense weights (not the lm_head) with linear_tiles_ok take
                           //  LINEAR_PATH_TILES (the pipelined W4A16 tiles, no decoded copy) from 9
                           //  rows (gemm_min_rows when that is > 0) up to this many: 0 = the
