@@ -63,7 +63,7 @@ for s in "${stages[@]}"; do
       ;;
     tiles)
       build_benches || { note tiles "build failed (see logs)"; continue; }
-      timeout 120 "$b/bin/bench_linear" experts > "$logs/bench_linear_experts.txt" 2>&1
+      timeout 180 "$b/bin/bench_linear" experts > "$logs/bench_linear_experts.txt" 2>&1
       note tiles "experts rc=$? ($(elapsed))"
       note_lines "  tiles" < <(grep -E '^threshold|^experts_tiles' "$logs/bench_linear_experts.txt" |
         sed -E 's/shape=E256xK8xI512xH2048 //')
