@@ -8,6 +8,7 @@
 #include "gpu_internal.h"
 
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -148,18 +149,19 @@ static int linear_path(const struct gpu_model *g, const struct kweight *w, int n
 }
 
 /* the dense-layer path: the NVFP4 tiles in their row range (dense_tiles_min .. _max), else
- * linear_path */
-static int dense_path(const struct gpu_model *g, const struct kweight *w, int n)
+ * linear_path; x_ok: x is 16-byte aligned, as the tiles need (every step buffer is) */
+static int dense_path(const struct gpu_model *g, const struct kweight *w, int n, bool x_ok)
 {
     if (w->fmt == KW_FMT_NVFP4 && n >= g->disp.dense_tiles_min && n <= g->disp.dense_tiles_max &&
-        linear_tiles_ok(w))
+        x_ok && linear_tiles_ok(w))
         return LINEAR_PATH_TILES;
     return linear_path(g, w, n, g->disp.gemm_rows, LINEAR_PATH_GEMM);
 }
 
 int gpu_linear(struct gpu_model *g, float *y, const struct kweight *w, const float *x, int n)
 {
-    return linear_cuda(g->lin, y, w, 0, x, n, dense_path(g, w, n), g->stream);
+    return linear_cuda(g->lin, y, w, 0, x, n, dense_path(g, w, n, ((uintptr_t)x) % 16 == 0),
+                       g->stream);
 }
 
 int gpu_lm_head(struct gpu_model *g, float *y, const float *x, int n)
@@ -257,7 +259,7 @@ static void log_dense(const struct gpu_model *g, const char *cls, const struct k
     int pp[5], np = 0;
     for (int i = 0; i < ns; i++) { // the path at each start, equal neighbours merged
         const int p = split ? linear_path(g, w, (int)starts[i], rows, LINEAR_PATH_GEMM_SPLIT)
-                            : dense_path(g, w, (int)starts[i]);
+                            : dense_path(g, w, (int)starts[i], true);
         if (np > 0 && pp[np - 1] == p)
             continue;
         s0[np] = starts[i];
