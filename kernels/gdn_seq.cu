@@ -132,6 +132,14 @@ static __device__ __forceinline__ float col_sum(float v)
     return v + __shfl_xor_sync(FULL, v, 16);
 }
 
+/* The log decay g of a row (alpha = exp(g)): -exp(a_log) softplus(a + dt_bias), a_exp =
+ * exp(a_log); the token-serial and chunked forms compute it alike. */
+static __device__ __forceinline__ float gdn_log_decay(float a, float dt_bias, float a_exp)
+{
+    const float xa = a + dt_bias;
+    return -a_exp * (xa > 20.0f ? xa : log1pf(__expf(xa)));
+}
+
 /* One warp, one row: the l2-normalised q (times 1/sqrt(D)) and k into qd / kd, lane l holding
  * elements l, l+32, .. in qv / kv (the token-serial and chunked forms normalise alike). */
 static __device__ __forceinline__ void norm_qk_warp(float *qd, float *kd, const float (&qv)[D / 32],
@@ -215,9 +223,7 @@ stage_rows(step_smem<T> &sm, const float *qkv, const float *z, const float *a, c
                 break;
             norm_qk_warp(sm.qn[t], sm.kn[t], qv[u], kv[u]);
             if (lane == 0) {
-                const float xa = av[u] + dtb;
-                const float sp = xa > 20.0f ? xa : log1pf(__expf(xa));
-                sm.ga[t] = __expf(-a_exp * sp);
+                sm.ga[t] = __expf(gdn_log_decay(av[u], dtb, a_exp));
                 sm.gb[t] = sigmoid_f32(bv[u]);
             }
         }
@@ -361,11 +367,8 @@ __global__ void __launch_bounds__(256)
 #define SPT (CT + 4)    // pitch of the state tile and of d
 #define CHUNK_THREADS 256
 
-/* workspace (floats, per row of the pass and value head): U (D), W (D), P (CR), G (1) */
-static __host__ __device__ __forceinline__ int64_t ws_u(int64_t rows, int hv) { (void)rows; (void)hv; return 0; }
-static __host__ __device__ __forceinline__ int64_t ws_w(int64_t rows, int hv) { return rows * hv * D; }
-static __host__ __device__ __forceinline__ int64_t ws_p(int64_t rows, int hv) { return 2 * rows * hv * D; }
-static __host__ __device__ __forceinline__ int64_t ws_g(int64_t rows, int hv) { return rows * hv * (2 * D + CR); }
+/* workspace (floats, per row of the pass and value head): U (D), W (D), P (CR), G (1), each an
+ * array (ws_rows, n_v_heads, ..) */
 #define WS_PER_ROW_HEAD (2 * D + CR + 1)
 
 /* Rows r0 .. r0+nc-1 of key head kh into qn / kn (pitch QP), normalised as stage_rows does;
@@ -401,7 +404,9 @@ static __device__ __forceinline__ float dot4(float4 a, float4 b)
 }
 
 struct chunk_args {
-    float *out, *state, *ws;
+    float *out, *state;
+    float *u, *w, *p, *g; // the workspace's arrays
+
     const float *qkv, *a, *b, *a_log, *dt_bias;
     const int32_t *items;
     chunk_take take;
@@ -423,14 +428,11 @@ __global__ void __launch_bounds__(CHUNK_THREADS) gdn_chunk_prep_kernel(chunk_arg
         return;
     const int nc = min(CR, it[1] - c0), kh = j / (hv / hk);
     const int64_t r0 = (int64_t)it[0] + c0, width = (int64_t)(2 * hk + hv) * D;
-    const int64_t wr = p.take.ws_rows;
     chunk_stage_qk(qn, kn, p.qkv, r0, nc, kh, hk, width);
     if (tid < CR) { // log decay and beta, as stage_rows computes alpha = exp(g) and beta
         float g = 0.0f, be = 0.0f;
         if (tid < nc) {
-            const float xa = p.a[(r0 + tid) * hv + j] + p.dt_bias[j];
-            const float sp = xa > 20.0f ? xa : log1pf(__expf(xa));
-            g = -__expf(p.a_log[j]) * sp;
+            g = gdn_log_decay(p.a[(r0 + tid) * hv + j], p.dt_bias[j], __expf(p.a_log[j]));
             be = sigmoid_f32(p.b[(r0 + tid) * hv + j]);
         }
         Gs[tid] = g;
@@ -446,7 +448,7 @@ __global__ void __launch_bounds__(CHUNK_THREADS) gdn_chunk_prep_kernel(chunk_arg
     }
     __syncthreads();
     if (tid < nc)
-        p.ws[ws_g(wr, hv) + (r0 + tid) * hv + j] = Gs[tid];
+        p.g[(r0 + tid) * hv + j] = Gs[tid];
     { // A (shared) and P (workspace): thread -> row t, columns i0 + 4m
         const int t = tid >> 2, i0 = tid & 3;
         float ak[CR / 4], aq[CR / 4];
@@ -465,7 +467,7 @@ __global__ void __launch_bounds__(CHUNK_THREADS) gdn_chunk_prep_kernel(chunk_arg
             }
         }
         const float gt = Gs[t], bt = Bs[t];
-        float *prow = p.ws + ws_p(wr, hv) + ((r0 + t) * hv + j) * CR;
+        float *prow = p.p + ((r0 + t) * hv + j) * CR;
 #pragma unroll
         for (int m = 0; m < CR / 4; m++) {
             const int i = i0 + 4 * m;
@@ -501,7 +503,7 @@ __global__ void __launch_bounds__(CHUNK_THREADS) gdn_chunk_prep_kernel(chunk_arg
             s0 += Am[t * CR + i] * x[i];
         x[t] -= (s0 + s1) + (s2 + s3);
     }
-    float *dst = p.ws + (isv ? ws_u(wr, hv) : ws_w(wr, hv)) + (r0 * hv + j) * D + c;
+    float *dst = (isv ? p.u : p.w) + (r0 * hv + j) * D + c;
 #pragma unroll
     for (int t = 0; t < CR; t++)
         if (t < nc)
@@ -525,7 +527,6 @@ __global__ void __launch_bounds__(CHUNK_THREADS, 2) gdn_chunk_state_kernel(chunk
         return;
     const int n = it[1], kh = j / (hv / hk);
     const int64_t width = (int64_t)(2 * hk + hv) * D, vw = (int64_t)hv * D;
-    const int64_t wr = p.take.ws_rows;
     float *Sg = p.state + ((int64_t)it[2] * hv + j) * D * D + col0;
     for (int e = tid; e < D * CT; e += CHUNK_THREADS)
         Ss[(e / CT) * SPT + e % CT] = Sg[(int64_t)(e / CT) * D + e % CT];
@@ -537,7 +538,7 @@ __global__ void __launch_bounds__(CHUNK_THREADS, 2) gdn_chunk_state_kernel(chunk
         __syncthreads(); // the previous chunk's shared data consumed, the state tile loaded
         chunk_stage_qk(qn, kn, p.qkv, r0, nc, kh, hk, width);
         if (tid < CR)
-            Gs[tid] = tid < nc ? p.ws[ws_g(wr, hv) + (r0 + tid) * hv + j] : 0.0f;
+            Gs[tid] = tid < nc ? p.g[(r0 + tid) * hv + j] : 0.0f;
         __syncthreads();
         if (tid < CR) {
             const float gl = Gs[nc - 1];
@@ -548,10 +549,10 @@ __global__ void __launch_bounds__(CHUNK_THREADS, 2) gdn_chunk_state_kernel(chunk
         float dv[4] = {0.0f, 0.0f, 0.0f, 0.0f}, o1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         if (t < nc) {
             const float4 u4 = *reinterpret_cast<const float4 *>(
-                &p.ws[ws_u(wr, hv) + ((r0 + t) * hv + j) * D + col0 + c4]);
+                &p.u[((r0 + t) * hv + j) * D + col0 + c4]);
             dv[0] = u4.x, dv[1] = u4.y, dv[2] = u4.z, dv[3] = u4.w;
         }
-        const float *wrow = p.ws + ws_w(wr, hv) + ((r0 + (t < nc ? t : 0)) * hv + j) * D;
+        const float *wrow = p.w + ((r0 + (t < nc ? t : 0)) * hv + j) * D;
 #pragma unroll 8
         for (int kk = 0; kk < D; kk += 4) {
             const float4 w4 = *reinterpret_cast<const float4 *>(&wrow[kk]);
@@ -578,7 +579,7 @@ __global__ void __launch_bounds__(CHUNK_THREADS, 2) gdn_chunk_state_kernel(chunk
         if (t < nc) {
             const float eg = Eg[t];
             float o[4] = {eg * o1[0], eg * o1[1], eg * o1[2], eg * o1[3]};
-            const float *prow = p.ws + ws_p(wr, hv) + ((r0 + t) * hv + j) * CR;
+            const float *prow = p.p + ((r0 + t) * hv + j) * CR;
 #pragma unroll
             for (int i = 0; i < CR; i += 4) { // P is 0 above the diagonal: no bound on t
                 const float4 p4 = *reinterpret_cast<const float4 *>(&prow[i]);
@@ -770,7 +771,11 @@ int gdn_seq_step_chunked_cuda(float *out, float *state, float *snap, int n_snap,
     chunk_args ca;
     ca.out = out;
     ca.state = state;
-    ca.ws = ws;
+    const int64_t hd = (int64_t)ws_rows * n_v_heads * D; // floats of U and of W
+    ca.u = ws;
+    ca.w = ws + hd;
+    ca.p = ws + 2 * hd;
+    ca.g = ws + 2 * hd + (int64_t)ws_rows * n_v_heads * CR;
     ca.qkv = qkv;
     ca.a = a;
     ca.b = b;
