@@ -59,6 +59,19 @@ static mg_ws mg_ws_split(float *ws, size_t slots, int n_experts, int inter)
     return s;
 }
 
+/* Inclusive prefix sums of a and b over the lanes of a warp. */
+static __device__ __forceinline__ void warp_scan2(int &a, int &b)
+{
+    const int lane = threadIdx.x & 31;
+    for (int o = 1; o < 32; o <<= 1) {
+        const int x = __shfl_up_sync(0xffffffffu, a, o), y = __shfl_up_sync(0xffffffffu, b, o);
+        if (lane >= o) {
+            a += x;
+            b += y;
+        }
+    }
+}
+
 /* One block: count slots per expert (shared int atomics), prefix sums (a block scan), scatter,
  * list of bm-row tiles. The order of rows inside one expert depends on atomic order, but no
  * result does: every output row of the GEMMs is computed by the same operations wherever it sits
@@ -90,13 +103,7 @@ __global__ void __launch_bounds__(MG_PLAN_THREADS)
         st += (cnt[e] + bm - 1) / bm;
     }
     int ic = sc, it = st; /* inclusive over the warp */
-    for (int o = 1; o < 32; o <<= 1) {
-        const int a = __shfl_up_sync(0xffffffffu, ic, o), b = __shfl_up_sync(0xffffffffu, it, o);
-        if (lane >= o) {
-            ic += a;
-            it += b;
-        }
-    }
+    warp_scan2(ic, it);
     if (lane == 31) {
         wc[warp] = ic;
         wt[warp] = it;
@@ -106,13 +113,7 @@ __global__ void __launch_bounds__(MG_PLAN_THREADS)
         const int nw = blockDim.x >> 5;
         const int c0 = lane < nw ? wc[lane] : 0, t0 = lane < nw ? wt[lane] : 0;
         int c = c0, t = t0;
-        for (int o = 1; o < 32; o <<= 1) {
-            const int a = __shfl_up_sync(0xffffffffu, c, o), b = __shfl_up_sync(0xffffffffu, t, o);
-            if (lane >= o) {
-                c += a;
-                t += b;
-            }
-        }
+        warp_scan2(c, t);
         if (lane < nw) {
             wc[lane] = c - c0; /* exclusive: the warps before */
             wt[lane] = t - t0;
@@ -302,6 +303,21 @@ __global__ void moe_grouped_combine_kernel(float *out, mg_ws s, const float *wei
     *o = acc;
 }
 
+/* ---- launchers ---- */
+/* One GEMM of the pair over the plan's tiles: the pipelined NVFP4 kernel (WM warp rows) where
+ * piped and the weight suits it (nvt_ok), else the plain tile kernel. */
+template <bool GATE_UP, int BM, int WM>
+static void launch_gemm(dim3 grid, const kweight &w, bool piped, const nvt_rows &rg,
+                        const mg_ws &s, const float *x, int top_k, int n_out, cudaStream_t stream)
+{
+    constexpr int MODE = GATE_UP ? NVT_GATE_UP : NVT_DOWN, BK = BM == 16 ? MG_BK_SMALL : MG_BK;
+    if (piped && nvt_ok(&w))
+        nvfp4_tile_kernel<MODE, BM, WM><<<grid, NVT_THREADS, 0, stream>>>(w, rg, n_out);
+    else
+        moe_grouped_gemm_kernel<GATE_UP, BM, BK>
+            <<<grid, MG_THREADS, 0, stream>>>(w, s, GATE_UP ? x : nullptr, top_k, n_out);
+}
+
 int moe_grouped_cuda_tiles(float *out, float *ws, const float *x, const int32_t *ids,
                            const float *weights, int n_tok, int top_k, int n_experts,
                            const struct kweight *gate_up, const struct kweight *down,
@@ -350,32 +366,14 @@ int moe_grouped_cuda_tiles(float *out, float *ws, const float *x, const int32_t 
     rg.h_out = s.h;
     rg.y = s.ys;
     if (tile_rows == MOE_GROUPED_TILE_ROWS_SMALL) {
-        if (nvt_ok(gate_up))
-            nvfp4_tile_kernel<NVT_GATE_UP, 16><<<gu, NVT_THREADS, 0, stream>>>(*gate_up, rg, inter);
-        else
-            moe_grouped_gemm_kernel<true, 16, MG_BK_SMALL>
-                <<<gu, MG_THREADS, 0, stream>>>(*gate_up, s, x, top_k, inter);
-        if (nvt_ok(down))
-            nvfp4_tile_kernel<NVT_DOWN, 16><<<dn, NVT_THREADS, 0, stream>>>(*down, rg, hidden);
-        else
-            moe_grouped_gemm_kernel<false, 16, MG_BK_SMALL>
-                <<<dn, MG_THREADS, 0, stream>>>(*down, s, nullptr, top_k, hidden);
+        launch_gemm<true, 16, 1>(gu, *gate_up, true, rg, s, x, top_k, inter, stream);
+        launch_gemm<false, 16, 1>(dn, *down, true, rg, s, x, top_k, hidden, stream);
+    } else if (cols64) {
+        launch_gemm<true, 64, 1>(gu, *gate_up, true, rg, s, x, top_k, inter, stream);
+        launch_gemm<false, 64, 1>(dn, *down, true, rg, s, x, top_k, hidden, stream);
     } else {
-        if (cols64 && nvt_ok(gate_up))
-            nvfp4_tile_kernel<NVT_GATE_UP, 64, 1>
-                <<<gu, NVT_THREADS, 0, stream>>>(*gate_up, rg, inter);
-        else if (pipe64 && nvt_ok(gate_up))
-            nvfp4_tile_kernel<NVT_GATE_UP, 64><<<gu, NVT_THREADS, 0, stream>>>(*gate_up, rg, inter);
-        else
-            moe_grouped_gemm_kernel<true, 64, MG_BK>
-                <<<gu, MG_THREADS, 0, stream>>>(*gate_up, s, x, top_k, inter);
-        if (cols64 && nvt_ok(down))
-            nvfp4_tile_kernel<NVT_DOWN, 64, 1><<<dn, NVT_THREADS, 0, stream>>>(*down, rg, hidden);
-        else if (pipe64 && nvt_ok(down))
-            nvfp4_tile_kernel<NVT_DOWN, 64><<<dn, NVT_THREADS, 0, stream>>>(*down, rg, hidden);
-        else
-            moe_grouped_gemm_kernel<false, 64, MG_BK>
-                <<<dn, MG_THREADS, 0, stream>>>(*down, s, nullptr, top_k, hidden);
+        launch_gemm<true, 64, 2>(gu, *gate_up, pipe64, rg, s, x, top_k, inter, stream);
+        launch_gemm<false, 64, 2>(dn, *down, pipe64, rg, s, x, top_k, hidden, stream);
     }
     moe_grouped_combine_kernel<<<dim3(n_tok, CEIL_DIV(hidden, 256)), 256, 0, stream>>>(
         out, s, weights, top_k, hidden, accumulate);

@@ -171,9 +171,9 @@ static void experts(float *x, float *y, const char *fname, int fmt)
 /* The grouped GEMM's tile modes at 16 .. 4096 rows: 64-row tiles, 64-row tiles pipelined
  * (MOE_GROUPED_PIPE64), 16-row tiles (pipelined for nvfp4), 64-row pipelined with 1 x 4 warps
  * (MOE_GROUPED_PIPE64_COLS, "p64c"), one line per n, to choose the runner's grouped_small and
- * grouped_pipe64 defaults. One weight copy: the routed experts'
- * ~400 MB of nvfp4 are far past the L2; the shared expert's 1.6 MB is not (its times are L2
- * times, optimistic against a decode step that streams the whole model). */
+ * grouped_pipe64 defaults. One weight copy: the routed experts' ~400 MB of nvfp4 are far past
+ * the L2; the shared expert's 1.6 MB is not (its times are L2 times, optimistic against a decode
+ * step that streams the whole model). */
 static void experts_tiles(const char *fname, int fmt, int E, int K)
 {
     static const int TN[] = { 16, 64, 128, 256, 512, 1024, 2048, 4096 };
@@ -203,16 +203,17 @@ static void experts_tiles(const char *fname, int fmt, int E, int K)
               { "p64", MOE_GROUPED_TILE_ROWS | MOE_GROUPED_PIPE64 },
               { "t16", MOE_GROUPED_TILE_ROWS_SMALL },
               { "p64c", MOE_GROUPED_TILE_ROWS | MOE_GROUPED_PIPE64 | MOE_GROUPED_PIPE64_COLS } };
+    enum { NM = sizeof M / sizeof M[0] };
     for (size_t i = 0; i < sizeof TN / sizeof TN[0]; i++) {
-        double t[4];
+        double t[NM];
         a.n = TN[i];
-        for (int m = 0; m < 4; m++) {
+        printf("experts_tiles fmt=%s shape=E%dxK%dxI512xH2048 n=%d", fname, E, K, TN[i]);
+        for (int m = 0; m < NM; m++) {
             a.tile_rows = M[m].rows;
             t[m] = ktest_time_us(run, &a, 2, 9);
+            printf(" %s_us=%.1f", M[m].name, t[m]);
         }
-        printf("experts_tiles fmt=%s shape=E%dxK%dxI512xH2048 n=%d t64_us=%.1f p64_us=%.1f "
-               "t16_us=%.1f p64c_us=%.1f p64_vs_t64=%.2f t16_vs_t64=%.2f p64c_vs_p64=%.2f\n",
-               fname, E, K, TN[i], t[0], t[1], t[2], t[3], t[1] / t[0], t[2] / t[0],
+        printf(" p64_vs_t64=%.2f t16_vs_t64=%.2f p64c_vs_p64=%.2f\n", t[1] / t[0], t[2] / t[0],
                t[3] / t[1]);
         fflush(stdout);
     }

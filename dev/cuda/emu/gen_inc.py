@@ -133,7 +133,7 @@ static inline void cpa_commit() {}
 template <int N> static inline void cpa_wait() {}
 ''')
 
-s = cut(read('moe_grouped.cu'), 'int moe_grouped_cuda_tiles(')
+s = cut(read('moe_grouped.cu'), '/* ---- launchers ---- */')
 s = s.replace('#include "internal/wdot.cuh"\n', '')
 s = s.replace('extern __shared__ int mg_sm[];', 'int *mg_sm = (int *)g_emu_dyn_smem;')
 assert 'asm' not in s  # its mma is nvt_mma of internal/nvfp4_tile.cuh (hostified below)
