@@ -10,7 +10,6 @@
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "attn_prefill.h"
 #include "common/err.h"
@@ -232,54 +231,45 @@ static const char *dense_name(int path, const struct kweight *w, bool split)
     return split ? "dequant_bf16+gemm_cublaslt_split_x" : "dequant_bf16+gemm_cublaslt";
 }
 
-/* The dense path by row ranges, read from the dispatch itself (dense_path / linear_path at every
- * row count where a threshold may change it): "rows<9:gemv,rows=9..32:nvfp4_tiles,rows>=33:.." */
+/* One segment "rows<b:name", "rows=a..b:name" or "rows>=a:name" (b = 0: open-ended) after any
+ * before it in buf. */
+static size_t dense_segment(char *buf, size_t len, size_t at, int a, int b, const char *name)
+{
+    if (at >= len)
+        return at;
+    const char *sep = at ? "," : "";
+    int n;
+    if (a == 1 && b == 0)
+        n = snprintf(buf + at, len - at, "%s", name);
+    else if (a == 1)
+        n = snprintf(buf + at, len - at, "rows<%d:%s", b + 1, name);
+    else if (b == 0)
+        n = snprintf(buf + at, len - at, "%srows>=%d:%s", sep, a, name);
+    else
+        n = snprintf(buf + at, len - at, "%srows=%d..%d:%s", sep, a, b, name);
+    return n > 0 ? at + (size_t)n : at;
+}
+
+/* The dense path by row ranges, read from the dispatch itself at every row count a step can
+ * have (1 .. max rows): "rows<9:gemv,rows=9..32:nvfp4_tiles,rows>=33:..." */
 static void log_dense(const struct gpu_model *g, const char *cls, const struct kweight *w,
                       const int *rows, bool split)
 {
     if (!w || !w->data || !fmt_ok(w->fmt))
         return;
-    const int64_t cut[] = { 1, rows[w->fmt], g->disp.dense_tiles_min,
-                            (int64_t)g->disp.dense_tiles_max + 1 };
-    int64_t starts[5];
-    int ns = 0;
-    for (size_t i = 0; i < sizeof cut / sizeof cut[0]; i++) { // distinct sorted starts >= 1
-        if (cut[i] < 1 || cut[i] >= INT_MAX)
-            continue;
-        int j = ns;
-        while (j > 0 && starts[j - 1] > cut[i])
-            j--;
-        if (j > 0 && starts[j - 1] == cut[i])
-            continue;
-        memmove(&starts[j + 1], &starts[j], sizeof starts[0] * (size_t)(ns - j));
-        starts[j] = cut[i];
-        ns++;
-    }
-    int64_t s0[5];
-    int pp[5], np = 0;
-    for (int i = 0; i < ns; i++) { // the path at each start, equal neighbours merged
-        const int p = split ? linear_path(g, w, (int)starts[i], rows, LINEAR_PATH_GEMM_SPLIT)
-                            : dense_path(g, w, (int)starts[i], true);
-        if (np > 0 && pp[np - 1] == p)
-            continue;
-        s0[np] = starts[i];
-        pp[np++] = p;
-    }
     char b[256] = "";
-    size_t len = 0;
-    for (int k = 0; k < np && len < sizeof b; k++) {
-        const char *nm = dense_name(pp[k], w, split);
-        if (np == 1)
-            len += (size_t)snprintf(b + len, sizeof b - len, "%s", nm);
-        else if (k == 0)
-            len += (size_t)snprintf(b + len, sizeof b - len, "rows<%lld:%s", (long long)s0[1], nm);
-        else if (k == np - 1)
-            len += (size_t)snprintf(b + len, sizeof b - len, ",rows>=%lld:%s", (long long)s0[k],
-                                    nm);
-        else
-            len += (size_t)snprintf(b + len, sizeof b - len, ",rows=%lld..%lld:%s",
-                                    (long long)s0[k], (long long)s0[k + 1] - 1, nm);
+    size_t at = 0;
+    int seg = 1, prev = 0;
+    for (int r = 1; r <= g->R; r++) {
+        const int p = split ? linear_path(g, w, r, rows, LINEAR_PATH_GEMM_SPLIT)
+                            : dense_path(g, w, r, true);
+        if (r > 1 && p != prev) {
+            at = dense_segment(b, sizeof b, at, seg, r - 1, dense_name(prev, w, split));
+            seg = r;
+        }
+        prev = p;
     }
+    dense_segment(b, sizeof b, at, seg, 0, dense_name(prev, w, split));
     LOG_INFO("gpu_dispatch", "class=%s fmt=%s path=\"%s\"", cls, FMT_NAME[w->fmt], b);
 }
 
