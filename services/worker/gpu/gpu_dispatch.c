@@ -95,8 +95,8 @@ int gpu_dispatch_init(struct gpu_model *g, char *err, size_t errlen)
     d->grouped_small_min_experts = DEFAULT_GROUPED_SMALL_MIN_EXPERTS;
     /* the pipelined 64-row NVFP4 tiles: 0.83-0.95 of the plain kernel's time at every point of
      * bench_linear's experts_tiles sweep (routed and shared, 16 to 4,096 rows), the same bits */
-    d->grouped_pipe64 = g->o.grouped_pipe64 >= 0;
-    d->grouped_pipe64_cols = g->o.grouped_pipe64 == 2; // not measured yet: opt-in
+    d->grouped_t64 = MOE_GROUPED_TILE_ROWS | (g->o.grouped_pipe64 >= 0 ? MOE_GROUPED_PIPE64 : 0) |
+                     (g->o.grouped_pipe64 == 2 ? MOE_GROUPED_PIPE64_COLS : 0); // 2: opt-in
     const int dt = g->o.dense_tiles;
     d->dense_tiles_min = gm > 0 ? gm : DEFAULT_DENSE_TILES_MIN;
     d->dense_tiles_max = gm < 0 || dt < 0 ? 0 : dt > 0 ? dt : gm == 0 ? DEFAULT_DENSE_TILES_MAX : 0;
@@ -195,11 +195,8 @@ int gpu_experts(struct gpu_model *g, float *out, const float *x, const int32_t *
         const int64_t e = n_experts > g->disp.grouped_small_min_experts
                               ? n_experts
                               : g->disp.grouped_small_min_experts;
-        const int tiles = (int64_t)n * top_k <= small * e ? MOE_GROUPED_TILE_ROWS_SMALL
-                          : g->disp.grouped_pipe64_cols ? MOE_GROUPED_TILE_ROWS | MOE_GROUPED_PIPE64 |
-                                                              MOE_GROUPED_PIPE64_COLS
-                          : g->disp.grouped_pipe64 ? MOE_GROUPED_TILE_ROWS | MOE_GROUPED_PIPE64
-                                                   : MOE_GROUPED_TILE_ROWS;
+        const int tiles =
+            (int64_t)n * top_k <= small * e ? MOE_GROUPED_TILE_ROWS_SMALL : g->disp.grouped_t64;
         return moe_grouped_cuda_tiles(out, g->moe_ws, x, ids, weights, n, top_k, n_experts,
                                       gate_up, down, accumulate, tiles, g->stream);
     }
@@ -281,12 +278,11 @@ static void log_experts(const struct gpu_model *g, const char *cls, const struct
         return;
     char many[256], t64[96];
     const int p_gu = moe_grouped_small_pipelined(w), p_dn = moe_grouped_small_pipelined(down);
-    const char *w14 = g->disp.grouped_pipe64_cols ? "(1x4_warps)" : "";
-    snprintf(t64, sizeof t64, "64-row tiles%s%s%s%s",
-             g->disp.grouped_pipe64 && p_gu ? " gate_up:pipelined_nvfp4" : "",
-             g->disp.grouped_pipe64 && p_gu ? w14 : "",
-             g->disp.grouped_pipe64 && p_dn ? " down:pipelined_nvfp4" : "",
-             g->disp.grouped_pipe64 && p_dn ? w14 : "");
+    const bool piped = g->disp.grouped_t64 & MOE_GROUPED_PIPE64;
+    const char *w14 = g->disp.grouped_t64 & MOE_GROUPED_PIPE64_COLS ? "(1x4_warps)" : "";
+    snprintf(t64, sizeof t64, "64-row tiles%s%s%s%s", piped && p_gu ? " gate_up:pipelined_nvfp4" : "",
+             piped && p_gu ? w14 : "", piped && p_dn ? " down:pipelined_nvfp4" : "",
+             piped && p_dn ? w14 : "");
     if (g->disp.grouped_small_per_expert > 0)
         snprintf(many, sizeof many,
                  "moe_grouped(16-row tiles%s%s while slots<=%dxmax(experts,%d), else %s)",

@@ -53,8 +53,8 @@ struct gpu_dispatch {
                                //  this x max(the stack's experts, grouped_small_min_experts),
                                //  else 64-row tiles; 0 = never
     int grouped_small_min_experts; // (a shared expert is a stack of 1)
-    int grouped_pipe64;        // 64-row tiles with MOE_GROUPED_PIPE64 (NVFP4 weights), and
-    int grouped_pipe64_cols;   //  with MOE_GROUPED_PIPE64_COLS (1 x 4 warps)
+    int grouped_t64;           // tile_rows of moe_grouped's 64-row tiles: MOE_GROUPED_TILE_ROWS
+                               //  | MOE_GROUPED_PIPE64 (NVFP4 pipelined) | .._PIPE64_COLS
     int dense_tiles_min;       // NVFP4 dense weights: LINEAR_PATH_TILES from this many rows up to
     int dense_tiles_max;       //  this many (0 = never), outside: gemm_rows as for the others
     int gdn_chunk_rows;        // GDN items of at least this many rows (no snapshots) run the
