@@ -140,7 +140,8 @@ static int parse_args(struct bench_opts *o, int argc, char **argv)
         ARGS_BOOL("--few-row-paths", &few_row_paths,
                   "GEMV / moe_expert / attn_decode at every row count"),
         ARGS_INT("--grouped-small", "N", &o->grouped_small, -1, 4096,
-                 "16-row expert tiles up to N slots per expert; -1: 64-row tiles only (default)"),
+                 "16-row expert tiles up to N slots per expert; -1: 64-row tiles only (0: the "
+                 "runner's default)"),
         ARGS_INT("--grouped-pipe64", "-1|0|1|2", &o->grouped_pipe64, -1, 2,
                  "pipelined NVFP4 64-row expert tiles: -1 off, 0 default (on), 1 on, 2 on with "
                  "1 x 4 warps"),
@@ -404,7 +405,7 @@ static void report(const struct bench_opts *o, const struct model *hm, const cha
     const double dec_stream = step_s > 0 ? 1.0 / step_s : 0, dec_total = B * dec_stream;
     const double roof_steps = bw_gbs > 0 ? bw_gbs * 1e9 / bytes : 0;
     const double frac = roof_steps > 0 ? dec_stream / roof_steps : 0;
-    char pb[32];
+    char pb[64];
     const char *pn = paths_name(o, pb, sizeof pb);
     printf("bench config=%s experts=%s paths=%s batch=%d prompt=%d gen=%d chunk=%d graphs=%d "
            "prefill_tok_s=%.1f ttft_ms=%.1f decode_tok_s_stream=%.2f decode_tok_s_total=%.1f "
