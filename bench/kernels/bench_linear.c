@@ -133,13 +133,7 @@ static void routes(struct arg *a, int T, int K, int E)
 static void experts(float *x, float *y, const char *fname, int fmt)
 {
     const int E = 256, K = 8, I = 512, H = 2048, T = NS[NN - 1];
-    struct arg a;
-    memset(&a, 0, sizeof a);
-    a.moe = 1;
-    a.E = E;
-    a.K = K;
-    a.x = x;
-    a.y = y;
+    struct arg a = { .moe = 1, .E = E, .K = K, .x = x, .y = y };
     struct kw_pair *gu = malloc(sizeof(struct kw_pair) * MAX_COPIES);
     struct kw_pair *dn = malloc(sizeof(struct kw_pair) * MAX_COPIES);
     kw_pair_make(&gu[0], fmt, KW_SCALE_CHANNEL, E, 2 * I, H);
@@ -178,12 +172,7 @@ static void experts_tiles(const char *fname, int fmt, int E, int K)
 {
     static const int TN[] = { 16, 64, 128, 256, 512, 1024, 2048, 4096 };
     const int I = 512, H = 2048, T = TN[sizeof TN / sizeof TN[0] - 1];
-    struct arg a;
-    memset(&a, 0, sizeof a);
-    a.moe = 1;
-    a.E = E;
-    a.K = K;
-    a.path = LINEAR_PATH_GEMM;
+    struct arg a = { .moe = 1, .E = E, .K = K, .path = LINEAR_PATH_GEMM };
     struct kw_pair gu, dn;
     kw_pair_make(&gu, fmt, KW_SCALE_CHANNEL, E, 2 * I, H);
     kw_pair_make(&dn, fmt, KW_SCALE_CHANNEL, E, H, I);
