@@ -1,4 +1,5 @@
-/* argmax: one 1024-thread block per row; (value, index) pairs reduced with ties -> lower index. */
+/* argmax: one 1024-thread block per row (16-byte loads, four in flight per thread); (value, index)
+ * pairs reduced with ties -> lower index. */
 #include "argmax.h"
 
 #include "common/xalloc.h"
@@ -17,7 +18,31 @@ __global__ void __launch_bounds__(1024) argmax_kernel(int32_t *ids, const float 
     const float *l = logits + (int64_t)blockIdx.x * vocab;
     float bv = -INFINITY;
     int bi = -1;
-    for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+    /* 16-byte loads, AU of them in flight per thread, when the rows allow (a thread's indices
+     * still rise in the order it compares them: ties keep the lower index) */
+    constexpr int AU = 4;
+    const int n4 = vocab % 4 == 0 && ((uintptr_t)logits) % 16 == 0 ? vocab / 4 : 0;
+    const float4 *l4 = reinterpret_cast<const float4 *>(l);
+    for (int i0 = threadIdx.x; i0 < n4; i0 += AU * blockDim.x) {
+        float4 q[AU];
+#pragma unroll
+        for (int u = 0; u < AU; u++) {
+            const int i = i0 + u * blockDim.x;
+            q[u] = i < n4 ? __ldg(l4 + i) : make_float4(NAN, NAN, NAN, NAN);
+        }
+#pragma unroll
+        for (int u = 0; u < AU; u++) {
+            const int i = 4 * (i0 + u * blockDim.x);
+            const float v[4] = { q[u].x, q[u].y, q[u].z, q[u].w };
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                if (!isnan(v[j]) && better(v[j], i + j, bv, bi)) {
+                    bv = v[j];
+                    bi = i + j;
+                }
+        }
+    }
+    for (int i = 4 * n4 + threadIdx.x; i < vocab; i += blockDim.x) {
         float v = l[i];
         if (!isnan(v) && better(v, i, bv, bi)) {
             bv = v;

@@ -4,6 +4,8 @@
  * tokens: tiles of 4 tokens against one row (weights re-read from L1 for later tiles). */
 #include "gemv.h"
 
+#include <string.h>
+
 #include "common/xalloc.h"
 #include "internal/kcuda.cuh"
 #include "internal/nvfp4_mma.cuh"
@@ -49,10 +51,105 @@ __global__ void __launch_bounds__(256, 2)
     }
 }
 
+/* Few output rows (GEMV_WIDE_MAX_ROWS: routers, gates, the GDN b/a projections): one block of
+ * GEMV_WIDE_THREADS per output row, the row's 16-byte chunks spread over all its threads (one or
+ * two loads each) and a block reduction, so a 32-row weight is 32 blocks, not one block of
+ * 4-row groups walking the whole row. Up to GEMV_MULTI_MAX weights on the same activations in one
+ * launch: blockIdx.y picks the weight (each body is inlined once: no dynamic indexing of the
+ * parameter struct), blocks past a weight's rows return. */
+#define GEMV_WIDE_THREADS 256
+
+struct gemv_wide_args {
+    kweight w[GEMV_MULTI_MAX];
+    float *y[GEMV_MULTI_MAX];
+    int e[GEMV_MULTI_MAX];
+    const float *x;
+    int n_tok;
+};
+
+template <int NT, int KF>
+static __device__ __forceinline__ void gemv_wide_row(const kweight &w, int e, float *y,
+                                                     const float *x, int n_tok)
+{
+    __shared__ float red[NT][GEMV_WIDE_THREADS / 32];
+    const int r = blockIdx.x;
+    if (r >= w.rows)
+        return; /* the whole block: before any barrier */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int t0 = 0; t0 < n_tok; t0 += NT) {
+        const int nt = min(NT, n_tok - t0);
+        float acc[NT];
+#pragma unroll
+        for (int t = 0; t < NT; t++)
+            acc[t] = 0.0f;
+        wdot<NT, 1, KF>(w, e, r, 1, 1, x + (int64_t)t0 * w.cols, w.cols, nt, threadIdx.x,
+                        GEMV_WIDE_THREADS, acc);
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            const float v = warp_sum(acc[t]);
+            if (lane == 0)
+                red[t][warp] = v;
+        }
+        __syncthreads();
+        if (threadIdx.x < nt) {
+            float v = 0.0f;
+#pragma unroll
+            for (int i = 0; i < GEMV_WIDE_THREADS / 32; i++)
+                v += red[threadIdx.x][i];
+            y[(int64_t)(t0 + threadIdx.x) * w.rows + r] = v * kw_row_scale(w, e, r);
+        }
+        __syncthreads(); /* red[] is reused by the next token group */
+    }
+}
+
+template <int NT, int KF>
+__global__ void __launch_bounds__(GEMV_WIDE_THREADS) gemv_wide_kernel(gemv_wide_args a)
+{
+    switch (blockIdx.y) {
+    case 0: gemv_wide_row<NT, KF>(a.w[0], a.e[0], a.y[0], a.x, a.n_tok); break;
+    case 1: gemv_wide_row<NT, KF>(a.w[1], a.e[1], a.y[1], a.x, a.n_tok); break;
+    case 2: gemv_wide_row<NT, KF>(a.w[2], a.e[2], a.y[2], a.x, a.n_tok); break;
+    default: gemv_wide_row<NT, KF>(a.w[3], a.e[3], a.y[3], a.x, a.n_tok); break;
+    }
+}
+
+template <int KF>
+static void gemv_wide_launch(const gemv_wide_args &a, int rows, int n, cudaStream_t stream)
+{
+    const dim3 grid(rows, n);
+    if (a.n_tok == 1)
+        gemv_wide_kernel<1, KF><<<grid, GEMV_WIDE_THREADS, 0, stream>>>(a);
+    else
+        gemv_wide_kernel<GEMV_WIDE_MAX_TOK, KF><<<grid, GEMV_WIDE_THREADS, 0, stream>>>(a);
+}
+
+/* one launch for n weights (kf: their common format class, or KF_ANY) */
+static int gemv_wide_run(const gemv_wide_args &a, int rows, int n, int kf, cudaStream_t stream)
+{
+    switch (kf) {
+    case KF_BF16: gemv_wide_launch<KF_BF16>(a, rows, n, stream); break;
+    case KF_FP8: gemv_wide_launch<KF_FP8>(a, rows, n, stream); break;
+    case KF_NVFP4: gemv_wide_launch<KF_NVFP4>(a, rows, n, stream); break;
+    case KF_NVFP4_NARROW: gemv_wide_launch<KF_NVFP4_NARROW>(a, rows, n, stream); break;
+    default: gemv_wide_launch<KF_ANY>(a, rows, n, stream); break;
+    }
+    return kcuda_launch_status("gemv_wide");
+}
+
 template <int KF>
 static int gemv_cores_launch(float *y, const struct kweight *w, int expert, const float *x,
                              int n_tok, cudaStream_t stream)
 {
+    if (w->rows <= GEMV_WIDE_MAX_ROWS && n_tok <= GEMV_WIDE_MAX_TOK) {
+        gemv_wide_args a;
+        memset(&a, 0, sizeof a);
+        a.w[0] = *w;
+        a.y[0] = y;
+        a.e[0] = expert;
+        a.x = x;
+        a.n_tok = n_tok;
+        return gemv_wide_run(a, w->rows, 1, KF, stream);
+    }
     const int lpr = kw_lanes_per_row(w);
     const int threads = 256;
     if (n_tok == 1) {
@@ -120,4 +217,33 @@ int gemv_cuda(float *y, const struct kweight *w, int expert, const float *x, int
               cudaStream_t stream)
 {
     return gemv_cuda_path(y, w, expert, x, n_tok, GEMV_PATH_AUTO, stream);
+}
+
+int gemv_multi_cuda(const struct gemv_out *outs, int n, const float *x, int n_tok,
+                    cudaStream_t stream)
+{
+    if (!outs || n < 1 || n > GEMV_MULTI_MAX || !x || n_tok < 1 || ((uintptr_t)x) % 16)
+        return ERR_INVAL;
+    gemv_wide_args a;
+    memset(&a, 0, sizeof a);
+    int rows = 0, kf = kw_kf_of(outs[0].w);
+    for (int i = 0; i < n; i++) {
+        const struct kweight *w = outs[i].w;
+        int rc = kweight_check_dev(w);
+        if (rc < 0)
+            return rc;
+        if (!outs[i].y || outs[i].expert < 0 || w->cols != outs[0].w->cols)
+            return ERR_INVAL;
+        if (w->rows > GEMV_WIDE_MAX_ROWS || n_tok > GEMV_WIDE_MAX_TOK)
+            return ERR_UNSUPPORTED;
+        if (kw_kf_of(w) != kf)
+            kf = KF_ANY;
+        rows = w->rows > rows ? w->rows : rows;
+        a.w[i] = *w;
+        a.y[i] = outs[i].y;
+        a.e[i] = outs[i].expert;
+    }
+    a.x = x;
+    a.n_tok = n_tok;
+    return gemv_wide_run(a, rows, n, kf, stream);
 }

@@ -34,6 +34,24 @@ int gemv_cuda(float *y, const struct kweight *w, int expert, const float *x, int
 enum gemv_path { GEMV_PATH_AUTO = 0, GEMV_PATH_CORES, GEMV_PATH_TENSOR, GEMV_PATH_STREAM };
 int gemv_cuda_path(float *y, const struct kweight *w, int expert, const float *x, int n_tok,
                    int path, cudaStream_t stream);
+/* Weights of at most GEMV_WIDE_MAX_ROWS rows at 1..GEMV_WIDE_MAX_TOK tokens take a kernel with
+ * one block per output row (through gemv_cuda's CUDA-core path, and gemv_multi_cuda). */
+#define GEMV_WIDE_MAX_ROWS 512
+#define GEMV_WIDE_MAX_TOK 8
+/* gemv_multi_cuda: y_i = x W_i^T for up to GEMV_MULTI_MAX weights of the same cols on the same
+ * activations, one launch (few-row gates and projections that read the same normed rows). Each
+ * output as gemv_cuda's (pitch w->rows), the same numerics as its CUDA-core path. ERR_INVAL for
+ * bad arguments (cols differ, x not 16-byte aligned), ERR_UNSUPPORTED when a weight has more
+ * than GEMV_WIDE_MAX_ROWS rows or n_tok > GEMV_WIDE_MAX_TOK (the caller runs them one by one). */
+#define GEMV_MULTI_MAX 4
+struct gemv_out {
+    const struct kweight *w;
+    int expert;
+    float *y;
+};
+int gemv_multi_cuda(const struct gemv_out *outs, int n, const float *x, int n_tok,
+                    cudaStream_t stream);
+int gemv_multi_ref(const struct gemv_out *outs, int n, const float *x, int n_tok);
 /* Same contract on host pointers. */
 int gemv_ref(float *y, const struct kweight *w, int expert, const float *x, int n_tok);
 

@@ -24,3 +24,22 @@ int gemv_ref(float *y, const struct kweight *w, int expert, const float *x, int 
     free(row);
     return 0;
 }
+
+int gemv_multi_ref(const struct gemv_out *outs, int n, const float *x, int n_tok)
+{
+    if (!outs || n < 1 || n > GEMV_MULTI_MAX || !x || n_tok < 1)
+        return ERR_INVAL;
+    for (int i = 0; i < n; i++) {
+        if (!outs[i].w || !outs[i].y || outs[i].expert < 0 || outs[i].w->rows <= 0 ||
+            outs[i].w->cols != outs[0].w->cols)
+            return ERR_INVAL;
+        if (outs[i].w->rows > GEMV_WIDE_MAX_ROWS || n_tok > GEMV_WIDE_MAX_TOK)
+            return ERR_UNSUPPORTED;
+    }
+    for (int i = 0; i < n; i++) {
+        int rc = gemv_ref(outs[i].y, outs[i].w, outs[i].expert, x, n_tok);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}

@@ -4,9 +4,12 @@
 #include "common/xalloc.h"
 #include "internal/kcuda.cuh"
 
+/* sh (or NULL): the shared expert's gate logit of token t at sh[t * sh_pitch]; then each token
+ * has top_k + 1 slots, the last one (expert n_experts, weight sigmoid(logit)) */
 __global__ void moe_route_kernel(int32_t *ids, float *weights, const float *logits, int n_experts,
-                                 int top_k)
+                                 int top_k, const float *sh, int sh_pitch)
 {
+    const int stride = top_k + (sh ? 1 : 0);
     __shared__ float p[MOE_ROUTE_MAX_EXPERTS];
     __shared__ float selw[MOE_ROUTE_MAX_TOPK];
     const int lane = threadIdx.x;
@@ -43,7 +46,7 @@ __global__ void moe_route_kernel(int32_t *ids, float *weights, const float *logi
             }
         }
         if (lane == 0) {
-            ids[(int64_t)blockIdx.x * top_k + j] = bi;
+            ids[(int64_t)blockIdx.x * stride + j] = bi;
             selw[j] = bv * inv;
             if (bi < n_experts)
                 p[bi] = -2.0f;
@@ -52,7 +55,12 @@ __global__ void moe_route_kernel(int32_t *ids, float *weights, const float *logi
         __syncwarp();
     }
     for (int j = lane; j < top_k; j += 32)
-        weights[(int64_t)blockIdx.x * top_k + j] = selw[j] / tot;
+        weights[(int64_t)blockIdx.x * stride + j] = selw[j] / tot;
+    if (sh && lane == 0) {
+        ids[(int64_t)blockIdx.x * stride + top_k] = n_experts;
+        weights[(int64_t)blockIdx.x * stride + top_k] =
+            sigmoid_f32(sh[(int64_t)blockIdx.x * sh_pitch]);
+    }
 }
 
 int moe_route_cuda(int32_t *ids, float *weights, const float *logits, int n_tok, int n_experts,
@@ -64,6 +72,20 @@ int moe_route_cuda(int32_t *ids, float *weights, const float *logits, int n_tok,
         return ERR_INVAL;
     if (n_tok == 0)
         return 0;
-    moe_route_kernel<<<n_tok, 32, 0, stream>>>(ids, weights, logits, n_experts, top_k);
+    moe_route_kernel<<<n_tok, 32, 0, stream>>>(ids, weights, logits, n_experts, top_k, NULL, 0);
     return kcuda_launch_status("moe_route");
+}
+
+int moe_route_shared_cuda(int32_t *ids, float *weights, const float *logits, const float *sh,
+                          int sh_pitch, int n_tok, int n_experts, int top_k, cudaStream_t stream)
+{
+    if (!ids || !weights || !logits || !sh || sh_pitch < 1 || n_tok < 0 || n_experts <= 0 ||
+        n_experts > MOE_ROUTE_MAX_EXPERTS || top_k <= 0 || top_k > n_experts ||
+        top_k > MOE_ROUTE_MAX_TOPK)
+        return ERR_INVAL;
+    if (n_tok == 0)
+        return 0;
+    moe_route_kernel<<<n_tok, 32, 0, stream>>>(ids, weights, logits, n_experts, top_k, sh,
+                                              sh_pitch);
+    return kcuda_launch_status("moe_route_shared");
 }

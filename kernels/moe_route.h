@@ -21,6 +21,13 @@ int moe_route_cuda(int32_t *ids, float *weights, const float *logits, int n_tok,
                    int top_k, cudaStream_t stream);
 int moe_route_ref(int32_t *ids, float *weights, const float *logits, int n_tok, int n_experts,
                   int top_k);
+/* The same with a shared expert folded into the routed stack as expert n_experts: ids and
+ * weights are (n_tok, top_k + 1), slot top_k of token t = (n_experts, sigmoid(sh[t * sh_pitch]))
+ * (the shared expert's gate), the others as moe_route_cuda. */
+int moe_route_shared_cuda(int32_t *ids, float *weights, const float *logits, const float *sh,
+                          int sh_pitch, int n_tok, int n_experts, int top_k, cudaStream_t stream);
+int moe_route_shared_ref(int32_t *ids, float *weights, const float *logits, const float *sh,
+                         int sh_pitch, int n_tok, int n_experts, int top_k);
 
 #ifdef __cplusplus
 }

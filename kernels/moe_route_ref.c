@@ -42,3 +42,26 @@ int moe_route_ref(int32_t *ids, float *weights, const float *logits, int n_tok, 
     free(p);
     return 0;
 }
+
+int moe_route_shared_ref(int32_t *ids, float *weights, const float *logits, const float *sh,
+                         int sh_pitch, int n_tok, int n_experts, int top_k)
+{
+    if (!sh || sh_pitch < 1 || n_tok < 0 || top_k <= 0 || top_k > MOE_ROUTE_MAX_TOPK)
+        return ERR_INVAL;
+    int32_t *id = xmalloc(sizeof(int32_t) * (size_t)top_k);
+    float *w = xmalloc(sizeof(float) * (size_t)top_k);
+    int rc = 0;
+    for (int t = 0; t < n_tok && rc == 0; t++) {
+        rc = moe_route_ref(id, w, logits + (int64_t)t * n_experts, 1, n_experts, top_k);
+        for (int j = 0; j < top_k && rc == 0; j++) {
+            ids[(int64_t)t * (top_k + 1) + j] = id[j];
+            weights[(int64_t)t * (top_k + 1) + j] = w[j];
+        }
+        ids[(int64_t)t * (top_k + 1) + top_k] = n_experts;
+        weights[(int64_t)t * (top_k + 1) + top_k] =
+            (float)(1.0 / (1.0 + exp(-(double)sh[(int64_t)t * sh_pitch])));
+    }
+    free(w);
+    free(id);
+    return rc;
+}

@@ -65,6 +65,7 @@ struct bench_opts {
     int grouped_small; // gpu_model_opts.grouped_small (0 = the runner's default)
     int grouped_pipe64; // gpu_model_opts.grouped_pipe64
     int dense_tiles;    // gpu_model_opts.dense_tiles
+    int fuse;           // gpu_model_opts.fuse
     int gdn_chunk;      // gpu_model_opts.gdn_chunk
     unsigned seed;
     const char *json;
@@ -143,11 +144,13 @@ static int parse_args(struct bench_opts *o, int argc, char **argv)
                  "16-row expert tiles up to N slots per expert; -1: 64-row tiles only (0: the "
                  "runner's default)"),
         ARGS_INT("--grouped-pipe64", "-1|0|1|2", &o->grouped_pipe64, -1, 2,
-                 "pipelined NVFP4 64-row expert tiles: -1 off, 0 default (on), 1 on, 2 on with "
-                 "1 x 4 warps"),
+                 "pipelined NVFP4 64-row expert tiles: -1 off, 0 default (on, 1 x 4 warps), 1 on "
+                 "with 2 x 2 warps, 2 on with 1 x 4 warps"),
         ARGS_INT("--dense-tiles", "N", &o->dense_tiles, -1, 65536,
                  "NVFP4 dense layers on LINEAR_PATH_TILES from 9 up to N rows (0: default 32, "
                  "-1: never)"),
+        ARGS_INT("--fuse", "-1|0", &o->fuse, -1, 0,
+                 "few-row launches fused (gemv_multi pairs): 0 default (on), -1 off"),
         ARGS_INT("--gdn-chunk", "N", &o->gdn_chunk, -1, 1 << 20,
                  "GDN items of at least N rows on the chunked recurrence (0: default, -1: never)"),
         ARGS_BOOL("--roofline-only", &roofline_only, "print the roofline lines and exit"),
@@ -156,7 +159,8 @@ static int parse_args(struct bench_opts *o, int argc, char **argv)
         "gpu_bench",
         "CONFIG.json [--prompt-len N[,N..]] [--batch B[,B..]] [--gen N] [--chunk ROWS] "
         "[--graphs 0|1] [--json FILE] [--seed S] [--few-row-paths] [--grouped-small N] "
-        "[--grouped-pipe64 -1|0|1|2] [--dense-tiles N] [--gdn-chunk N] [--roofline-only]",
+        "[--grouped-pipe64 -1|0|1|2] [--dense-tiles N] [--fuse -1|0] [--gdn-chunk N] "
+        "[--roofline-only]",
         opts, ARRAY_LEN(opts), NULL};
     int rc = args_parse(&spec, argc, argv);
     if (rc != 0)
@@ -375,7 +379,12 @@ static const char *paths_name(const struct bench_opts *o, char *buf, size_t len)
     if (o->few_row_paths)
         return "few_row";
     snprintf(buf, len, "dispatch%s",
-             o->grouped_pipe64 < 0 ? "_p64off" : o->grouped_pipe64 == 2 ? "_p64c" : "");
+             o->grouped_pipe64 < 0    ? "_p64off"
+             : o->grouped_pipe64 == 1 ? "_p64x2"
+             : o->grouped_pipe64 == 2 ? "_p64c"
+                                      : "");
+    if (o->fuse < 0)
+        snprintf(buf + strlen(buf), len - strlen(buf), "_fuseoff");
     if (o->dense_tiles > 0)
         snprintf(buf + strlen(buf), len - strlen(buf), "_dt%d", o->dense_tiles);
     else if (o->dense_tiles < 0)
@@ -507,6 +516,7 @@ int main(int argc, char **argv)
                                  .grouped_small = o.grouped_small,
                                  .grouped_pipe64 = o.grouped_pipe64,
                                  .dense_tiles = o.dense_tiles,
+                                 .fuse = o.fuse,
                                  .gdn_chunk = o.gdn_chunk };
     t0 = now_s();
     rc = gpu_model_create(&g, m, &go, err, sizeof err);

@@ -8,12 +8,15 @@
 #     tests    tests/gpu/run.sh --quick (build, kernel tests, ktest_gpu_model)
 #     tiles    bench_linear experts (expert tile modes incl. experts_tiles) and quick (dense_tiles)
 #     decode   gpu_bench, prompt 128, batch 8, 16, 64: default, --dense-tiles -1 (the tiles off)
+#     decode1  gpu_bench, batch 1, prompts 512, 2,048, 8,192, 64 tokens (issue 17): default and
+#              --fuse -1 (the few-row launches one by one)
 #     prefill  gpu_bench, batch 1, prompts 512, 2,048, 8,192: default, --gdn-chunk -1 (the GDN
 #              recurrence token-serial: tokens may differ, fp32 rounding of another order),
-#              --grouped-pipe64 2 (the 64-row expert tiles at 1 x 4 warps: the same tokens_hash)
+#              --grouped-pipe64 1 (the 64-row expert tiles at 2 x 2 warps: the same tokens_hash)
 #     gdn      bench_kernels gdn: token-serial vs chunked GDN recurrence by item rows (threshold)
 #     stack    tests/gpu/stack.sh at 64 streams (needs .gpu/stack, tests/gpu/stack_bundle.sh)
 #     profile  tests/gpu/profile.sh of a batch-64 decode step and a 2,048-token prefill
+#     profile1 tests/gpu/profile.sh of batch-1 decode steps at a 2,048-token context (issue 17)
 # Env: BUILD_DIR ($PWD/build-gpudev), CONFIG (tests/configs/qwen3.6-35b-a3b-nvfp4.json),
 # TERN_WERROR (OFF). The default stages take about 8 minutes on an H200; split them over two
 # calls (e.g. `tests tiles decode`, then `prefill stack profile`) when the first call must leave
@@ -77,11 +80,16 @@ for s in "${stages[@]}"; do
       bench decode 90 --prompt-len 128 --batch 8,16,64 --gen 64 --chunk 2048
       bench decode_dtoff 90 --prompt-len 128 --batch 8,16,64 --gen 64 --chunk 2048 --dense-tiles -1
       ;;
+    decode1)
+      build_benches || { note decode1 "build failed"; continue; }
+      bench decode1 90 --prompt-len 512,2048,8192 --batch 1 --gen 64 --chunk 2048
+      bench decode1_fuseoff 90 --prompt-len 512,2048,8192 --batch 1 --gen 64 --chunk 2048 --fuse -1
+      ;;
     prefill)
       build_benches || { note prefill "build failed"; continue; }
       bench prefill 90 --prompt-len 512,2048,8192 --batch 1 --gen 32 --chunk 2048
       bench prefill_gcoff 90 --prompt-len 512,2048,8192 --batch 1 --gen 32 --chunk 2048 --gdn-chunk -1
-      bench prefill_p64c 90 --prompt-len 512,2048,8192 --batch 1 --gen 32 --chunk 2048 --grouped-pipe64 2
+      bench prefill_p64x2 90 --prompt-len 512,2048,8192 --batch 1 --gen 32 --chunk 2048 --grouped-pipe64 1
       ;;
     gdn)
       build_benches || { note gdn "build failed"; continue; }
@@ -107,7 +115,17 @@ for s in "${stages[@]}"; do
       note_lines "  profile" < <(head -12 "$logs/profile_prefill.txt" 2>/dev/null)
       rm -f "$logs"/profile_*.csv
       ;;
-    *) echo "measure: unknown stage '$s' (tests tiles decode prefill gdn stack profile)" >&2; exit 2 ;;
+    profile1)
+      build_benches || { note profile1 "build failed"; continue; }
+      # 9 decode steps in the range (gpu_bench's warm-ups included)
+      # the L2 kept between kernels (--cache-control none), as inside the step's graph
+      OUT=$logs/p1 NCU_CACHE=none timeout 200 "$root/tests/gpu/profile.sh" "$b" decode 9 -- "$cfg" \
+        --prompt-len 2048 --batch 1 --gen 4 --chunk 2048 > /dev/null 2>&1
+      note profile1 "decode1 rc=$? ($(elapsed))"
+      note_lines "  profile1" < <(head -30 "$logs/p1/profile_decode.txt" 2>/dev/null)
+      rm -f "$logs"/p1/profile_*.csv
+      ;;
+    *) echo "measure: unknown stage '$s' (tests tiles decode decode1 prefill gdn stack profile profile1)" >&2; exit 2 ;;
   esac
 done
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader \

@@ -6,8 +6,9 @@
 # run), so the sum is the GPU time without launch gaps or overlap, not the wall time.
 #   tests/gpu/profile.sh BUILD_DIR PHASE STEPS -- GPU_BENCH_ARGS...
 # PHASE: prefill or decode; STEPS: what the per-step column divides by (the number of decode
-# steps in the range, counting gpu_bench's warm-up: it runs 3 decode steps and a prefill of up to
-# 64 tokens per sequence before the measured run). Output: $OUT/profile_PHASE.txt (and .csv).
+# steps in the range, counting gpu_bench's warm-ups: embed_kernel's count in the output is the
+# number of steps). Output: $OUT/profile_PHASE.txt (and .csv). NCU_CACHE=none keeps the L2 between
+# kernels (as in a graph) instead of flushing it before each (ncu's default, "all").
 set -uo pipefail
 b=${1:?usage: profile.sh BUILD_DIR PHASE STEPS -- GPU_BENCH_ARGS}
 phase=${2:?phase}
@@ -18,7 +19,7 @@ out=${OUT:-gpu-logs}
 mkdir -p "$out"
 command -v ncu > /dev/null || { echo "profile: no ncu on PATH"; exit 2; }
 csv=$out/profile_$phase.csv
-ncu --clock-control none --nvtx --nvtx-include "$phase/" --metrics gpu__time_duration.sum --print-units base \
+ncu --clock-control none --cache-control "${NCU_CACHE:-all}" --nvtx --nvtx-include "$phase/" --metrics gpu__time_duration.sum --print-units base \
   --csv --page raw "$b/bin/gpu_bench" "$@" > "$csv" 2> "$out/profile_$phase.err"
 rc=$?
 python3 - "$csv" "$phase" "$steps" <<'PY' | tee "$out/profile_$phase.txt"
@@ -43,7 +44,7 @@ for r in rd:
 all_ns = sum(tot.values())
 print('profile phase=%s kernels=%d gpu_ms=%.3f steps=%g gpu_ms_per_step=%.3f' %
       (phase, sum(cnt.values()), all_ns / 1e6, steps, all_ns / 1e6 / steps))
-for name, ns in tot.most_common(25):
+for name, ns in tot.most_common(30):
     print('  %-70s n=%-6d ms=%9.3f share=%5.1f%% us_per_step=%9.1f' %
           (name, cnt[name], ns / 1e6, 100 * ns / all_ns, ns / 1e3 / steps))
 PY

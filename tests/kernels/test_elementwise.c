@@ -104,6 +104,8 @@ static void test_argmax(int rows, int vocab)
     /* row 0: a tie between two maxima -> lower index; row 1: NaNs around */
     l[vocab - 1] = 50;
     l[vocab / 3] = 50;
+    if (vocab / 3 + 1 < vocab - 1)
+        l[vocab / 3 + 1] = 50; /* a tie inside one 16-byte load too */
     if (rows > 1) {
         l[vocab + 5] = NAN;
         l[vocab + vocab - 2] = 60;
@@ -130,10 +132,15 @@ int main(void)
     test_rmsnorm(37, 256, 1.0f);
     test_rmsnorm(3, 128, 0.0f);
     test_rmsnorm(2, 1000, 1.0f);
+    test_rmsnorm(2, 1002, 1.0f);  /* dim % 4 != 0: the shared-memory kernel */
+    test_rmsnorm(3, 8196, 1.0f);  /* 3 float4 per thread, 704 threads */
+    test_rmsnorm(2, 12288, 0.0f); /* the largest dim: 3 per thread, 1024 threads */
     test_embed_cast(1000, 2048, 7);
     test_embed_cast(37, 100, 3);
     test_argmax(3, 248320);
     test_argmax(16, 1001);
+    test_argmax(2, 1000); /* 16-byte loads: rows 4,000 bytes apart */
+    test_argmax(1, 4);
     CHECK_EQ_INT(rmsnorm_cuda(NULL, NULL, NULL, 1, 8, 1e-6f, 1, 0), ERR_INVAL);
     ktest_sync();
     return test_result();

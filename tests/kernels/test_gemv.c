@@ -93,6 +93,42 @@ static void run_case(int fmt, int scale_kind, int n_experts, int expert, int row
     run_view(fmt, scale_kind, n_experts, expert, rows, cols, cols, n_tok);
 }
 
+/* gemv_multi_cuda: n weights (bf16, then the formats in fmts) of the same cols in one launch vs
+ * gemv_ref of each, at the CUDA-core tolerance (the wide kernel is fp32 on the cores) */
+static void run_multi(int n, const int *fmts, const int *rows, int cols, int n_tok)
+{
+    struct kw_pair w[GEMV_MULTI_MAX];
+    struct gemv_out o[GEMV_MULTI_MAX];
+    float *x = malloc(sizeof(float) * (size_t)n_tok * cols);
+    ktest_fill(x, (size_t)n_tok * cols, -2.0f, 2.0f);
+    float *dx = ktest_dev_from(x, sizeof(float) * (size_t)n_tok * cols);
+    for (int i = 0; i < n; i++) {
+        kw_pair_make(&w[i], fmts[i], fmts[i] == KW_FMT_FP8 ? KW_SCALE_CHANNEL : 0, 2, rows[i],
+                     cols);
+        o[i] = (struct gemv_out){ &w[i].dev, i % 2, ktest_dev_poison((size_t)n_tok * rows[i]) };
+    }
+    CHECK_EQ_INT(gemv_multi_cuda(o, n, dx, n_tok, 0), 0);
+    for (int i = 0; i < n; i++) {
+        const size_t ny = (size_t)n_tok * rows[i];
+        float *ref = malloc(sizeof(float) * ny), *got = malloc(sizeof(float) * ny);
+        double amax = 0;
+        char what[96];
+        CHECK_EQ_INT(gemv_ref(ref, &w[i].host, i % 2, x, n_tok), 0);
+        ktest_to_host(got, o[i].y, sizeof(float) * ny);
+        for (size_t j = 0; j < ny; j++)
+            amax = fabs(ref[j]) > amax ? fabs(ref[j]) : amax;
+        snprintf(what, sizeof what, "gemv_multi %d/%d fmt=%d rows=%d cols=%d tok=%d", i, n,
+                 fmts[i], rows[i], cols, n_tok);
+        CHECK(ktest_compare(what, got, ref, ny, 1e-5 * amax, 1e-4) == 0);
+        ktest_free(o[i].y);
+        kw_pair_free(&w[i]);
+        free(ref);
+        free(got);
+    }
+    ktest_free(dx);
+    free(x);
+}
+
 int main(void)
 {
     static const int toks[] = {1, 2, 3, 4, 8, 9};
@@ -144,6 +180,16 @@ int main(void)
     run_path(KW_FMT_FP8, KW_SCALE_CHANNEL, 1, 0, 33, 256, 3, GEMV_PATH_AUTO);
     run_path(KW_FMT_FP8, KW_SCALE_BLOCK, 1, 0, 33, 256, 12, GEMV_PATH_AUTO);
 
+    {
+        const int bb[2] = { KW_FMT_BF16, KW_FMT_BF16 }, mix[4] = { KW_FMT_BF16, KW_FMT_FP8,
+                                                                    KW_FMT_NVFP4, KW_FMT_NVFP4 };
+        const int ba[2] = { 32, 32 }, rg[2] = { 256, 2 }, r4[4] = { 17, 40, 5, 512 };
+        run_multi(2, bb, ba, 2048, 1); /* the GDN b + a */
+        run_multi(2, bb, rg, 2048, 4); /* router + shared-expert gate */
+        run_multi(4, mix, r4, 208, 8); /* formats mixed, narrow nvfp4, the row limit */
+        run_multi(4, mix, r4, 256, 3);
+    }
+
     /* bad arguments */
     {
         struct kw_pair w;
@@ -162,6 +208,25 @@ int main(void)
         CHECK_EQ_INT(gemv_cuda_path(d, &w.dev, 0, d, 1, GEMV_PATH_TENSOR, 0), ERR_UNSUPPORTED);
         ktest_free(d);
         kw_pair_free(&w);
+    }
+    {
+        struct kw_pair a, b, c;
+        float *d = ktest_dev_alloc((size_t)9 * 1024 * 4);
+        kw_pair_make(&a, KW_FMT_BF16, 0, 1, 8, 256);
+        kw_pair_make(&b, KW_FMT_BF16, 0, 1, 8, 128);
+        kw_pair_make(&c, KW_FMT_BF16, 0, 1, GEMV_WIDE_MAX_ROWS + 1, 256);
+        struct gemv_out o[2] = { { &a.dev, 0, d }, { &b.dev, 0, d } };
+        CHECK_EQ_INT(gemv_multi_cuda(o, 2, d, 1, 0), ERR_INVAL); /* cols differ */
+        o[1].w = &c.dev;
+        CHECK_EQ_INT(gemv_multi_cuda(o, 2, d, 1, 0), ERR_UNSUPPORTED); /* too many rows */
+        o[1].w = &a.dev;
+        CHECK_EQ_INT(gemv_multi_cuda(o, 2, d, GEMV_WIDE_MAX_TOK + 1, 0), ERR_UNSUPPORTED);
+        CHECK_EQ_INT(gemv_multi_cuda(o, 2, d + 1, 1, 0), ERR_INVAL); /* misaligned x */
+        CHECK_EQ_INT(gemv_multi_cuda(o, GEMV_MULTI_MAX + 1, d, 1, 0), ERR_INVAL);
+        kw_pair_free(&a);
+        kw_pair_free(&b);
+        kw_pair_free(&c);
+        ktest_free(d);
     }
     {
         struct kw_pair w;

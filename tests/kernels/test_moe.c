@@ -50,6 +50,42 @@ static void test_route(int n_tok, int n_exp, int k, int quantize)
     free(l), free(rw), free(gw), free(ri), free(gi);
 }
 
+/* moe_route_shared: the top-k as moe_route, then the folded shared expert's slot (expert
+ * n_exp, sigmoid of its gate logit read at pitch 2) */
+static void test_route_shared(int n_tok, int n_exp, int k)
+{
+    const size_t n = (size_t)n_tok * n_exp, ns = (size_t)n_tok * (k + 1);
+    float *l = malloc(n * 4), *sh = malloc((size_t)n_tok * 2 * 4), *rw = malloc(ns * 4),
+          *gw = malloc(ns * 4);
+    int32_t *ri = malloc(ns * 4), *gi = malloc(ns * 4);
+    ktest_fill(l, n, -4, 4);
+    ktest_fill(sh, (size_t)n_tok * 2, -30, 30); /* far into both tails of the sigmoid */
+    float *dl = ktest_dev_from(l, n * 4), *dsh = ktest_dev_from(sh, (size_t)n_tok * 2 * 4),
+          *dw = ktest_dev_poison(ns);
+    int32_t *di = ktest_dev_alloc(ns * 4);
+    CHECK_EQ_INT(moe_route_shared_ref(ri, rw, l, sh, 2, n_tok, n_exp, k), 0);
+    CHECK_EQ_INT(moe_route_shared_cuda(di, dw, dl, dsh, 2, n_tok, n_exp, k, 0), 0);
+    ktest_to_host(gi, di, ns * 4);
+    ktest_to_host(gw, dw, ns * 4);
+    int bad = 0;
+    for (int t = 0; t < n_tok; t++)
+        for (int j = 0; j <= k; j++) {
+            const int a = gi[t * (k + 1) + j], b = ri[t * (k + 1) + j];
+            if (a != b && (j == k || a < 0 || a >= n_exp ||
+                           fabsf(l[(size_t)t * n_exp + a] - l[(size_t)t * n_exp + b]) > 1e-6f) &&
+                bad++ < 5)
+                fprintf(stderr, "  route_shared t=%d j=%d got %d ref %d\n", t, j, a, b);
+        }
+    CHECK(bad == 0);
+    CHECK(ktest_compare("moe_route_shared weights", gw, rw, ns, 1e-6, 1e-4) == 0);
+    fprintf(stderr, "moe_route_shared tok=%d E=%d k=%d: id mismatches=%d\n", n_tok, n_exp, k,
+            bad);
+    CHECK_EQ_INT(moe_route_shared_cuda(di, dw, dl, NULL, 2, n_tok, n_exp, k, 0), ERR_INVAL);
+    CHECK_EQ_INT(moe_route_shared_cuda(di, dw, dl, dsh, 0, n_tok, n_exp, k, 0), ERR_INVAL);
+    ktest_free(dl), ktest_free(dsh), ktest_free(dw), ktest_free(di);
+    free(l), free(sh), free(rw), free(gw), free(ri), free(gi);
+}
+
 /* One expert-weight set (gate_up with per-channel scales, down with 128x128 block scales for
  * fp8), then for each run {n_tok, accumulate}: fresh inputs, the reference once, and every path
  * that applies to the format against it (the weights are the costly part to make; the reference
@@ -135,6 +171,9 @@ int main(void)
     test_route(64, 256, 8, 1);
     test_route(5, 12, 3, 1);
     test_route(3, 1000, 32, 0);
+    test_route_shared(1, 256, 8);
+    test_route_shared(8, 256, 8);
+    test_route_shared(5, 12, 3);
     test_expert(KW_FMT_NVFP4, 16, 8, 256, 64, RUNS({1, 0}));
     test_expert(KW_FMT_NVFP4, 16, 8, 512, 96, RUNS({5, 1}));
     test_expert(KW_FMT_BF16, 8, 4, 264, 40, RUNS({3, 0}));
@@ -146,6 +185,9 @@ int main(void)
     test_expert(KW_FMT_NVFP4, 8, 8, 272, 80, RUNS({4, 1}));
     test_expert(KW_FMT_NVFP4, 16, 8, 2064, 144, RUNS({8, 0}));
     test_expert(KW_FMT_NVFP4, 1, 1, 256, 64, RUNS({3, 1})); /* the shared-expert form */
+    /* top-8 + a folded shared expert's slot (9 slots per token) */
+    test_expert(KW_FMT_NVFP4, 17, 9, 256, 64, RUNS({1, 0}, {8, 0}));
+    test_expert(KW_FMT_BF16, 9, 9, 264, 40, RUNS({2, 0}));
     /* full-size shapes at 1, 2 and 8 tokens (32 experts of 1024x2048 + 2048x512), one set */
     test_expert(KW_FMT_NVFP4, 32, 8, 2048, 512, RUNS({1, 0}, {2, 0}, {8, 1}));
     {

@@ -52,6 +52,41 @@ static int run(int fmt, int sk, int E, int e, int rows, int cols, int cols_alloc
     return fail;
 }
 
+/* gemv_multi_cuda of n weights (formats f0, f1, f2, then f2; rows r0, r1, then r1 + 3 ..) vs
+ * gemv_ref of each, at the cores tolerance */
+static int run_multi(int n, int f0, int f1, int f2, int r0, int r1, int cols, int n_tok)
+{
+    kweight w[4];
+    gemv_out o[4];
+    float *ref[4];
+    size_t ny[4];
+    const int fmts[4] = {f0, f1, f2, f2};
+    const int rows[4] = {r0, r1, r1 + 3, r1 + 7};
+    float *x = (float *)emu_alloc((size_t)n_tok * cols * 4);
+    for (size_t i = 0; i < (size_t)n_tok * cols; i++) x[i] = runi(-2, 2);
+    int rc = 0, bad = 0, guard = 1;
+    for (int i = 0; i < n; i++) {
+        w[i] = kw_make(fmts[i], fmts[i] == KW_FMT_FP8 ? KW_SCALE_CHANNEL : 0, 2, rows[i], cols, cols);
+        ny[i] = (size_t)n_tok * rows[i];
+        ref[i] = (float *)malloc(ny[i] * 4);
+        rc |= gemv_ref(ref[i], &w[i], i % 2, x, n_tok);
+        o[i] = {&w[i], i % 2, kw_out(ny[i])};
+    }
+    g_emu_launched.clear();
+    rc |= gemv_multi_cuda(o, n, x, n_tok, 0);
+    for (int i = 0; i < n; i++) {
+        const kw_cmp c = kw_compare(o[i].y, ref[i], ny[i], 1e-5, 1e-4);
+        bad += (int)c.bad;
+        guard &= kw_guard_ok(o[i].y, ny[i]);
+    }
+    const bool one = g_emu_launched.find("gemv_wide_kernel") != std::string::npos &&
+                     g_emu_launched.find(';') == g_emu_launched.rfind(';');
+    const int fail = rc || bad || !guard || !one;
+    printf("gemv_multi emu n=%d fmts=%d,%d,%d rows=%d,%d cols=%d tok=%d ran=%s: bad=%d guard=%d rc=%d %s\n", n,
+           f0, f1, f2, r0, r1, cols, n_tok, g_emu_launched.c_str(), bad, guard, rc, fail ? "FAIL" : "ok");
+    return fail;
+}
+
 int main(int argc, char **argv)
 {
     const bool quick = argc > 1 && strcmp(argv[1], "quick") == 0;
@@ -73,10 +108,13 @@ int main(int argc, char **argv)
     f += run(F8, BS, 1, 0, 259, 400, 400, 2, A, FP8S);
     f += run(F8, CS, 1, 0, 50, 256, 272, 3, A, FP8S);
     /* CUDA cores through AUTO at 1 token, and explicit */
-    f += run(BF, 0, 3, 1, 33, 256, 256, 1, A, "gemv_kernel<1, GEMV_ROWS_T1, KF>");
-    f += run(F8, BS, 1, 0, 70, 272, 272, 1, A, "gemv_kernel<1, GEMV_ROWS_T1, KF>", 128, 64);
-    f += run(NV, 0, 1, 0, 45, 48, 48, 1, C, "gemv_kernel<1");
-    f += run(F8, TS, 1, 0, 37, 64, 64, 3, C, "gemv_kernel<4, 1, KF>");
+    f += run(BF, 0, 3, 1, 33, 256, 256, 1, A, "gemv_wide_kernel");
+    f += run(BF, 0, 1, 0, 513, 256, 256, 1, A, "gemv_kernel<1, GEMV_ROWS_T1, KF>"); /* past the wide rows */
+    f += run(F8, BS, 1, 0, 70, 272, 272, 1, A, "gemv_wide_kernel", 128, 64);
+    f += run(NV, 0, 1, 0, 45, 48, 48, 1, C, "gemv_wide_kernel");
+    f += run(NV, 0, 1, 0, 600, 48, 48, 1, C, "gemv_kernel<1");
+    f += run(F8, TS, 1, 0, 37, 64, 64, 3, C, "gemv_wide_kernel");
+    f += run(F8, TS, 1, 0, 37, 64, 64, 9, C, "gemv_kernel<4, 1, KF>"); /* past the wide tokens */
     if (!quick) {
         f += run(NV, 0, 1, 0, 133, 208, 208, 8, S, NVS8);
         f += run(NV, 0, 1, 0, 70, 2064, 2064, 2, S, NVS8);
@@ -92,16 +130,37 @@ int main(int argc, char **argv)
         f += run(F8, BS, 2, 1, 200, 384, 384, 5, S, FP8S);
         f += run(F8, BS, 1, 0, 100, 384, 384, 1, S, FP8S, 32, 256);
         f += run(F8, TS, 1, 0, 77, 8192, 8192, 1, A, FP8S);
-        f += run(F8, TS, 1, 0, 20, 20480, 20480, 1, A, "gemv_kernel<1, GEMV_ROWS_T1, KF>"); /* too long for stream */
-        f += run(F8, BS, 2, 1, 130, 400, 400, 1, A, "gemv_kernel<1, GEMV_ROWS_T1, KF>", 16, 64);
-        f += run(F8, CS, 1, 0, 70, 1024, 1024, 1, C, "gemv_kernel<1");
-        f += run(F8, BS, 1, 0, 259, 400, 400, 5, C, "gemv_kernel<4");
-        f += run(BF, 0, 1, 0, 37, 64, 64, 1, A, "gemv_kernel<1");
-        f += run(BF, 0, 1, 0, 301, 2056, 2056, 1, A, "gemv_kernel<1");
-        f += run(BF, 0, 1, 0, 301, 2056, 2056, 3, A, "gemv_kernel<4");
-        f += run(NV, 0, 1, 0, 133, 208, 208, 1, C, "gemv_kernel<1");
-        f += run(NV, 0, 2, 1, 33, 256, 288, 5, C, "gemv_kernel<4");
-        f += run(NV, 0, 1, 0, 255, 512, 512, 1, C, "gemv_kernel<1");
+        f += run(F8, TS, 1, 0, 20, 20480, 20480, 1, A, "gemv_wide_kernel"); /* too long for stream */
+        f += run(F8, BS, 2, 1, 130, 400, 400, 1, A, "gemv_wide_kernel", 16, 64);
+        f += run(F8, CS, 1, 0, 70, 1024, 1024, 1, C, "gemv_wide_kernel");
+        f += run(F8, BS, 1, 0, 259, 400, 400, 5, C, "gemv_wide_kernel");
+        f += run(BF, 0, 1, 0, 37, 64, 64, 1, A, "gemv_wide_kernel");
+        f += run(BF, 0, 1, 0, 301, 2056, 2056, 1, A, "gemv_wide_kernel");
+        f += run(BF, 0, 1, 0, 301, 2056, 2056, 3, A, "gemv_wide_kernel");
+        f += run(BF, 0, 1, 0, 600, 264, 264, 3, A, "gemv_kernel<4");
+        f += run(NV, 0, 1, 0, 133, 208, 208, 1, C, "gemv_wide_kernel");
+        f += run(NV, 0, 2, 1, 33, 256, 288, 5, C, "gemv_wide_kernel");
+        f += run(NV, 0, 1, 0, 255, 512, 512, 1, C, "gemv_wide_kernel");
+        f += run(NV, 0, 2, 1, 777, 256, 288, 5, C, "gemv_kernel<4");
+    }
+    /* gemv_multi: up to 4 weights of the same cols in one launch (formats mixed: KF_ANY) */
+    f += run_multi(2, BF, BF, 1, 32, 32, 2048, 1);  /* the GDN b + a shape */
+    f += run_multi(2, BF, BF, 1, 256, 2, 512, 3);   /* router + shared gate */
+    f += run_multi(3, BF, F8, NV, 17, 40, 256, 8);
+    f += run_multi(4, NV, NV, NV, 5, 9, 208, 2);     /* narrow nvfp4 */
+    {
+        kweight a = kw_make(BF, 0, 1, 8, 256, 256), b = kw_make(BF, 0, 1, 8, 128, 128),
+                c = kw_make(BF, 0, 1, 513, 256, 256);
+        float *d = (float *)emu_alloc((size_t)9 * 513 * 4);
+        gemv_out o[2] = {{&a, 0, d}, {&b, 0, d}};
+        int ok = gemv_multi_cuda(o, 2, d, 1, 0) == ERR_INVAL; /* cols differ */
+        o[1].w = &c;
+        ok &= gemv_multi_cuda(o, 2, d, 1, 0) == ERR_UNSUPPORTED; /* 513 rows */
+        o[1].w = &a;
+        ok &= gemv_multi_cuda(o, 2, d, 9, 0) == ERR_UNSUPPORTED; /* 9 tokens */
+        ok &= gemv_multi_cuda(o, 0, d, 1, 0) == ERR_INVAL && gemv_multi_cuda(o, 5, d, 1, 0) == ERR_INVAL;
+        printf("gemv_multi emu launcher checks: %s\n", ok ? "ok" : "FAIL");
+        f += !ok;
     }
     /* launcher checks: the stream kernel refuses what it cannot do, nothing is launched */
     {

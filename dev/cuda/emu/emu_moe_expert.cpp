@@ -92,12 +92,14 @@ int main(int argc, char **argv)
     f += run(NV, 1, 16, 8, 256, 64, 0, A, ST);
     f += run(NV, 4, 8, 8, 272, 80, 1, A, ST8); /* K % 32 == 16 in both stages */
     f += run(NV, 3, 1, 1, 256, 64, 1, A, ST);  /* shared-expert form */
+    f += run(NV, 2, 17, 9, 256, 64, 0, A, ST); /* top-8 + a folded shared expert's slot */
     f += run(KW_FMT_BF16, 3, 8, 4, 264, 40, 0, A, CO);
     f += run(KW_FMT_FP8, 2, 6, 2, 272, 48, 1, A, CO);
     if (!quick) {
         f += run(NV, 5, 16, 8, 512, 96, 1, S, ST);
         f += run(NV, 1, 8, 8, 272, 48, 0, S, ST8);
         f += run(NV, 8, 16, 8, 1040, 48, 0, A, ST8);  /* 8 tokens x top-8: 64 slots */
+        f += run(NV, 8, 33, 9, 512, 128, 0, A, ST);   /* 8 tokens x 9 slots (folded shared) */
         f += run(NV, 2, 8, 8, 384, 128, 1, A, ST);
         f += run(NV, 9, 32, 4, 256, 384, 0, S, ST);  /* more tokens than the AUTO limit */
         f += run(NV, 9, 32, 4, 256, 384, 1, A, CO);  /* AUTO beyond 8 tokens: CUDA cores */

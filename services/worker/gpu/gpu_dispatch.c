@@ -14,6 +14,7 @@
 #include "attn_prefill.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "gemv.h"
 #include "moe_expert.h"
 #include "moe_grouped.h"
 
@@ -96,7 +97,15 @@ int gpu_dispatch_init(struct gpu_model *g, char *err, size_t errlen)
     /* the pipelined 64-row NVFP4 tiles: 0.83-0.95 of the plain kernel's time at every point of
      * bench_linear's experts_tiles sweep (routed and shared, 16 to 4,096 rows), the same bits */
     d->grouped_t64 = MOE_GROUPED_TILE_ROWS | (g->o.grouped_pipe64 >= 0 ? MOE_GROUPED_PIPE64 : 0) |
-                     (g->o.grouped_pipe64 == 2 ? MOE_GROUPED_PIPE64_COLS : 0); // 2: opt-in
+                     (g->o.grouped_pipe64 == 0 || g->o.grouped_pipe64 == 2 ? MOE_GROUPED_PIPE64_COLS
+                                                                           : 0);
+    /* one launch for the few-row weights that read the same rows (GDN b + a, router + shared
+     * gate): up to the wide kernel's token count */
+    d->multi_rows = g->o.fuse < 0 ? 0 : GEMV_WIDE_MAX_TOK;
+    for (int f = 0; f < 4; f++) { /* moe_expert's rows, within its grid (rows x slots) */
+        const int cap = 65535 / (g->K + 1), below = d->grouped_rows[f] - 1;
+        d->fold_rows[f] = g->o.fuse < 0 ? 0 : below < cap ? below : cap;
+    }
     const int dt = g->o.dense_tiles;
     d->dense_tiles_min = gm > 0 ? gm : DEFAULT_DENSE_TILES_MIN;
     d->dense_tiles_max = gm < 0 || dt < 0 ? 0 : dt > 0 ? dt : gm == 0 ? DEFAULT_DENSE_TILES_MAX : 0;
@@ -105,11 +114,11 @@ int gpu_dispatch_init(struct gpu_model *g, char *err, size_t errlen)
     d->attn_prefill_rows = g->o.prefill_attn < 0 ? INT_MAX : 2;
     /* the tensor-core flash kernel (bench_attn: 2.5x the CUDA-core one at 2K-8K context) */
     d->attn_prefill_path = g->hd % 16 == 0 ? ATTN_PREFILL_PATH_MMA : ATTN_PREFILL_PATH_CORES;
-    snprintf(d->why, sizeof d->why, "%s%s%s%s%s%s%s",
+    snprintf(d->why, sizeof d->why, "%s%s%s%s%s%s%s%s",
              gm == 0 && gr == 0 && gs == 0 && g->o.grouped_pipe64 == 0 && dt == 0 &&
-                     g->o.gdn_chunk == 0
+                     g->o.gdn_chunk == 0 && g->o.fuse == 0
                  ? "measured defaults (docs/PERF.md)"
-                 : "",
+                 : "", g->o.fuse != 0 ? " fuse option" : "",
              gm != 0 ? " gemm_min_rows option" : "", gr != 0 ? " grouped_min_rows option" : "",
              gs != 0 ? " grouped_small option" : "",
              g->o.grouped_pipe64 != 0 ? " grouped_pipe64 option" : "",
@@ -163,6 +172,27 @@ int gpu_linear(struct gpu_model *g, float *y, const struct kweight *w, const flo
                        g->stream);
 }
 
+/* the GEMV path of w at n rows (what gpu_linear would launch as gemv_cuda) */
+static bool gemv_path(const struct gpu_model *g, const struct kweight *w, int n)
+{
+    return dense_path(g, w, n, true) == LINEAR_PATH_GEMV;
+}
+
+/* y0 = x W0^T and y1 = x W1^T in one gemv_multi launch when the step has at most multi_rows
+ * rows and both would run as GEMVs with at most GEMV_WIDE_MAX_ROWS rows; else one by one */
+int gpu_linear_pair(struct gpu_model *g, float *y0, const struct kweight *w0, float *y1,
+                    const struct kweight *w1, const float *x, int n)
+{
+    if (n <= g->disp.multi_rows && w0->rows <= GEMV_WIDE_MAX_ROWS &&
+        w1->rows <= GEMV_WIDE_MAX_ROWS && w0->cols == w1->cols && gemv_path(g, w0, n) &&
+        gemv_path(g, w1, n)) {
+        const struct gemv_out o[2] = { { w0, 0, y0 }, { w1, 0, y1 } };
+        return gemv_multi_cuda(o, 2, x, n, g->stream);
+    }
+    int rc = gpu_linear(g, y0, w0, x, n);
+    return rc < 0 ? rc : gpu_linear(g, y1, w1, x, n);
+}
+
 int gpu_lm_head(struct gpu_model *g, float *y, const float *x, int n)
 {
     return linear_cuda(g->lin, y, &g->lm_head, 0, x, n,
@@ -175,6 +205,15 @@ int gpu_router(struct gpu_model *g, struct gpu_layer *L, int n)
     if (g->lin && L->router_f32 && n >= g->disp.router_rows)
         return linear_f32_cuda(g->lin, g->moe_logits, L->router_f32, L->router.rows,
                                L->router.cols, g->x, n, g->stream);
+    /* the router as a GEMV: with the shared expert's gate in the same launch when it fits */
+    if (L->has_shared && n <= g->disp.multi_rows && L->router.rows <= GEMV_WIDE_MAX_ROWS &&
+        L->sh_gate.rows <= GEMV_WIDE_MAX_ROWS && L->router.cols == L->sh_gate.cols &&
+        gemv_path(g, &L->sh_gate, n)) {
+        const struct gemv_out o[2] = { { &L->router, 0, g->moe_logits },
+                                       { &L->sh_gate, 0, g->sh_logits } };
+        int rc = gemv_multi_cuda(o, 2, g->x, n, g->stream);
+        return rc < 0 ? rc : 1;
+    }
     return linear_cuda(NULL, g->moe_logits, &L->router, 0, g->x, n, LINEAR_PATH_GEMV, g->stream);
 }
 
@@ -313,9 +352,35 @@ void gpu_dispatch_log(const struct gpu_model *g)
     LOG_INFO("gpu_dispatch", "class=router fmt=%s path=\"%s\"", FMT_NAME[L0->router.fmt],
              paths(b, sizeof b, "gemv", "gemm_cublaslt_fp32",
                    g->lin && L0->router_f32 ? g->disp.router_rows : INT_MAX));
+    if (gdn && gdn->b.data && gdn->a.data) {
+        const bool one = g->disp.multi_rows > 0 && gdn->b.rows <= GEMV_WIDE_MAX_ROWS &&
+                         gdn->a.rows <= GEMV_WIDE_MAX_ROWS && gemv_path(g, &gdn->b, 1) &&
+                         gemv_path(g, &gdn->a, 1);
+        LOG_INFO("gpu_dispatch", "class=linear_attn_b_a path=\"%s%d%s\"",
+                 one ? "rows<=" : "", one ? g->disp.multi_rows : 0,
+                 one ? ":gemv_multi(b+a, one launch)" : ": one launch each");
+    }
+    if (L0->has_shared && L0->router.data) {
+        const bool one = g->disp.multi_rows > 0 && L0->router.rows <= GEMV_WIDE_MAX_ROWS &&
+                         L0->sh_gate.rows <= GEMV_WIDE_MAX_ROWS && gemv_path(g, &L0->sh_gate, 1);
+        LOG_INFO("gpu_dispatch", "class=router_shared_gate path=\"%s%d%s\"",
+                 one ? "rows<=" : "", one ? g->disp.multi_rows : 0,
+                 one ? ":gemv_multi(router+shared_gate, one launch)" : ": one launch each");
+    }
     log_experts(g, "moe", &L0->gate_up, &L0->down);
     if (L0->has_shared)
         log_experts(g, "shared_expert", &L0->sh_gate_up, &L0->sh_down);
+    if (L0->has_shared) {
+        const int fr = L0->sh_folded ? g->disp.fold_rows[L0->gate_up.fmt] : 0;
+        char fb[48] = "never";
+        if (fr > 0)
+            snprintf(fb, sizeof fb, "rows<=%d", fr);
+        LOG_INFO("gpu_dispatch", "class=shared_expert_fold path=\"%s: slot K of moe_expert (one "
+                 "route, two launches for routed + shared), else as shared_expert\" note=\"%s\"",
+                 fb, L0->sh_folded ? "shared expert stored as expert E of the routed stacks"
+                                   : "shared expert differs from the routed ones in format or "
+                                     "shape");
+    }
     log_dense(g, "lm_head", &g->lm_head, g->disp.lm_rows, true);
     if (gdn)
         LOG_INFO("gpu_dispatch", "class=gdn_recurrence path=\"%s\" note=\"rows of one item; items "

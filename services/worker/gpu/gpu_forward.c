@@ -29,6 +29,7 @@
 #include "fused_add_rmsnorm.h"
 #include "gdn_seq.h"
 #include "kv_write.h"
+#include "moe_expert.h"
 #include "moe_route.h"
 #include "rmsnorm.h"
 #include "rope.h"
@@ -64,8 +65,7 @@ static int gdn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_
     const int32_t *items = p->gitems;
     TRY(gpu_linear(g, g->mix_raw, &L->qkv, g->x, n));
     TRY(gpu_linear(g, g->gz, &L->z, g->x, n));
-    TRY(gpu_linear(g, g->gb, &L->b, g->x, n));
-    TRY(gpu_linear(g, g->ga, &L->a, g->x, n));
+    TRY(gpu_linear_pair(g, g->gb, &L->b, g->ga, &L->a, g->x, n));
     TRY(gdn_seq_conv_cuda(g->mix, L->conv_state, L->conv_snap, g->n_snap, g->mix_raw, L->conv_w,
                           items, p->items, n, g->cd, g->kc, st));
     /* long items (prefill) take the chunked recurrence; its workspace is the expert scratch,
@@ -159,7 +159,20 @@ int gpu_moe_block(struct gpu_model *g, struct gpu_layer *L, int n)
     /* moe_expert_cuda puts rows x top_k on one grid axis (<= 65535, ERR_INVAL beyond): passes
      * longer than that (max_rows > 8191 at top-8) go in row groups; one call otherwise */
     const int grp = 65535 / (g->K > 2 ? g->K : 2);
-    TRY(gpu_router(g, L, n));
+    int rc = gpu_router(g, L, n); /* 1: the shared expert's gate logits are in too */
+    if (rc < 0)
+        return rc;
+    const bool sh_done = rc == 1;
+    if (L->has_shared && L->sh_folded && n <= g->disp.fold_rows[L->gate_up.fmt]) {
+        /* the shared expert as slot K of every row (expert E of the stacks, weight sigmoid of
+         * its gate): one route, one gate_up and one down launch for all nine experts */
+        if (!sh_done)
+            TRY(gpu_linear(g, g->sh_logits, &L->sh_gate, g->x, n));
+        TRY(moe_route_shared_cuda(g->moe_ids, g->moe_w, g->moe_logits, g->sh_logits, 2, n, g->E,
+                                  g->K, st));
+        return moe_expert_cuda(g->y, g->moe_ws, g->x, g->moe_ids, g->moe_w, n, g->K + 1,
+                               g->E + 1, &L->gate_up, &L->down, 0, st);
+    }
     TRY(moe_route_cuda(g->moe_ids, g->moe_w, g->moe_logits, n, g->E, g->K, st));
     for (int r0 = 0; r0 < n; r0 += grp) {
         const int nr = n - r0 < grp ? n - r0 : grp;
@@ -171,7 +184,8 @@ int gpu_moe_block(struct gpu_model *g, struct gpu_layer *L, int n)
         return 0;
     /* sigmoid(s) as the top-2 softmax of [s, 0]; the zero row's slot (id 1) is outside the
      * one-expert stack and contributes nothing */
-    TRY(gpu_linear(g, g->sh_logits, &L->sh_gate, g->x, n));
+    if (!sh_done)
+        TRY(gpu_linear(g, g->sh_logits, &L->sh_gate, g->x, n));
     TRY(moe_route_cuda(g->sh_ids, g->sh_w, g->sh_logits, n, 2, 2, st));
     for (int r0 = 0; r0 < n; r0 += grp) {
         const int nr = n - r0 < grp ? n - r0 : grp;

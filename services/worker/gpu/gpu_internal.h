@@ -33,12 +33,14 @@ struct gpu_layer {
     /* moe */
     struct kweight router;     // (E, H)
     float *router_f32;         // (E, H) fp32 copy for the many-row router GEMM; or NULL
-    struct kweight gate_up;    // E x (2I, H), gate rows first
-    struct kweight down;       // E x (H, I)
+    struct kweight gate_up;    // E (+ 1 when sh_folded) x (2I, H), gate rows first
+    struct kweight down;       // E (+ 1 when sh_folded) x (H, I)
     bool has_shared;
     struct kweight sh_gate;    // (2, H): shared_expert_gate, then a zero row (softmax = sigmoid)
     struct kweight sh_gate_up; // 1 x (2Is, H)
     struct kweight sh_down;    // 1 x (H, Is)
+    bool sh_folded;            // the shared expert is also expert E of gate_up / down (E + 1
+                               //  experts there; sh_gate_up / sh_down are views of it)
 };
 
 /* The kernel path of a step's layers by rows and weight format (gpu_dispatch.c): computed once
@@ -62,6 +64,11 @@ struct gpu_dispatch {
     int attn_prefill_rows;     // items of at least this many rows attend through attn_prefill
                                //  (all items of the pass, one launch); else attn_decode per row
     int attn_prefill_path;     // enum attn_prefill_path of that launch (MMA when head_dim % 16 == 0)
+    int multi_rows;            // steps of at most this many rows run few-row weights that read
+                               //  the same rows as one gemv_multi launch (0 = never)
+    int fold_rows[4];          // steps of at most this many rows run a folded shared expert
+                               //  (gpu_layer.sh_folded) in the routed experts' launches (the
+                               //  moe_expert rows: below grouped_rows; 0 = never)
     char why[160];             // where the thresholds came from (measured table, options)
 };
 
@@ -191,8 +198,12 @@ void gpu_dispatch_destroy(struct gpu_model *g);
 /* The startup lines: one per layer class present, its format and path at 1 row and at many. */
 void gpu_dispatch_log(const struct gpu_model *g);
 /* y = x W^T over n rows on the path g->disp names for w's format and n (gpu_lm_head: the
- * lm_head's thresholds; gpu_router: L's router logits of g->x into g->moe_logits). */
+ * lm_head's thresholds; gpu_router: L's router logits of g->x into g->moe_logits, returning 1
+ * when it put the shared expert's gate logits into g->sh_logits in the same launch, else 0;
+ * gpu_linear_pair: two weights on the same rows, one launch when g->disp.multi_rows allows). */
 int gpu_linear(struct gpu_model *g, float *y, const struct kweight *w, const float *x, int n);
+int gpu_linear_pair(struct gpu_model *g, float *y0, const struct kweight *w0, float *y1,
+                    const struct kweight *w1, const float *x, int n);
 int gpu_lm_head(struct gpu_model *g, float *y, const float *x, int n);
 int gpu_router(struct gpu_model *g, struct gpu_layer *L, int n);
 /* out (+)= the SwiGLU experts ids/weights of n rows (moe_expert or moe_grouped by g->disp). */

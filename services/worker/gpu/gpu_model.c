@@ -347,6 +347,41 @@ static int upload_router_f32(struct gpu_model *g, const struct qweight *w, struc
     return L->router_f32 ? 0 : fail(err, errlen, ERR_NOMEM, "router fp32 copy", "cudaMalloc failed");
 }
 
+/* The shared expert stacks with the routed ones: the same formats (and fp8 scale kinds, nvfp4
+ * global scale per part kept exact by the per-expert gscale) and shapes, part by part. */
+static bool shared_foldable(const struct moe_w *w, int E)
+{
+    const struct qweight *sh[3] = { &w->sh_gate, &w->sh_up, &w->sh_down };
+    const struct qweight *r[3] = { &w->gate[0], &w->up[0], &w->down[0] };
+    if (E < 1)
+        return false;
+    for (int i = 0; i < 3; i++)
+        if (!qweight_present(sh[i]) || sh[i]->fmt != r[i]->fmt || sh[i]->rows != r[i]->rows ||
+            sh[i]->cols != r[i]->cols ||
+            (sh[i]->fmt == QW_FP8 && sh[i]->scale_kind != r[i]->scale_kind))
+            return false;
+    return true;
+}
+
+/* expert e of a stack as a plain weight (device pointers moved to it) */
+static struct kweight expert_view(const struct kweight *w, int e)
+{
+    struct kweight v = *w;
+    const int64_t el = (int64_t)e * w->expert_stride;
+    if (w->fmt == KW_FMT_NVFP4) {
+        v.data = (const uint8_t *)w->data + el / 2;
+        v.bscale = w->bscale + (int64_t)e * w->bscale_expert_stride;
+        v.gscale_e = w->gscale_e ? w->gscale_e + e : NULL;
+    } else if (w->fmt == KW_FMT_FP8) {
+        v.data = (const uint8_t *)w->data + el;
+        v.scale = w->scale + (int64_t)e * w->scale_expert_stride;
+    } else {
+        v.data = (const uint16_t *)w->data + el;
+    }
+    v.expert_stride = 0;
+    return v;
+}
+
 static int upload_moe(struct gpu_model *g, const struct moe_w *w, struct gpu_layer *L, int l,
                       char *err, size_t errlen)
 {
@@ -358,15 +393,26 @@ static int upload_moe(struct gpu_model *g, const struct moe_w *w, struct gpu_lay
         return rc;
     if (g->o.gemm_min_rows >= 0 && (rc = upload_router_f32(g, &w->router, L, err, errlen)) < 0)
         return rc;
-    const struct qweight **gu = xmalloc(sizeof(*gu) * (size_t)(2 * g->E));
-    const struct qweight **dn = xmalloc(sizeof(*dn) * (size_t)g->E);
+    L->has_shared = qweight_present(&w->sh_gate);
+    /* the shared expert as expert E of the routed stacks when it has their format and shape:
+     * few-row steps then run it in the routed experts' two launches (gpu_moe_block) */
+    L->sh_folded = L->has_shared && shared_foldable(w, g->E);
+    const int ne = g->E + (L->sh_folded ? 1 : 0);
+    const struct qweight **gu = xmalloc(sizeof(*gu) * (size_t)(2 * ne));
+    const struct qweight **dn = xmalloc(sizeof(*dn) * (size_t)ne);
     for (int e = 0; e < g->E; e++) {
         gu[2 * e] = &w->gate[e];
         gu[2 * e + 1] = &w->up[e];
         dn[e] = &w->down[e];
     }
-    struct stack_src s_gu = { gu, 2, g->E, 0 }, s_dn = { dn, 1, g->E, 0 };
+    if (L->sh_folded) {
+        gu[2 * g->E] = &w->sh_gate;
+        gu[2 * g->E + 1] = &w->sh_up;
+        dn[g->E] = &w->sh_down;
+    }
+    struct stack_src s_gu = { gu, 2, ne, 0 }, s_dn = { dn, 1, ne, 0 };
     int64_t *acct = &g->mem.group[MODEL_GROUP_EXPERTS];
+    const int64_t before = *acct;
     snprintf(what, sizeof what, "layers.%d.mlp.experts.gate_up", l);
     rc = upload_stack(g, &s_gu, acct, &L->gate_up, what, err, errlen);
     snprintf(what, sizeof what, "layers.%d.mlp.experts.down", l);
@@ -374,21 +420,27 @@ static int upload_moe(struct gpu_model *g, const struct moe_w *w, struct gpu_lay
         rc = upload_stack(g, &s_dn, acct, &L->down, what, err, errlen);
     free(gu);
     free(dn);
-    if (rc < 0)
+    if (rc < 0 || !L->has_shared)
         return rc;
-    L->has_shared = qweight_present(&w->sh_gate);
-    if (!L->has_shared)
-        return 0;
+    if (L->sh_folded) {
+        /* the views of expert E are what the many-row path runs as a stack of 1; its bytes
+         * count as the shared expert's (the stacks' allocations are per-expert uniform) */
+        L->sh_gate_up = expert_view(&L->gate_up, g->E);
+        L->sh_down = expert_view(&L->down, g->E);
+        const int64_t one = (*acct - before) / ne;
+        *acct -= one;
+        g->mem.group[MODEL_GROUP_SHARED] += one;
+    }
     acct = &g->mem.group[MODEL_GROUP_SHARED];
     const struct qweight *sgu[2] = { &w->sh_gate, &w->sh_up };
     const struct qweight *sdn[1] = { &w->sh_down };
     const struct qweight *sg[1] = { &w->sh_expert_gate };
     struct stack_src a = { sgu, 2, 1, 0 }, b = { sdn, 1, 1, 0 }, c = { sg, 1, 1, 1 };
     snprintf(what, sizeof what, "layers.%d.mlp.shared_expert.gate_up", l);
-    if ((rc = upload_stack(g, &a, acct, &L->sh_gate_up, what, err, errlen)) < 0)
+    if (!L->sh_folded && (rc = upload_stack(g, &a, acct, &L->sh_gate_up, what, err, errlen)) < 0)
         return rc;
     snprintf(what, sizeof what, "layers.%d.mlp.shared_expert.down", l);
-    if ((rc = upload_stack(g, &b, acct, &L->sh_down, what, err, errlen)) < 0)
+    if (!L->sh_folded && (rc = upload_stack(g, &b, acct, &L->sh_down, what, err, errlen)) < 0)
         return rc;
     snprintf(what, sizeof what, "layers.%d.mlp.shared_expert_gate", l);
     return upload_stack(g, &c, acct, &L->sh_gate, what, err, errlen);
@@ -507,14 +559,14 @@ static int alloc_acts(struct gpu_model *g, char *err, size_t errlen)
         (int64_t)attn_decode_ws_floats(g->o.n_slots, g->hq, g->hd, g->o.max_model_len);
     g->attn_ws = act(g, g->attn_ws_floats);
     g->moe_logits = act(g, B * g->E);
-    g->moe_w = act(g, B * g->K);
-    g->moe_ids = (int32_t *)act(g, B * g->K);
+    g->moe_w = act(g, B * (g->K + 1)); // + 1: a folded shared expert's slot
+    g->moe_ids = (int32_t *)act(g, B * (g->K + 1));
     g->sh_logits = act(g, B * 2);
     g->sh_w = act(g, B * 2);
     g->sh_ids = (int32_t *)act(g, B * 2);
     /* the expert kernels' scratch, also the chunked GDN recurrence's (gdn_mixer: used before
      * the layer's MoE block on the same stream) */
-    size_t ws = gpu_experts_ws_floats((int)B, g->K, g->E, g->I, g->H);
+    size_t ws = gpu_experts_ws_floats((int)B, g->K + 1, g->E + 1, g->I, g->H);
     const size_t ws2 = gpu_experts_ws_floats((int)B, 2, 1, g->Is > 0 ? g->Is : 8, g->H);
     const size_t ws3 = gdn_seq_chunk_ws_floats((int)B, g->hv);
     ws = ws > ws2 ? ws : ws2;

@@ -52,9 +52,9 @@ struct gpu_model_opts {
                           //  otherwise: 0 = the default (16, gpu_dispatch.c), -1 = never (64-row
                           //  tiles always, and the grouped_min_rows defaults measured for them)
     int grouped_pipe64;   // the 64-row tiles of NVFP4 experts run the pipelined kernel
-                          //  (MOE_GROUPED_PIPE64; same results): 0 = the default (on), 1 = on,
-                          //  2 = on with its 4 warps side by side (MOE_GROUPED_PIPE64_COLS, not
-                          //  measured yet), -1 = off (the plain kernel)
+                          //  (MOE_GROUPED_PIPE64; same results): 0 = the default (on, its 4
+                          //  warps side by side: MOE_GROUPED_PIPE64_COLS), 1 = on with 2 x 2
+                          //  warps, 2 = on with 1 x 4 warps, -1 = off (the plain kernel)
     int dense_tiles;      // NVFP4 dense weights (not the lm_head) with linear_tiles_ok take
                           //  LINEAR_PATH_TILES (the pipelined W4A16 tiles, no decoded copy) from 9
                           //  rows (gemm_min_rows when that is > 0) up to this many: 0 = the
@@ -62,6 +62,9 @@ struct gpu_model_opts {
     int gdn_chunk;        // items of at least this many rows without snapshots (prefill) run
                           //  the GDN recurrence in its chunked form (gdn_seq_step_chunked_cuda),
                           //  fewer token by token: 0 = the default (gpu_dispatch.c), -1 = never
+    int fuse;             // few-row steps (decode) launch fewer kernels: weights read by the
+                          //  same rows in one launch (GDN b + a, router + shared-expert gate,
+                          //  gemv_multi_cuda): 0 = the default (on), -1 = off (one launch each)
     int prefill_attn;     // items of several rows attend through attn_prefill: 0 = yes (from 2
                           //  rows), -1 = no (attn_decode one query row at a time)
     double mem_util;      // > 0 (at most 1): size the pool from the device's memory, as vLLM's
