@@ -1,7 +1,9 @@
-/* attn_decode: split-K decode attention. Launch 1, grid (splits, q heads, seqs), 128 threads:
- * each warp scores keys with one 16-byte K load per lane, the block does the chunk softmax and
- * accumulates P.V; the partial (o, max, sum) goes to the workspace. Launch 2 merges the splits
- * and applies the sigmoid gate. */
+/* attn_decode: split-K decode attention. Launch 1, grid (parts, q heads, seqs), 256 threads:
+ * block sp walks the chunks sp, sp + parts, ... of SPLIT keys of its sequence; the keys are
+ * spread over the warps, a lane owning 8 dims of a key (one 16-byte bf16 / 8-byte fp8 load of K
+ * and of V, KU keys in flight), each warp with its own running max / sum (online softmax); the
+ * warps merge through shared memory into the block's one partial (o, max, sum) in the workspace.
+ * Launch 2 merges the parts and applies the sigmoid gate. */
 #include "attn_decode.h"
 
 #include <math.h>
@@ -13,6 +15,11 @@
 #define SPLIT ATTN_DECODE_SPLIT
 #define MAXD ATTN_DECODE_MAX_HEAD_DIM
 #define THREADS 256
+#define WARPS (THREADS / KCUDA_WARP)
+#define KU 8 /* keys a lane takes per round: their 2 * KU K and V loads are in flight together */
+/* 4 blocks per SM of an H200 (132 SMs): the grid grows with max_seq_len (a captured graph's is
+ * max_model_len) up to there, then its blocks walk more chunks each */
+#define WAVE_BLOCKS (4 * 132)
 
 static __device__ __forceinline__ int64_t kv_slot(const int32_t *bt, int j, int block_size)
 {
@@ -40,131 +47,162 @@ static __device__ __forceinline__ void load8(float *r, const uint8_t *p)
         r[i] = e4m3_to_f32((uint8_t)(uu[i / 4] >> (8 * (i % 4))));
 }
 
-static __device__ __forceinline__ float load1(const uint16_t *p)
+/* The split kernel's grid width = partials per (seq, head) in the workspace: one per chunk of
+ * max_seq_len, at most WAVE_BLOCKS blocks over all heads (but one per head). */
+static int attn_parts(int n_seq, int n_q_heads, int max_seq_len)
 {
-    return bf16_bits_to_f32(__ldg(p));
-}
-
-static __device__ __forceinline__ float load1(const uint8_t *p)
-{
-    return e4m3_to_f32(__ldg(p));
+    const int64_t heads = (int64_t)n_seq * n_q_heads;
+    const int cap = heads >= WAVE_BLOCKS ? 1 : (int)CEIL_DIV(WAVE_BLOCKS, heads);
+    return min(CEIL_DIV(max_seq_len, SPLIT), cap);
 }
 
 /* T: uint16_t (bf16) or uint8_t (e4m3) cache elements. scale includes k_scale; the partial
- * output is multiplied by v_scale. */
+ * output is multiplied by v_scale. n_parts = gridDim.x (the workspace's partials per head). */
 template <typename T>
 __global__ void __launch_bounds__(THREADS)
     attn_split_kernel(float *ws, const float *q, const T *k_cache, const T *v_cache,
                       const int32_t *block_table, const int32_t *seq_lens, int n_q_heads,
                       int n_kv_heads, int head_dim, int block_size, int max_blocks_per_seq,
-                      int n_splits, float scale, float v_scale)
+                      int n_parts, float scale, float v_scale)
 {
-    __shared__ float qs[MAXD];
-    __shared__ float p[SPLIT];
-    __shared__ int64_t slot[SPLIT]; /* cache slot of each key of the split */
-    __shared__ float scratch[32];
+    __shared__ int64_t slot[SPLIT]; /* cache offset of each key of the chunk */
+    __shared__ float red[WARPS][MAXD];
+    __shared__ float wm[WARPS], wl[WARPS]; /* each warp's max and sum */
     const int sp = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-    const int len = seq_lens[b];
-    const int j0 = sp * SPLIT, j1 = min(len, j0 + SPLIT);
+    const int len = max(seq_lens[b], 0), n_chunks = CEIL_DIV(len, SPLIT);
+    if (sp >= n_chunks)
+        return; /* the merge reads only min(n_parts, n_chunks) partials */
     const int kvh = h / (n_q_heads / n_kv_heads);
     const int32_t *bt = block_table + (int64_t)b * max_blocks_per_seq;
-    float *w = ws + (((int64_t)b * n_q_heads + h) * n_splits + sp) * (head_dim + 2);
-    if (j0 >= j1)
-        return; /* past this sequence's keys: the merge reads only its ceil(len / SPLIT) splits */
-    const float *qh = q + ((int64_t)b * n_q_heads + h) * head_dim;
-    for (int i = threadIdx.x; i < head_dim; i += THREADS)
-        qs[i] = qh[i] * scale;
-    for (int j = j0 + threadIdx.x; j < j1; j += THREADS)
-        slot[j - j0] = (kv_slot(bt, j, block_size) * n_kv_heads + kvh) * head_dim;
-    __syncthreads();
-
+    /* lpk lanes (a power of two) cover the head_dim / 8 8-dim groups of a key; a warp takes kpw
+     * keys at once (several for a small head_dim) */
+    int lpk = 1;
+    while (lpk * 8 < head_dim)
+        lpk *= 2;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const bool has = lane * 8 < head_dim;
-    float qr[8];
+    const int kpw = KCUDA_WARP / lpk, kg = lane / lpk, d0 = (lane % lpk) * 8;
+    const int step = WARPS * KU * kpw; /* keys the block takes per round */
+    const bool has = d0 < head_dim;
+    const int dl = has ? d0 : 0; /* a lane past head_dim loads dims 0..7 and adds 0 * k */
+    const float *qh = q + ((int64_t)b * n_q_heads + h) * head_dim;
+    float qr[8], acc[8];
 #pragma unroll
-    for (int i = 0; i < 8; i++)
-        qr[i] = has ? qs[lane * 8 + i] : 0.0f;
-    /* each warp scores KU keys per iteration: KU independent 16-byte loads in flight per lane */
-    constexpr int KU = 4;
-    for (int jb = j0 + warp * KU; jb < j1; jb += (THREADS / 32) * KU) {
-        float d[KU];
+    for (int i = 0; i < 8; i++) {
+        qr[i] = has ? qh[d0 + i] * scale : 0.0f;
+        acc[i] = 0.0f;
+    }
+    /* each warp runs its own online softmax over its keys: no block barrier per round */
+    float m = -INFINITY, l = 0.0f; /* the warp's max, this key group's sum */
+    for (int c = sp; c < n_chunks; c += n_parts) {
+        const int j0 = c * SPLIT, n = min(len - j0, SPLIT);
+        __syncthreads(); /* every warp is done with the previous chunk's slot[] */
+        for (int j = threadIdx.x; j < n; j += THREADS)
+            slot[j] = (kv_slot(bt, j0 + j, block_size) * n_kv_heads + kvh) * head_dim;
+        __syncthreads();
+        for (int jb = warp * KU * kpw; jb < n; jb += step) {
+            /* K and V of KU keys in flight, no branch around the loads: past the chunk a lane
+             * loads key n - 1 and gives it weight 0 */
+            float d[KU], vf[KU][8], mx = -INFINITY;
 #pragma unroll
-        for (int u = 0; u < KU; u++) {
-            d[u] = 0.0f;
-            const int j = jb + u;
-            if (has && j < j1) {
+            for (int u = 0; u < KU; u++) {
+                const int64_t at = slot[min(jb + u * kpw + kg, n - 1)] + dl;
                 float kf[8];
-                load8(kf, k_cache + slot[j - j0] + lane * 8);
+                load8(kf, k_cache + at);
+                load8(vf[u], v_cache + at);
+                d[u] = 0.0f;
 #pragma unroll
                 for (int i = 0; i < 8; i += 2)
                     d[u] += kf[i] * qr[i] + kf[i + 1] * qr[i + 1];
             }
-        }
 #pragma unroll
-        for (int u = 0; u < KU; u++) {
-            const float v = warp_sum(d[u]);
-            if (lane == 0 && jb + u < j1)
-                p[jb + u - j0] = v;
+            for (int u = 0; u < KU; u++) {
+#pragma unroll
+                for (int o = KCUDA_WARP >> 1; o > 0; o >>= 1) {
+                    const float t = __shfl_xor_sync(0xffffffffu, d[u], o);
+                    d[u] += o < lpk ? t : 0.0f;
+                }
+                if (jb + u * kpw + kg >= n)
+                    d[u] = -INFINITY;
+                mx = fmaxf(mx, d[u]);
+            }
+            for (int o = KCUDA_WARP >> 1; o >= lpk; o >>= 1)
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+            const float m_new = fmaxf(m, mx), alpha = __expf(m - m_new);
+            m = m_new;
+            l *= alpha;
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                acc[i] *= alpha;
+#pragma unroll
+            for (int u = 0; u < KU; u++) {
+                const float e = __expf(d[u] - m);
+                l += e;
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+                    acc[i] += e * vf[u][i];
+            }
         }
+    }
+    /* sum the key groups of each warp, then merge the warps */
+    for (int o = KCUDA_WARP >> 1; o >= lpk; o >>= 1) {
+        l += __shfl_xor_sync(0xffffffffu, l, o);
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], o);
+    }
+    if (kg == 0 && has) {
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            red[warp][d0 + i] = acc[i];
+    }
+    if (lane == 0) {
+        wm[warp] = m; /* -inf, with l and acc 0, for a warp that got no key */
+        wl[warp] = l;
     }
     __syncthreads();
-    float mx = -INFINITY;
-    for (int j = threadIdx.x; j < j1 - j0; j += THREADS)
-        mx = fmaxf(mx, p[j]);
-    mx = block_max(mx, scratch);
-    float l = 0.0f;
-    for (int j = threadIdx.x; j < j1 - j0; j += THREADS) {
-        float e = __expf(p[j] - mx);
-        p[j] = e;
-        l += e;
-    }
-    l = block_sum(l, scratch); /* its barriers also publish p[] */
-    /* P.V: thread i owns dimension i (head_dim <= THREADS) */
-    for (int i = threadIdx.x; i < head_dim; i += THREADS) {
-        float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-        const int n = j1 - j0;
-        int j = 0;
-        for (; j + 8 <= n; j += 8) {
+    float M = -INFINITY, L = 0.0f;
 #pragma unroll
-            for (int u = 0; u < 8; u++)
-                acc[u] += p[j + u] * load1(v_cache + slot[j + u] + i);
-        }
-        for (; j < n; j++)
-            acc[0] += p[j] * load1(v_cache + slot[j] + i);
-        w[i] = (((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))) *
-               v_scale;
+    for (int k = 0; k < WARPS; k++)
+        M = fmaxf(M, wm[k]);
+    float *w = ws + (((int64_t)b * n_q_heads + h) * n_parts + sp) * (head_dim + 2);
+    for (int i = threadIdx.x; i < head_dim; i += THREADS) {
+        float o = 0.0f;
+#pragma unroll
+        for (int k = 0; k < WARPS; k++)
+            o += red[k][i] * __expf(wm[k] - M);
+        w[i] = o * v_scale;
     }
     if (threadIdx.x == 0) {
-        w[head_dim] = mx;
-        w[head_dim + 1] = l;
+#pragma unroll
+        for (int k = 0; k < WARPS; k++)
+            L += wl[k] * __expf(wm[k] - M);
+        w[head_dim] = M;
+        w[head_dim + 1] = L;
     }
 }
 
-/* Merges the splits that hold keys of sequence b (a captured graph sizes the grid for the longest
- * context; the rest of the splits returned at once and wrote nothing). */
+/* Merges the min(n_parts, ceil(len / SPLIT)) partials of sequence b (the blocks past its chunks
+ * returned at once and wrote nothing). Any multiple of 32 threads. */
 __global__ void attn_merge_kernel(float *out, const float *ws, const float *gate,
-                                  const int32_t *seq_lens, int n_q_heads, int head_dim,
-                                  int n_splits_grid)
+                                  const int32_t *seq_lens, int n_q_heads, int head_dim, int n_parts)
 {
-    const int h = blockIdx.x, b = blockIdx.y;
-    const float *w = ws + ((int64_t)b * n_q_heads + h) * n_splits_grid * (head_dim + 2);
-    const int n_splits = min(n_splits_grid, (max(seq_lens[b], 0) + SPLIT - 1) / SPLIT);
+    const int h = blockIdx.x, b = blockIdx.y, lane = threadIdx.x & 31, ld = head_dim + 2;
+    const float *w = ws + ((int64_t)b * n_q_heads + h) * n_parts * ld;
+    const int n = min(n_parts, CEIL_DIV(max(seq_lens[b], 0), SPLIT));
+    /* every warp gets the global max and sum itself: no barrier */
     float M = -INFINITY;
-    for (int s = 0; s < n_splits; s++)
-        M = fmaxf(M, w[s * (head_dim + 2) + head_dim]);
+    for (int s = lane; s < n; s += KCUDA_WARP)
+        M = fmaxf(M, w[s * ld + head_dim]);
+    M = warp_max(M);
     float L = 0.0f;
-    for (int s = 0; s < n_splits; s++) {
-        const float *ws_ = w + s * (head_dim + 2);
-        if (ws_[head_dim + 1] > 0.0f)
-            L += ws_[head_dim + 1] * __expf(ws_[head_dim] - M);
-    }
+    for (int s = lane; s < n; s += KCUDA_WARP)
+        L += w[s * ld + head_dim + 1] * __expf(w[s * ld + head_dim] - M);
+    L = warp_sum(L);
     for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
         float o = 0.0f;
-        for (int s = 0; s < n_splits; s++) {
-            const float *ws_ = w + s * (head_dim + 2);
-            if (ws_[head_dim + 1] > 0.0f)
-                o += ws_[i] * __expf(ws_[head_dim] - M);
-        }
+#pragma unroll 4
+        for (int s = 0; s < n; s++)
+            o += w[s * ld + i] * __expf(w[s * ld + head_dim] - M);
         o = L > 0.0f ? o / L : 0.0f;
         const int64_t idx = ((int64_t)b * n_q_heads + h) * head_dim + i;
         if (gate)
@@ -189,24 +227,24 @@ int attn_decode_dtype_cuda(float *out, float *ws, const float *q, const float *g
         n_kv_heads <= 0 || n_q_heads <= 0 || n_q_heads % n_kv_heads || head_dim <= 0 ||
         head_dim % 8 || head_dim > MAXD || block_size <= 0 || max_seq_len <= 0 ||
         max_blocks_per_seq * block_size < max_seq_len || n_seq > 65535 || n_q_heads > 65535 ||
-        ((uintptr_t)k_cache) % 16)
+        ((uintptr_t)k_cache) % 16 || ((uintptr_t)v_cache) % 16)
         return ERR_INVAL;
     if (n_seq == 0)
         return 0;
-    const int n_splits = CEIL_DIV(max_seq_len, SPLIT);
-    dim3 g1(n_splits, n_q_heads, n_seq);
+    const int n_parts = attn_parts(n_seq, n_q_heads, max_seq_len);
+    dim3 g1(n_parts, n_q_heads, n_seq);
     if (kv_dtype == KV_DTYPE_BF16)
         attn_split_kernel<uint16_t><<<g1, THREADS, 0, stream>>>(
             ws, q, (const uint16_t *)k_cache, (const uint16_t *)v_cache, block_table, seq_lens,
-            n_q_heads, n_kv_heads, head_dim, block_size, max_blocks_per_seq, n_splits, scale, 1.0f);
+            n_q_heads, n_kv_heads, head_dim, block_size, max_blocks_per_seq, n_parts, scale, 1.0f);
     else
         attn_split_kernel<uint8_t><<<g1, THREADS, 0, stream>>>(
             ws, q, (const uint8_t *)k_cache, (const uint8_t *)v_cache, block_table, seq_lens,
-            n_q_heads, n_kv_heads, head_dim, block_size, max_blocks_per_seq, n_splits,
+            n_q_heads, n_kv_heads, head_dim, block_size, max_blocks_per_seq, n_parts,
             scale * k_scale, v_scale);
     dim3 g2(n_q_heads, n_seq);
-    attn_merge_kernel<<<g2, 128, 0, stream>>>(out, ws, gate, seq_lens, n_q_heads, head_dim,
-                                              n_splits);
+    attn_merge_kernel<<<g2, THREADS, 0, stream>>>(out, ws, gate, seq_lens, n_q_heads, head_dim,
+                                                  n_parts);
     return kcuda_launch_status("attn_decode");
 }
 

@@ -41,7 +41,7 @@ int attn_decode_ref(float *out, float *ws, const float *q, const float *gate,
 
 /* Same contract for a cache of kv_dtype (enum kv_dtype, common/kv_plan.h): element j of a cached key
  * is read as k_scale * e4m3(byte) for KV_DTYPE_FP8 (k_scale, v_scale ignored for bf16, pass
- * 1.0f). k_cache must be 16-byte aligned. */
+ * 1.0f). k_cache and v_cache must be 16-byte aligned. */
 int attn_decode_dtype_cuda(float *out, float *ws, const float *q, const float *gate,
                            const void *k_cache, const void *v_cache, int kv_dtype, float k_scale,
                            float v_scale, const int32_t *block_table, const int32_t *seq_lens,

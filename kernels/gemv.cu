@@ -227,6 +227,7 @@ int gemv_multi_cuda(const struct gemv_out *outs, int n, const float *x, int n_to
     gemv_wide_args a;
     memset(&a, 0, sizeof a);
     int rows = 0, kf = kw_kf_of(outs[0].w);
+    bool all_stream = n >= 2 && n <= NVS_MULTI;
     for (int i = 0; i < n; i++) {
         const struct kweight *w = outs[i].w;
         int rc = kweight_check_dev(w);
@@ -234,6 +235,24 @@ int gemv_multi_cuda(const struct gemv_out *outs, int n, const float *x, int n_to
             return rc;
         if (!outs[i].y || outs[i].expert < 0 || w->cols != outs[0].w->cols)
             return ERR_INVAL;
+        all_stream = all_stream && GEMV_STREAM_AUTO && nvs_ok(w) && n_tok <= NVS_MAX_TOK &&
+                     nvs_fits(w->cols, n_tok, 1) && outs[i].expert == outs[0].expert;
+    }
+    if (all_stream) { /* what gemv_cuda takes for each of them: the stream kernel, one launch */
+        const kweight *ws[NVS_MULTI];
+        float *ys[NVS_MULTI];
+        for (int i = 0; i < n; i++) {
+            ws[i] = outs[i].w;
+            ys[i] = outs[i].y;
+        }
+        const struct nvs_args na = {outs[0].y, outs[0].w->rows, x, outs[0].w->cols, NULL, NULL,
+                                    n_tok, 1, 1, outs[0].expert, 1, 0};
+        const int rc = nvs_launch_multi(ws, ys, n, na, stream);
+        if (rc != ERR_UNSUPPORTED)
+            return rc;
+    }
+    for (int i = 0; i < n; i++) {
+        const struct kweight *w = outs[i].w;
         if (w->rows > GEMV_WIDE_MAX_ROWS || n_tok > GEMV_WIDE_MAX_TOK)
             return ERR_UNSUPPORTED;
         if (kw_kf_of(w) != kf)

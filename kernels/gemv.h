@@ -39,10 +39,12 @@ int gemv_cuda_path(float *y, const struct kweight *w, int expert, const float *x
 #define GEMV_WIDE_MAX_ROWS 512
 #define GEMV_WIDE_MAX_TOK 8
 /* gemv_multi_cuda: y_i = x W_i^T for up to GEMV_MULTI_MAX weights of the same cols on the same
- * activations, one launch (few-row gates and projections that read the same normed rows). Each
- * output as gemv_cuda's (pitch w->rows), the same numerics as its CUDA-core path. ERR_INVAL for
- * bad arguments (cols differ, x not 16-byte aligned), ERR_UNSUPPORTED when a weight has more
- * than GEMV_WIDE_MAX_ROWS rows or n_tok > GEMV_WIDE_MAX_TOK (the caller runs them one by one). */
+ * activations, one launch (projections that read the same normed rows). Each output as gemv_cuda's
+ * (pitch w->rows): 2..3 nvfp4 weights that gemv_cuda would each run on the stream kernel run on
+ * it in one launch (the same numerics, bit for bit); otherwise weights of at most
+ * GEMV_WIDE_MAX_ROWS rows at up to GEMV_WIDE_MAX_TOK tokens take the wide kernel (gemv_cuda's
+ * CUDA-core numerics). ERR_INVAL for bad arguments (cols differ, x not 16-byte aligned),
+ * ERR_UNSUPPORTED for anything else (the caller runs them one by one). */
 #define GEMV_MULTI_MAX 4
 struct gemv_out {
     const struct kweight *w;

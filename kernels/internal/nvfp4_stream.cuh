@@ -28,6 +28,9 @@
  * whole 16 x 128 items), channel scale applied to the finished row. */
 #pragma once
 
+#include <limits.h>
+#include <string.h>
+
 #include "kcuda.cuh"
 #include "kweight.h"
 #include "nvfp4_mma.cuh"
@@ -52,6 +55,16 @@ struct nvs_args {
     int expert;           // PLAIN: expert index
     int wk;               // warps splitting K per row tile (1, 2, 4, 8); set by nvs_launch
     int accumulate;       // COMBINE: add into y
+};
+
+/* PLAIN with MULTI: up to NVS_MULTI weights of the same cols on the same activations in one
+ * launch (the GDN qkv + z, attention q + k + v): blocks from b[i] on belong to weight i + 1
+ * (weight 0 is the kernel's w, output a.y), each output's ldy its weight's rows. */
+#define NVS_MULTI 3
+struct nvs_more {
+    kweight w[NVS_MULTI - 1];
+    float *y[NVS_MULTI - 1];
+    int b[NVS_MULTI - 1]; // first block of weight i + 1; INT_MAX past the last weight
 };
 
 /* Shapes the kernel accepts (the launchers have run kweight_check_dev already). */
@@ -215,10 +228,16 @@ static __device__ __forceinline__ uint32_t nvs_e4m3x2_h2(uint32_t v16)
     return (uint32_t)h.x | ((uint32_t)h.y << 16);
 }
 
-template <int MODE, bool VEC16, bool FP8 = false>
+template <int MODE, bool VEC16, bool FP8 = false, bool MULTI = false>
 static __global__ void __launch_bounds__(NVS_WARPS * 32, 2)
-    nvs_kernel(const kweight w, const nvs_args a)
+    nvs_kernel(const kweight w_in, const nvs_args a, const nvs_more more)
 {
+    /* MULTI: this block's weight, output and block index within that weight (block-uniform) */
+    const int wi = !MULTI ? 0 : (int)blockIdx.x < more.b[0] ? 0 : (int)blockIdx.x < more.b[1] ? 1 : 2;
+    const kweight w = !MULTI ? w_in : wi == 0 ? w_in : wi == 1 ? more.w[0] : more.w[1];
+    const int bx = !MULTI ? (int)blockIdx.x : (int)blockIdx.x - (wi == 0 ? 0 : more.b[wi - 1]);
+    float *const y_out = !MULTI || wi == 0 ? a.y : more.y[wi - 1];
+    const int64_t ldy = !MULTI ? a.ldy : wi == 0 ? a.ldy : (int64_t)w.rows;
     extern __shared__ __align__(16) unsigned char nvs_smem[];
     __shared__ float red[NVS_WARPS][4][32];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -236,7 +255,7 @@ static __global__ void __launch_bounds__(NVS_WARPS * 32, 2)
             return; /* whole block, before any barrier */
     }
     const int wk = a.wk, wr = warp / wk, kw = warp - wr * wk;
-    const int m0 = (blockIdx.x * (NVS_WARPS / wk) + wr) * 16;
+    const int m0 = (bx * (NVS_WARPS / wk) + wr) * 16;
     const int ra = m0 + g, rb = m0 + g + 8;
     const bool va = ra < w.rows, vb = rb < w.rows;
     const int n_items = S * nch;
@@ -415,7 +434,7 @@ static __global__ void __launch_bounds__(NVS_WARPS * 32, 2)
             if (FP8 && w.scale_kind == KW_SCALE_CHANNEL)
                 v *= __ldg(w.scale + (int64_t)a.expert * w.scale_expert_stride + row);
             if (MODE == NVS_PLAIN) {
-                a.y[(int64_t)tok * a.ldy + row] = v;
+                y_out[(int64_t)tok * ldy + row] = v;
             } else if (MODE == NVS_SLOT) {
                 a.y[(int64_t)blockIdx.y * a.ldy + row] = v;
             } else {
@@ -453,11 +472,53 @@ static inline int nvs_launch(const kweight *w, nvs_args a, int grid_y, int n_seg
     const int rows_per_block = 16 * (NVS_WARPS / a.wk);
     const dim3 grid((unsigned)((w->rows + rows_per_block - 1) / rows_per_block), (unsigned)grid_y);
     const size_t smem = nvs_smem_bytes(w->cols, n_xrows, n_seg);
+    nvs_more none;
+    memset(&none, 0, sizeof none);
+    none.b[0] = none.b[1] = INT_MAX;
     if (nvs_vec16(w))
-        nvs_kernel<MODE, true><<<grid, NVS_WARPS * 32, smem, stream>>>(*w, a);
+        nvs_kernel<MODE, true><<<grid, NVS_WARPS * 32, smem, stream>>>(*w, a, none);
     else
-        nvs_kernel<MODE, false><<<grid, NVS_WARPS * 32, smem, stream>>>(*w, a);
+        nvs_kernel<MODE, false><<<grid, NVS_WARPS * 32, smem, stream>>>(*w, a, none);
     return kcuda_launch_status("nvfp4_stream");
+}
+
+/* PLAIN over n (2..NVS_MULTI) nvfp4 weights of the same cols and load form (nvs_vec16) on the
+ * same activations, one launch: output i is ys[i] (ldy = ws[i]->rows). ERR_UNSUPPORTED as
+ * nvs_launch's, or when the weights differ in cols or load form. */
+static inline int nvs_launch_multi(const kweight *const *ws, float *const *ys, int n, nvs_args a,
+                                   cudaStream_t stream)
+{
+    if (n < 2 || n > NVS_MULTI)
+        return ERR_UNSUPPORTED;
+    const bool v16 = nvs_vec16(ws[0]);
+    for (int i = 0; i < n; i++)
+        if (!nvs_ok(ws[i]) || ws[i]->cols != ws[0]->cols || nvs_vec16(ws[i]) != v16)
+            return ERR_UNSUPPORTED;
+    if (a.n_tok < 1 || a.n_tok > NVS_MAX_TOK || !nvs_fits(ws[0]->cols, a.n_tok, 1))
+        return ERR_UNSUPPORTED;
+    const int nch = (ws[0]->cols + 127) / 128;
+    a.wk = nvs_pick_wk(nch, NVS_U);
+    const int rows_per_block = 16 * (NVS_WARPS / a.wk);
+    nvs_more more;
+    memset(&more, 0, sizeof more);
+    more.b[0] = more.b[1] = INT_MAX;
+    a.y = ys[0];
+    a.ldy = ws[0]->rows;
+    int blocks = (ws[0]->rows + rows_per_block - 1) / rows_per_block;
+    for (int i = 1; i < n; i++) {
+        more.w[i - 1] = *ws[i];
+        more.y[i - 1] = ys[i];
+        more.b[i - 1] = blocks;
+        blocks += (ws[i]->rows + rows_per_block - 1) / rows_per_block;
+    }
+    const size_t smem = nvs_smem_bytes(ws[0]->cols, a.n_tok, 1);
+    if (v16)
+        nvs_kernel<NVS_PLAIN, true, false, true>
+            <<<dim3((unsigned)blocks, 1), NVS_WARPS * 32, smem, stream>>>(*ws[0], a, more);
+    else
+        nvs_kernel<NVS_PLAIN, false, false, true>
+            <<<dim3((unsigned)blocks, 1), NVS_WARPS * 32, smem, stream>>>(*ws[0], a, more);
+    return kcuda_launch_status("nvfp4_stream_multi");
 }
 
 /* FP8 weights, PLAIN mode (gemv): same contract as nvs_launch. */
@@ -470,6 +531,9 @@ static inline int nvs_launch_fp8(const kweight *w, nvs_args a, cudaStream_t stre
     const int rows_per_block = 16 * (NVS_WARPS / a.wk);
     const dim3 grid((unsigned)((w->rows + rows_per_block - 1) / rows_per_block), 1);
     const size_t smem = nvs_smem_bytes(w->cols, a.n_tok, 1);
-    nvs_kernel<NVS_PLAIN, true, true><<<grid, NVS_WARPS * 32, smem, stream>>>(*w, a);
+    nvs_more none;
+    memset(&none, 0, sizeof none);
+    none.b[0] = none.b[1] = INT_MAX;
+    nvs_kernel<NVS_PLAIN, true, true><<<grid, NVS_WARPS * 32, smem, stream>>>(*w, a, none);
     return kcuda_launch_status("fp8_stream");
 }

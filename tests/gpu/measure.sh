@@ -7,7 +7,8 @@
 #   tests/gpu/measure.sh [STAGE...]   stages (default: all but profile, in this order):
 #     tests    tests/gpu/run.sh --quick (build, kernel tests, ktest_gpu_model)
 #     tiles    bench_linear experts (expert tile modes incl. experts_tiles) and quick (dense_tiles)
-#     decode   gpu_bench, prompt 128, batch 8, 16, 64: default, --dense-tiles -1 (the tiles off)
+#     decode   gpu_bench, prompt 128, batch 8, 16, 64
+#     decode_ab  the same with --dense-tiles -1 (the NVFP4 dense tiles off)
 #     decode1  gpu_bench, batch 1, prompts 512, 2,048, 8,192, 64 tokens (issue 17): default and
 #              --fuse -1 (the few-row launches one by one)
 #     prefill  gpu_bench, batch 1, prompts 512, 2,048, 8,192: default, --gdn-chunk -1 (the GDN
@@ -78,6 +79,9 @@ for s in "${stages[@]}"; do
     decode)
       build_benches || { note decode "build failed"; continue; }
       bench decode 90 --prompt-len 128 --batch 8,16,64 --gen 64 --chunk 2048
+      ;;
+    decode_ab)
+      build_benches || { note decode_ab "build failed"; continue; }
       bench decode_dtoff 90 --prompt-len 128 --batch 8,16,64 --gen 64 --chunk 2048 --dense-tiles -1
       ;;
     decode1)
@@ -125,7 +129,7 @@ for s in "${stages[@]}"; do
       note_lines "  profile1" < <(head -30 "$logs/p1/profile_decode.txt" 2>/dev/null)
       rm -f "$logs"/p1/profile_*.csv
       ;;
-    *) echo "measure: unknown stage '$s' (tests tiles decode decode1 prefill gdn stack profile profile1)" >&2; exit 2 ;;
+    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1 prefill gdn stack profile profile1)" >&2; exit 2 ;;
   esac
 done
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader \

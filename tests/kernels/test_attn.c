@@ -1,9 +1,10 @@
 /* rope, kv_write and attn_decode: GPU vs reference, bf16 and fp8 (e4m3, per-tensor scales) KV.
  * The cache is filled through kv_write with a shuffled block table; contexts of 1, odd lengths
- * (partially filled last blocks), and longer than several splits. kv_write must match the
- * reference byte for byte (both round to nearest even; fp8 saturates to +-448); attention
- * reads identical cache bytes on both sides, so only fp32-vs-double accumulation and __expf
- * differ: atol 2e-5, rtol 1e-4 (outputs are O(1)). */
+ * (partially filled last blocks), longer than several splits, and a graph-sized max_seq_len
+ * (blocks walking several chunks). kv_write must match the reference byte for byte (both round
+ * to nearest even; fp8 saturates to +-448); attention reads identical cache bytes on both sides,
+ * so only fp32-vs-double accumulation and __expf differ: atol 2e-5, rtol 1e-4 (outputs are
+ * O(1)). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,16 +105,21 @@ static void test_kv_write_fp8(void)
     free(k), free(v), free(sm), free(kc), free(vc), free(chk);
 }
 
-static void test_attn(int n_seq, int hq, int hkv, int hd, int bs, const int *lens, int dt,
+/* ml: max_seq_len, 0 for the longest length; a larger one (a captured graph passes
+ * max_model_len) caps the grid at a few waves, so blocks walk several chunks of the longer
+ * lengths. The block table's entries past a sequence's blocks point at block 0 (read, they would
+ * change the result). */
+static void test_attn(int n_seq, int hq, int hkv, int hd, int bs, const int *lens, int ml, int dt,
                       float ks, float vs)
 {
-    int max_len = 0;
+    int longest = 0;
     for (int s = 0; s < n_seq; s++)
-        max_len = lens[s] > max_len ? lens[s] : max_len;
-    const int mb = (max_len + bs - 1) / bs, n_blocks = n_seq * mb + 3;
+        longest = lens[s] > longest ? lens[s] : longest;
+    const int max_len = ml ? ml : longest, mb = (max_len + bs - 1) / bs;
+    const int used = (longest + bs - 1) / bs, n_blocks = n_seq * used + 3;
     const size_t w = (size_t)hkv * hd, ncache = (size_t)n_blocks * bs * w;
     const size_t esz = (size_t)kv_dtype_bytes(dt);
-    int32_t *bt = malloc((size_t)n_seq * mb * 4), *perm = malloc((size_t)n_blocks * 4);
+    int32_t *bt = calloc((size_t)n_seq * mb, 4), *perm = malloc((size_t)n_blocks * 4);
     uint8_t *kc = calloc(ncache, esz), *vc = calloc(ncache, esz);
     char what[96];
     for (int i = 0; i < n_blocks; i++)
@@ -123,8 +129,9 @@ static void test_attn(int n_seq, int hq, int hkv, int hd, int bs, const int *len
         perm[i] = perm[j];
         perm[j] = t;
     }
-    for (int i = 0; i < n_seq * mb; i++)
-        bt[i] = perm[i];
+    for (int s = 0; s < n_seq; s++)
+        for (int i = 0; i < used; i++)
+            bt[(size_t)s * mb + i] = perm[s * used + i];
     uint8_t *dkc = ktest_dev_from(kc, ncache * esz), *dvc = ktest_dev_from(vc, ncache * esz);
     /* write every token of every sequence through kv_write (both sides) */
     for (int s = 0; s < n_seq; s++) {
@@ -139,7 +146,7 @@ static void test_attn(int n_seq, int hq, int hkv, int hd, int bs, const int *len
                 v[2 * w + 1] = -700.0f * vs;
         }
         for (int j = 0; j < n; j++)
-            sm[j] = bt[s * mb + j / bs] * bs + j % bs;
+            sm[j] = bt[(size_t)s * mb + j / bs] * bs + j % bs;
         float *dk = ktest_dev_from(k, (size_t)n * w * 4),
               *dv = ktest_dev_from(v, (size_t)n * w * 4);
         int32_t *dsm = ktest_dev_from(sm, (size_t)n * 4);
@@ -206,21 +213,29 @@ static void test_attn(int n_seq, int hq, int hkv, int hd, int bs, const int *len
 int main(void)
 {
     static const int l1[] = {1}, l2[] = {17, 300, 1}, l3[] = {1337, 2048, 255, 4000};
+    static const int l4[] = {4000, 1, 257, 2048, 15, 16, 256, 1000}, l5[] = {9000}, l6[] = {2048};
     ktest_require_gpu();
     ktest_seed(5);
     test_rope(3, 16, 256, 64, 512);
     test_rope(5, 2, 256, 64, 256);
     test_rope(2, 3, 128, 128, 128);
     test_kv_write_fp8();
-    test_attn(1, 16, 2, 256, 16, l1, KV_DTYPE_BF16, 1.0f, 1.0f);
-    test_attn(3, 16, 2, 256, 16, l2, KV_DTYPE_BF16, 1.0f, 1.0f);
-    test_attn(4, 8, 2, 128, 32, l3, KV_DTYPE_BF16, 1.0f, 1.0f);
-    test_attn(2, 4, 4, 64, 7, l2, KV_DTYPE_BF16, 1.0f, 1.0f);
-    test_attn(1, 16, 2, 256, 16, l1, KV_DTYPE_FP8, 1.0f, 1.0f);
-    test_attn(3, 16, 2, 256, 16, l2, KV_DTYPE_FP8, 0.02f, 0.03f);
-    test_attn(4, 8, 2, 128, 32, l3, KV_DTYPE_FP8, 1.0f, 1.0f);
-    test_attn(2, 4, 4, 64, 7, l2, KV_DTYPE_FP8, 0.005f, 0.25f);
-    test_attn(2, 32, 4, 8, 5, l2, KV_DTYPE_FP8, 0.1f, 0.1f);
+    test_attn(1, 16, 2, 256, 16, l1, 0, KV_DTYPE_BF16, 1.0f, 1.0f);
+    test_attn(3, 16, 2, 256, 16, l2, 0, KV_DTYPE_BF16, 1.0f, 1.0f);
+    test_attn(4, 8, 2, 128, 32, l3, 0, KV_DTYPE_BF16, 1.0f, 1.0f);
+    test_attn(2, 4, 4, 64, 7, l2, 0, KV_DTYPE_BF16, 1.0f, 1.0f);
+    test_attn(1, 16, 2, 256, 16, l1, 0, KV_DTYPE_FP8, 1.0f, 1.0f);
+    test_attn(3, 16, 2, 256, 16, l2, 0, KV_DTYPE_FP8, 0.02f, 0.03f);
+    test_attn(4, 8, 2, 128, 32, l3, 0, KV_DTYPE_FP8, 1.0f, 1.0f);
+    test_attn(2, 4, 4, 64, 7, l2, 0, KV_DTYPE_FP8, 0.005f, 0.25f);
+    test_attn(2, 32, 4, 8, 5, l2, 0, KV_DTYPE_FP8, 0.1f, 0.1f);
+    /* graph-sized max_seq_len: 5 parts per head for 8 sequences (4000 keys: 16 chunks over 5
+     * blocks), 33 for one (2048: 8 chunks, the other 25 blocks idle; 9000: 36 chunks) */
+    test_attn(8, 16, 2, 256, 16, l4, 262144, KV_DTYPE_BF16, 1.0f, 1.0f);
+    test_attn(8, 16, 2, 256, 16, l4, 262144, KV_DTYPE_FP8, 0.02f, 0.03f);
+    test_attn(1, 16, 2, 256, 16, l6, 262144, KV_DTYPE_BF16, 1.0f, 1.0f);
+    test_attn(1, 16, 2, 256, 16, l5, 262144, KV_DTYPE_FP8, 1.0f, 1.0f);
+    test_attn(4, 64, 8, 128, 32, l3, 65536, KV_DTYPE_BF16, 1.0f, 1.0f); /* 3 parts */
     CHECK_EQ_INT(attn_decode_cuda((float *)16, (float *)16, (float *)16, NULL, (uint16_t *)16,
                                   (uint16_t *)16, (int32_t *)16, (int32_t *)16, 1, 16, 2, 260, 16,
                                   1, 16, 1.0f, 0),
@@ -229,6 +244,10 @@ int main(void)
                                         (void *)16, KV_DTYPE_FP8, 0.0f, 1.0f, (int32_t *)16,
                                         (int32_t *)16, 1, 16, 2, 256, 16, 1, 16, 1.0f, 0),
                  ERR_INVAL);
+    CHECK_EQ_INT(attn_decode_dtype_cuda((float *)16, (float *)16, (float *)16, NULL, (void *)16,
+                                        (void *)24, KV_DTYPE_FP8, 1.0f, 1.0f, (int32_t *)16,
+                                        (int32_t *)16, 1, 16, 2, 256, 16, 1, 16, 1.0f, 0),
+                 ERR_INVAL); /* v_cache not 16-byte aligned */
     CHECK_EQ_INT(kv_write_dtype_cuda((void *)16, (void *)16, (float *)16, (float *)16,
                                      (int32_t *)16, 1, 2, 256, 7, 1.0f, 1.0f, 0),
                  ERR_INVAL);

@@ -3,8 +3,10 @@
  * nvfp4 also on K % 32 == 16 (48, 208, 2064 columns), on views with padded row strides (8-byte
  * aligned rows), and through every path: CUDA cores, tensor (mma), stream (1..8 tokens; also
  * fp8). */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/err.h"
 #include "gemv.h"
@@ -95,7 +97,7 @@ static void run_case(int fmt, int scale_kind, int n_experts, int expert, int row
 
 /* gemv_multi_cuda: n weights (bf16, then the formats in fmts) of the same cols in one launch vs
  * gemv_ref of each, at the CUDA-core tolerance (the wide kernel is fp32 on the cores) */
-static void run_multi(int n, const int *fmts, const int *rows, int cols, int n_tok)
+static void run_multi(int n, const int *fmts, const int *rows, int cols, int n_tok, int same_e)
 {
     struct kw_pair w[GEMV_MULTI_MAX];
     struct gemv_out o[GEMV_MULTI_MAX];
@@ -105,21 +107,35 @@ static void run_multi(int n, const int *fmts, const int *rows, int cols, int n_t
     for (int i = 0; i < n; i++) {
         kw_pair_make(&w[i], fmts[i], fmts[i] == KW_FMT_FP8 ? KW_SCALE_CHANNEL : 0, 2, rows[i],
                      cols);
-        o[i] = (struct gemv_out){ &w[i].dev, i % 2, ktest_dev_poison((size_t)n_tok * rows[i]) };
+        o[i] = (struct gemv_out){ &w[i].dev, same_e ? 1 : i % 2,
+                                  ktest_dev_poison((size_t)n_tok * rows[i]) };
     }
     CHECK_EQ_INT(gemv_multi_cuda(o, n, dx, n_tok, 0), 0);
+    /* 2..3 nvfp4 weights with one expert index run the stream kernel (fp16 activations) */
+    bool f16 = n >= 2 && n <= 3;
+    for (int i = 0; i < n; i++)
+        f16 = f16 && fmts[i] == KW_FMT_NVFP4 && o[i].expert == o[0].expert;
     for (int i = 0; i < n; i++) {
         const size_t ny = (size_t)n_tok * rows[i];
         float *ref = malloc(sizeof(float) * ny), *got = malloc(sizeof(float) * ny);
         double amax = 0;
         char what[96];
-        CHECK_EQ_INT(gemv_ref(ref, &w[i].host, i % 2, x, n_tok), 0);
+        CHECK_EQ_INT(gemv_ref(ref, &w[i].host, o[i].expert, x, n_tok), 0);
         ktest_to_host(got, o[i].y, sizeof(float) * ny);
         for (size_t j = 0; j < ny; j++)
             amax = fabs(ref[j]) > amax ? fabs(ref[j]) : amax;
         snprintf(what, sizeof what, "gemv_multi %d/%d fmt=%d rows=%d cols=%d tok=%d", i, n,
                  fmts[i], rows[i], cols, n_tok);
-        CHECK(ktest_compare(what, got, ref, ny, 1e-5 * amax, 1e-4) == 0);
+        CHECK(ktest_compare(what, got, ref, ny, (f16 ? 1e-3 : 1e-5) * amax, f16 ? 1e-3 : 1e-4) ==
+              0);
+        if (f16) { /* bit for bit what gemv_cuda computes for this weight alone */
+            float *dy1 = ktest_dev_poison(ny), *one = malloc(sizeof(float) * ny);
+            CHECK_EQ_INT(gemv_cuda(dy1, &w[i].dev, o[i].expert, dx, n_tok, 0), 0);
+            ktest_to_host(one, dy1, sizeof(float) * ny);
+            CHECK(memcmp(one, got, sizeof(float) * ny) == 0);
+            ktest_free(dy1);
+            free(one);
+        }
         ktest_free(o[i].y);
         kw_pair_free(&w[i]);
         free(ref);
@@ -184,10 +200,17 @@ int main(void)
         const int bb[2] = { KW_FMT_BF16, KW_FMT_BF16 }, mix[4] = { KW_FMT_BF16, KW_FMT_FP8,
                                                                     KW_FMT_NVFP4, KW_FMT_NVFP4 };
         const int ba[2] = { 32, 32 }, rg[2] = { 256, 2 }, r4[4] = { 17, 40, 5, 512 };
-        run_multi(2, bb, ba, 2048, 1); /* the GDN b + a */
-        run_multi(2, bb, rg, 2048, 4); /* router + shared-expert gate */
-        run_multi(4, mix, r4, 208, 8); /* formats mixed, narrow nvfp4, the row limit */
-        run_multi(4, mix, r4, 256, 3);
+        const int nn[3] = { KW_FMT_NVFP4, KW_FMT_NVFP4, KW_FMT_NVFP4 };
+        const int qz[2] = { 1024, 512 }, qkv[3] = { 512, 64, 64 }, odd[3] = { 33, 70, 17 };
+        run_multi(2, bb, ba, 2048, 1, 0); /* the GDN b + a */
+        run_multi(2, bb, rg, 2048, 4, 0); /* router + shared-expert gate */
+        run_multi(4, mix, r4, 208, 8, 0); /* formats mixed, narrow nvfp4, the row limit */
+        run_multi(4, mix, r4, 256, 3, 0);
+        /* nvfp4: the stream kernel, one launch (qkv + z, q + k + v), K % 32 == 16 too */
+        run_multi(2, nn, qz, 2048, 1, 1);
+        run_multi(3, nn, qkv, 2048, 2, 1);
+        run_multi(3, nn, odd, 208, 8, 1);
+        run_multi(2, nn, odd, 256, 1, 0); /* experts differ: the wide kernel */
     }
 
     /* bad arguments */

@@ -1,6 +1,9 @@
-// attn_prefill kernels (real source, launchers cut) on the host emulator vs attn_prefill_batch_ref.
+// attn_prefill and attn_decode kernels (real source, launchers cut) on the host emulator vs
+// attn_prefill_batch_ref and attn_decode_dtype_ref.
 #include "emu.h"
 #include "attn_prefill_emu.inc"
+#undef MAXD
+#include "attn_decode_emu.inc"
 
 static uint64_t rs = 88172645463325252ull;
 static uint32_t ru32() { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return (uint32_t)(rs >> 11); }
@@ -79,8 +82,89 @@ static int run(int n, const int *T, const int *P, int hq, int hkv, int hd, int b
     return bad != 0;
 }
 
-int main()
+/* attn_decode at max_seq_len ml (>= every length; a captured graph passes max_model_len) over a
+ * grid of parts blocks per head (0: attn_parts, the launcher's), fewer than a length's chunks
+ * making a block walk several. Block table entries past a length point far outside the cache. */
+static int run_decode(int n_seq, int hq, int hkv, int hd, int bs, const int *lens, int ml, int parts,
+                      int dt, float ks, float vs, int gate_on)
 {
+    int used = 0;
+    for (int s = 0; s < n_seq; s++) used = std::max(used, (lens[s] + bs - 1) / bs);
+    const int mb = (ml + bs - 1) / bs, n_blocks = n_seq * used + 3;
+    const size_t w = (size_t)hkv * hd, esz = (size_t)kv_dtype_bytes(dt), ncache = (size_t)n_blocks * bs * w;
+    int32_t *bt = (int32_t *)malloc((size_t)n_seq * mb * 4), *perm = (int32_t *)malloc((size_t)n_blocks * 4);
+    uint8_t *kc = (uint8_t *)emu_alloc(ncache * esz), *vc = (uint8_t *)emu_alloc(ncache * esz);
+    memset(kc, 0, ncache * esz); memset(vc, 0, ncache * esz);
+    for (int i = 0; i < n_blocks; i++) perm[i] = i;
+    for (int i = n_blocks - 1; i > 0; i--) { int j = (int)(ru32() % (uint32_t)(i + 1)), t = perm[i]; perm[i] = perm[j]; perm[j] = t; }
+    for (int s = 0; s < n_seq; s++)
+        for (int i = 0; i < mb; i++) bt[(size_t)s * mb + i] = i < used ? perm[s * used + i] : 1 << 30;
+    for (int s = 0; s < n_seq; s++) {
+        const int n = lens[s];
+        float *k = (float *)malloc((size_t)n * w * 4 + 4), *v = (float *)malloc((size_t)n * w * 4 + 4);
+        int32_t *sm = (int32_t *)malloc((size_t)n * 4 + 4);
+        for (size_t i = 0; i < (size_t)n * w; i++) { k[i] = runi(-1, 1); v[i] = runi(-1, 1); }
+        if (n > 3 && dt == KV_DTYPE_FP8) k[3] = 1000.0f * ks; /* saturates to 448 * ks */
+        for (int j = 0; j < n; j++) sm[j] = bt[(size_t)s * mb + j / bs] * bs + j % bs;
+        kv_write_dtype_ref(kc, vc, k, v, sm, n, hkv, hd, dt, ks, vs);
+        free(k), free(v), free(sm);
+    }
+    const size_t nq = (size_t)n_seq * hq * hd;
+    float *q = (float *)emu_alloc(nq * 4), *gate = (float *)malloc(nq * 4), *ref = (float *)malloc(nq * 4),
+          *got = (float *)emu_alloc(nq * 4);
+    for (size_t i = 0; i < nq; i++) { q[i] = runi(-2, 2); gate[i] = runi(-3, 3); got[i] = NAN; }
+    const float scale = 1.0f / sqrtf((float)hd), *hg = gate_on ? gate : NULL;
+    attn_decode_dtype_ref(ref, NULL, q, hg, kc, vc, dt, ks, vs, bt, lens, n_seq, hq, hkv, hd, bs, mb, ml, scale);
+    if (!parts) parts = attn_parts(n_seq, hq, ml);
+    const size_t nws = attn_decode_ws_floats(n_seq, hq, hd, ml);
+    if ((size_t)n_seq * hq * parts * (hd + 2) > nws) { printf("attn_decode emu: %d parts overflow the workspace FAIL\n", parts); return 1; }
+    float *ws = (float *)emu_alloc(nws * 4);
+    for (size_t i = 0; i < nws; i++) ws[i] = NAN; /* partials past a length's chunks: never read */
+    const dim3 grid(parts, hq, n_seq);
+    if (dt == KV_DTYPE_BF16)
+        emu_launch(grid, THREADS, [&] { attn_split_kernel<uint16_t>(ws, q, (const uint16_t *)kc, (const uint16_t *)vc, bt, lens, hq, hkv, hd, bs, mb, parts, scale, 1.0f); });
+    else
+        emu_launch(grid, THREADS, [&] { attn_split_kernel<uint8_t>(ws, q, kc, vc, bt, lens, hq, hkv, hd, bs, mb, parts, scale * ks, vs); });
+    emu_launch(dim3(hq, n_seq), THREADS, [&] { attn_merge_kernel(got, ws, hg, lens, hq, hd, parts); });
+    size_t bad = 0;
+    double maxe = 0;
+    for (size_t i = 0; i < nq; i++) {
+        double e = fabs((double)got[i] - ref[i]);
+        if (!(e <= 2e-5 + 1e-4 * fabs(ref[i]))) { if (bad < 3) printf("  mismatch %zu got %g ref %g\n", i, got[i], ref[i]); bad++; }
+        if (e > maxe || e != e) maxe = e;
+    }
+    int most = 0;
+    for (int s = 0; s < n_seq; s++) most = std::max(most, (lens[s] + SPLIT - 1) / SPLIT);
+    printf("attn_decode emu dt=%d seq=%d hq=%d hkv=%d hd=%d bs=%d max_seq_len=%d parts=%d (chunks <= %d) gate=%d: max_err=%.3g bad=%zu %s\n",
+           dt, n_seq, hq, hkv, hd, bs, ml, parts, most, gate_on, maxe, bad, bad ? "FAIL" : "ok");
+    free(bt), free(perm), free(kc), free(vc), free(q), free(gate), free(ref), free(got), free(ws);
+    return bad != 0;
+}
+
+static int decode_cases(bool quick)
+{
+    static const int la[] = {1, 15, 16, 255, 256, 257, 1000}, lb[] = {1337, 3, 600}, lc[] = {2100, 40};
+    int f = 0;
+    /* GQA 8, head_dim 256, the graph case (max_seq_len 262144): the launcher's grid of 5 parts */
+    f += run_decode(7, 16, 2, 256, 16, la, 262144, 0, KV_DTYPE_BF16, 1, 1, 1);
+    /* grids narrower than the chunks: blocks walk 3 (2 parts) or 2 and 1 (4 parts) chunks */
+    f += run_decode(3, 8, 1, 256, 16, lb, 4096, 2, KV_DTYPE_FP8, 0.02f, 0.03f, 1);
+    f += run_decode(3, 8, 1, 128, 32, lb, 1337, 4, KV_DTYPE_BF16, 1, 1, 0);
+    if (quick)
+        return f;
+    f += run_decode(7, 16, 2, 256, 16, la, 262144, 0, KV_DTYPE_FP8, 0.05f, 0.1f, 1);
+    /* the launcher's grid of 2 parts (3 * 96 heads): blocks walk up to 3 chunks */
+    f += run_decode(3, 96, 12, 64, 16, lb, 8192, 0, KV_DTYPE_BF16, 1, 1, 1);
+    /* small head_dims: 4 keys per warp at once (64; 40 with 3 of each 8 lanes idle), 32 (8) */
+    f += run_decode(2, 8, 2, 64, 7, lc, 3000, 3, KV_DTYPE_FP8, 0.1f, 0.1f, 1);
+    f += run_decode(2, 6, 3, 40, 5, lc, 2100, 2, KV_DTYPE_BF16, 1, 1, 1);
+    f += run_decode(2, 4, 4, 8, 5, lc, 2100, 1, KV_DTYPE_FP8, 0.1f, 0.1f, 0);
+    return f;
+}
+
+int main(int argc, char **argv)
+{
+    const bool quick = argc > 1 && strcmp(argv[1], "quick") == 0; /* sanitizer runs */
     static const int t3[] = {7, 1, 0, 40}, p3[] = {0, 70, 9, 5};
     static const int t1[] = {33}, p1[] = {3};
     int f = 0;
@@ -91,6 +175,7 @@ int main()
         f += run(1, t1, p1, 16, 2, 256, 16, KV_DTYPE_FP8, 0.02f, 0.05f, path, 1);
     }
     f += run(1, t1, p1, 9, 3, 40, 5, KV_DTYPE_FP8, 0.1f, 0.1f, 1, 1);
+    f += decode_cases(quick);
     printf("failures=%d\n", f);
     return f != 0;
 }

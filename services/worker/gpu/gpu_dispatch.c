@@ -178,19 +178,29 @@ static bool gemv_path(const struct gpu_model *g, const struct kweight *w, int n)
     return dense_path(g, w, n, true) == LINEAR_PATH_GEMV;
 }
 
-/* y0 = x W0^T and y1 = x W1^T in one gemv_multi launch when the step has at most multi_rows
- * rows and both would run as GEMVs with at most GEMV_WIDE_MAX_ROWS rows; else one by one */
-int gpu_linear_pair(struct gpu_model *g, float *y0, const struct kweight *w0, float *y1,
-                    const struct kweight *w1, const float *x, int n)
+/* y_i = x W_i^T (n_w <= GEMV_MULTI_MAX weights on the same rows) in one gemv_multi launch when
+ * the step has at most multi_rows rows and every weight would run as a GEMV; else, or where
+ * gemv_multi declines the set, one by one */
+int gpu_linear_multi(struct gpu_model *g, int n_w, float *const *ys,
+                     const struct kweight *const *ws, const float *x, int n)
 {
-    if (n <= g->disp.multi_rows && w0->rows <= GEMV_WIDE_MAX_ROWS &&
-        w1->rows <= GEMV_WIDE_MAX_ROWS && w0->cols == w1->cols && gemv_path(g, w0, n) &&
-        gemv_path(g, w1, n)) {
-        const struct gemv_out o[2] = { { w0, 0, y0 }, { w1, 0, y1 } };
-        return gemv_multi_cuda(o, 2, x, n, g->stream);
+    bool one = n <= g->disp.multi_rows && n_w >= 1 && n_w <= GEMV_MULTI_MAX;
+    struct gemv_out o[GEMV_MULTI_MAX];
+    for (int i = 0; one && i < n_w; i++) {
+        one = gemv_path(g, ws[i], n) && ws[i]->cols == ws[0]->cols;
+        o[i] = (struct gemv_out){ ws[i], 0, ys[i] };
     }
-    int rc = gpu_linear(g, y0, w0, x, n);
-    return rc < 0 ? rc : gpu_linear(g, y1, w1, x, n);
+    if (one) {
+        const int rc = gemv_multi_cuda(o, n_w, x, n, g->stream);
+        if (rc != ERR_UNSUPPORTED)
+            return rc;
+    }
+    for (int i = 0; i < n_w; i++) {
+        const int rc = gpu_linear(g, ys[i], ws[i], x, n);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
 }
 
 int gpu_lm_head(struct gpu_model *g, float *y, const float *x, int n)
@@ -333,6 +343,24 @@ static void log_experts(const struct gpu_model *g, const char *cls, const struct
              paths(b, sizeof b, "moe_expert", many, g->disp.grouped_rows[w->fmt]));
 }
 
+/* what gpu_linear_multi launches for these weights at one row */
+static const char *multi_name(const struct gpu_model *g, const struct kweight *const *ws, int n)
+{
+    if (g->disp.multi_rows < 1)
+        return "one launch each (fuse off)";
+    bool gemv = true, nvs = n >= 2 && n <= 3, wide = true;
+    for (int i = 0; i < n; i++) {
+        if (!ws[i]->data)
+            return "absent";
+        gemv = gemv && gemv_path(g, ws[i], 1) && ws[i]->cols == ws[0]->cols;
+        nvs = nvs && ws[i]->fmt == KW_FMT_NVFP4;
+        wide = wide && ws[i]->rows <= GEMV_WIDE_MAX_ROWS;
+    }
+    if (!gemv || !(nvs || wide))
+        return "one launch each";
+    return nvs ? "rows<=8:one nvfp4 stream launch" : "rows<=8:one gemv_wide launch";
+}
+
 void gpu_dispatch_log(const struct gpu_model *g)
 {
     const struct gpu_layer *gdn = NULL, *att = NULL;
@@ -352,13 +380,15 @@ void gpu_dispatch_log(const struct gpu_model *g)
     LOG_INFO("gpu_dispatch", "class=router fmt=%s path=\"%s\"", FMT_NAME[L0->router.fmt],
              paths(b, sizeof b, "gemv", "gemm_cublaslt_fp32",
                    g->lin && L0->router_f32 ? g->disp.router_rows : INT_MAX));
-    if (gdn && gdn->b.data && gdn->a.data) {
-        const bool one = g->disp.multi_rows > 0 && gdn->b.rows <= GEMV_WIDE_MAX_ROWS &&
-                         gdn->a.rows <= GEMV_WIDE_MAX_ROWS && gemv_path(g, &gdn->b, 1) &&
-                         gemv_path(g, &gdn->a, 1);
-        LOG_INFO("gpu_dispatch", "class=linear_attn_b_a path=\"%s%d%s\"",
-                 one ? "rows<=" : "", one ? g->disp.multi_rows : 0,
-                 one ? ":gemv_multi(b+a, one launch)" : ": one launch each");
+    if (gdn) {
+        const struct kweight *qz[2] = { &gdn->qkv, &gdn->z }, *ba[2] = { &gdn->b, &gdn->a };
+        LOG_INFO("gpu_dispatch", "class=linear_attn_inputs path=\"qkv+z: %s; b+a: %s\"",
+                 multi_name(g, qz, 2), multi_name(g, ba, 2));
+    }
+    if (att) {
+        const struct kweight *qkv[3] = { &att->q, &att->k, &att->v };
+        LOG_INFO("gpu_dispatch", "class=attention_inputs path=\"q+k+v: %s\"",
+                 multi_name(g, qkv, 3));
     }
     if (L0->has_shared && L0->router.data) {
         const bool one = g->disp.multi_rows > 0 && L0->router.rows <= GEMV_WIDE_MAX_ROWS &&

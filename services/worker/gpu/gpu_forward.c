@@ -63,9 +63,12 @@ static int gdn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_
     cudaStream_t st = g->stream;
     const int n = p->rows;
     const int32_t *items = p->gitems;
-    TRY(gpu_linear(g, g->mix_raw, &L->qkv, g->x, n));
-    TRY(gpu_linear(g, g->gz, &L->z, g->x, n));
-    TRY(gpu_linear_pair(g, g->gb, &L->b, g->ga, &L->a, g->x, n));
+    {
+        float *const y1[2] = { g->mix_raw, g->gz }, *const y2[2] = { g->gb, g->ga };
+        const struct kweight *const w1[2] = { &L->qkv, &L->z }, *const w2[2] = { &L->b, &L->a };
+        TRY(gpu_linear_multi(g, 2, y1, w1, g->x, n));
+        TRY(gpu_linear_multi(g, 2, y2, w2, g->x, n));
+    }
     TRY(gdn_seq_conv_cuda(g->mix, L->conv_state, L->conv_snap, g->n_snap, g->mix_raw, L->conv_w,
                           items, p->items, n, g->cd, g->kc, st));
     /* long items (prefill) take the chunked recurrence; its workspace is the expert scratch,
@@ -108,16 +111,16 @@ int gpu_attn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_pa
     const int64_t qd = (int64_t)hq * hd;
     const float eps = g->cfg.rms_eps, theta = g->cfg.rope_theta;
     const float *gate = NULL;
+    {
+        float *const ys[3] = { g->cfg.attn_output_gate ? g->qg : g->q, g->k, g->v };
+        const struct kweight *const ws[3] = { &L->q, &L->k, &L->v };
+        TRY(gpu_linear_multi(g, 3, ys, ws, g->x, n));
+    }
     if (g->cfg.attn_output_gate) {
-        TRY(gpu_linear(g, g->qg, &L->q, g->x, n));
         TRY(copy2d(g, g->q, hd, g->qg, 2 * hd, hd, (int64_t)n * hq));
         TRY(copy2d(g, g->gate, hd, g->qg + hd, 2 * hd, hd, (int64_t)n * hq));
         gate = g->gate;
-    } else {
-        TRY(gpu_linear(g, g->q, &L->q, g->x, n));
     }
-    TRY(gpu_linear(g, g->k, &L->k, g->x, n));
-    TRY(gpu_linear(g, g->v, &L->v, g->x, n));
     TRY(rmsnorm_cuda(g->q, g->q, L->q_norm, n * hq, hd, eps, 1.0f, st));
     TRY(rmsnorm_cuda(g->k, g->k, L->k_norm, n * hkv, hd, eps, 1.0f, st));
     TRY(rope_cuda(g->q, pos, n, hq, hd, g->cfg.rotary_dim, qd, hd, theta, st));

@@ -200,10 +200,10 @@ void gpu_dispatch_log(const struct gpu_model *g);
 /* y = x W^T over n rows on the path g->disp names for w's format and n (gpu_lm_head: the
  * lm_head's thresholds; gpu_router: L's router logits of g->x into g->moe_logits, returning 1
  * when it put the shared expert's gate logits into g->sh_logits in the same launch, else 0;
- * gpu_linear_pair: two weights on the same rows, one launch when g->disp.multi_rows allows). */
+ * gpu_linear_multi: weights on the same rows, one launch when g->disp.multi_rows allows). */
 int gpu_linear(struct gpu_model *g, float *y, const struct kweight *w, const float *x, int n);
-int gpu_linear_pair(struct gpu_model *g, float *y0, const struct kweight *w0, float *y1,
-                    const struct kweight *w1, const float *x, int n);
+int gpu_linear_multi(struct gpu_model *g, int n_w, float *const *ys,
+                     const struct kweight *const *ws, const float *x, int n);
 int gpu_lm_head(struct gpu_model *g, float *y, const float *x, int n);
 int gpu_router(struct gpu_model *g, struct gpu_layer *L, int n);
 /* out (+)= the SwiGLU experts ids/weights of n rows (moe_expert or moe_grouped by g->disp). */
