@@ -1,26 +1,27 @@
 /* moe_route: one warp per token; probabilities in shared memory, k rounds of a warp argmax. */
 #include "moe_route.h"
 
+#include <string.h>
+
 #include "common/xalloc.h"
 #include "internal/kcuda.cuh"
+#include "internal/wdot.cuh"
 
-/* sh (or NULL): the shared expert's gate logit of token t at sh[t * sh_pitch]; then each token
- * has top_k + 1 slots, the last one (expert n_experts, weight sigmoid(logit)) */
-__global__ void moe_route_kernel(int32_t *ids, float *weights, const float *logits, int n_experts,
-                                 int top_k, const float *sh, int sh_pitch)
+/* One token's routing by one warp (lane = its lane): softmax over the E logits l (read through
+ * L2: another block may have written them), k rounds of a warp argmax into ids / weights (stride
+ * for this token); p (E floats) and selw (top_k) are this warp's shared scratch. sh (or NULL):
+ * the shared expert's gate logit, then slot top_k = (expert n_experts, sigmoid(*sh)). */
+static __device__ __forceinline__ void route_token(int32_t *ids, float *weights, const float *l,
+                                                   int n_experts, int top_k, const float *sh,
+                                                   float *p, float *selw, int lane)
 {
-    const int stride = top_k + (sh ? 1 : 0);
-    __shared__ float p[MOE_ROUTE_MAX_EXPERTS];
-    __shared__ float selw[MOE_ROUTE_MAX_TOPK];
-    const int lane = threadIdx.x;
-    const float *l = logits + (int64_t)blockIdx.x * n_experts;
     float mx = -INFINITY;
     for (int e = lane; e < n_experts; e += 32)
-        mx = fmaxf(mx, l[e]);
+        mx = fmaxf(mx, __ldcg(l + e));
     mx = warp_max(mx);
     float sum = 0.0f;
     for (int e = lane; e < n_experts; e += 32) {
-        float v = __expf(l[e] - mx);
+        float v = __expf(__ldcg(l + e) - mx);
         p[e] = v;
         sum += v;
     }
@@ -46,7 +47,7 @@ __global__ void moe_route_kernel(int32_t *ids, float *weights, const float *logi
             }
         }
         if (lane == 0) {
-            ids[(int64_t)blockIdx.x * stride + j] = bi;
+            ids[j] = bi;
             selw[j] = bv * inv;
             if (bi < n_experts)
                 p[bi] = -2.0f;
@@ -55,12 +56,91 @@ __global__ void moe_route_kernel(int32_t *ids, float *weights, const float *logi
         __syncwarp();
     }
     for (int j = lane; j < top_k; j += 32)
-        weights[(int64_t)blockIdx.x * stride + j] = selw[j] / tot;
+        weights[j] = selw[j] / tot;
     if (sh && lane == 0) {
-        ids[(int64_t)blockIdx.x * stride + top_k] = n_experts;
-        weights[(int64_t)blockIdx.x * stride + top_k] =
-            sigmoid_f32(sh[(int64_t)blockIdx.x * sh_pitch]);
+        ids[top_k] = n_experts;
+        weights[top_k] = sigmoid_f32(__ldcg(sh));
     }
+}
+
+/* sh (or NULL): the shared expert's gate logit of token t at sh[t * sh_pitch]; then each token
+ * has top_k + 1 slots, the last one (expert n_experts, weight sigmoid(logit)) */
+__global__ void moe_route_kernel(int32_t *ids, float *weights, const float *logits, int n_experts,
+                                 int top_k, const float *sh, int sh_pitch)
+{
+    __shared__ float p[MOE_ROUTE_MAX_EXPERTS];
+    __shared__ float selw[MOE_ROUTE_MAX_TOPK];
+    const int stride = top_k + (sh ? 1 : 0);
+    const int64_t t = blockIdx.x;
+    route_token(ids + t * stride, weights + t * stride, logits + t * n_experts, n_experts, top_k,
+                sh ? sh + t * sh_pitch : NULL, p, selw, threadIdx.x);
+}
+
+/* moe_router: block r < E computes router row r for every token (one block per row, the row's
+ * chunks over all threads, as gemv's wide kernel), block E the shared gate's row 0; the last
+ * block to finish (a counter, reset by it for the next launch) routes every token, one warp
+ * each. */
+#define ROUTER_THREADS 256
+struct moe_router_args {
+    kweight w, sh;
+    const float *x;
+    float *logits, *sh_logits; /* (n_tok, E) and (n_tok, 2): the shared gate at pitch 2 */
+    int32_t *ids;
+    float *weights;
+    unsigned *counter;
+    int n_tok, n_experts, top_k, has_sh;
+};
+
+template <int KF>
+__global__ void __launch_bounds__(ROUTER_THREADS) moe_router_kernel(moe_router_args a)
+{
+    __shared__ float red[MOE_ROUTER_MAX_TOK][ROUTER_THREADS / 32];
+    __shared__ float p[MOE_ROUTER_MAX_TOK][MOE_ROUTER_MAX_EXPERTS];
+    __shared__ float selw[MOE_ROUTER_MAX_TOK][MOE_ROUTE_MAX_TOPK];
+    __shared__ bool last;
+    const int r = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const bool shr = r >= a.n_experts; /* the shared gate's block */
+    const kweight w = shr ? a.sh : a.w;
+    const int row = shr ? 0 : r;
+    float acc[MOE_ROUTER_MAX_TOK];
+#pragma unroll
+    for (int t = 0; t < MOE_ROUTER_MAX_TOK; t++)
+        acc[t] = 0.0f;
+    wdot<MOE_ROUTER_MAX_TOK, 1, KF>(w, 0, row, 1, 1, a.x, w.cols, a.n_tok, threadIdx.x,
+                                    ROUTER_THREADS, acc);
+#pragma unroll
+    for (int t = 0; t < MOE_ROUTER_MAX_TOK; t++) {
+        const float v = warp_sum(acc[t]);
+        if (lane == 0)
+            red[t][warp] = v;
+    }
+    __syncthreads();
+    if (threadIdx.x < a.n_tok) {
+        float v = 0.0f;
+#pragma unroll
+        for (int i = 0; i < ROUTER_THREADS / 32; i++)
+            v += red[threadIdx.x][i];
+        v *= kw_row_scale(w, 0, row);
+        if (shr)
+            a.sh_logits[(int64_t)threadIdx.x * 2] = v;
+        else
+            a.logits[(int64_t)threadIdx.x * a.n_experts + row] = v;
+        __threadfence(); /* visible to the last block before the counter says so */
+    }
+    __syncthreads();
+    if (threadIdx.x == 0)
+        last = atomicAdd(a.counter, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last)
+        return;
+    __threadfence();
+    if (warp < a.n_tok) {
+        const int stride = a.top_k + (a.has_sh ? 1 : 0);
+        route_token(a.ids + (int64_t)warp * stride, a.weights + (int64_t)warp * stride,
+                    a.logits + (int64_t)warp * a.n_experts, a.n_experts, a.top_k, a.has_sh ? a.sh_logits + (int64_t)warp * 2 : NULL, p[warp], selw[warp], lane);
+    }
+    if (threadIdx.x == 0)
+        *a.counter = 0u; /* the next launch (stream order) starts from zero */
 }
 
 int moe_route_cuda(int32_t *ids, float *weights, const float *logits, int n_tok, int n_experts,
@@ -88,4 +168,46 @@ int moe_route_shared_cuda(int32_t *ids, float *weights, const float *logits, con
     moe_route_kernel<<<n_tok, 32, 0, stream>>>(ids, weights, logits, n_experts, top_k, sh,
                                               sh_pitch);
     return kcuda_launch_status("moe_route_shared");
+}
+
+int moe_router_cuda(int32_t *ids, float *weights, float *logits, float *sh_logits,
+                    unsigned *counter, const float *x, const struct kweight *router,
+                    const struct kweight *sh_gate, int n_tok, int top_k, cudaStream_t stream)
+{
+    int rc = kweight_check_dev(router);
+    if (rc == 0 && sh_gate)
+        rc = kweight_check_dev(sh_gate);
+    if (rc < 0)
+        return rc;
+    const int E = router->rows;
+    if (!ids || !weights || !logits || !counter || !x || ((uintptr_t)x) % 16 || n_tok < 1 ||
+        top_k <= 0 || top_k > E || top_k > MOE_ROUTE_MAX_TOPK ||
+        (sh_gate && (!sh_logits || sh_gate->cols != router->cols)))
+        return ERR_INVAL;
+    if (n_tok > MOE_ROUTER_MAX_TOK || E > MOE_ROUTER_MAX_EXPERTS)
+        return ERR_UNSUPPORTED;
+    moe_router_args a;
+    memset(&a, 0, sizeof a);
+    a.w = *router;
+    if (sh_gate)
+        a.sh = *sh_gate;
+    a.x = x;
+    a.logits = logits;
+    a.sh_logits = sh_logits;
+    a.ids = ids;
+    a.weights = weights;
+    a.counter = counter;
+    a.n_tok = n_tok;
+    a.n_experts = E;
+    a.top_k = top_k;
+    a.has_sh = sh_gate != NULL;
+    const int blocks = E + (sh_gate ? 1 : 0);
+    const int kf = kw_kf_of(router);
+    if (sh_gate && kw_kf_of(sh_gate) != kf)
+        moe_router_kernel<KF_ANY><<<blocks, ROUTER_THREADS, 0, stream>>>(a);
+    else if (kf == KF_BF16)
+        moe_router_kernel<KF_BF16><<<blocks, ROUTER_THREADS, 0, stream>>>(a);
+    else
+        moe_router_kernel<KF_ANY><<<blocks, ROUTER_THREADS, 0, stream>>>(a);
+    return kcuda_launch_status("moe_router");
 }

@@ -1,6 +1,8 @@
 /* moe_route reference: softmax in double, selection by repeated scans. */
 #include "moe_route.h"
 
+#include "gemv.h"
+
 #include <math.h>
 #include <stdlib.h>
 
@@ -63,5 +65,25 @@ int moe_route_shared_ref(int32_t *ids, float *weights, const float *logits, cons
     }
     free(w);
     free(id);
+    return rc;
+}
+
+int moe_router_ref(int32_t *ids, float *weights, float *logits, float *sh_logits,
+                   const float *x, const struct kweight *router, const struct kweight *sh_gate,
+                   int n_tok, int top_k)
+{
+    if (!router || n_tok < 1 || (sh_gate && !sh_logits))
+        return ERR_INVAL;
+    const int E = router->rows;
+    int rc = gemv_ref(logits, router, 0, x, n_tok);
+    if (rc < 0 || !sh_gate)
+        return rc < 0 ? rc : moe_route_ref(ids, weights, logits, n_tok, E, top_k);
+    float *sh = xmalloc(sizeof(float) * (size_t)n_tok * (size_t)sh_gate->rows);
+    rc = gemv_ref(sh, sh_gate, 0, x, n_tok);
+    for (int t = 0; t < n_tok && rc == 0; t++)
+        sh_logits[(int64_t)t * 2] = sh[(int64_t)t * sh_gate->rows];
+    if (rc == 0)
+        rc = moe_route_shared_ref(ids, weights, logits, sh_logits, 2, n_tok, E, top_k);
+    free(sh);
     return rc;
 }

@@ -86,6 +86,59 @@ static void test_route_shared(int n_tok, int n_exp, int k)
     free(l), free(sh), free(rw), free(gw), free(ri), free(gi);
 }
 
+/* moe_router: router GEMV (+ the shared gate) and routing in one launch vs moe_router_ref,
+ * twice (the counter must be back at 0); logits at the GEMV cores tolerance, ids tie-aware as
+ * test_route, weights 1e-5 */
+static void test_router(int fmt, int E, int k, int H, int n_tok, int shared)
+{
+    struct kw_pair r, sg;
+    kw_pair_make(&r, fmt, 0, 1, E, H);
+    kw_pair_make(&sg, fmt, 0, 1, 2, H);
+    const int stride = k + (shared ? 1 : 0);
+    const size_t ns = (size_t)n_tok * stride;
+    float *x = malloc((size_t)n_tok * H * 4), *rl = malloc((size_t)n_tok * E * 4),
+          *rs = malloc((size_t)n_tok * 2 * 4), *rw = malloc(ns * 4), *gw = malloc(ns * 4),
+          *gl = malloc((size_t)n_tok * E * 4);
+    int32_t *ri = malloc(ns * 4), *gi = malloc(ns * 4);
+    ktest_fill(x, (size_t)n_tok * H, -1, 1);
+    float *dx = ktest_dev_from(x, (size_t)n_tok * H * 4), *dl = ktest_dev_poison((size_t)n_tok * E),
+          *ds = ktest_dev_poison((size_t)n_tok * 2), *dw = ktest_dev_poison(ns);
+    int32_t *di = ktest_dev_alloc(ns * 4);
+    unsigned zero = 0, hc = 1, *dc = ktest_dev_from(&zero, 4);
+    CHECK_EQ_INT(moe_router_ref(ri, rw, rl, rs, x, &r.host, shared ? &sg.host : NULL, n_tok, k), 0);
+    double amax = 0;
+    for (int i = 0; i < n_tok * E; i++)
+        amax = fabs(rl[i]) > amax ? fabs(rl[i]) : amax;
+    for (int rep = 0; rep < 2; rep++) {
+        CHECK_EQ_INT(moe_router_cuda(di, dw, dl, ds, dc, dx, &r.dev, shared ? &sg.dev : NULL,
+                                     n_tok, k, 0),
+                     0);
+        ktest_to_host(gi, di, ns * 4);
+        ktest_to_host(gw, dw, ns * 4);
+        ktest_to_host(gl, dl, (size_t)n_tok * E * 4);
+        ktest_to_host(&hc, dc, 4);
+        CHECK(hc == 0);
+        CHECK(ktest_compare("moe_router logits", gl, rl, (size_t)n_tok * E, 1e-5 * amax, 1e-4) ==
+              0);
+        int bad = 0;
+        for (int t = 0; t < n_tok; t++)
+            for (int j = 0; j < stride; j++) {
+                const int a = gi[t * stride + j], b = ri[t * stride + j];
+                if (a != b && (j == k || a < 0 || a >= E ||
+                               fabsf(rl[(size_t)t * E + a] - rl[(size_t)t * E + b]) > 1e-5f))
+                    bad++;
+            }
+        CHECK(bad == 0);
+        CHECK(ktest_compare("moe_router weights", gw, rw, ns, 1e-5, 1e-4) == 0);
+        fprintf(stderr, "moe_router fmt=%d E=%d k=%d H=%d tok=%d shared=%d rep=%d: id mismatches=%d\n",
+                fmt, E, k, H, n_tok, shared, rep, bad);
+    }
+    ktest_free(dx), ktest_free(dl), ktest_free(ds), ktest_free(dw), ktest_free(di), ktest_free(dc);
+    kw_pair_free(&r);
+    kw_pair_free(&sg);
+    free(x), free(rl), free(rs), free(rw), free(gw), free(gl), free(ri), free(gi);
+}
+
 /* One expert-weight set (gate_up with per-channel scales, down with 128x128 block scales for
  * fp8), then for each run {n_tok, accumulate}: fresh inputs, the reference once, and every path
  * that applies to the format against it (the weights are the costly part to make; the reference
@@ -174,6 +227,10 @@ int main(void)
     test_route_shared(1, 256, 8);
     test_route_shared(8, 256, 8);
     test_route_shared(5, 12, 3);
+    test_router(KW_FMT_BF16, 256, 8, 2048, 1, 1); /* the model's router + shared gate */
+    test_router(KW_FMT_BF16, 256, 8, 2048, 8, 1);
+    test_router(KW_FMT_BF16, 40, 4, 264, 3, 0);
+    test_router(KW_FMT_NVFP4, 48, 6, 256, 2, 1);
     test_expert(KW_FMT_NVFP4, 16, 8, 256, 64, RUNS({1, 0}));
     test_expert(KW_FMT_NVFP4, 16, 8, 512, 96, RUNS({5, 1}));
     test_expert(KW_FMT_BF16, 8, 4, 264, 40, RUNS({3, 0}));

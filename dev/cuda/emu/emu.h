@@ -94,6 +94,8 @@ static inline unsigned long long atomicAdd(unsigned long long *p, unsigned long 
 {
     return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
 }
+static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+template <class T> static inline T __ldcg(const T *p) { return *(const volatile T *)p; }
 /* __ldg also checks the type's natural alignment (a misaligned vector load faults on a GPU) */
 template <class T> static inline T __ldg(const T *p)
 {

@@ -17,6 +17,7 @@
 #include "gemv.h"
 #include "moe_expert.h"
 #include "moe_grouped.h"
+#include "moe_route.h"
 
 /* index enum kw_fmt: -, bf16, fp8, nvfp4 (bench_linear on the H200, docs/PERF.md) */
 static const int DEFAULT_GEMM_ROWS[4] = { 0, 9, 9, 24 };
@@ -390,12 +391,16 @@ void gpu_dispatch_log(const struct gpu_model *g)
         LOG_INFO("gpu_dispatch", "class=attention_inputs path=\"q+k+v: %s\"",
                  multi_name(g, qkv, 3));
     }
-    if (L0->has_shared && L0->router.data) {
-        const bool one = g->disp.multi_rows > 0 && L0->router.rows <= GEMV_WIDE_MAX_ROWS &&
-                         L0->sh_gate.rows <= GEMV_WIDE_MAX_ROWS && gemv_path(g, &L0->sh_gate, 1);
-        LOG_INFO("gpu_dispatch", "class=router_shared_gate path=\"%s%d%s\"",
-                 one ? "rows<=" : "", one ? g->disp.multi_rows : 0,
-                 one ? ":gemv_multi(router+shared_gate, one launch)" : ": one launch each");
+    if (L0->router.data) {
+        /* gpu_moe_block: the router on its GEMV, few rows, no shared expert or a folded one */
+        const bool one = g->disp.multi_rows > 0 && (!L0->has_shared || L0->sh_folded) &&
+                         L0->router.rows <= MOE_ROUTER_MAX_EXPERTS;
+        char rb[64];
+        snprintf(rb, sizeof rb, "rows<=%d", g->disp.multi_rows < MOE_ROUTER_MAX_TOK
+                                                ? g->disp.multi_rows : MOE_ROUTER_MAX_TOK);
+        LOG_INFO("gpu_dispatch", "class=router_fused path=\"%s%s\"", one ? rb : "never",
+                 one ? ": moe_router (router GEMV, shared gate, top-k in one launch), else "
+                       "router + moe_route" : ": router + moe_route");
     }
     log_experts(g, "moe", &L0->gate_up, &L0->down);
     if (L0->has_shared)

@@ -162,21 +162,36 @@ int gpu_moe_block(struct gpu_model *g, struct gpu_layer *L, int n)
     /* moe_expert_cuda puts rows x top_k on one grid axis (<= 65535, ERR_INVAL beyond): passes
      * longer than that (max_rows > 8191 at top-8) go in row groups; one call otherwise */
     const int grp = 65535 / (g->K > 2 ? g->K : 2);
-    int rc = gpu_router(g, L, n); /* 1: the shared expert's gate logits are in too */
-    if (rc < 0)
-        return rc;
-    const bool sh_done = rc == 1;
-    if (L->has_shared && L->sh_folded && n <= g->disp.fold_rows[L->gate_up.fmt]) {
-        /* the shared expert as slot K of every row (expert E of the stacks, weight sigmoid of
-         * its gate): one route, one gate_up and one down launch for all nine experts */
-        if (!sh_done)
+    /* the shared expert as slot K of every row (expert E of the stacks, weight sigmoid of its
+     * gate): one gate_up and one down launch for all nine experts */
+    const bool fold = L->has_shared && L->sh_folded && n <= g->disp.fold_rows[L->gate_up.fmt];
+    /* few rows with the router on its GEMV: router, shared gate and routing in one launch */
+    int rc = ERR_UNSUPPORTED;
+    if (n <= g->disp.multi_rows && (!L->has_shared || fold) &&
+        !(g->lin && L->router_f32 && n >= g->disp.router_rows)) {
+        rc = moe_router_cuda(g->moe_ids, g->moe_w, g->moe_logits, g->sh_logits, g->router_counter,
+                             g->x, &L->router, fold ? &L->sh_gate : NULL, n, g->K, st);
+        if (rc < 0 && rc != ERR_UNSUPPORTED)
+            return rc;
+    }
+    if (rc == ERR_UNSUPPORTED) {
+        rc = gpu_router(g, L, n); /* 1: the shared expert's gate logits are in too */
+        if (rc < 0)
+            return rc;
+        const bool sh_done = rc == 1;
+        if (fold && !sh_done)
             TRY(gpu_linear(g, g->sh_logits, &L->sh_gate, g->x, n));
-        TRY(moe_route_shared_cuda(g->moe_ids, g->moe_w, g->moe_logits, g->sh_logits, 2, n, g->E,
-                                  g->K, st));
+        if (fold)
+            TRY(moe_route_shared_cuda(g->moe_ids, g->moe_w, g->moe_logits, g->sh_logits, 2, n,
+                                      g->E, g->K, st));
+        else
+            TRY(moe_route_cuda(g->moe_ids, g->moe_w, g->moe_logits, n, g->E, g->K, st));
+        if (!fold && L->has_shared && !sh_done)
+            TRY(gpu_linear(g, g->sh_logits, &L->sh_gate, g->x, n));
+    }
+    if (fold)
         return moe_expert_cuda(g->y, g->moe_ws, g->x, g->moe_ids, g->moe_w, n, g->K + 1,
                                g->E + 1, &L->gate_up, &L->down, 0, st);
-    }
-    TRY(moe_route_cuda(g->moe_ids, g->moe_w, g->moe_logits, n, g->E, g->K, st));
     for (int r0 = 0; r0 < n; r0 += grp) {
         const int nr = n - r0 < grp ? n - r0 : grp;
         const int64_t o = (int64_t)r0 * g->K;
@@ -187,8 +202,6 @@ int gpu_moe_block(struct gpu_model *g, struct gpu_layer *L, int n)
         return 0;
     /* sigmoid(s) as the top-2 softmax of [s, 0]; the zero row's slot (id 1) is outside the
      * one-expert stack and contributes nothing */
-    if (!sh_done)
-        TRY(gpu_linear(g, g->sh_logits, &L->sh_gate, g->x, n));
     TRY(moe_route_cuda(g->sh_ids, g->sh_w, g->sh_logits, n, 2, 2, st));
     for (int r0 = 0; r0 < n; r0 += grp) {
         const int nr = n - r0 < grp ? n - r0 : grp;

@@ -128,6 +128,7 @@ struct gpu_model {
     float *attn_ws;
     float *moe_logits, *moe_w, *sh_logits, *sh_w, *moe_ws;
     int32_t *moe_ids, *sh_ids;
+    unsigned *router_counter;  // moe_router_cuda's last-block counter (0 between launches)
     float *xl, *logits;        // (lrows, H), (lrows, V) rows that need logits
     int32_t *argmax_ids;       // (lrows)
     int64_t attn_ws_floats;    // attn_ws size: n_slots rows at max_model_len
