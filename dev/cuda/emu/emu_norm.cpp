@@ -1,10 +1,16 @@
 // fused_add_rmsnorm (the float4 register kernel at 1..3 chunks per thread, and the shared-memory
-// one for dim % 4 != 0) and argmax (16-byte loads, ties inside a load and across threads, NaNs,
-// the scalar form for vocab % 4 != 0) through their real launchers vs the CPU references.
-// Tolerance for the norm: 1e-5 relative (fp32 sums in another order).
+// one for dim % 4 != 0), argmax (16-byte loads, ties inside a load and across threads, NaNs,
+// the scalar form for vocab % 4 != 0) and attn_prep (gate split, q/k norms, rope, cache stores:
+// bf16 and fp8, a partial warp, a row with slot -1) through their real launchers vs the CPU
+// references. Tolerance for the norms: 1e-5 relative (fp32 sums in another order); cache bytes
+// may differ by an ulp where a value sits on a rounding boundary (at most 1 in 1,000).
 #include "emu_kw.h"
 #include "fused_add_rmsnorm_emu.inc"
 #include "argmax_emu.inc"
+#include "attn_prep_emu.inc"
+extern "C" {
+#include "kdtype.h"
+}
 
 static int run_norm(int rows, int dim, float off)
 {
@@ -42,6 +48,42 @@ static int run_argmax(int rows, int vocab)
     return rc || bad;
 }
 
+static int run_prep(int n, int hq, int hkv, int hd, int rot, int gated, int dt)
+{
+    const size_t qd = (size_t)hq * hd, kd = (size_t)hkv * hd, slots = (size_t)n + 3, ns = gated ? 2 * qd : qd;
+    const size_t eb = (size_t)kv_dtype_bytes(dt);
+    float *src = (float *)emu_alloc(n * ns * 4), *k = (float *)emu_alloc(n * kd * 4), *v = (float *)emu_alloc(n * kd * 4);
+    float *qn = (float *)emu_alloc(hd * 4), *kn = (float *)emu_alloc(hd * 4), *q = (float *)emu_alloc(n * qd * 4);
+    float *g = (float *)emu_alloc(n * qd * 4), *rq = (float *)malloc(n * qd * 4), *rg = (float *)malloc(n * qd * 4);
+    float *rk = (float *)malloc(n * kd * 4);
+    int32_t *pos = (int32_t *)emu_alloc(n * 4), *map = (int32_t *)emu_alloc(n * 4);
+    uint8_t *kc = (uint8_t *)emu_alloc(slots * kd * eb), *vc = (uint8_t *)emu_alloc(slots * kd * eb);
+    uint8_t *rkc = (uint8_t *)calloc(slots * kd, eb), *rvc = (uint8_t *)calloc(slots * kd, eb);
+    memset(kc, 0, slots * kd * eb);
+    memset(vc, 0, slots * kd * eb);
+    for (size_t i = 0; i < n * ns; i++) src[i] = runi(-3, 3);
+    for (size_t i = 0; i < n * kd; i++) { k[i] = runi(-3, 3); v[i] = runi(-3, 3); }
+    for (int i = 0; i < hd; i++) { qn[i] = runi(-0.5f, 0.5f); kn[i] = runi(-0.5f, 0.5f); }
+    for (int t = 0; t < n; t++) { pos[t] = t * 20011 % 200000; map[t] = (t * 5 + 1) % (int)slots; }
+    if (n > 2) map[1] = -1;
+    memcpy(rk, k, n * kd * 4);
+    const float ks = dt == KV_DTYPE_FP8 ? 0.05f : 1.0f, vs = dt == KV_DTYPE_FP8 ? 0.03f : 1.0f;
+    int rc = attn_prep_ref(rq, gated ? rg : NULL, src, rk, v, rkc, rvc, dt, ks, vs, qn, kn, pos, map, n, hq, hkv,
+                           hd, rot, 1e-6f, 1e7f);
+    rc |= attn_prep_cuda(q, gated ? g : NULL, src, k, v, kc, vc, dt, ks, vs, qn, kn, pos, map, n, hq, hkv, hd, rot,
+                         1e-6f, 1e7f, 0);
+    const kw_cmp a = kw_compare(q, rq, n * qd, 2e-6, 1e-5), b = kw_compare(k, rk, n * kd, 2e-6, 1e-5);
+    kw_cmp c = {0, 0, 0, 0};
+    if (gated) c = kw_compare(g, rg, n * qd, 0, 0);
+    size_t kdiff = 0, vdiff = 0;
+    for (size_t i = 0; i < slots * kd * eb; i++) { kdiff += kc[i] != rkc[i]; vdiff += vc[i] != rvc[i]; }
+    const int fail = rc || a.bad || b.bad || c.bad || vdiff || kdiff * 1000 > slots * kd * eb + 999;
+    printf("attn_prep emu n=%d hq=%d hkv=%d hd=%d rot=%d gated=%d dt=%d: q_bad=%zu k_bad=%zu gate_bad=%zu "
+           "cache_diff=%zu/%zu rc=%d %s\n", n, hq, hkv, hd, rot, gated, dt, a.bad, b.bad, c.bad, kdiff, vdiff, rc,
+           fail ? "FAIL" : "ok");
+    return fail;
+}
+
 int main(int argc, char **argv)
 {
     const bool quick = argc > 1 && strcmp(argv[1], "quick") == 0;
@@ -51,10 +93,13 @@ int main(int argc, char **argv)
     f += run_norm(2, 36, 0.0f);    /* 9 float4: one partial warp */
     f += run_argmax(2, 1000);
     f += run_argmax(3, 1001);
+    f += run_prep(3, 4, 2, 40, 16, 1, KV_DTYPE_BF16);
+    f += run_prep(2, 2, 1, 72, 72, 0, KV_DTYPE_FP8);
     if (!quick) {
         f += run_norm(1, 8196, 1.0f);  /* 3 chunks per thread, the last one partial */
         f += run_norm(1, 12288, 0.0f); /* 3 chunks, 1024 threads */
         f += run_argmax(1, 248320);
+        f += run_prep(2, 16, 2, 256, 64, 1, KV_DTYPE_FP8); /* the model's heads */
     }
     printf("failures=%d\n", f);
     return f != 0;

@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "attn_prefill.h"
+#include "attn_prep.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "gemv.h"
@@ -103,6 +104,7 @@ int gpu_dispatch_init(struct gpu_model *g, char *err, size_t errlen)
     /* one launch for the few-row weights that read the same rows (GDN b + a, router + shared
      * gate): up to the wide kernel's token count */
     d->multi_rows = g->o.fuse < 0 ? 0 : GEMV_WIDE_MAX_TOK;
+    d->attn_prep = g->o.fuse >= 0 && g->hd <= ATTN_PREP_MAX_HEAD_DIM;
     for (int f = 0; f < 4; f++) { /* moe_expert's rows, within its grid (rows x slots) */
         const int cap = 65535 / (g->K + 1), below = d->grouped_rows[f] - 1;
         d->fold_rows[f] = g->o.fuse < 0 ? 0 : below < cap ? below : cap;
@@ -388,8 +390,11 @@ void gpu_dispatch_log(const struct gpu_model *g)
     }
     if (att) {
         const struct kweight *qkv[3] = { &att->q, &att->k, &att->v };
-        LOG_INFO("gpu_dispatch", "class=attention_inputs path=\"q+k+v: %s\"",
-                 multi_name(g, qkv, 3));
+        LOG_INFO("gpu_dispatch", "class=attention_inputs path=\"q+k+v: %s; then %s\"",
+                 multi_name(g, qkv, 3),
+                 g->disp.attn_prep ? "attn_prep (gate split, q/k norms, rope, K/V stores: one "
+                                     "launch)"
+                                   : "gate split, rmsnorm x2, rope x2, kv_write");
     }
     if (L0->router.data) {
         /* gpu_moe_block: the router on its GEMV, few rows, no shared expert or a folded one */

@@ -22,6 +22,7 @@
 #include "argmax.h"
 #include "attn_decode.h"
 #include "attn_prefill.h"
+#include "attn_prep.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "common/xalloc.h"
@@ -116,19 +117,28 @@ int gpu_attn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_pa
         const struct kweight *const ws[3] = { &L->q, &L->k, &L->v };
         TRY(gpu_linear_multi(g, 3, ys, ws, g->x, n));
     }
-    if (g->cfg.attn_output_gate) {
-        TRY(copy2d(g, g->q, hd, g->qg, 2 * hd, hd, (int64_t)n * hq));
-        TRY(copy2d(g, g->gate, hd, g->qg + hd, 2 * hd, hd, (int64_t)n * hq));
+    if (g->cfg.attn_output_gate)
         gate = g->gate;
-    }
-    TRY(rmsnorm_cuda(g->q, g->q, L->q_norm, n * hq, hd, eps, 1.0f, st));
-    TRY(rmsnorm_cuda(g->k, g->k, L->k_norm, n * hkv, hd, eps, 1.0f, st));
-    TRY(rope_cuda(g->q, pos, n, hq, hd, g->cfg.rotary_dim, qd, hd, theta, st));
-    TRY(rope_cuda(g->k, pos, n, hkv, hd, g->cfg.rotary_dim, (int64_t)hkv * hd, hd, theta, st));
     /* every row's K/V first: row t of an item then sees rows 0..t of its chunk (bf16 or e4m3
      * storage, scales 1.0) */
-    TRY(kv_write_dtype_cuda(L->k_cache, L->v_cache, g->k, g->v, p->map, n, hkv, hd, g->kv_dtype,
-                            1.0f, 1.0f, st));
+    if (g->disp.attn_prep) {
+        /* split, q/k norms, rope and the cache stores in one launch */
+        TRY(attn_prep_cuda(g->q, gate ? g->gate : NULL, gate ? g->qg : g->q, g->k, g->v,
+                           L->k_cache, L->v_cache, g->kv_dtype, 1.0f, 1.0f, L->q_norm, L->k_norm,
+                           pos, p->map, n, hq, hkv, hd, g->cfg.rotary_dim, eps, theta, st));
+    } else {
+        if (gate) {
+            TRY(copy2d(g, g->q, hd, g->qg, 2 * hd, hd, (int64_t)n * hq));
+            TRY(copy2d(g, g->gate, hd, g->qg + hd, 2 * hd, hd, (int64_t)n * hq));
+        }
+        TRY(rmsnorm_cuda(g->q, g->q, L->q_norm, n * hq, hd, eps, 1.0f, st));
+        TRY(rmsnorm_cuda(g->k, g->k, L->k_norm, n * hkv, hd, eps, 1.0f, st));
+        TRY(rope_cuda(g->q, pos, n, hq, hd, g->cfg.rotary_dim, qd, hd, theta, st));
+        TRY(rope_cuda(g->k, pos, n, hkv, hd, g->cfg.rotary_dim, (int64_t)hkv * hd, hd, theta,
+                      st));
+        TRY(kv_write_dtype_cuda(L->k_cache, L->v_cache, g->k, g->v, p->map, n, hkv, hd,
+                                g->kv_dtype, 1.0f, 1.0f, st));
+    }
     if (p->aseqs && p->max_n >= g->disp.attn_prefill_rows) {
         /* items of several rows: flash-style prefill over every item at once; the block table
          * row of item i is its first row's (seq = row_start) */

@@ -66,6 +66,8 @@ struct gpu_dispatch {
     int attn_prefill_path;     // enum attn_prefill_path of that launch (MMA when head_dim % 16 == 0)
     int multi_rows;            // steps of at most this many rows run few-row weights that read
                                //  the same rows as one gemv_multi launch (0 = never)
+    bool attn_prep;            // attention inputs (split, q/k norms, rope, cache stores) in one
+                               //  attn_prep launch; else the kernels one by one
     int fold_rows[4];          // steps of at most this many rows run a folded shared expert
                                //  (gpu_layer.sh_folded) in the routed experts' launches (the
                                //  moe_expert rows: below grouped_rows; 0 = never)

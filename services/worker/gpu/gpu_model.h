@@ -62,9 +62,12 @@ struct gpu_model_opts {
     int gdn_chunk;        // items of at least this many rows without snapshots (prefill) run
                           //  the GDN recurrence in its chunked form (gdn_seq_step_chunked_cuda),
                           //  fewer token by token: 0 = the default (gpu_dispatch.c), -1 = never
-    int fuse;             // few-row steps (decode) launch fewer kernels: weights read by the
-                          //  same rows in one launch (GDN b + a, router + shared-expert gate,
-                          //  gemv_multi_cuda): 0 = the default (on), -1 = off (one launch each)
+    int fuse;             // fewer launches per step: at few rows (decode) weights read by the
+                          //  same rows in one launch (GDN qkv + z and b + a, attention q + k + v:
+                          //  gemv_multi_cuda), the router, shared gate and top-k in one
+                          //  (moe_router_cuda), a shared expert folded into the routed experts'
+                          //  launches; at every row count the attention inputs in one
+                          //  (attn_prep_cuda): 0 = the default (on), -1 = off (one launch each)
     int prefill_attn;     // items of several rows attend through attn_prefill: 0 = yes (from 2
                           //  rows), -1 = no (attn_decode one query row at a time)
     double mem_util;      // > 0 (at most 1): size the pool from the device's memory, as vLLM's
