@@ -17,7 +17,10 @@
 
 static void run(int n, int hq, int hkv, int hd, int rot, int gated, int dt)
 {
-    const size_t qd = (size_t)hq * hd, kd = (size_t)hkv * hd, slots = (size_t)n + 5;
+    /* distinct slots per row (t * 7 + 3 mod slots, slots prime to 7): two rows stored to one
+     * slot would race on the GPU, the reference keeping the last */
+    const size_t qd = (size_t)hq * hd, kd = (size_t)hkv * hd,
+                 slots = ((size_t)n + 5) % 7 == 0 ? (size_t)n + 6 : (size_t)n + 5;
     const size_t ns = gated ? 2 * qd : qd, eb = (size_t)kv_dtype_bytes(dt);
     float *src = malloc(sizeof(float) * n * ns), *k = malloc(sizeof(float) * n * kd),
           *v = malloc(sizeof(float) * n * kd), *qn = malloc(sizeof(float) * hd),

@@ -64,7 +64,7 @@ static int run_prep(int n, int hq, int hkv, int hd, int rot, int gated, int dt)
     for (size_t i = 0; i < n * ns; i++) src[i] = runi(-3, 3);
     for (size_t i = 0; i < n * kd; i++) { k[i] = runi(-3, 3); v[i] = runi(-3, 3); }
     for (int i = 0; i < hd; i++) { qn[i] = runi(-0.5f, 0.5f); kn[i] = runi(-0.5f, 0.5f); }
-    for (int t = 0; t < n; t++) { pos[t] = t * 20011 % 200000; map[t] = (t * 5 + 1) % (int)slots; }
+    for (int t = 0; t < n; t++) { pos[t] = t * 20011 % 200000; map[t] = (int)slots - 1 - t; } /* distinct */
     if (n > 2) map[1] = -1;
     memcpy(rk, k, n * kd * 4);
     const float ks = dt == KV_DTYPE_FP8 ? 0.05f : 1.0f, vs = dt == KV_DTYPE_FP8 ? 0.03f : 1.0f;
