@@ -38,4 +38,9 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned lon
 cudaError_t cudaGraphDestroy(cudaGraph_t g);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e);
 cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t st);
+typedef struct CUgraphNode_st *cudaGraphNode_t;
+enum cudaGraphNodeType { cudaGraphNodeTypeKernel = 0, cudaGraphNodeTypeMemcpy, cudaGraphNodeTypeMemset };
+cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *n);
+cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, enum cudaGraphNodeType *t);
+cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b);
 #endif

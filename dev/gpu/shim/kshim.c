@@ -5,6 +5,8 @@
 #include "cuda_runtime.h"
 #include "argmax.h"
 #include "attn_decode.h"
+#include "attn_prefill.h"
+#include "attn_prep.h"
 #include "embed.h"
 #include "fused_add_rmsnorm.h"
 #include "gdn_conv.h"
@@ -12,10 +14,14 @@
 #include "gdn_step.h"
 #include "gemv.h"
 #include "kv_write.h"
+#include "linear.h"
+#include "logit_proc.h"
+#include "moe_grouped.h"
 #include "moe_expert.h"
 #include "moe_route.h"
 #include "rmsnorm.h"
 #include "rope.h"
+#include "sample.h"
 
 cudaError_t cudaMalloc(void **p, size_t n) { *p = malloc(n); memset(*p, 0x7f, n); return 0; }
 cudaError_t cudaFree(void *p) { free(p); return 0; }
@@ -95,3 +101,58 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned lon
 cudaError_t cudaGraphDestroy(cudaGraph_t g) { (void)g; return 0; }
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e) { (void)e; return 0; }
 cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t st) { (void)e; (void)st; return 1; }
+
+/* launchers added since the fifth session: the same references (the chunked GDN as the
+ * token-serial reference, the GEMM and tile paths as the GEMV reference) */
+cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *n) { (void)g; (void)nodes; *n = 0; return 0; }
+cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, enum cudaGraphNodeType *t) { (void)node; *t = cudaGraphNodeTypeMemset; return 0; }
+cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b) { *free_b = (size_t)1 << 34; *total_b = (size_t)1 << 35; return 0; }
+struct linear_ctx { int unused; };
+int linear_ctx_create(struct linear_ctx **out, int max_rows, int max_k, int64_t w_elems, size_t ws_bytes)
+{ (void)max_rows; (void)max_k; (void)w_elems; (void)ws_bytes; *out = calloc(1, sizeof **out); return 0; }
+void linear_ctx_destroy(struct linear_ctx *c) { free(c); }
+int64_t linear_ctx_bytes(const struct linear_ctx *c) { (void)c; return 0; }
+int linear_tiles_ok(const struct kweight *w) { (void)w; return 1; }
+int linear_cuda(struct linear_ctx *c, float *y, const struct kweight *w, int e, const float *x, int n, int path, cudaStream_t s)
+{ (void)c; (void)path; (void)s; return gemv_ref(y, w, e, x, n); }
+int linear_f32_cuda(struct linear_ctx *c, float *y, const float *w, int rows, int cols, const float *x, int n, cudaStream_t s)
+{
+    (void)c; (void)s;
+    for (int t = 0; t < n; t++)
+        for (int r = 0; r < rows; r++) {
+            double a = 0;
+            for (int k = 0; k < cols; k++) a += (double)w[(size_t)r * cols + k] * x[(size_t)t * cols + k];
+            y[(size_t)t * rows + r] = (float)a;
+        }
+    return 0;
+}
+int gemv_multi_cuda(const struct gemv_out *o, int n, const float *x, int t, cudaStream_t s) { (void)s; return gemv_multi_ref(o, n, x, t); }
+int moe_grouped_cuda_tiles(float *out, float *ws, const float *x, const int32_t *ids, const float *w, int n, int k, int E,
+                           const struct kweight *gu, const struct kweight *dn, int acc, int tiles, cudaStream_t s)
+{ (void)ws; (void)tiles; (void)s; return moe_grouped_ref(out, x, ids, w, n, k, E, gu, dn, acc); }
+int moe_grouped_small_pipelined(const struct kweight *w) { (void)w; return 0; }
+int moe_route_shared_cuda(int32_t *ids, float *w, const float *l, const float *sh, int p, int n, int E, int k, cudaStream_t s)
+{ (void)s; return moe_route_shared_ref(ids, w, l, sh, p, n, E, k); }
+int moe_router_cuda(int32_t *ids, float *w, float *l, float *sh, unsigned *c, const float *x, const struct kweight *r,
+                    const struct kweight *sg, int n, int k, cudaStream_t s)
+{ (void)c; (void)s; return moe_router_ref(ids, w, l, sh, x, r, sg, n, k); }
+int attn_prep_cuda(float *q, float *g, const float *qs, float *k, const float *v, void *kc, void *vc, int dt, float ks,
+                   float vs, const float *qn, const float *kn, const int32_t *pos, const int32_t *m, int n, int hq, int hkv,
+                   int hd, int rd, float eps, float th, cudaStream_t s)
+{ (void)s; return attn_prep_ref(q, g, qs, k, v, kc, vc, dt, ks, vs, qn, kn, pos, m, n, hq, hkv, hd, rd, eps, th); }
+int attn_prefill_batch_path_cuda(float *out, const float *q, const float *g, const void *kc, const void *vc, int dt,
+                                 float ks, float vs, const int32_t *bt, int mb, const struct attn_prefill_seq *seqs,
+                                 int ns, int mr, int hq, int hkv, int hd, int bs, float sc, int path, cudaStream_t s)
+{ (void)path; (void)s; return attn_prefill_batch_ref(out, q, g, kc, vc, dt, ks, vs, bt, mb, seqs, ns, mr, hq, hkv, hd, bs, sc); }
+size_t gdn_seq_chunk_ws_floats(int rows, int hv) { (void)rows; (void)hv; return 1; }
+int gdn_seq_step_chunked_cuda(float *out, float *state, float *snap, int ns, const float *qkv, const float *z,
+                              const float *a, const float *b, const float *al, const float *dt, const float *nw,
+                              const int32_t *it, int ni, int hk, int hv, float eps, int cmin, int mr, float *ws,
+                              int wr, cudaStream_t s)
+{ (void)cmin; (void)mr; (void)ws; (void)wr; (void)s; return gdn_seq_step_ref(out, state, snap, ns, qkv, z, a, b, al, dt, nw, it, ni, hk, hv, eps); }
+int logit_proc_cuda(float *l, int B, int V, const struct logit_proc_row *rows, const int32_t *bi, const float *bv,
+                    const uint32_t *ban, const uint32_t *allow, cudaStream_t s)
+{ (void)s; return logit_proc_ref(l, B, V, rows, bi, bv, ban, allow); }
+int sample_cuda(int32_t *tok, float *lp, float *l, const struct sample_row *rows, const int32_t *pt, const int32_t *pc,
+                int B, int V, cudaStream_t s)
+{ (void)s; return sample_ref(tok, lp, l, rows, pt, pc, B, V, NULL); }
