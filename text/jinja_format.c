@@ -1,6 +1,7 @@
 /* jinja printf-style formatting: Python's `str % args` (and so the `format` filter) for the
  * conversions s r a d i u x X o e E f F g G c %, with flags, width, precision and %(key)s
  * mapping keys. `*` widths are refused. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -66,6 +67,34 @@ static int conv_number(struct jrt *rt, struct buf *b, const struct spec *sp, str
                             hexoct ? "an integer" : "a real number", jv_type_name(v));
         if (sp->conv == 'o' && sp->alt)
             return jrt_fail(rt, "unsupported construct: %%#o formatting");
+        if (v.kind == JV_FLOAT && isnan(v.u.f))
+            return jrt_fail(rt, "cannot convert float NaN to integer");
+        if (v.kind == JV_FLOAT && isinf(v.u.f))
+            return jrt_fail(rt, "cannot convert float infinity to integer");
+        if (v.kind == JV_FLOAT && !(fabs(v.u.f) < 9.2e18)) {
+            /* past long long: the float is an integer there; %.0f prints it exactly, as
+             * Python's int(x) does (the flags and width carry over; a precision cannot) */
+            if (sp->precision >= 0)
+                return jrt_fail(rt, "unsupported construct: %%.N%c of a float this large",
+                                sp->conv);
+            char ff[16];
+            int j = 0;
+            ff[j++] = '%';
+            if (sp->left)
+                ff[j++] = '-';
+            if (sp->zero)
+                ff[j++] = '0';
+            if (sp->space)
+                ff[j++] = ' ';
+            if (sp->plus)
+                ff[j++] = '+';
+            memcpy(ff + j, "*.0f", 5); /* no '#': C would print a trailing point */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+            n = snprintf(tmp, sizeof(tmp), ff, w, v.u.f);
+#pragma GCC diagnostic pop
+            break;
+        }
         long long x = v.kind == JV_INT ? v.u.i : v.kind == JV_BOOL ? v.u.b : (long long)v.u.f;
         cfmt[k++] = 'l';
         cfmt[k++] = 'l';
