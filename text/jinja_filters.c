@@ -146,6 +146,8 @@ static int f_int(struct jrt *rt, struct jinja_value v, const struct jargs *args,
         return 0;
     case JV_FLOAT:
         if (isfinite(v.u.f)) {
+            if (!(fabs(v.u.f) < 9.2e18)) /* Python gives a big int: not representable here */
+                return jrt_fail(rt, "unsupported construct: int of a float past 64 bits");
             *out = jv_int((int64_t)v.u.f);
             return 0;
         }
@@ -156,6 +158,8 @@ static int f_int(struct jrt *rt, struct jinja_value v, const struct jargs *args,
             return 0;
         }
         if (parse_float(v, &f) && isfinite(f)) {
+            if (!(fabs(f) < 9.2e18))
+                return jrt_fail(rt, "unsupported construct: int of a float past 64 bits");
             *out = jv_int((int64_t)f);
             return 0;
         }

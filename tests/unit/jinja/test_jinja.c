@@ -208,6 +208,11 @@ static void test_render_errors(void)
     /* regressions (fuzz): width/precision digits past int used to overflow; chained joins
      * with a long separator used to ask for gigabytes before the memory cap was checked */
     expect_render_error("{{ '%2222222222s' % 'a' }}", "{}", "format width too large");
+    /* floats past 64 bits: Python's big ints are not representable (the cast was UB) */
+    expect_render_error("{{ 5e300 | int }}", "{}", "int of a float past 64 bits");
+    expect_render_error("{{ '-1e19' | int }}", "{}", "int of a float past 64 bits");
+    expect_render_error("{{ '%.3d' % 1e20 }}", "{}", "unsupported construct");
+    expect_out("{{ 9.1e18 | int }}|{{ '%d' % 1e20 }}", "{}", "9100000000000000000|100000000000000000000");
     expect_render_error("{{ '%.99999999999999999999f' % 1.5 }}", "{}", "format width too large");
     expect_render_error("{{ '%4097d' % 1 }}", "{}", "format width too large");
     expect_out("{{ ('%5s|%.2f|%4096s' % ('ab', 1.5, '')) | length }}", "{}", "4107");
