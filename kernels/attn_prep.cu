@@ -9,11 +9,6 @@
 #include "internal/kcuda.cuh"
 #include "kv_write.h"
 
-static __device__ __forceinline__ uint8_t prep_e4m3_sat(float x)
-{
-    return (uint8_t)__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
-}
-
 __global__ void __launch_bounds__(ATTN_PREP_MAX_HEAD_DIM)
     attn_prep_kernel(float *q, float *gate, const float *qsrc, float *k, const float *v,
                      void *k_cache, void *v_cache, int kv_dtype, float k_inv, float v_inv,
@@ -65,8 +60,8 @@ __global__ void __launch_bounds__(ATTN_PREP_MAX_HEAD_DIM)
         ((uint16_t *)k_cache)[at] = f32_to_bf16_bits(o);
         ((uint16_t *)v_cache)[at] = f32_to_bf16_bits(vv);
     } else {
-        ((uint8_t *)k_cache)[at] = prep_e4m3_sat(__fmul_rn(o, k_inv));
-        ((uint8_t *)v_cache)[at] = prep_e4m3_sat(__fmul_rn(vv, v_inv));
+        ((uint8_t *)k_cache)[at] = f32_to_e4m3_sat(__fmul_rn(o, k_inv));
+        ((uint8_t *)v_cache)[at] = f32_to_e4m3_sat(__fmul_rn(vv, v_inv));
     }
 }
 

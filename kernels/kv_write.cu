@@ -18,11 +18,6 @@ __global__ void kv_write_kernel(uint16_t *k_cache, uint16_t *v_cache, const floa
     }
 }
 
-static __device__ __forceinline__ uint8_t f32_to_e4m3_sat(float x)
-{
-    return (uint8_t)__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
-}
-
 __global__ void kv_write_fp8_kernel(uint8_t *k_cache, uint8_t *v_cache, const float *k,
                                     const float *v, const int32_t *slot_mapping, int w,
                                     float k_inv, float v_inv)

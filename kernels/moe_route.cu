@@ -143,23 +143,11 @@ __global__ void __launch_bounds__(ROUTER_THREADS) moe_router_kernel(moe_router_a
         *a.counter = 0u; /* the next launch (stream order) starts from zero */
 }
 
-int moe_route_cuda(int32_t *ids, float *weights, const float *logits, int n_tok, int n_experts,
-                   int top_k, cudaStream_t stream)
+/* moe_route_cuda / moe_route_shared_cuda: sh NULL or the shared gate logits at sh_pitch */
+static int route_launch(int32_t *ids, float *weights, const float *logits, const float *sh,
+                        int sh_pitch, int n_tok, int n_experts, int top_k, cudaStream_t stream)
 {
-    if (!ids || !weights || !logits || n_tok < 0 || n_experts <= 0 ||
-        n_experts > MOE_ROUTE_MAX_EXPERTS || top_k <= 0 || top_k > n_experts ||
-        top_k > MOE_ROUTE_MAX_TOPK)
-        return ERR_INVAL;
-    if (n_tok == 0)
-        return 0;
-    moe_route_kernel<<<n_tok, 32, 0, stream>>>(ids, weights, logits, n_experts, top_k, NULL, 0);
-    return kcuda_launch_status("moe_route");
-}
-
-int moe_route_shared_cuda(int32_t *ids, float *weights, const float *logits, const float *sh,
-                          int sh_pitch, int n_tok, int n_experts, int top_k, cudaStream_t stream)
-{
-    if (!ids || !weights || !logits || !sh || sh_pitch < 1 || n_tok < 0 || n_experts <= 0 ||
+    if (!ids || !weights || !logits || (sh && sh_pitch < 1) || n_tok < 0 || n_experts <= 0 ||
         n_experts > MOE_ROUTE_MAX_EXPERTS || top_k <= 0 || top_k > n_experts ||
         top_k > MOE_ROUTE_MAX_TOPK)
         return ERR_INVAL;
@@ -167,7 +155,20 @@ int moe_route_shared_cuda(int32_t *ids, float *weights, const float *logits, con
         return 0;
     moe_route_kernel<<<n_tok, 32, 0, stream>>>(ids, weights, logits, n_experts, top_k, sh,
                                               sh_pitch);
-    return kcuda_launch_status("moe_route_shared");
+    return kcuda_launch_status("moe_route");
+}
+
+int moe_route_cuda(int32_t *ids, float *weights, const float *logits, int n_tok, int n_experts,
+                   int top_k, cudaStream_t stream)
+{
+    return route_launch(ids, weights, logits, NULL, 0, n_tok, n_experts, top_k, stream);
+}
+
+int moe_route_shared_cuda(int32_t *ids, float *weights, const float *logits, const float *sh,
+                          int sh_pitch, int n_tok, int n_experts, int top_k, cudaStream_t stream)
+{
+    return sh ? route_launch(ids, weights, logits, sh, sh_pitch, n_tok, n_experts, top_k, stream)
+              : ERR_INVAL;
 }
 
 int moe_router_cuda(int32_t *ids, float *weights, float *logits, float *sh_logits,

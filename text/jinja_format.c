@@ -31,21 +31,28 @@ static void put_padded(struct buf *b, const struct spec *sp, const char *s, size
             buf_putc(b, ' ');
 }
 
+/* "%" and the spec's flags into f (at most 6 chars); alt: with '#'. Returns the length. */
+static int put_flags(char *f, const struct spec *sp, bool alt)
+{
+    int k = 0;
+    f[k++] = '%';
+    if (sp->left)
+        f[k++] = '-';
+    if (sp->zero)
+        f[k++] = '0';
+    if (sp->space)
+        f[k++] = ' ';
+    if (sp->plus)
+        f[k++] = '+';
+    if (alt && sp->alt)
+        f[k++] = '#';
+    return k;
+}
+
 static int conv_number(struct jrt *rt, struct buf *b, const struct spec *sp, struct jinja_value v)
 {
     char cfmt[32], tmp[512];
-    int k = 0;
-    cfmt[k++] = '%';
-    if (sp->left)
-        cfmt[k++] = '-';
-    if (sp->zero)
-        cfmt[k++] = '0';
-    if (sp->space)
-        cfmt[k++] = ' ';
-    if (sp->plus)
-        cfmt[k++] = '+';
-    if (sp->alt)
-        cfmt[k++] = '#';
+    int k = put_flags(cfmt, sp, true);
     cfmt[k++] = '*';
     cfmt[k++] = '.';
     cfmt[k++] = '*';
@@ -78,17 +85,7 @@ static int conv_number(struct jrt *rt, struct buf *b, const struct spec *sp, str
                 return jrt_fail(rt, "unsupported construct: %%.N%c of a float this large",
                                 sp->conv);
             char ff[16];
-            int j = 0;
-            ff[j++] = '%';
-            if (sp->left)
-                ff[j++] = '-';
-            if (sp->zero)
-                ff[j++] = '0';
-            if (sp->space)
-                ff[j++] = ' ';
-            if (sp->plus)
-                ff[j++] = '+';
-            memcpy(ff + j, "*.0f", 5); /* no '#': C would print a trailing point */
+            memcpy(ff + put_flags(ff, sp, false), "*.0f", 5); /* '#' would print a point */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
             n = snprintf(tmp, sizeof(tmp), ff, w, v.u.f);

@@ -84,6 +84,12 @@ static __device__ __forceinline__ float e4m3_to_f32(uint8_t b)
     return __half2float(__half(h));
 }
 
+/* fp32 -> e4m3 bits, round to nearest even, saturating to +-448 (the K/V cache stores) */
+static __device__ __forceinline__ uint8_t f32_to_e4m3_sat(float x)
+{
+    return (uint8_t)__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
+}
+
 static __device__ __forceinline__ float silu_f32(float x)
 {
     return x / (1.0f + __expf(-x));

@@ -67,6 +67,15 @@ struct nvs_more {
     int b[NVS_MULTI - 1]; // first block of weight i + 1; INT_MAX past the last weight
 };
 
+/* no further weights (every launch but nvs_launch_multi's) */
+static inline nvs_more nvs_more_none(void)
+{
+    nvs_more m;
+    memset(&m, 0, sizeof m);
+    m.b[0] = m.b[1] = INT_MAX;
+    return m;
+}
+
 /* Shapes the kernel accepts (the launchers have run kweight_check_dev already). */
 static inline bool nvs_ok(const kweight *w)
 {
@@ -472,9 +481,7 @@ static inline int nvs_launch(const kweight *w, nvs_args a, int grid_y, int n_seg
     const int rows_per_block = 16 * (NVS_WARPS / a.wk);
     const dim3 grid((unsigned)((w->rows + rows_per_block - 1) / rows_per_block), (unsigned)grid_y);
     const size_t smem = nvs_smem_bytes(w->cols, n_xrows, n_seg);
-    nvs_more none;
-    memset(&none, 0, sizeof none);
-    none.b[0] = none.b[1] = INT_MAX;
+    const nvs_more none = nvs_more_none();
     if (nvs_vec16(w))
         nvs_kernel<MODE, true><<<grid, NVS_WARPS * 32, smem, stream>>>(*w, a, none);
     else
@@ -499,9 +506,7 @@ static inline int nvs_launch_multi(const kweight *const *ws, float *const *ys, i
     const int nch = (ws[0]->cols + 127) / 128;
     a.wk = nvs_pick_wk(nch, NVS_U);
     const int rows_per_block = 16 * (NVS_WARPS / a.wk);
-    nvs_more more;
-    memset(&more, 0, sizeof more);
-    more.b[0] = more.b[1] = INT_MAX;
+    nvs_more more = nvs_more_none();
     a.y = ys[0];
     a.ldy = ws[0]->rows;
     int blocks = (ws[0]->rows + rows_per_block - 1) / rows_per_block;
@@ -531,9 +536,7 @@ static inline int nvs_launch_fp8(const kweight *w, nvs_args a, cudaStream_t stre
     const int rows_per_block = 16 * (NVS_WARPS / a.wk);
     const dim3 grid((unsigned)((w->rows + rows_per_block - 1) / rows_per_block), 1);
     const size_t smem = nvs_smem_bytes(w->cols, a.n_tok, 1);
-    nvs_more none;
-    memset(&none, 0, sizeof none);
-    none.b[0] = none.b[1] = INT_MAX;
+    const nvs_more none = nvs_more_none();
     nvs_kernel<NVS_PLAIN, true, true><<<grid, NVS_WARPS * 32, smem, stream>>>(*w, a, none);
     return kcuda_launch_status("fp8_stream");
 }

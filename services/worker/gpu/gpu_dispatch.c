@@ -218,15 +218,6 @@ int gpu_router(struct gpu_model *g, struct gpu_layer *L, int n)
     if (g->lin && L->router_f32 && n >= g->disp.router_rows)
         return linear_f32_cuda(g->lin, g->moe_logits, L->router_f32, L->router.rows,
                                L->router.cols, g->x, n, g->stream);
-    /* the router as a GEMV: with the shared expert's gate in the same launch when it fits */
-    if (L->has_shared && n <= g->disp.multi_rows && L->router.rows <= GEMV_WIDE_MAX_ROWS &&
-        L->sh_gate.rows <= GEMV_WIDE_MAX_ROWS && L->router.cols == L->sh_gate.cols &&
-        gemv_path(g, &L->sh_gate, n)) {
-        const struct gemv_out o[2] = { { &L->router, 0, g->moe_logits },
-                                       { &L->sh_gate, 0, g->sh_logits } };
-        int rc = gemv_multi_cuda(o, 2, g->x, n, g->stream);
-        return rc < 0 ? rc : 1;
-    }
     return linear_cuda(NULL, g->moe_logits, &L->router, 0, g->x, n, LINEAR_PATH_GEMV, g->stream);
 }
 

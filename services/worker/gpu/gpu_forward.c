@@ -30,7 +30,6 @@
 #include "fused_add_rmsnorm.h"
 #include "gdn_seq.h"
 #include "kv_write.h"
-#include "moe_expert.h"
 #include "moe_route.h"
 #include "rmsnorm.h"
 #include "rope.h"
@@ -185,23 +184,16 @@ int gpu_moe_block(struct gpu_model *g, struct gpu_layer *L, int n)
             return rc;
     }
     if (rc == ERR_UNSUPPORTED) {
-        rc = gpu_router(g, L, n); /* 1: the shared expert's gate logits are in too */
-        if (rc < 0)
-            return rc;
-        const bool sh_done = rc == 1;
-        if (fold && !sh_done)
+        TRY(gpu_router(g, L, n));
+        if (L->has_shared)
             TRY(gpu_linear(g, g->sh_logits, &L->sh_gate, g->x, n));
-        if (fold)
-            TRY(moe_route_shared_cuda(g->moe_ids, g->moe_w, g->moe_logits, g->sh_logits, 2, n,
-                                      g->E, g->K, st));
-        else
-            TRY(moe_route_cuda(g->moe_ids, g->moe_w, g->moe_logits, n, g->E, g->K, st));
-        if (!fold && L->has_shared && !sh_done)
-            TRY(gpu_linear(g, g->sh_logits, &L->sh_gate, g->x, n));
+        TRY(fold ? moe_route_shared_cuda(g->moe_ids, g->moe_w, g->moe_logits, g->sh_logits, 2, n,
+                                         g->E, g->K, st)
+                 : moe_route_cuda(g->moe_ids, g->moe_w, g->moe_logits, n, g->E, g->K, st));
     }
-    if (fold)
-        return moe_expert_cuda(g->y, g->moe_ws, g->x, g->moe_ids, g->moe_w, n, g->K + 1,
-                               g->E + 1, &L->gate_up, &L->down, 0, st);
+    if (fold) /* fold_rows keeps n on moe_expert's rows: one call */
+        return gpu_experts(g, g->y, g->x, g->moe_ids, g->moe_w, n, g->K + 1, g->E + 1,
+                           &L->gate_up, &L->down, 0);
     for (int r0 = 0; r0 < n; r0 += grp) {
         const int nr = n - r0 < grp ? n - r0 : grp;
         const int64_t o = (int64_t)r0 * g->K;

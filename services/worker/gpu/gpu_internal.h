@@ -201,8 +201,7 @@ void gpu_dispatch_destroy(struct gpu_model *g);
 /* The startup lines: one per layer class present, its format and path at 1 row and at many. */
 void gpu_dispatch_log(const struct gpu_model *g);
 /* y = x W^T over n rows on the path g->disp names for w's format and n (gpu_lm_head: the
- * lm_head's thresholds; gpu_router: L's router logits of g->x into g->moe_logits, returning 1
- * when it put the shared expert's gate logits into g->sh_logits in the same launch, else 0;
+ * lm_head's thresholds; gpu_router: L's router logits of g->x into g->moe_logits;
  * gpu_linear_multi: weights on the same rows, one launch when g->disp.multi_rows allows). */
 int gpu_linear(struct gpu_model *g, float *y, const struct kweight *w, const float *x, int n);
 int gpu_linear_multi(struct gpu_model *g, int n_w, float *const *ys,
