@@ -4,6 +4,7 @@
 
 #include "common/xalloc.h"
 #include "internal/kcuda.cuh"
+#include "internal/pdl.cuh"
 
 static __device__ __forceinline__ bool better(float v, int i, float bv, int bi)
 {
@@ -13,6 +14,7 @@ static __device__ __forceinline__ bool better(float v, int i, float bv, int bi)
 
 __global__ void __launch_bounds__(1024) argmax_kernel(int32_t *ids, const float *logits, int vocab)
 {
+    kcuda_pdl_enter();
     __shared__ float sv[32];
     __shared__ int si[32];
     const float *l = logits + (int64_t)blockIdx.x * vocab;
@@ -88,6 +90,6 @@ int argmax_cuda(int32_t *ids, const float *logits, int n_rows, int vocab, cudaSt
         return ERR_INVAL;
     if (n_rows == 0)
         return 0;
-    argmax_kernel<<<n_rows, 1024, 0, stream>>>(ids, logits, vocab);
+    kcuda_launch_pdl(argmax_kernel, n_rows, 1024, 0, stream, ids, logits, vocab);
     return kcuda_launch_status("argmax");
 }

@@ -10,6 +10,7 @@
 
 #include "common/xalloc.h"
 #include "internal/kcuda.cuh"
+#include "internal/pdl.cuh"
 #include "kv_write.h"
 
 #define SPLIT ATTN_DECODE_SPLIT
@@ -65,6 +66,7 @@ __global__ void __launch_bounds__(THREADS)
                       int n_kv_heads, int head_dim, int block_size, int max_blocks_per_seq,
                       int n_parts, float scale, float v_scale)
 {
+    kcuda_pdl_enter();
     __shared__ int64_t slot[SPLIT]; /* cache offset of each key of the chunk */
     __shared__ float red[WARPS][MAXD];
     __shared__ float wm[WARPS], wl[WARPS]; /* each warp's max and sum */
@@ -186,6 +188,7 @@ __global__ void __launch_bounds__(THREADS)
 __global__ void attn_merge_kernel(float *out, const float *ws, const float *gate,
                                   const int32_t *seq_lens, int n_q_heads, int head_dim, int n_parts)
 {
+    kcuda_pdl_enter();
     const int h = blockIdx.x, b = blockIdx.y, lane = threadIdx.x & 31, ld = head_dim + 2;
     const float *w = ws + ((int64_t)b * n_q_heads + h) * n_parts * ld;
     const int n = min(n_parts, CEIL_DIV(max(seq_lens[b], 0), SPLIT));
@@ -234,17 +237,18 @@ int attn_decode_dtype_cuda(float *out, float *ws, const float *q, const float *g
     const int n_parts = attn_parts(n_seq, n_q_heads, max_seq_len);
     dim3 g1(n_parts, n_q_heads, n_seq);
     if (kv_dtype == KV_DTYPE_BF16)
-        attn_split_kernel<uint16_t><<<g1, THREADS, 0, stream>>>(
-            ws, q, (const uint16_t *)k_cache, (const uint16_t *)v_cache, block_table, seq_lens,
-            n_q_heads, n_kv_heads, head_dim, block_size, max_blocks_per_seq, n_parts, scale, 1.0f);
+        kcuda_launch_pdl(attn_split_kernel<uint16_t>, g1, THREADS, 0, stream, ws, q,
+                         (const uint16_t *)k_cache, (const uint16_t *)v_cache, block_table,
+                         seq_lens, n_q_heads, n_kv_heads, head_dim, block_size,
+                         max_blocks_per_seq, n_parts, scale, 1.0f);
     else
-        attn_split_kernel<uint8_t><<<g1, THREADS, 0, stream>>>(
-            ws, q, (const uint8_t *)k_cache, (const uint8_t *)v_cache, block_table, seq_lens,
-            n_q_heads, n_kv_heads, head_dim, block_size, max_blocks_per_seq, n_parts,
-            scale * k_scale, v_scale);
+        kcuda_launch_pdl(attn_split_kernel<uint8_t>, g1, THREADS, 0, stream, ws, q,
+                         (const uint8_t *)k_cache, (const uint8_t *)v_cache, block_table,
+                         seq_lens, n_q_heads, n_kv_heads, head_dim, block_size,
+                         max_blocks_per_seq, n_parts, scale * k_scale, v_scale);
     dim3 g2(n_q_heads, n_seq);
-    attn_merge_kernel<<<g2, THREADS, 0, stream>>>(out, ws, gate, seq_lens, n_q_heads, head_dim,
-                                                  n_parts);
+    kcuda_launch_pdl(attn_merge_kernel, g2, THREADS, 0, stream, out, ws, gate, seq_lens, n_q_heads,
+                     head_dim, n_parts);
     return kcuda_launch_status("attn_decode");
 }
 

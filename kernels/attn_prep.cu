@@ -7,6 +7,7 @@
 
 #include "common/xalloc.h"
 #include "internal/kcuda.cuh"
+#include "internal/pdl.cuh"
 #include "kv_write.h"
 
 __global__ void __launch_bounds__(ATTN_PREP_MAX_HEAD_DIM)
@@ -16,6 +17,7 @@ __global__ void __launch_bounds__(ATTN_PREP_MAX_HEAD_DIM)
                      const int32_t *slot_mapping, int n_q_heads, int n_kv_heads, int head_dim,
                      int rot_dim, float eps, float theta)
 {
+    kcuda_pdl_enter();
     __shared__ float y[ATTN_PREP_MAX_HEAD_DIM];
     __shared__ float scratch[32];
     const int hh = blockIdx.x, i = threadIdx.x;
@@ -80,8 +82,9 @@ int attn_prep_cuda(float *q, float *gate, const float *qsrc, float *k, const flo
     if (n_tok == 0)
         return 0;
     const dim3 grid(n_q_heads + n_kv_heads, n_tok);
-    attn_prep_kernel<<<grid, (unsigned)CEIL_DIV(head_dim, 32) * 32, 0, stream>>>(
-        q, gate, qsrc, k, v, k_cache, v_cache, kv_dtype, 1.0f / k_scale, 1.0f / v_scale, q_norm,
-        k_norm, pos, slot_mapping, n_q_heads, n_kv_heads, head_dim, rot_dim, eps, theta);
+    kcuda_launch_pdl(attn_prep_kernel, grid, (unsigned)CEIL_DIV(head_dim, 32) * 32, 0, stream, q,
+                     gate, qsrc, k, v, k_cache, v_cache, kv_dtype, 1.0f / k_scale, 1.0f / v_scale,
+                     q_norm, k_norm, pos, slot_mapping, n_q_heads, n_kv_heads, head_dim, rot_dim,
+                     eps, theta);
     return kcuda_launch_status("attn_prep");
 }

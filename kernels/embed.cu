@@ -3,10 +3,12 @@
 
 #include "common/xalloc.h"
 #include "internal/kcuda.cuh"
+#include "internal/pdl.cuh"
 
 __global__ void embed_kernel(float *out, const uint16_t *table, const int32_t *ids, int dim,
                              int vocab)
 {
+    kcuda_pdl_enter();
     const int id = ids[blockIdx.x];
     float *o = out + (int64_t)blockIdx.x * dim;
     const bool ok = id >= 0 && id < vocab;
@@ -22,6 +24,6 @@ int embed_cuda(float *out, const uint16_t *table, const int32_t *ids, int n_tok,
         return ERR_INVAL;
     if (n_tok == 0)
         return 0;
-    embed_kernel<<<n_tok, 256, 0, stream>>>(out, table, ids, dim, vocab);
+    kcuda_launch_pdl(embed_kernel, dim3(n_tok), dim3(256), 0, stream, out, table, ids, dim, vocab);
     return kcuda_launch_status("embed");
 }

@@ -4,10 +4,12 @@
 
 #include "common/xalloc.h"
 #include "internal/kcuda.cuh"
+#include "internal/pdl.cuh"
 
 __global__ void fused_add_rmsnorm_kernel(float *out, float *resid, const float *x, const float *w,
                                          int dim, float eps, float w_offset)
 {
+    kcuda_pdl_enter();
     extern __shared__ float row[];
     __shared__ float scratch[32];
     const int64_t off = (int64_t)blockIdx.x * dim;
@@ -31,6 +33,7 @@ __global__ void __launch_bounds__(1024)
     fused_add_rmsnorm_v4_kernel(float *out, float *resid, const float *x, const float *w, int dim,
                                 float eps, float w_offset)
 {
+    kcuda_pdl_enter();
     __shared__ float scratch[32];
     const int64_t off = (int64_t)blockIdx.x * dim;
     const int n4 = dim / 4;
@@ -76,18 +79,18 @@ int fused_add_rmsnorm_cuda(float *out, float *resid, const float *x, const float
         const int n4 = dim / 4, c = CEIL_DIV(n4, 1024); /* dim <= 12288: c <= 3 */
         const int threads = (int)CEIL_DIV(CEIL_DIV(n4, c), 32) * 32;
         if (c == 1)
-            fused_add_rmsnorm_v4_kernel<1><<<n_rows, threads, 0, stream>>>(out, resid, x, w, dim,
-                                                                         eps, w_offset);
+            kcuda_launch_pdl(fused_add_rmsnorm_v4_kernel<1>, n_rows, threads, 0, stream, out,
+                             resid, x, w, dim, eps, w_offset);
         else if (c == 2)
-            fused_add_rmsnorm_v4_kernel<2><<<n_rows, threads, 0, stream>>>(out, resid, x, w, dim,
-                                                                         eps, w_offset);
+            kcuda_launch_pdl(fused_add_rmsnorm_v4_kernel<2>, n_rows, threads, 0, stream, out,
+                             resid, x, w, dim, eps, w_offset);
         else
-            fused_add_rmsnorm_v4_kernel<3><<<n_rows, threads, 0, stream>>>(out, resid, x, w, dim,
-                                                                         eps, w_offset);
+            kcuda_launch_pdl(fused_add_rmsnorm_v4_kernel<3>, n_rows, threads, 0, stream, out,
+                             resid, x, w, dim, eps, w_offset);
         return kcuda_launch_status("fused_add_rmsnorm");
     }
     int threads = dim >= 1024 ? 256 : dim >= 256 ? 128 : 64;
-    fused_add_rmsnorm_kernel<<<n_rows, threads, sizeof(float) * dim, stream>>>(out, resid, x, w,
-                                                                               dim, eps, w_offset);
+    kcuda_launch_pdl(fused_add_rmsnorm_kernel, n_rows, threads, sizeof(float) * dim, stream, out,
+                     resid, x, w, dim, eps, w_offset);
     return kcuda_launch_status("fused_add_rmsnorm");
 }

@@ -8,6 +8,7 @@
 #include "common/xalloc.h"
 #include "gdn_conv.h"
 #include "internal/kcuda.cuh"
+#include "internal/pdl.cuh"
 
 #define D GDN_SEQ_HEAD_DIM
 #define MAXW (GDN_CONV_MAX_KC - 1)
@@ -22,6 +23,7 @@ __global__ void gdn_seq_conv_kernel(float *out, float *state, float *snap, int n
                                     const float *x, const float *w, const int32_t *items,
                                     int channels, int kc)
 {
+    kcuda_pdl_enter();
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= channels)
         return;
@@ -249,6 +251,7 @@ __global__ void __launch_bounds__(HEAD_THREADS / T, T)
                         const float *dt_bias, const float *norm_w, const int32_t *items,
                         int n_k_heads, int n_v_heads, float eps, struct chunk_take take)
 {
+    kcuda_pdl_enter();
     constexpr int COLS = D / T, NW = COLS * LANES / 32, CH = step_smem<T>::CH;
     __shared__ __align__(16) step_smem<T> sm;
     static_assert(sizeof(step_smem<T>) <= 48 * 1024, "static shared memory");
@@ -336,6 +339,7 @@ __global__ void __launch_bounds__(256)
     gdn_seq_norm_kernel(float *out, const float *z, const float *norm_w, const int32_t *items,
                         int n_v_heads, float eps, chunk_take take, int taken)
 {
+    kcuda_pdl_enter();
     const int32_t *it = items + (int64_t)blockIdx.y * GDN_SEQ_ITEM_INTS;
     if ((int)chunk_taken(it, take) != taken) // the items of the other form
         return;
@@ -647,8 +651,8 @@ int gdn_seq_conv_cuda(float *out, float *state, float *snap, int n_snap, const f
     if (z > 65535)
         z = 65535;
     dim3 grid(CEIL_DIV(channels, 256), n_items, (unsigned)z);
-    gdn_seq_conv_kernel<<<grid, 256, 0, stream>>>(out, state, snap, n_snap, x, w, items, channels,
-                                                  kc);
+    kcuda_launch_pdl(gdn_seq_conv_kernel, grid, 256, 0, stream, out, state, snap, n_snap, x, w,
+                     items, channels, kc);
     return kcuda_launch_status("gdn_seq_conv");
 }
 
@@ -671,10 +675,9 @@ static void launch_step(float *out, float *state, float *snap, int n_snap, const
                         cudaStream_t stream)
 {
     dim3 grid(n_v_heads * T, n_items);
-    gdn_seq_step_kernel<T><<<grid, HEAD_THREADS / T, 0, stream>>>(out, state, snap, n_snap, qkv, z,
-                                                                  a, b, a_log, dt_bias, norm_w,
-                                                                  items, n_k_heads, n_v_heads, eps,
-                                                                  take);
+    kcuda_launch_pdl(gdn_seq_step_kernel<T>, grid, HEAD_THREADS / T, 0, stream, out, state, snap,
+                     n_snap, qkv, z, a, b, a_log, dt_bias, norm_w, items, n_k_heads, n_v_heads,
+                     eps, take);
 }
 
 static bool step_args_ok(float *out, float *state, int n_snap, const float *qkv, const float *z,
@@ -709,7 +712,8 @@ static int run_serial(float *out, float *state, float *snap, int n_snap, const f
     if (rc < 0 || tiles == 1)
         return rc;
     dim3 grid(CEIL_DIV(NORM_BLOCKS, n_items), n_items);
-    gdn_seq_norm_kernel<<<grid, 256, 0, stream>>>(out, z, norm_w, items, n_v_heads, eps, take, 0);
+    kcuda_launch_pdl(gdn_seq_norm_kernel, grid, 256, 0, stream, out, z, norm_w, items, n_v_heads,
+                     eps, take, 0);
     return kcuda_launch_status("gdn_seq_norm");
 }
 
@@ -805,6 +809,7 @@ int gdn_seq_step_chunked_cuda(float *out, float *state, float *snap, int n_snap,
     if ((rc = kcuda_launch_status("gdn_chunk_state")) < 0)
         return rc;
     dim3 gn(CEIL_DIV(NORM_BLOCKS, n_items), n_items);
-    gdn_seq_norm_kernel<<<gn, 256, 0, stream>>>(out, z, norm_w, items, n_v_heads, eps, take, 1);
+    kcuda_launch_pdl(gdn_seq_norm_kernel, gn, 256, 0, stream, out, z, norm_w, items, n_v_heads,
+                     eps, take, 1);
     return kcuda_launch_status("gdn_seq_norm");
 }

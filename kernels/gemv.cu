@@ -10,6 +10,7 @@
 #include "internal/kcuda.cuh"
 #include "internal/nvfp4_mma.cuh"
 #include "internal/nvfp4_stream.cuh"
+#include "internal/pdl.cuh"
 #include "internal/wdot.cuh"
 
 #define GEMV_ROWS_T1 4 /* rows per lane group for one token: activation chunks reused 4x */
@@ -24,6 +25,7 @@ template <int NT, int R, int KF>
 __global__ void __launch_bounds__(256, 2)
     gemv_kernel(float *y, kweight w, int e, const float *x, int n_tok, int lpr)
 {
+    kcuda_pdl_enter();
     const int rpb = blockDim.x / lpr;
     const int r0 = (blockIdx.x * rpb + threadIdx.x / lpr) * R;
     const int sub = threadIdx.x % lpr;
@@ -105,6 +107,7 @@ static __device__ __forceinline__ void gemv_wide_row(const kweight &w, int e, fl
 template <int NT, int KF>
 __global__ void __launch_bounds__(GEMV_WIDE_THREADS) gemv_wide_kernel(gemv_wide_args a)
 {
+    kcuda_pdl_enter();
     switch (blockIdx.y) {
     case 0: gemv_wide_row<NT, KF>(a.w[0], a.e[0], a.y[0], a.x, a.n_tok); break;
     case 1: gemv_wide_row<NT, KF>(a.w[1], a.e[1], a.y[1], a.x, a.n_tok); break;
@@ -118,9 +121,10 @@ static void gemv_wide_launch(const gemv_wide_args &a, int rows, int n, cudaStrea
 {
     const dim3 grid(rows, n);
     if (a.n_tok == 1)
-        gemv_wide_kernel<1, KF><<<grid, GEMV_WIDE_THREADS, 0, stream>>>(a);
+        kcuda_launch_pdl(gemv_wide_kernel<1, KF>, grid, GEMV_WIDE_THREADS, 0, stream, a);
     else
-        gemv_wide_kernel<GEMV_WIDE_MAX_TOK, KF><<<grid, GEMV_WIDE_THREADS, 0, stream>>>(a);
+        kcuda_launch_pdl(gemv_wide_kernel<GEMV_WIDE_MAX_TOK, KF>, grid, GEMV_WIDE_THREADS, 0,
+                         stream, a);
 }
 
 /* one launch for n weights (kf: their common format class, or KF_ANY) */
@@ -154,11 +158,12 @@ static int gemv_cores_launch(float *y, const struct kweight *w, int expert, cons
     const int threads = 256;
     if (n_tok == 1) {
         dim3 grid(CEIL_DIV(w->rows, threads / lpr * GEMV_ROWS_T1));
-        gemv_kernel<1, GEMV_ROWS_T1, KF>
-            <<<grid, threads, 0, stream>>>(y, *w, expert, x, n_tok, lpr);
+        kcuda_launch_pdl(gemv_kernel<1, GEMV_ROWS_T1, KF>, grid, threads, 0, stream, y, *w,
+                         expert, x, n_tok, lpr);
     } else {
         dim3 grid(CEIL_DIV(w->rows, threads / lpr));
-        gemv_kernel<4, 1, KF><<<grid, threads, 0, stream>>>(y, *w, expert, x, n_tok, lpr);
+        kcuda_launch_pdl(gemv_kernel<4, 1, KF>, grid, threads, 0, stream, y, *w, expert, x,
+                         n_tok, lpr);
     }
     return kcuda_launch_status("gemv");
 }

@@ -13,6 +13,7 @@
 #include "internal/kcuda.cuh"
 #include "internal/nvfp4_mma.cuh"
 #include "internal/nvfp4_stream.cuh"
+#include "internal/pdl.cuh"
 #include "internal/wdot.cuh"
 
 #define MOE_TENSOR_MAX_TOK 2 /* GEMV_PATH_AUTO takes the tensor path up to this many tokens */
@@ -24,6 +25,7 @@ __global__ void __launch_bounds__(256)
     moe_gate_up_kernel(float *hbuf, kweight gu, const float *x, const int32_t *ids, int top_k,
                        int n_experts, int inter, int lpr)
 {
+    kcuda_pdl_enter();
     const int slot = blockIdx.y;
     const int t = slot / top_k;
     const int e = ids[slot];
@@ -48,6 +50,7 @@ __global__ void __launch_bounds__(256, 2)
     moe_down_kernel(float *out, kweight dn, const float *hbuf, const int32_t *ids,
                     const float *weights, int top_k, int n_experts, int accumulate, int lpr)
 {
+    kcuda_pdl_enter();
     const int t = blockIdx.y;
     const int r0 = (blockIdx.x * (blockDim.x / lpr) + threadIdx.x / lpr) * MOE_DOWN_ROWS;
     const int sub = threadIdx.x % lpr;
@@ -81,6 +84,7 @@ __global__ void moe_combine_kernel(float *out, const float *ys, const int32_t *i
                                    const float *weights, int top_k, int n_experts, int hidden,
                                    int accumulate)
 {
+    kcuda_pdl_enter();
     const int t = blockIdx.y, h = blockIdx.x * blockDim.x + threadIdx.x;
     if (h >= hidden)
         return;
@@ -155,8 +159,8 @@ int moe_expert_cuda_path(float *out, float *ws, const float *x, const int32_t *i
         const struct nvfp4_mma_args a2 = {ys, hidden, gu, 2 * inter, ids, 1, 1, n_experts, 0};
         nvfp4_mma_kernel<1, true>
             <<<dim3(CEIL_DIV(hidden, 16), n_slots), NVFP4_MMA_WARPS * 32, 0, stream>>>(*down, a2);
-        moe_combine_kernel<<<dim3(CEIL_DIV(hidden, 256), n_tok), 256, 0, stream>>>(
-            out, ys, ids, weights, top_k, n_experts, hidden, accumulate);
+        kcuda_launch_pdl(moe_combine_kernel, dim3(CEIL_DIV(hidden, 256), n_tok), 256, 0, stream,
+                         out, ys, ids, weights, top_k, n_experts, hidden, accumulate);
         return kcuda_launch_status("moe_expert_mma");
     }
     const int threads = 256;
@@ -166,20 +170,20 @@ int moe_expert_cuda_path(float *out, float *ws, const float *x, const int32_t *i
     dim3 g1(CEIL_DIV(inter, threads / lpr1), n_tok * top_k);
     switch (kw_kf_of(gate_up)) {
     case KF_BF16:
-        moe_gate_up_kernel<KF_BF16>
-            <<<g1, threads, 0, stream>>>(hbuf, *gate_up, x, ids, top_k, n_experts, inter, lpr1);
+        kcuda_launch_pdl(moe_gate_up_kernel<KF_BF16>, g1, threads, 0, stream, hbuf, *gate_up, x,
+                         ids, top_k, n_experts, inter, lpr1);
         break;
     case KF_FP8:
-        moe_gate_up_kernel<KF_FP8>
-            <<<g1, threads, 0, stream>>>(hbuf, *gate_up, x, ids, top_k, n_experts, inter, lpr1);
+        kcuda_launch_pdl(moe_gate_up_kernel<KF_FP8>, g1, threads, 0, stream, hbuf, *gate_up, x,
+                         ids, top_k, n_experts, inter, lpr1);
         break;
     case KF_NVFP4:
-        moe_gate_up_kernel<KF_NVFP4>
-            <<<g1, threads, 0, stream>>>(hbuf, *gate_up, x, ids, top_k, n_experts, inter, lpr1);
+        kcuda_launch_pdl(moe_gate_up_kernel<KF_NVFP4>, g1, threads, 0, stream, hbuf, *gate_up, x,
+                         ids, top_k, n_experts, inter, lpr1);
         break;
     default:
-        moe_gate_up_kernel<KF_NVFP4_NARROW>
-            <<<g1, threads, 0, stream>>>(hbuf, *gate_up, x, ids, top_k, n_experts, inter, lpr1);
+        kcuda_launch_pdl(moe_gate_up_kernel<KF_NVFP4_NARROW>, g1, threads, 0, stream, hbuf,
+                         *gate_up, x, ids, top_k, n_experts, inter, lpr1);
         break;
     }
     rc = kcuda_launch_status("moe_gate_up");
@@ -188,20 +192,20 @@ int moe_expert_cuda_path(float *out, float *ws, const float *x, const int32_t *i
     dim3 g2(CEIL_DIV(hidden, threads / lpr2 * MOE_DOWN_ROWS), n_tok);
     switch (kw_kf_of(down)) {
     case KF_BF16:
-        moe_down_kernel<KF_BF16><<<g2, threads, 0, stream>>>(out, *down, hbuf, ids, weights, top_k,
-                                                             n_experts, accumulate, lpr2);
+        kcuda_launch_pdl(moe_down_kernel<KF_BF16>, g2, threads, 0, stream, out, *down, hbuf, ids,
+                         weights, top_k, n_experts, accumulate, lpr2);
         break;
     case KF_FP8:
-        moe_down_kernel<KF_FP8><<<g2, threads, 0, stream>>>(out, *down, hbuf, ids, weights, top_k,
-                                                            n_experts, accumulate, lpr2);
+        kcuda_launch_pdl(moe_down_kernel<KF_FP8>, g2, threads, 0, stream, out, *down, hbuf, ids,
+                         weights, top_k, n_experts, accumulate, lpr2);
         break;
     case KF_NVFP4:
-        moe_down_kernel<KF_NVFP4><<<g2, threads, 0, stream>>>(out, *down, hbuf, ids, weights, top_k,
-                                                              n_experts, accumulate, lpr2);
+        kcuda_launch_pdl(moe_down_kernel<KF_NVFP4>, g2, threads, 0, stream, out, *down, hbuf, ids,
+                         weights, top_k, n_experts, accumulate, lpr2);
         break;
     default:
-        moe_down_kernel<KF_NVFP4_NARROW><<<g2, threads, 0, stream>>>(
-            out, *down, hbuf, ids, weights, top_k, n_experts, accumulate, lpr2);
+        kcuda_launch_pdl(moe_down_kernel<KF_NVFP4_NARROW>, g2, threads, 0, stream, out, *down,
+                         hbuf, ids, weights, top_k, n_experts, accumulate, lpr2);
         break;
     }
     return kcuda_launch_status("moe_expert");

@@ -5,6 +5,7 @@
 
 #include "common/xalloc.h"
 #include "internal/kcuda.cuh"
+#include "internal/pdl.cuh"
 #include "internal/wdot.cuh"
 
 /* One token's routing by one warp (lane = its lane): softmax over the E logits l (read through
@@ -68,6 +69,7 @@ static __device__ __forceinline__ void route_token(int32_t *ids, float *weights,
 __global__ void moe_route_kernel(int32_t *ids, float *weights, const float *logits, int n_experts,
                                  int top_k, const float *sh, int sh_pitch)
 {
+    kcuda_pdl_enter();
     __shared__ float p[MOE_ROUTE_MAX_EXPERTS];
     __shared__ float selw[MOE_ROUTE_MAX_TOPK];
     const int stride = top_k + (sh ? 1 : 0);
@@ -94,6 +96,7 @@ struct moe_router_args {
 template <int KF>
 __global__ void __launch_bounds__(ROUTER_THREADS) moe_router_kernel(moe_router_args a)
 {
+    kcuda_pdl_enter();
     __shared__ float red[MOE_ROUTER_MAX_TOK][ROUTER_THREADS / 32];
     __shared__ float p[MOE_ROUTER_MAX_TOK][MOE_ROUTER_MAX_EXPERTS];
     __shared__ float selw[MOE_ROUTER_MAX_TOK][MOE_ROUTE_MAX_TOPK];
@@ -153,8 +156,8 @@ static int route_launch(int32_t *ids, float *weights, const float *logits, const
         return ERR_INVAL;
     if (n_tok == 0)
         return 0;
-    moe_route_kernel<<<n_tok, 32, 0, stream>>>(ids, weights, logits, n_experts, top_k, sh,
-                                              sh_pitch);
+    kcuda_launch_pdl(moe_route_kernel, n_tok, 32, 0, stream, ids, weights, logits, n_experts,
+                     top_k, sh, sh_pitch);
     return kcuda_launch_status("moe_route");
 }
 
@@ -205,10 +208,10 @@ int moe_router_cuda(int32_t *ids, float *weights, float *logits, float *sh_logit
     const int blocks = E + (sh_gate ? 1 : 0);
     const int kf = kw_kf_of(router);
     if (sh_gate && kw_kf_of(sh_gate) != kf)
-        moe_router_kernel<KF_ANY><<<blocks, ROUTER_THREADS, 0, stream>>>(a);
+        kcuda_launch_pdl(moe_router_kernel<KF_ANY>, blocks, ROUTER_THREADS, 0, stream, a);
     else if (kf == KF_BF16)
-        moe_router_kernel<KF_BF16><<<blocks, ROUTER_THREADS, 0, stream>>>(a);
+        kcuda_launch_pdl(moe_router_kernel<KF_BF16>, blocks, ROUTER_THREADS, 0, stream, a);
     else
-        moe_router_kernel<KF_ANY><<<blocks, ROUTER_THREADS, 0, stream>>>(a);
+        kcuda_launch_pdl(moe_router_kernel<KF_ANY>, blocks, ROUTER_THREADS, 0, stream, a);
     return kcuda_launch_status("moe_router");
 }

@@ -3,10 +3,12 @@
 
 #include "common/xalloc.h"
 #include "internal/kcuda.cuh"
+#include "internal/pdl.cuh"
 
 __global__ void rmsnorm_kernel(float *out, const float *x, const float *w, int dim, float eps,
                                float w_offset)
 {
+    kcuda_pdl_enter();
     __shared__ float scratch[32];
     const float *xr = x + (int64_t)blockIdx.x * dim;
     float *o = out + (int64_t)blockIdx.x * dim;
@@ -27,6 +29,6 @@ int rmsnorm_cuda(float *out, const float *x, const float *w, int n_rows, int dim
     if (n_rows == 0)
         return 0;
     int threads = dim >= 1024 ? 256 : dim >= 256 ? 128 : 64;
-    rmsnorm_kernel<<<n_rows, threads, 0, stream>>>(out, x, w, dim, eps, w_offset);
+    kcuda_launch_pdl(rmsnorm_kernel, n_rows, threads, 0, stream, out, x, w, dim, eps, w_offset);
     return kcuda_launch_status("rmsnorm");
 }

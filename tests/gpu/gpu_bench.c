@@ -3,7 +3,7 @@
  * same run.
  *   gpu_bench CONFIG.json [--prompt-len N[,N..]] [--gen N] [--batch B[,B..]] [--chunk R]
  *             [--graphs 0|1] [--json FILE] [--seed S] [--few-row-paths] [--grouped-small N]
- *             [--grouped-pipe64 -1|0|1|2] [--dense-tiles N] [--gdn-chunk N]
+ *             [--grouped-pipe64 -1|0|1|2] [--dense-tiles N] [--gdn-chunk N] [--pdl 1|-1]
  *   gpu_bench CONFIG.json --roofline-only [--prompt-len ..] [--gen ..] [--batch ..]  (no GPU)
  * For every (batch, prompt length): B sequences get distinct pseudo-random prompts of N tokens,
  * prefilled together in steps of at most R rows (R/B per sequence; default R = 2048; the runner
@@ -29,6 +29,8 @@
  * LINEAR_PATH_TILES from 9 up to N rows (paths "dispatch_dtN"; the default 32), -1: never (paths
  * "dispatch_dtoff"). --gdn-chunk N: GDN items of at least N rows on the chunked recurrence
  * (gpu_model_opts gdn_chunk; paths "dispatch_gcN"), -1: token-serial always ("dispatch_gcoff").
+ * --pdl -1: the decode graphs without their programmatic (PDL) edges (gpu_model_opts pdl; paths
+ * "dispatch_pdloff"); graph_pdl_edges= says how many the graph of the run's rows kept.
  * Exit 0 when every step ran and the last logits were finite. */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime_api.h>
@@ -67,6 +69,7 @@ struct bench_opts {
     int dense_tiles;    // gpu_model_opts.dense_tiles
     int fuse;           // gpu_model_opts.fuse
     int gdn_chunk;      // gpu_model_opts.gdn_chunk
+    int pdl;            // gpu_model_opts.pdl
     unsigned seed;
     const char *json;
     int roofline_only;
@@ -80,6 +83,7 @@ struct run_result {
     int finite;
     int fails;
     int kernels; // kernels in the layer-stack graph of a decode step of `batch` rows (-1: eager)
+    int pdl_edges; // programmatic edges in that graph (-1: eager)
     uint64_t tokens_hash; // FNV-1a over every sequence's greedy tokens, step by step: two runs
                           // whose paths give the same bits (the pipelined expert tiles against
                           // the plain ones) print the same value
@@ -153,6 +157,8 @@ static int parse_args(struct bench_opts *o, int argc, char **argv)
                  "few-row launches fused (gemv_multi pairs): 0 default (on), -1 off"),
         ARGS_INT("--gdn-chunk", "N", &o->gdn_chunk, -1, 1 << 20,
                  "GDN items of at least N rows on the chunked recurrence (0: default, -1: never)"),
+        ARGS_INT("--pdl", "1|-1", &o->pdl, -1, 1,
+                 "programmatic (PDL) edges in the decode graphs: 1 on (the default), -1 off"),
         ARGS_BOOL("--roofline-only", &roofline_only, "print the roofline lines and exit"),
     };
     const struct args_spec spec = {
@@ -160,7 +166,7 @@ static int parse_args(struct bench_opts *o, int argc, char **argv)
         "CONFIG.json [--prompt-len N[,N..]] [--batch B[,B..]] [--gen N] [--chunk ROWS] "
         "[--graphs 0|1] [--json FILE] [--seed S] [--few-row-paths] [--grouped-small N] "
         "[--grouped-pipe64 -1|0|1|2] [--dense-tiles N] [--fuse -1|0] [--gdn-chunk N] "
-        "[--roofline-only]",
+        "[--pdl 1|-1] [--roofline-only]",
         opts, ARRAY_LEN(opts), NULL};
     int rc = args_parse(&spec, argc, argv);
     if (rc != 0)
@@ -265,6 +271,7 @@ static int bench_run(struct gpu_model *g, const struct bench_opts *o, int B, int
     res->batch = B;
     res->prompt = P;
     res->kernels = gpu_model_graph_kernels(g, B);
+    res->pdl_edges = gpu_model_graph_pdl_edges(g, B);
     res->gen = gen;
     int32_t *prompt = xmalloc(sizeof(int32_t) * (size_t)B * (size_t)P);
     int32_t *cur = xmalloc(sizeof(int32_t) * (size_t)B), *next = xmalloc(sizeof(int32_t) * (size_t)B);
@@ -385,6 +392,8 @@ static const char *paths_name(const struct bench_opts *o, char *buf, size_t len)
                                       : "");
     if (o->fuse < 0)
         snprintf(buf + strlen(buf), len - strlen(buf), "_fuseoff");
+    if (o->pdl < 0)
+        snprintf(buf + strlen(buf), len - strlen(buf), "_pdloff");
     if (o->dense_tiles > 0)
         snprintf(buf + strlen(buf), len - strlen(buf), "_dt%d", o->dense_tiles);
     else if (o->dense_tiles < 0)
@@ -420,11 +429,11 @@ static void report(const struct bench_opts *o, const struct model *hm, const cha
            "prefill_tok_s=%.1f ttft_ms=%.1f decode_tok_s_stream=%.2f decode_tok_s_total=%.1f "
            "itl_p50_ms=%.3f itl_p90_ms=%.3f itl_p99_ms=%.3f mean_ctx=%.1f bytes_per_step=%.0f "
            "experts_touched=%.2f copy_gbs=%.0f roofline_steps_s=%.1f fraction=%.3f "
-           "graph_kernels=%d tokens_hash=%016llx finite=%d status=%s\n",
+           "graph_kernels=%d graph_pdl_edges=%d tokens_hash=%016llx finite=%d status=%s\n",
            o->config, efmt, pn, B, res->prompt, res->gen,
            o->chunk, graphs, pre_tps, 1e3 * res->ttft_s, dec_stream, dec_total, 1e3 * res->itl_p50, 1e3 * res->itl_p90,
            1e3 * res->itl_p99, ctx, bytes, r.experts_touched, bw_gbs, roof_steps, frac,
-           res->kernels, (unsigned long long)res->tokens_hash, res->finite,
+           res->kernels, res->pdl_edges, (unsigned long long)res->tokens_hash, res->finite,
            res->fails ? "FAIL" : "ok");
     if (!json)
         return;
@@ -437,14 +446,15 @@ static void report(const struct bench_opts *o, const struct model *hm, const cha
             "\"p90\":%.4f,\"p99\":%.4f},\"roofline\":{\"mean_ctx\":%.2f,\"bytes_per_step\":%.0f,"
             "\"dense\":%.0f,\"lm_head\":%.0f,\"expert_one\":%.0f,\"experts_touched\":%.3f,"
             "\"experts\":%.0f,\"gdn_state_rw\":%.0f,\"kv\":%.0f,\"copy_gbs\":%.1f,"
-            "\"steps_s\":%.3f,\"fraction\":%.4f},\"graph_kernels\":%d,"
+            "\"steps_s\":%.3f,\"fraction\":%.4f},\"graph_kernels\":%d,\"graph_pdl_edges\":%d,"
             "\"tokens_hash\":\"%016llx\",\"finite\":%d,"
             "\"ok\":%s}\n",
             o->config, device, efmt, pn, B, res->prompt,
             res->gen, o->chunk, graphs, res->prefill_s, pre_tps, 1e3 * res->ttft_s, res->decode_s, steps, dec_stream,
             dec_total, 1e3 * res->itl_p50, 1e3 * res->itl_p90, 1e3 * res->itl_p99, ctx, bytes,
             r.dense, r.lm_head, r.expert_bytes, r.experts_touched, r.experts, r.gdn_state, r.kv,
-            bw_gbs, roof_steps, frac, res->kernels, (unsigned long long)res->tokens_hash,
+            bw_gbs, roof_steps, frac, res->kernels, res->pdl_edges,
+            (unsigned long long)res->tokens_hash,
             res->finite,
             res->fails ? "false" : "true");
     fflush(json);
@@ -517,6 +527,7 @@ int main(int argc, char **argv)
                                  .grouped_pipe64 = o.grouped_pipe64,
                                  .dense_tiles = o.dense_tiles,
                                  .fuse = o.fuse,
+                                 .pdl = o.pdl,
                                  .gdn_chunk = o.gdn_chunk };
     t0 = now_s();
     rc = gpu_model_create(&g, m, &go, err, sizeof err);

@@ -10,7 +10,8 @@
 #     decode   gpu_bench, prompt 128, batch 8, 16, 64
 #     decode_ab  the same with --dense-tiles -1 (the NVFP4 dense tiles off)
 #     decode1  gpu_bench, batch 1, prompts 512, 2,048, 8,192, 64 tokens (issue 17): default and
-#              --fuse -1 (the few-row launches one by one)
+#              --pdl -1 (the graphs' programmatic edges made full ones); FUSEOFF=1 adds --fuse -1
+#              (the few-row launches one by one)
 #     prefill  gpu_bench, batch 1, prompts 512, 2,048, 8,192: default, --gdn-chunk -1 (the GDN
 #              recurrence token-serial: tokens may differ, fp32 rounding of another order),
 #              --grouped-pipe64 1 (the 64-row expert tiles at 2 x 2 warps: the same tokens_hash)
@@ -87,7 +88,9 @@ for s in "${stages[@]}"; do
     decode1)
       build_benches || { note decode1 "build failed"; continue; }
       bench decode1 90 --prompt-len 512,2048,8192 --batch 1 --gen 64 --chunk 2048
-      bench decode1_fuseoff 90 --prompt-len 512,2048,8192 --batch 1 --gen 64 --chunk 2048 --fuse -1
+      bench decode1_pdloff 90 --prompt-len 512,2048,8192 --batch 1 --gen 64 --chunk 2048 --pdl -1
+      [ -n "${FUSEOFF:-}" ] &&
+        bench decode1_fuseoff 90 --prompt-len 512,2048,8192 --batch 1 --gen 64 --chunk 2048 --fuse -1
       ;;
     prefill)
       build_benches || { note prefill "build failed"; continue; }

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Cut the launchers off the reviewed kernels/*.cu (or keep them, their <<<>>> launches rewritten
-to emu_launch_cfg) and swap the PTX asm for host code, so the real kernel bodies compile as host
-C++ against emu.h. Usage: gen_inc.py KERNELS_DIR OUT_DIR."""
+"""Cut the launchers off the reviewed kernels/*.cu (or keep them, their <<<>>> launches and
+kcuda_launch_pdl calls rewritten to emu_launch_cfg) and swap the PTX asm for host code, so the
+real kernel bodies compile as host C++ against emu.h. Usage: gen_inc.py KERNELS_DIR OUT_DIR."""
 import os
 import re
 import sys
@@ -86,6 +86,65 @@ def emu_launches(s):
         s = s[q + 1:]
 
 
+def kernel_arg(s):
+    """s (a call's argument text) split after its first argument, a kernel: `kern`, `kern<A, B>`
+    (commas inside the template arguments), `&kern<..>` or `(kern<..>)`; returns (the kernel's
+    name as source text, whitespace normalised, the rest after the comma)."""
+    depth = 0
+    for i, ch in enumerate(s):
+        depth += ch in '([{<'
+        depth -= ch in ')]}>'
+        if ch == ',' and depth == 0:
+            break
+    else:
+        raise ValueError('no arguments after the kernel: ' + s)
+    name = ' '.join(s[:i].split())
+    while name.startswith('(') and close_paren(name, 0) == len(name):
+        name = name[1:-1].strip()
+    return name.lstrip('&').strip(), s[i + 1:]
+
+
+def in_comment(s, i):
+    """Whether s[i] lies in a /* */ or // comment (no comment markers inside strings assumed)."""
+    line = s[s.rfind('\n', 0, i) + 1:i]
+    return '//' in line or s.rfind('/*', 0, i) > s.rfind('*/', 0, i)
+
+
+PDL_RE = re.compile(r'\bkcuda_launch_pdl\s*\(')
+
+
+def emu_pdl_launches(s):
+    """Every `kcuda_launch_pdl(kern, grid, block, smem, stream, args...)` (internal/pdl.cuh)
+    becomes `emu_launch_cfg(grid, block, smem, "kern", [&] { kern(args...); })`, as a <<<>>>
+    launch (the name is the kernel's source text, as there). Where the call's value is used (not
+    a statement of its own), an expression of type cudaError_t: cudaErrorInvalidConfiguration when
+    emu_launch_cfg refused the launch, else cudaSuccess."""
+    res = ''
+    while True:
+        m = PDL_RE.search(s)
+        if not m:
+            return res + s
+        i, p = m.start(), m.end() - 1
+        if in_comment(s, i):
+            res += s[:p]
+            s = s[p:]
+            continue
+        q = close_paren(s, p)
+        name, rest = kernel_arg(s[p + 1:q - 1])
+        cfg = split_top(rest)
+        assert len(cfg) >= 4, s[i:q]
+        launch = 'emu_launch_cfg(%s, %s, %s, "%s", [&] { %s(%s); })' % (
+            cfg[0], cfg[1], cfg[2], name, name, ', '.join(cfg[4:]))
+        before, after = s[:i].rstrip(), s[q:].lstrip()
+        stmt = after.startswith(';') and (before[-1:] in (';', '{', '}', ')') or re.search(
+            r'(\belse|\bcase\b[^;{}?]*:|\bdefault\s*:)$', before))
+        if not stmt:
+            launch = ('[&] { const int bad_ = g_emu_bad_launches; %s; return g_emu_bad_launches '
+                      '== bad_ ? cudaSuccess : cudaErrorInvalidConfiguration; }()' % launch)
+        res += s[:i] + launch
+        s = s[q:]
+
+
 MMA_RE = re.compile(r'asm volatile\(\s*"mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.(bf16|f16)\.'
                     r'\1\.f32 "(.*?)\);', re.S)
 
@@ -106,14 +165,20 @@ def swap_mma_all(s):
 
 
 def hostify(s):
-    s = swap_mma_all(emu_launches(s))
+    s = swap_mma_all(emu_pdl_launches(emu_launches(s)))
     assert 'asm' not in s and '<<<' not in s
+    assert all(in_comment(s, m.start()) for m in PDL_RE.finditer(s))
     return s
 
 
 # cp.async on the host: the copy happens at issue time (zero-filled past src_bytes), commit and
 # wait are no-ops; a kernel that reads a stage before its barrier still races under EMU_SAN=thread
 os.makedirs(os.path.join(out, 'internal'), exist_ok=True)
+# programmatic dependent launch on the host: every launch runs to completion before the next
+# (hostify rewrites kcuda_launch_pdl into emu_launch_cfg), so there is nothing to wait for
+write('internal/pdl.cuh', '''#pragma once
+static inline void kcuda_pdl_enter() {}
+''')
 write('internal/cp_async.cuh', '''#pragma once
 #include <stdint.h>
 #include <string.h>
@@ -129,8 +194,10 @@ static inline void cpa_copy(void *dst, const void *src, int n, int src_bytes)
 }
 static inline void cpa_16(void *dst, const void *src, int src_bytes) { cpa_copy(dst, src, 16, src_bytes); }
 static inline void cpa_4(void *dst, const void *src, int src_bytes) { cpa_copy(dst, src, 4, src_bytes); }
+static inline void cpa_8(void *dst, const void *src, int src_bytes) { cpa_copy(dst, src, 8, src_bytes); }
 static inline void cpa_commit() {}
 template <int N> static inline void cpa_wait() {}
+static inline void cpa_wait_n(int) {}
 ''')
 
 s = cut(read('moe_grouped.cu'), '/* ---- launchers ---- */')
@@ -166,7 +233,7 @@ write('gemm_fp8_emu.inc', s[:a] + s[b:])
 # "internal/..." (a quoted include looks in the including file's directory first)
 os.makedirs(os.path.join(out, 'internal'), exist_ok=True)
 for name in sorted(os.listdir(os.path.join(kdir, 'internal'))):
-    if name.endswith('.cuh') and name != 'cp_async.cuh':  # its host copy is written above
+    if name.endswith('.cuh') and name not in ('cp_async.cuh', 'pdl.cuh'):  # host copies above
         s = hostify(read(os.path.join('internal', name)))
         s = s.replace('extern __shared__ __align__(16) unsigned char nvs_smem[];',
                       'unsigned char *nvs_smem = g_emu_dyn_smem;')

@@ -7,8 +7,9 @@
 # fast-math effects, hardware conversion corner cases, performance or cuBLASLt behaviour.
 # Usage: dev/cuda/emu/run.sh BUILD_DIR [TESTS]  (a tests/gpu build with tern_kernels_ref built;
 # TESTS default "emu_moe emu_tiles emu_attn emu_misc emu_sample emu_logit emu_gdn emu_gemv emu_moe_expert emu_norm emu_route"; the last
-# three run the real launchers too: gen_inc.py rewrites their <<<>>> launches into
-# emu_launch_cfg, which checks CUDA's launch limits and logs the kernel names). EMU_SAN=address
+# three run the real launchers too: gen_inc.py rewrites their <<<>>> launches (and
+# kcuda_launch_pdl calls) into emu_launch_cfg, which checks CUDA's launch limits and logs the
+# kernel names). EMU_SAN=address
 # or EMU_SAN=thread builds with that sanitizer (out-of-bounds global/shared accesses;
 # shared-memory races between barriers); EMU_SAN=alignment: misaligned vector loads/stores
 # (emu.h's __ldg checks alignment always). EMU_BLOCK_ORDER=reverse runs the blocks of every

@@ -42,5 +42,16 @@ typedef struct CUgraphNode_st *cudaGraphNode_t;
 enum cudaGraphNodeType { cudaGraphNodeTypeKernel = 0, cudaGraphNodeTypeMemcpy, cudaGraphNodeTypeMemset };
 cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *n);
 cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, enum cudaGraphNodeType *t);
+enum cudaGraphDependencyType { cudaGraphDependencyTypeDefault = 0, cudaGraphDependencyTypeProgrammatic = 1 };
+#define cudaGraphKernelNodePortDefault 0
+typedef struct { unsigned char from_port, to_port, type, reserved[5]; } cudaGraphEdgeData;
+cudaError_t cudaGraphGetEdges(cudaGraph_t g, cudaGraphNode_t *from, cudaGraphNode_t *to,
+                              cudaGraphEdgeData *d, size_t *n);
+cudaError_t cudaGraphRemoveDependencies(cudaGraph_t g, const cudaGraphNode_t *from,
+                                        const cudaGraphNode_t *to, const cudaGraphEdgeData *d,
+                                        size_t n);
+cudaError_t cudaGraphAddDependencies(cudaGraph_t g, const cudaGraphNode_t *from,
+                                     const cudaGraphNode_t *to, const cudaGraphEdgeData *d,
+                                     size_t n);
 cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b);
 #endif

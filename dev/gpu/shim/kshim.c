@@ -106,6 +106,9 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t st) { (void)e; (void
  * token-serial reference, the GEMM and tile paths as the GEMV reference) */
 cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *n) { (void)g; (void)nodes; *n = 0; return 0; }
 cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, enum cudaGraphNodeType *t) { (void)node; *t = cudaGraphNodeTypeMemset; return 0; }
+cudaError_t cudaGraphGetEdges(cudaGraph_t g, cudaGraphNode_t *from, cudaGraphNode_t *to, cudaGraphEdgeData *d, size_t *n) { (void)g; (void)from; (void)to; (void)d; *n = 0; return 0; }
+cudaError_t cudaGraphRemoveDependencies(cudaGraph_t g, const cudaGraphNode_t *from, const cudaGraphNode_t *to, const cudaGraphEdgeData *d, size_t n) { (void)g; (void)from; (void)to; (void)d; (void)n; return 1; }
+cudaError_t cudaGraphAddDependencies(cudaGraph_t g, const cudaGraphNode_t *from, const cudaGraphNode_t *to, const cudaGraphEdgeData *d, size_t n) { (void)g; (void)from; (void)to; (void)d; (void)n; return 1; }
 cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b) { *free_b = (size_t)1 << 34; *total_b = (size_t)1 << 35; return 0; }
 struct linear_ctx { int unused; };
 int linear_ctx_create(struct linear_ctx **out, int max_rows, int max_k, int64_t w_elems, size_t ws_bytes)

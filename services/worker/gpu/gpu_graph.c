@@ -34,10 +34,46 @@ static int count_kernels(cudaGraph_t graph)
     return k;
 }
 
+/* The programmatic edges of a captured graph (a kernel launched with kcuda_launch_pdl after
+ * another kernel: kernels/internal/pdl.cuh) into *count; with full set each is first replaced by
+ * a full edge (the next kernel placed only once the one before has completed), leaving 0. */
+static cudaError_t pdl_edges(cudaGraph_t graph, bool full, int *count)
+{
+    size_t n = 0;
+    cudaError_t e = cudaGraphGetEdges(graph, NULL, NULL, NULL, &n);
+    if (e != cudaSuccess)
+        return e;
+    cudaGraphNode_t *from = xcalloc(n ? n : 1, sizeof *from);
+    cudaGraphNode_t *to = xcalloc(n ? n : 1, sizeof *to);
+    cudaGraphEdgeData *d = xcalloc(n ? n : 1, sizeof *d);
+    e = cudaGraphGetEdges(graph, from, to, d, &n);
+    size_t m = 0; /* the programmatic ones, moved to the front */
+    for (size_t i = 0; e == cudaSuccess && i < n; i++) {
+        if (d[i].type == cudaGraphDependencyTypeDefault &&
+            d[i].from_port == cudaGraphKernelNodePortDefault)
+            continue;
+        from[m] = from[i];
+        to[m] = to[i];
+        d[m++] = d[i];
+    }
+    if (e == cudaSuccess && full && m > 0) {
+        e = cudaGraphRemoveDependencies(graph, from, to, d, m);
+        if (e == cudaSuccess)
+            e = cudaGraphAddDependencies(graph, from, to, NULL, m);
+        m = 0;
+    }
+    *count = (int)m;
+    free(from);
+    free(to);
+    free(d);
+    return e;
+}
+
 int gpu_capture_graphs(struct gpu_model *g)
 {
     g->graphs = xcalloc((size_t)g->o.n_slots + 1, sizeof *g->graphs);
     g->graph_kernels = xcalloc((size_t)g->o.n_slots + 1, sizeof *g->graph_kernels);
+    g->graph_pdl_edges = xcalloc((size_t)g->o.n_slots + 1, sizeof *g->graph_pdl_edges);
     for (int n = 1; n <= g->o.n_slots; n++) {
         cudaGraph_t graph = NULL;
         cudaError_t e = cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal);
@@ -49,6 +85,8 @@ int gpu_capture_graphs(struct gpu_model *g)
             if (e2 != cudaSuccess)
                 e = e2;
         }
+        if (e == cudaSuccess && rc == 0)
+            e = pdl_edges(graph, g->o.pdl < 0, &g->graph_pdl_edges[n]);
         if (e == cudaSuccess && rc == 0)
             e = cudaGraphInstantiate(&g->graphs[n], graph, 0);
         if (e == cudaSuccess && rc == 0)
@@ -74,14 +112,21 @@ void gpu_destroy_graphs(struct gpu_model *g)
             cudaGraphExecDestroy(g->graphs[n]);
     free(g->graphs);
     free(g->graph_kernels);
+    free(g->graph_pdl_edges);
     g->graphs = NULL;
     g->graph_kernels = NULL;
+    g->graph_pdl_edges = NULL;
     g->use_graphs = false;
 }
 
 int gpu_model_graph_kernels(const struct gpu_model *g, int n)
 {
     return g->graphs && n >= 1 && n <= g->o.n_slots ? g->graph_kernels[n] : -1;
+}
+
+int gpu_model_graph_pdl_edges(const struct gpu_model *g, int n)
+{
+    return g->graphs && n >= 1 && n <= g->o.n_slots ? g->graph_pdl_edges[n] : -1;
 }
 
 int gpu_model_set_graphs(struct gpu_model *g, int on)

@@ -104,6 +104,7 @@ struct gpu_model {
     cudaStream_t stream;
     cudaGraphExec_t *graphs;   // [n_slots + 1]: the layer stack for n rows; NULL when eager
     int *graph_kernels;        // [n_slots + 1]: kernel nodes in graphs[n]
+    int *graph_pdl_edges;      // [n_slots + 1]: programmatic edges in graphs[n] (opts.pdl)
     bool use_graphs;
     void **allocs;             // every device allocation, freed at destroy
     int n_allocs, cap_allocs;

@@ -858,9 +858,11 @@ void gpu_model_log(const struct gpu_model *g)
     }
     gpu_dispatch_log(g);
     if (g->use_graphs)
-        LOG_INFO("gpu_graphs", "rows=1..%d kernels_1_row=%d kernels_%d_rows=%d note=\"layer stack "
-                 "of a decode step; lm_head, sampling and copies run after it\"", g->o.n_slots,
-                 g->graph_kernels[1], g->o.n_slots, g->graph_kernels[g->o.n_slots]);
+        LOG_INFO("gpu_graphs", "rows=1..%d kernels_1_row=%d kernels_%d_rows=%d pdl=%s "
+                 "pdl_edges_1_row=%d pdl_edges_%d_rows=%d note=\"layer stack of a decode step; "
+                 "lm_head, sampling and copies run after it\"", g->o.n_slots, g->graph_kernels[1],
+                 g->o.n_slots, g->graph_kernels[g->o.n_slots], g->o.pdl < 0 ? "off" : "on",
+                 g->graph_pdl_edges[1], g->o.n_slots, g->graph_pdl_edges[g->o.n_slots]);
     for (int i = 0; i < MODEL_GROUP_COUNT; i++)
         if (g->mem.group[i])
             LOG_INFO("gpu_resident", "group=%s bytes=%lld", model_group_name((enum model_group)i),

@@ -68,6 +68,11 @@ struct gpu_model_opts {
                           //  (moe_router_cuda), a shared expert folded into the routed experts'
                           //  launches; at every row count the attention inputs in one
                           //  (attn_prep_cuda): 0 = the default (on), -1 = off (one launch each)
+    int pdl;              // the decode graphs keep the programmatic edges that the kernels'
+                          //  PDL launches (kernels/internal/pdl.cuh) give their capture: a
+                          //  kernel's blocks start while the one before it finishes: 0 = the
+                          //  default (on), 1 = on, -1 = off (each such edge made a full one
+                          //  before instantiation). Eager launches keep the attribute either way.
     int prefill_attn;     // items of several rows attend through attn_prefill: 0 = yes (from 2
                           //  rows), -1 = no (attn_decode one query row at a time)
     double mem_util;      // > 0 (at most 1): size the pool from the device's memory, as vLLM's
@@ -159,6 +164,8 @@ int gpu_model_set_graphs(struct gpu_model *g, int on);
 /* Kernels in the captured layer-stack graph of a decode step of n rows (what one step launches
  * inside the graph; the lm_head, sampling and copies run after it), -1 without graphs. */
 int gpu_model_graph_kernels(const struct gpu_model *g, int n);
+/* Programmatic (PDL) edges in that graph as it runs: 0 with opts.pdl off, -1 without graphs. */
+int gpu_model_graph_pdl_edges(const struct gpu_model *g, int n);
 
 /* Start a new sequence in slot: position 0, GDN state zeroed. 0 or ERR_RANGE. */
 int gpu_model_seq_open(struct gpu_model *g, int slot);
