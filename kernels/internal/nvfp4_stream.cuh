@@ -41,6 +41,7 @@
 #define NVS_U 4                      /* items (128-column chunks) in flight per warp */
 #define NVS_MAX_TOK 8                /* one mma n-tile */
 #define NVS_MAX_DYN_SMEM (40 * 1024) /* + 4 KB static reduction buffer, under the 48 KB default */
+#define NVS_STATIC_SMEM (NVS_WARPS * 4 * 32 * 4) /* nvs_kernel's reduction buffer, bytes */
 
 enum nvs_mode { NVS_PLAIN = 0, NVS_SLOT = 1, NVS_COMBINE = 2 };
 
@@ -372,7 +373,7 @@ static __global__ void __launch_bounds__(NVS_WARPS * 32, 2)
     float *const y_out = !MULTI || wi == 0 ? a.y : more.y[wi - 1];
     const int64_t ldy = !MULTI ? a.ldy : wi == 0 ? a.ldy : (int64_t)w.rows;
     extern __shared__ __align__(16) unsigned char nvs_smem[];
-    __shared__ float red[NVS_WARPS][4][32];
+    __shared__ float red[NVS_WARPS][4][32]; /* NVS_STATIC_SMEM bytes */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
     const int K = w.cols, nch = (K + 127) / 128, rs = nvs_row_halves(K);
@@ -587,11 +588,12 @@ static inline int nvs_pick_wk(int n_items, int nu)
     return wk;
 }
 
-/* Opt kernel k into smem bytes of dynamic shared memory where that is past the 48 KB default;
+/* Opt kernel k into smem bytes of dynamic shared memory where that and the kernel's 4 KB static
+ * reduction buffer pass the 48 KB default (the launch fails with "invalid argument" otherwise);
  * false (the error left for kcuda_launch_status) when refused. */
 static inline bool nvs_smem_optin(const void *k, size_t smem)
 {
-    return smem <= 48 * 1024 ||
+    return smem + NVS_STATIC_SMEM <= 48 * 1024 ||
            cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) ==
                cudaSuccess;
 }
