@@ -72,8 +72,8 @@ static void bench_gemv(const char *name, int fmt, int rows, int cols)
     a.y = ktest_dev_alloc((size_t)32 * rows * 4);
     cudaMemset(a.x, 0x3c, (size_t)32 * cols * 4); /* ~0.0117f, non-zero */
     a.next = 0;
-    for (int path = GEMV_PATH_CORES; path <= GEMV_PATH_STREAM; path++) {
-        if ((path == GEMV_PATH_TENSOR && fmt != KW_FMT_NVFP4) ||
+    for (int path = GEMV_PATH_CORES; path <= GEMV_PATH_STAGED; path++) {
+        if (((path == GEMV_PATH_TENSOR || path == GEMV_PATH_STAGED) && fmt != KW_FMT_NVFP4) ||
             (path == GEMV_PATH_STREAM && fmt == KW_FMT_BF16))
             continue;
         a.path = path;
@@ -91,7 +91,8 @@ static void bench_gemv(const char *name, int fmt, int rows, int cols)
                                        : "nvfp4",
                    path == GEMV_PATH_CORES    ? "cores"
                    : path == GEMV_PATH_TENSOR ? "tensor"
-                                              : "stream",
+                   : path == GEMV_PATH_STREAM ? "stream"
+                                              : "staged",
                    name, rows, cols, a.n_tok, us, gbs, 100.0 * gbs / copy_bw);
         }
     }
@@ -376,6 +377,7 @@ int main(int argc, char **argv)
 {
     int quick = argc > 1 && strcmp(argv[1], "quick") == 0;
     const int gdn_only = argc > 1 && strcmp(argv[1], "gdn") == 0;
+    const int nvfp4_only = argc > 1 && strcmp(argv[1], "nvfp4") == 0; /* the model's nvfp4 shapes */
     struct copy_arg c;
     struct cudaDeviceProp prop;
     ktest_require_gpu();
@@ -399,6 +401,17 @@ int main(int argc, char **argv)
         return e == cudaSuccess ? 0 : 1;
     }
 
+    if (nvfp4_only) {
+        bench_gemv("gdn_qkv+z", KW_FMT_NVFP4, 12288, 2048);
+        bench_gemv("attn_q+k+v", KW_FMT_NVFP4, 9216, 2048);
+        bench_gemv("o_proj/out_proj", KW_FMT_NVFP4, 2048, 4096);
+        bench_gemv("expert_gate_up", KW_FMT_NVFP4, 1024, 2048);
+        bench_gemv("expert_down", KW_FMT_NVFP4, 2048, 512);
+        bench_moe(KW_FMT_NVFP4, 1, GEMV_PATH_STREAM);
+        cudaError_t e = cudaDeviceSynchronize();
+        printf("done: %s\n", cudaGetErrorString(e));
+        return e == cudaSuccess ? 0 : 1;
+    }
     bench_gemv("large", KW_FMT_NVFP4, 32768, 8192);
     bench_gemv("lm_head", KW_FMT_NVFP4, 248320, 2048);
     bench_gemv("gdn_in_proj_qkv", KW_FMT_NVFP4, 8192, 2048);

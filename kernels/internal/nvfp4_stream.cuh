@@ -302,12 +302,14 @@ static __device__ __forceinline__ void nvs_mma_item(const uint32_t A[2][16], con
     }
 }
 
-/* Staged (SM) path, nvfp4 only: the block's whole weight tile (R rows x every item: 64 code bytes
- * and 8 scale bytes per row and item) is copied to shared memory by cp.async as the block's first
- * act, in NVS_SM_STAGES commit groups along the item list, so every byte the block needs is in
- * flight at once (the register path holds 8 x 16 B per lane, one round, then waits); the warps
- * then decode from shared memory stage by stage. Layout [item][row][64 B] and [item][row][8 B]:
- * the 16-byte reads of rows g and g + 8 by the 32 lanes meet no bank twice. */
+/* Staged (SM) path, nvfp4 PLAIN only, GEMV_PATH_STAGED (no dispatch picks it: on the H200 it
+ * made the decode step 20% slower than the register path, dev/cuda/NOTES.md): the block's whole
+ * weight tile (R rows x every item: 64 code bytes and 8 scale bytes per row and item) is copied to
+ * shared memory by cp.async as the block's first act, in NVS_SM_STAGES commit groups along the
+ * item list, so every byte the block needs is in flight at once (the register path holds 8 x 16 B
+ * per lane, one round, then waits); the warps then decode from shared memory stage by stage, in
+ * the register path's item order (the same sums, bit for bit). Layout [item][row][64 B] and
+ * [item][row][8 B]: the 16-byte reads of rows g and g + 8 by the 32 lanes meet no bank twice. */
 #define NVS_SM_STAGES 4
 #define NVS_SM_MAX_DYN_SMEM (88 * 1024) /* sm_120: 99 KB a block with the 4 KB static buffer */
 
@@ -599,11 +601,11 @@ static inline bool nvs_smem_optin(const void *k, size_t smem)
 }
 
 /* Launch over grid (row blocks, grid_y) with n_seg segments and n_xrows staged activation rows:
- * the staged (SM) kernel where the weight's layout allows it and its tile fits, else the
- * register one. 0, ERR_UNSUPPORTED (shape or shared memory), ERR_INVAL (grid) or ERR_CUDA. */
+ * the register kernel, or (staged, PLAIN only) the staged one where the weight's layout allows it
+ * and its tile fits. 0, ERR_UNSUPPORTED (shape or shared memory), ERR_INVAL (grid) or ERR_CUDA. */
 template <int MODE>
 static inline int nvs_launch(const kweight *w, nvs_args a, int grid_y, int n_seg, int n_xrows,
-                             cudaStream_t stream)
+                             cudaStream_t stream, bool staged = false)
 {
     if (!nvs_ok(w) || n_seg <= 0 || n_xrows <= 0 || !nvs_fits(w->cols, n_xrows, n_seg))
         return ERR_UNSUPPORTED;
@@ -614,8 +616,10 @@ static inline int nvs_launch(const kweight *w, nvs_args a, int grid_y, int n_seg
     const int nch = (w->cols + 127) / 128;
     a.wk = nvs_pick_wk(n_seg * nch, NVS_U);
     const int rows_per_block = 16 * (NVS_WARPS / a.wk);
-    const bool sm = nvs_sm_ok(w) &&
-                    nvs_sm_bytes(w->cols, n_xrows, n_seg, rows_per_block) <= NVS_SM_MAX_DYN_SMEM;
+    const bool sm = staged;
+    if (staged && (MODE != NVS_PLAIN || !nvs_sm_ok(w) ||
+                   nvs_sm_bytes(w->cols, n_xrows, n_seg, rows_per_block) > NVS_SM_MAX_DYN_SMEM))
+        return ERR_UNSUPPORTED;
     const dim3 grid((unsigned)((w->rows + rows_per_block - 1) / rows_per_block), (unsigned)grid_y);
     const nvs_more none = nvs_more_none();
     const dim3 blk(NVS_WARPS * 32);
@@ -637,28 +641,23 @@ static inline int nvs_launch(const kweight *w, nvs_args a, int grid_y, int n_seg
     return kcuda_launch_status("nvfp4_stream");
 }
 
-/* PLAIN over n (2..NVS_MULTI) nvfp4 weights of the same cols and load form (nvs_vec16, and
- * nvs_sm_ok for the staged kernel) on the same activations, one launch: output i is ys[i]
- * (ldy = ws[i]->rows). ERR_UNSUPPORTED as nvs_launch's, or when the weights differ in cols or
- * load form. */
+/* PLAIN over n (2..NVS_MULTI) nvfp4 weights of the same cols and load form (nvs_vec16) on the
+ * same activations, one launch (the register kernel): output i is ys[i] (ldy = ws[i]->rows).
+ * ERR_UNSUPPORTED as nvs_launch's, or when the weights differ in cols or load form. */
 static inline int nvs_launch_multi(const kweight *const *ws, float *const *ys, int n, nvs_args a,
                                    cudaStream_t stream)
 {
     if (n < 2 || n > NVS_MULTI)
         return ERR_UNSUPPORTED;
     const bool v16 = nvs_vec16(ws[0]);
-    bool sm = true;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++)
         if (!nvs_ok(ws[i]) || ws[i]->cols != ws[0]->cols || nvs_vec16(ws[i]) != v16)
             return ERR_UNSUPPORTED;
-        sm = sm && nvs_sm_ok(ws[i]);
-    }
     if (a.n_tok < 1 || a.n_tok > NVS_MAX_TOK || !nvs_fits(ws[0]->cols, a.n_tok, 1))
         return ERR_UNSUPPORTED;
     const int nch = (ws[0]->cols + 127) / 128;
     a.wk = nvs_pick_wk(nch, NVS_U);
     const int rows_per_block = 16 * (NVS_WARPS / a.wk);
-    sm = sm && nvs_sm_bytes(ws[0]->cols, a.n_tok, 1, rows_per_block) <= NVS_SM_MAX_DYN_SMEM;
     nvs_more more = nvs_more_none();
     a.y = ys[0];
     a.ldy = ws[0]->rows;
@@ -670,21 +669,13 @@ static inline int nvs_launch_multi(const kweight *const *ws, float *const *ys, i
         blocks += (ws[i]->rows + rows_per_block - 1) / rows_per_block;
     }
     const dim3 grid((unsigned)blocks, 1), blk(NVS_WARPS * 32);
-    const size_t smem = sm ? nvs_sm_bytes(ws[0]->cols, a.n_tok, 1, rows_per_block)
-                              : nvs_smem_bytes(ws[0]->cols, a.n_tok, 1);
-    if (sm) {
-        if (nvs_smem_optin(reinterpret_cast<const void *>(
-                               &nvs_kernel<NVS_PLAIN, true, false, true, true>),
-                           smem))
-            kcuda_launch_pdl(nvs_kernel<NVS_PLAIN, true, false, true, true>, grid, blk, smem,
-                             stream, *ws[0], a, more);
-    } else if (v16) {
+    const size_t smem = nvs_smem_bytes(ws[0]->cols, a.n_tok, 1);
+    if (v16)
         kcuda_launch_pdl(nvs_kernel<NVS_PLAIN, true, false, true>, grid, blk, smem, stream, *ws[0],
                          a, more);
-    } else {
+    else
         kcuda_launch_pdl(nvs_kernel<NVS_PLAIN, false, false, true>, grid, blk, smem, stream,
                          *ws[0], a, more);
-    }
     return kcuda_launch_status("nvfp4_stream_multi");
 }
 

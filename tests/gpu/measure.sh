@@ -18,6 +18,8 @@
 #     gdn      bench_kernels gdn: token-serial vs chunked GDN recurrence by item rows (threshold)
 #     stack    tests/gpu/stack.sh at 64 streams (needs .gpu/stack, tests/gpu/stack_bundle.sh)
 #     profile  tests/gpu/profile.sh of a batch-64 decode step and a 2,048-token prefill
+#     nvs      bench_kernels nvfp4 (the model's nvfp4 shapes, stream vs staged vs copy bandwidth)
+#              and ncu sections of one stream and one staged launch
 #     profile1 tests/gpu/profile.sh of batch-1 decode steps at a 2,048-token context (issue 17)
 # Env: BUILD_DIR ($PWD/build-gpudev), CONFIG (tests/configs/qwen3.6-35b-a3b-nvfp4.json),
 # TERN_WERROR (OFF). The default stages take about 8 minutes on an H200; split them over two
@@ -122,6 +124,22 @@ for s in "${stages[@]}"; do
       note_lines "  profile" < <(head -12 "$logs/profile_prefill.txt" 2>/dev/null)
       rm -f "$logs"/profile_*.csv
       ;;
+    nvs)
+      build_benches || { note nvs "build failed"; continue; }
+      timeout 90 "$b/bin/bench_kernels" nvfp4 > "$logs/nvs.txt" 2>&1
+      note nvs "bench rc=$? ($(elapsed))"
+      note_lines "  nvs" < <(grep -E '^copy|^gemv nvfp4 (stream|staged)|^moe' "$logs/nvs.txt")
+      # one stream and one staged launch of the first shape (12288 x 2048, 1 token), caches
+      # flushed before each: where the time goes
+      for sk in 8 190; do
+        timeout 100 ncu --clock-control none --cache-control all -k regex:nvs_kernel -s $sk -c 1 \
+          --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
+          --section Occupancy --section LaunchStats --section SchedulerStats \
+          "$b/bin/bench_kernels" nvfp4 > "$logs/nvs_ncu_$sk.txt" 2>&1
+        note nvs "ncu skip=$sk rc=$? ($(elapsed))"
+        note_lines "  nvs$sk" < <(grep -E 'nvs_kernel<|DRAM Throughput|Memory Throughput|^ +Duration|Achieved Occupancy|Registers Per Thread|Theoretical Occupancy|Waves Per SM|L2 Hit Rate|Mem Busy|Max Bandwidth|Issued Warp Per|No Eligible|Active Warps Per|Eligible Warps|Warp Cycles Per Issued|Dynamic Shared|Block Limit' "$logs/nvs_ncu_$sk.txt" | head -40)
+      done
+      ;;
     profile1)
       build_benches || { note profile1 "build failed"; continue; }
       # 9 decode steps in the range (gpu_bench's warm-ups included)
@@ -132,7 +150,7 @@ for s in "${stages[@]}"; do
       note_lines "  profile1" < <(head -30 "$logs/p1/profile_decode.txt" 2>/dev/null)
       rm -f "$logs"/p1/profile_*.csv
       ;;
-    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1 prefill gdn stack profile profile1)" >&2; exit 2 ;;
+    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1 prefill gdn stack nvs profile profile1)" >&2; exit 2 ;;
   esac
 done
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader \

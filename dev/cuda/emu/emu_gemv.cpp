@@ -19,7 +19,7 @@
 
 static const char *path_name(int p)
 {
-    return p == GEMV_PATH_AUTO ? "auto" : p == GEMV_PATH_CORES ? "cores" : p == GEMV_PATH_TENSOR ? "tensor" : "stream";
+    return p == GEMV_PATH_AUTO ? "auto" : p == GEMV_PATH_CORES ? "cores" : p == GEMV_PATH_TENSOR ? "tensor" : p == GEMV_PATH_STREAM ? "stream" : "staged";
 }
 
 /* expect: substring of the launched kernel names that must appear (the path taken) */
@@ -104,6 +104,7 @@ int main(int argc, char **argv)
     const char *NVS = "nvs_kernel<MODE, true>", *NVS8 = "nvs_kernel<MODE, false>"; /* source text */
     const char *FP8S = "nvs_kernel<NVS_PLAIN, true, true>";
     const char *NVSS = "nvs_kernel<MODE, true, false, false, true>"; /* staged in shared memory */
+    const int SG = GEMV_PATH_STAGED;
     int f = 0;
     /* nvfp4 stream (the non-VEC16 instance: K, row or expert stride % 32 == 16) */
     f += run(NV, 0, 1, 0, 45, 96, 96, 3, S, NVS);
@@ -127,9 +128,12 @@ int main(int argc, char **argv)
     if (!quick) {
         f += run(NV, 0, 1, 0, 133, 208, 208, 8, S, NVS8);
         f += run(NV, 0, 1, 0, 70, 2064, 2064, 2, S, NVS8);
-        f += run(NV, 0, 1, 0, 517, 2048, 2048, 1, A, NVSS);
-        f += run(NV, 0, 3, 2, 130, 512, 512, 8, S, NVSS); /* 128-row blocks */
-        f += run(NV, 0, 2, 1, 45, 4096, 4096, 2, A, NVSS);
+        f += run(NV, 0, 1, 0, 517, 2048, 2048, 1, A, NVS);
+        f += run(NV, 0, 1, 0, 517, 2048, 2048, 1, SG, NVSS);
+        f += run(NV, 0, 3, 2, 130, 512, 512, 8, S, NVS);
+        f += run(NV, 0, 3, 2, 130, 512, 512, 8, SG, NVSS); /* 128-row blocks */
+        f += run(NV, 0, 2, 1, 45, 4096, 4096, 2, SG, NVSS);
+        f += run(NV, 0, 1, 0, 77, 256, 256, 3, SG, NVSS);
         f += run(NV, 0, 1, 0, 50, 96, 112, 5, S, NVS8);
         f += run(NV, 0, 1, 0, 300, 8192, 8192, 1, S, NVS);  /* 8 K-split warps, 2 rounds */
         f += run(NV, 0, 1, 0, 64, 8192, 8192, 4, A, "nvfp4_mma_kernel<1, false>"); /* stream does not fit */
@@ -160,9 +164,8 @@ int main(int argc, char **argv)
     f += run_multi(4, NV, NV, NV, 5, 9, 208, 2);     /* narrow nvfp4, 4 weights: past the stream's 3 */
     /* 2..3 nvfp4 weights: the stream kernel, one launch (MULTI), blocks of each weight */
     const char *NVM = "nvs_kernel<NVS_PLAIN, true, false, true>", *NVM8 = "nvs_kernel<NVS_PLAIN, false, false, true>";
-    const char *NVMS = "nvs_kernel<NVS_PLAIN, true, false, true, true>"; /* staged */
-    f += run_multi(2, NV, NV, NV, 600, 45, 256, 1, NVMS, 1); /* the GDN qkv + z shape class */
-    f += run_multi(3, NV, NV, NV, 64, 16, 512, 3, NVMS, 1);  /* attention q + k + v */
+    f += run_multi(2, NV, NV, NV, 600, 45, 256, 1, NVM, 1); /* the GDN qkv + z shape class */
+    f += run_multi(3, NV, NV, NV, 64, 16, 512, 3, NVM, 1);  /* attention q + k + v */
     f += run_multi(2, NV, NV, NV, 40, 24, 160, 3, NVM, 1);   /* K % 128 != 0: the register path */
     f += run_multi(3, NV, NV, NV, 33, 70, 208, 8, NVM8, 1); /* K % 32 == 16: 8-byte loads */
     f += run_multi(2, NV, NV, NV, 40, 40, 256, 1, "gemv_wide_kernel", 0); /* experts differ: wide */

@@ -87,27 +87,24 @@ int main(int argc, char **argv)
     /* source text of the launches (template arguments as written) */
     const char *ST = "nvs_kernel<MODE, true>;nvs_kernel<MODE, true>;";
     const char *ST8 = "nvs_kernel<MODE, false>;nvs_kernel<MODE, false>;";
-    /* staged in shared memory (K % 128 == 0): gate_up only (inter % 128 != 0), or both */
-    const char *SR = "nvs_kernel<MODE, true, false, false, true>;nvs_kernel<MODE, true>;";
-    const char *SS = "nvs_kernel<MODE, true, false, false, true>;nvs_kernel<MODE, true, false, false, true>;";
     const char *CO = "moe_gate_up_kernel<", *TE = "nvfp4_mma_kernel<1, true>";
     int f = 0;
-    f += run(NV, 1, 16, 8, 256, 64, 0, A, SR);
+    f += run(NV, 1, 16, 8, 256, 64, 0, A, ST);
     f += run(NV, 4, 8, 8, 272, 80, 1, A, ST8); /* K % 32 == 16 in both stages */
-    f += run(NV, 3, 1, 1, 256, 64, 1, A, SR);  /* shared-expert form */
-    f += run(NV, 2, 17, 9, 256, 64, 0, A, SR); /* top-8 + a folded shared expert's slot */
-    f += run(NV, 1, 8, 8, 288, 96, 0, A, ST);  /* K % 128 != 0, 16-byte loads: registers */
+    f += run(NV, 3, 1, 1, 256, 64, 1, A, ST);  /* shared-expert form */
+    f += run(NV, 2, 17, 9, 256, 64, 0, A, ST); /* top-8 + a folded shared expert's slot */
+    f += run(NV, 1, 8, 8, 288, 96, 0, A, ST);  /* K % 128 != 0, 16-byte loads */
     f += run(KW_FMT_BF16, 3, 8, 4, 264, 40, 0, A, CO);
     f += run(KW_FMT_FP8, 2, 6, 2, 272, 48, 1, A, CO);
     if (!quick) {
-        f += run(NV, 5, 16, 8, 512, 96, 1, S, SR);
+        f += run(NV, 5, 16, 8, 512, 96, 1, S, ST);
         f += run(NV, 1, 8, 8, 272, 48, 0, S, ST8);
         f += run(NV, 8, 16, 8, 1040, 48, 0, A, ST8);  /* 8 tokens x top-8: 64 slots */
-        f += run(NV, 8, 33, 9, 512, 128, 0, A, SS);   /* 8 tokens x 9 slots (folded shared) */
-        f += run(NV, 2, 8, 8, 384, 128, 1, A, SS);
-        f += run(NV, 9, 32, 4, 256, 384, 0, S, SS);  /* more tokens than the AUTO limit */
+        f += run(NV, 8, 33, 9, 512, 128, 0, A, ST);   /* 8 tokens x 9 slots (folded shared) */
+        f += run(NV, 2, 8, 8, 384, 128, 1, A, ST);
+        f += run(NV, 9, 32, 4, 256, 384, 0, S, ST);  /* more tokens than the AUTO limit */
         f += run(NV, 9, 32, 4, 256, 384, 1, A, CO);  /* AUTO beyond 8 tokens: CUDA cores */
-        f += run(NV, 1, 32, 8, 2048, 512, 0, A, SS); /* 32 experts of 1024 x 2048 + 2048 x 512 */
+        f += run(NV, 1, 32, 8, 2048, 512, 0, A, ST); /* 32 experts of 1024 x 2048 + 2048 x 512 */
         f += run(NV, 2, 8, 4, 256, 128, 1, T, TE);
         f += run(NV, 2, 8, 4, 272, 48, 1, C, CO);    /* narrow nvfp4 on the cores */
         f += run(KW_FMT_FP8, 1, 8, 8, 512, 96, 0, A, CO);
