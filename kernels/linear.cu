@@ -11,7 +11,6 @@
 #include "gemm_bf16.h"
 #include "gemv.h"
 #include "internal/kcuda.cuh"
-#include "internal/pdl.cuh"
 #include "internal/kw_dequant.cuh"
 #include "internal/nvfp4_tile.cuh"
 #include "internal/wdot.cuh"
@@ -28,7 +27,6 @@ struct linear_ctx {
 
 __global__ void linear_dequant_kernel(uint16_t *out, kweight w, int e, int r0, int nr)
 {
-    kcuda_pdl_enter();
     const int cpr = w.cols / 8; // chunks of 8 per row
     const int64_t n = (int64_t)nr * cpr;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
@@ -49,8 +47,8 @@ int linear_dequant_bf16_cuda(uint16_t *out, const struct kweight *w, int expert,
         return 0;
     const int64_t chunks = (int64_t)nr * (w->cols / 8);
     const int64_t blocks = CEIL_DIV(chunks, 256);
-    kcuda_launch_pdl(linear_dequant_kernel, dim3((unsigned)(blocks < 8192 ? blocks : 8192)),
-                     dim3(256), 0, stream, out, *w, expert, r0, nr);
+    linear_dequant_kernel<<<(unsigned)(blocks < 8192 ? blocks : 8192), 256, 0, stream>>>(
+        out, *w, expert, r0, nr);
     return kcuda_launch_status("linear_dequant");
 }
 
@@ -107,7 +105,6 @@ int64_t linear_ctx_bytes(const struct linear_ctx *c)
 /* hi = bf16(x), lo = bf16(x - hi) */
 __global__ void linear_split_kernel(uint16_t *hi, uint16_t *lo, const float *x, int64_t n)
 {
-    kcuda_pdl_enter();
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
         const uint16_t h = f32_to_bf16_bits(x[i]);
@@ -137,8 +134,8 @@ static int linear_gemm(struct linear_ctx *c, float *y, const struct kweight *w, 
     int rc = 0;
     if (split) {
         const int64_t blocks = CEIL_DIV(nx, 256);
-        kcuda_launch_pdl(linear_split_kernel, dim3((unsigned)(blocks < 4096 ? blocks : 4096)),
-                         dim3(256), 0, st, c->xb, c->xb + (int64_t)c->max_rows * c->max_k, x, nx);
+        linear_split_kernel<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256, 0, st>>>(
+            c->xb, c->xb + (int64_t)c->max_rows * c->max_k, x, nx);
         rc = kcuda_launch_status("linear_split");
     } else {
         rc = cast_bf16_cuda(c->xb, x, nx, st);
@@ -181,11 +178,9 @@ static int linear_tiles(float *y, const kweight *w, int e, const float *x, int n
         return ERR_INVAL;
     const dim3 grid(CEIL_DIV(w->rows, NVT_BN), CEIL_DIV(n, bm));
     if (small)
-        kcuda_launch_pdl(nvfp4_tile_kernel<NVT_DENSE, 16>, grid, dim3(NVT_THREADS), 0, st, *w, r,
-                         w->rows);
+        nvfp4_tile_kernel<NVT_DENSE, 16><<<grid, NVT_THREADS, 0, st>>>(*w, r, w->rows);
     else
-        kcuda_launch_pdl(nvfp4_tile_kernel<NVT_DENSE, 64>, grid, dim3(NVT_THREADS), 0, st, *w, r,
-                         w->rows);
+        nvfp4_tile_kernel<NVT_DENSE, 64><<<grid, NVT_THREADS, 0, st>>>(*w, r, w->rows);
     return kcuda_launch_status("linear_tiles");
 }
 

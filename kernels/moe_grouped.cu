@@ -13,7 +13,6 @@
 #include "common/xalloc.h"
 #include "internal/nvfp4_tile.cuh"
 #include "internal/kcuda.cuh"
-#include "internal/pdl.cuh"
 #include "internal/kw_dequant.cuh"
 #include "internal/wdot.cuh"
 
@@ -80,7 +79,6 @@ static __device__ __forceinline__ void warp_scan2(int &a, int &b)
 __global__ void __launch_bounds__(MG_PLAN_THREADS)
     moe_grouped_plan_kernel(mg_ws s, const int32_t *ids, int n_slots, int n_experts, int bm)
 {
-    kcuda_pdl_enter();
     extern __shared__ int mg_sm[];
     int *cnt = mg_sm, *cur = mg_sm + n_experts, *toff = mg_sm + 2 * n_experts; /* toff: E+1 */
     for (int e = threadIdx.x; e < n_experts; e += blockDim.x)
@@ -167,7 +165,6 @@ template <bool GATE_UP, int BM, int BK>
 __global__ void __launch_bounds__(MG_THREADS)
     moe_grouped_gemm_kernel(const kweight w, mg_ws s, const float *x, int top_k, int n_out)
 {
-    kcuda_pdl_enter();
     constexpr int WM = NVT_WM_DEFAULT(BM), WN = MG_THREADS / 32 / WM;
     constexpr int MI = BM / WM / 16, NI = MG_BN / WN / 8; /* m16 / n8 tiles per warp */
     constexpr int PITCH = BK + 8; /* bf16 per shared row: conflict-free fragment loads */
@@ -293,7 +290,6 @@ __global__ void __launch_bounds__(MG_THREADS)
 __global__ void moe_grouped_combine_kernel(float *out, mg_ws s, const float *weights, int top_k,
                                            int hidden, int accumulate)
 {
-    kcuda_pdl_enter();
     const int t = blockIdx.x, h = blockIdx.y * blockDim.x + threadIdx.x;
     if (h >= hidden)
         return;
@@ -316,11 +312,10 @@ static void launch_gemm(dim3 grid, const kweight &w, bool piped, const nvt_rows 
 {
     constexpr int MODE = GATE_UP ? NVT_GATE_UP : NVT_DOWN, BK = BM == 16 ? MG_BK_SMALL : MG_BK;
     if (piped && nvt_ok(&w))
-        kcuda_launch_pdl(nvfp4_tile_kernel<MODE, BM, WM>, grid, dim3(NVT_THREADS), 0, stream, w,
-                         rg, n_out);
+        nvfp4_tile_kernel<MODE, BM, WM><<<grid, NVT_THREADS, 0, stream>>>(w, rg, n_out);
     else
-        kcuda_launch_pdl(moe_grouped_gemm_kernel<GATE_UP, BM, BK>, grid, dim3(MG_THREADS), 0,
-                         stream, w, s, GATE_UP ? x : nullptr, top_k, n_out);
+        moe_grouped_gemm_kernel<GATE_UP, BM, BK>
+            <<<grid, MG_THREADS, 0, stream>>>(w, s, GATE_UP ? x : nullptr, top_k, n_out);
 }
 
 int moe_grouped_cuda_tiles(float *out, float *ws, const float *x, const int32_t *ids,
@@ -355,8 +350,8 @@ int moe_grouped_cuda_tiles(float *out, float *ws, const float *x, const int32_t 
     if (tiles > MG_MAX_GRID_Y)
         return ERR_INVAL;
     const size_t plan_smem = sizeof(int) * (3 * (size_t)n_experts + 1);
-    kcuda_launch_pdl(moe_grouped_plan_kernel, dim3(1), dim3(MG_PLAN_THREADS), plan_smem, stream, s,
-                     ids, n_slots, n_experts, tile_rows);
+    moe_grouped_plan_kernel<<<1, MG_PLAN_THREADS, plan_smem, stream>>>(s, ids, n_slots, n_experts,
+                                                                       tile_rows);
     const dim3 gu(CEIL_DIV(inter, MG_BN / 2), (unsigned)tiles), dn(CEIL_DIV(hidden, MG_BN), (unsigned)tiles);
     nvt_rows rg; /* the pipelined NVFP4 kernel's view of the plan */
     rg.tile_e = s.tile_e;
@@ -380,8 +375,8 @@ int moe_grouped_cuda_tiles(float *out, float *ws, const float *x, const int32_t 
         launch_gemm<true, 64, 2>(gu, *gate_up, pipe64, rg, s, x, top_k, inter, stream);
         launch_gemm<false, 64, 2>(dn, *down, pipe64, rg, s, x, top_k, hidden, stream);
     }
-    kcuda_launch_pdl(moe_grouped_combine_kernel, dim3(n_tok, CEIL_DIV(hidden, 256)), dim3(256), 0,
-                     stream, out, s, weights, top_k, hidden, accumulate);
+    moe_grouped_combine_kernel<<<dim3(n_tok, CEIL_DIV(hidden, 256)), 256, 0, stream>>>(
+        out, s, weights, top_k, hidden, accumulate);
     return kcuda_launch_status("moe_grouped");
 }
 

@@ -9,7 +9,6 @@
 #include "kcuda.cuh"
 #include "kw_dequant.cuh"
 #include "kweight.h"
-#include "pdl.cuh"
 
 #define NVT_BN 64
 #define NVT_THREADS 128
@@ -132,7 +131,6 @@ template <int MODE, int BM, int WM = NVT_WM_DEFAULT(BM)>
 __global__ void __launch_bounds__(NVT_THREADS)
     nvfp4_tile_kernel(const kweight w, const nvt_rows r, int n_out)
 {
-    kcuda_pdl_enter();
     constexpr bool GATE_UP = MODE == NVT_GATE_UP;
     using S = nvt_shape<MODE, BM>;
     constexpr int NST = S::NST, BK = S::BK;
