@@ -24,7 +24,8 @@
 # $OUT/bench_model.json. Env: BENCH_CONFIGS (tests/configs names, default the NVFP4 one),
 # BENCH_PROMPTS (512,2048,8192), BENCH_BATCHES (1,8), BENCH_GEN (256), BENCH_CHUNK (2048),
 # BENCH_TIMEOUT (600 s per config).
-# Env: SAN_TESTS="ktest_a ktest_b" (memcheck only those), RACECHECK="" (no racecheck),
+# Env: TEST_JOBS (4: test programs run at once on the GPU; 1 for one by one),
+# SAN_TESTS="ktest_a ktest_b" (memcheck only those), RACECHECK="" (no racecheck),
 # SMOKE_CONFIGS (tests/configs names), SMOKE_TOKENS (256), SMOKE_TIMEOUT (240 s),
 # TERN_WERROR=OFF, BUILD_DIR.
 set -uo pipefail
@@ -87,20 +88,44 @@ say "build: ok in $(( $(date +%s) - t0 )) s (sm_$arch); warnings: $(grep -ci war
 result build ok "$(( $(date +%s) - t0 )) s"
 
 fail=0
+# the test programs, TEST_JOBS (4) at a time on the one GPU (most of their time is the CPU
+# references), reported in name order
+tests=()
 for t in "$build"/bin/test_* "$build"/bin/ktest_*; do
   [ -x "$t" ] || continue
   n=$(basename "$t")
   case " $skip " in *" $n "*) continue ;; esac
+  tests+=("$t")
+done
+run_one() {
+  local t=$1 n t1 rc
+  n=$(basename "$t")
   t1=$(date +%s%N)
   (cd "$root" && TERN_SOURCE_DIR="$root" "$t") > "$out/$n.log" 2>&1
   rc=$?
-  dt=$(( ($(date +%s%N) - t1) / 1000000 ))
+  echo "$rc $(( ($(date +%s%N) - t1) / 1000000 ))" > "$out/$n.rc"
+}
+jobs_max=${TEST_JOBS:-4}
+running=0
+for t in "${tests[@]}"; do
+  if [ "$running" -ge "$jobs_max" ]; then
+    wait -n
+    running=$((running - 1))
+  fi
+  run_one "$t" &
+  running=$((running + 1))
+done
+wait
+for t in "${tests[@]}"; do
+  n=$(basename "$t")
+  read -r rc dt < "$out/$n.rc" 2>/dev/null || { rc=1; dt=0; }
+  rm -f "$out/$n.rc"
   case $rc in
     0) st=PASS ;; 77) st=SKIP ;; *) st="FAIL(rc=$rc)"; fail=1 ;;
   esac
   say "test $n: $st (${dt} ms)"
   result "$n" "$st" "$(secs $dt)"
-  [ $rc -ne 0 ] && [ $rc -ne 77 ] && grep -E 'mismatch|FAIL|CHECK' "$out/$n.log" | head -20
+  [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ] && grep -E 'mismatch|FAIL|CHECK' "$out/$n.log" | head -20
 done
 if [ -f "$out/ktest_gpu_model.log" ]; then
   grep -E '^fixture=' "$out/ktest_gpu_model.log" > "$out/gpu_model_results.txt"
