@@ -72,6 +72,26 @@ static __device__ __forceinline__ float4 nvfp4_mma_x4(const float *xr, int c, in
     return v;
 }
 
+/* The A fragments of one 16 x 128 item: 32 codes of row g (qa) and of row g + 8 (qb), each word's
+ * nibble pairs (8w+j, 8w+j+4) decoded and times the half's e4m3 scale (sca / scb: columns 0-15,
+ * 16-31 of the lane's 32), exact in fp16. A[row g / g+8][word*4 + j]. */
+static __device__ __forceinline__ void nvfp4_a_frag(uint4 qa, uint4 qb, const __half2 *sca,
+                                                    const __half2 *scb, uint32_t A[2][16])
+{
+#pragma unroll
+    for (int wd = 0; wd < 4; wd++) {
+        const uint32_t ua = wd == 0 ? qa.x : wd == 1 ? qa.y : wd == 2 ? qa.z : qa.w;
+        const uint32_t ub = wd == 0 ? qb.x : wd == 1 ? qb.y : wd == 2 ? qb.z : qb.w;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            A[0][wd * 4 + j] =
+                nvfp4_h2u(__hmul2(nvfp4_u2h(nvfp4_h2_from_hi(ua << (12 - 4 * j))), sca[wd >> 1]));
+            A[1][wd * 4 + j] =
+                nvfp4_h2u(__hmul2(nvfp4_u2h(nvfp4_h2_from_hi(ub << (12 - 4 * j))), scb[wd >> 1]));
+        }
+    }
+}
+
 template <int NTILE, bool SWIGLU>
 static __global__ void __launch_bounds__(NVFP4_MMA_WARPS * 32)
     nvfp4_mma_kernel(const kweight w, const nvfp4_mma_args a)
@@ -135,18 +155,7 @@ static __global__ void __launch_bounds__(NVFP4_MMA_WARPS * 32)
         const __half2 scb[2] = {nvfp4_e4m3_h2((uint8_t)(s2b & 0xff)),
                                 nvfp4_e4m3_h2((uint8_t)(s2b >> 8))};
         uint32_t A[2][16]; /* [row g / g+8][word*4 + j]: pair (8w+j, 8w+j+4), scaled */
-#pragma unroll
-        for (int wd = 0; wd < 4; wd++) {
-            const uint32_t ua = wd == 0 ? qa.x : wd == 1 ? qa.y : wd == 2 ? qa.z : qa.w;
-            const uint32_t ub = wd == 0 ? qb.x : wd == 1 ? qb.y : wd == 2 ? qb.z : qb.w;
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                A[0][wd * 4 + j] = nvfp4_h2u(
-                    __hmul2(nvfp4_u2h(nvfp4_h2_from_hi(ua << (12 - 4 * j))), sca[wd >> 1]));
-                A[1][wd * 4 + j] = nvfp4_h2u(
-                    __hmul2(nvfp4_u2h(nvfp4_h2_from_hi(ub << (12 - 4 * j))), scb[wd >> 1]));
-            }
-        }
+        nvfp4_a_frag(qa, qb, sca, scb, A);
 #pragma unroll
         for (int tile = 0; tile < NTILE; tile++) {
             const int tok = tok0 + tile * 8 + g;

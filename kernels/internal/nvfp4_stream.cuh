@@ -272,18 +272,7 @@ static __device__ __forceinline__ void nvs_a_nvfp4(uint4 qa, uint4 qb, uint32_t 
                             nvfp4_e4m3_h2((uint8_t)((sc >> 8) & 0xff))};
     const __half2 scb[2] = {nvfp4_e4m3_h2((uint8_t)((sc >> 16) & 0xff)),
                             nvfp4_e4m3_h2((uint8_t)(sc >> 24))};
-#pragma unroll
-    for (int wd = 0; wd < 4; wd++) {
-        const uint32_t ua = wd == 0 ? qa.x : wd == 1 ? qa.y : wd == 2 ? qa.z : qa.w;
-        const uint32_t ub = wd == 0 ? qb.x : wd == 1 ? qb.y : wd == 2 ? qb.z : qb.w;
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            A[0][wd * 4 + j] =
-                nvfp4_h2u(__hmul2(nvfp4_u2h(nvfp4_h2_from_hi(ua << (12 - 4 * j))), sca[wd >> 1]));
-            A[1][wd * 4 + j] =
-                nvfp4_h2u(__hmul2(nvfp4_u2h(nvfp4_h2_from_hi(ub << (12 - 4 * j))), scb[wd >> 1]));
-        }
-    }
+    nvfp4_a_frag(qa, qb, sca, scb, A);
 }
 
 /* d = the 16x8 product of one 16 x 128 item (eight m16n8k16 steps). */
