@@ -129,6 +129,22 @@ for s in "${stages[@]}"; do
       timeout 90 "$b/bin/bench_kernels" nvfp4 > "$logs/nvs.txt" 2>&1
       note nvs "bench rc=$? ($(elapsed))"
       note_lines "  nvs" < <(grep -E '^copy|^gemv nvfp4 (stream|staged)|^moe' "$logs/nvs.txt")
+      # the register stream kernel's instructions (PLAIN, 16-byte loads): opcodes by count over
+      # the whole kernel, what issue-bound time is spent on
+      if command -v cuobjdump > /dev/null; then
+        cuobjdump -sass "$b/bin/bench_kernels" > "$logs/sass.txt" 2>&1
+        note nvs "sass of nvs_kernel<0, true, false, false, false>:"
+        note_lines "  sass" < <(awk '
+          /Function : _Z10nvs_kernelILi0ELb1ELb0ELb0ELb0E/ { f = 1; next }
+          /Function :/ { f = 0 }
+          f && /^ +\/\*[0-9a-f]+\*\// {
+            sub(/^ +\/\*[0-9a-f]+\*\/ +/, ""); op = $1
+            if (op ~ /^@/) op = $2
+            sub(/[ ;].*/, "", op); n[op]++; tot++
+          }
+          END { printf "%6d TOTAL\n", tot; for (o in n) printf "%6d %s\n", n[o], o }
+        ' "$logs/sass.txt" | sort -k1,1nr | head -25 | paste -sd' ' | fold -w 150)
+      fi
       # one stream and one staged launch of the first shape (12288 x 2048, 1 token), caches
       # flushed before each: where the time goes
       for sk in 8 190; do
