@@ -40,6 +40,11 @@ note() { lines+=("$(printf '%-16s %s' "$1" "$2")"); echo "measure: $1 $2"; }
 # note every line of stdin under PREFIX (fed by redirection, not a pipe: lines must persist)
 note_lines() { local l; while IFS= read -r l; do note "$1" "$l"; done; }
 elapsed() { echo "$(( $(date +%s) - t_start )) s"; }
+# the code measured (kernels, services, common, model), whatever git says there (the GPU
+# machine's copy may carry a stale .git):
+# run the same line in a checkout to match a commit
+tree_sum() { (cd "$root" && find kernels services common model -type f | LC_ALL=C sort |
+  xargs cat | sha1sum | cut -c1-12); }
 
 build_benches() {
   [ -x "$b/bin/gpu_bench" ] && [ -x "$b/bin/bench_linear" ] && [ -x "$b/bin/bench_kernels" ] &&
@@ -171,7 +176,7 @@ for s in "${stages[@]}"; do
 done
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader \
   > "$logs/gpu.txt" 2> /dev/null || echo "no GPU" > "$logs/gpu.txt"
-{ echo "==== measure ($(cat "$logs/gpu.txt"), commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null), $(date -u +%FT%TZ), $(elapsed)) ===="
+{ echo "==== measure ($(cat "$logs/gpu.txt"), commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null), tree $(tree_sum), $(date -u +%FT%TZ), $(elapsed)) ===="
   printf '%s\n' "${lines[@]}"; } | tee "$out/measure.txt"
 tar czf "$out/logs.tgz" -C "$logs" . 2>/dev/null
 rm -rf "$logs"
