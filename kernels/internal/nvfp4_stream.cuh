@@ -136,6 +136,13 @@ template <int MODE> static __device__ __forceinline__ int nvs_seg_expert(const n
     return e >= 0 && e < a.n_experts ? e : -1;
 }
 
+/* Segment of item it (nch chunks a segment): only COMBINE has more than one, so the others skip
+ * the division. */
+template <int MODE> static __device__ __forceinline__ int nvs_item_seg(int it, int nch)
+{
+    return MODE == NVS_COMBINE ? it / nch : 0;
+}
+
 /* Issue the loads of NVS_U items g0.. for lane (g, t): 16 bytes (two 8-byte halves unless VEC16)
  * of rows ra and rb per item and their two scale bytes each; zeros where the item, the row or
  * the 16 columns of a half lie outside the weight. */
@@ -154,7 +161,7 @@ nvs_load_round(const kweight &w, const nvs_args &a, int g0, int n_items, int nch
         const int it = g0 + u;
         if (it >= n_items)
             continue;
-        const int s = it / nch, ch = it - s * nch;
+        const int s = nvs_item_seg<MODE>(it, nch), ch = it - s * nch;
         const int e = nvs_seg_expert<MODE>(a, s);
         if (e < 0)
             continue;
@@ -420,39 +427,40 @@ static __global__ void __launch_bounds__(NVS_WARPS * 32, 2)
      * halves (wd*4 + t)*8 + 2j + hi, j = 0..3, of its chunk: the pair (x[8wd+j], x[8wd+j+4]) */
     {
         const int n4 = nch * 32; /* float4 groups per staged row */
-        const int total = S * T * n4;
-        for (int idx = threadIdx.x; idx < total; idx += blockDim.x) {
-            const int i = idx / n4, c = (idx - i * n4) * 4;
-            float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            if (c < K) {
-                if (MODE == NVS_PLAIN) {
-                    v = __ldg(reinterpret_cast<const float4 *>(a.x + (int64_t)i * a.ldx + c));
-                } else if (MODE == NVS_SLOT) {
-                    const float *xr = a.x + (int64_t)(blockIdx.y / a.top_k) * a.ldx;
-                    v = __ldg(reinterpret_cast<const float4 *>(xr + c));
-                } else {
-                    const int slot = blockIdx.y * S + i;
-                    const int e = a.ids[slot];
-                    if (e >= 0 && e < a.n_experts) {
-                        const float *xr = a.x + (int64_t)slot * a.ldx;
-                        const float4 gt = __ldg(reinterpret_cast<const float4 *>(xr + c));
-                        const float4 up = __ldg(reinterpret_cast<const float4 *>(xr + K + c));
-                        v.x = silu_f32(gt.x) * up.x;
-                        v.y = silu_f32(gt.y) * up.y;
-                        v.z = silu_f32(gt.z) * up.z;
-                        v.w = silu_f32(gt.w) * up.w;
+        for (int i = 0; i < S * T; i++) {
+            for (int c4 = threadIdx.x; c4 < n4; c4 += blockDim.x) {
+                const int c = c4 * 4;
+                float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                if (c < K) {
+                    if (MODE == NVS_PLAIN) {
+                        v = __ldg(reinterpret_cast<const float4 *>(a.x + (int64_t)i * a.ldx + c));
+                    } else if (MODE == NVS_SLOT) {
+                        const float *xr = a.x + (int64_t)(blockIdx.y / a.top_k) * a.ldx;
+                        v = __ldg(reinterpret_cast<const float4 *>(xr + c));
+                    } else {
+                        const int slot = blockIdx.y * S + i;
+                        const int e = a.ids[slot];
+                        if (e >= 0 && e < a.n_experts) {
+                            const float *xr = a.x + (int64_t)slot * a.ldx;
+                            const float4 gt = __ldg(reinterpret_cast<const float4 *>(xr + c));
+                            const float4 up = __ldg(reinterpret_cast<const float4 *>(xr + K + c));
+                            v.x = silu_f32(gt.x) * up.x;
+                            v.y = silu_f32(gt.y) * up.y;
+                            v.z = silu_f32(gt.z) * up.z;
+                            v.w = silu_f32(gt.w) * up.w;
+                        }
                     }
                 }
+                const int ch = c >> 7, cc = c & 127;
+                const int tt = cc >> 5, wd = (cc >> 3) & 3, hi = (cc >> 2) & 1;
+                /* fp8: natural order inside the unit (pairs of adjacent columns) */
+                const int st = FP8 ? 1 : 2, off = FP8 ? 4 * hi : hi;
+                __half *p = xs + (int64_t)i * rs + ch * 128 + (wd * 4 + tt) * 8 + off;
+                p[0] = __float2half_rn(v.x);
+                p[st] = __float2half_rn(v.y);
+                p[2 * st] = __float2half_rn(v.z);
+                p[3 * st] = __float2half_rn(v.w);
             }
-            const int ch = c >> 7, cc = c & 127;
-            const int tt = cc >> 5, wd = (cc >> 3) & 3, hi = (cc >> 2) & 1;
-            /* fp8: natural order inside the unit (pairs of adjacent columns) */
-            const int st = FP8 ? 1 : 2, off = FP8 ? 4 * hi : hi;
-            __half *p = xs + (int64_t)i * rs + ch * 128 + (wd * 4 + tt) * 8 + off;
-            p[0] = __float2half_rn(v.x);
-            p[st] = __float2half_rn(v.y);
-            p[2 * st] = __float2half_rn(v.z);
-            p[3 * st] = __float2half_rn(v.w);
         }
     }
     __syncthreads();
@@ -469,26 +477,27 @@ static __global__ void __launch_bounds__(NVS_WARPS * 32, 2)
             const int i0 = st * ips, i1 = min(n_items, i0 + ips);
             /* the warp's items of this stage, in the register path's order (rounds of NU
              * consecutive items, warp kw's rounds wk apart): the same sums, bit for bit */
-            for (int it0 = kw * NU; it0 < i1; it0 += wk * NU)
-            for (int it = max(it0, i0); it < min(it0 + NU, i1); it++) {
-                const int s = it / nch, ch = it - s * nch;
-                if (eseg[s] < 0)
-                    continue;
-                const unsigned char *wp = wsm + ((size_t)it * R + rl) * 64 + 16 * t;
-                const unsigned char *sp = ssm + ((size_t)it * R + rl) * 8 + 2 * t;
-                const uint32_t scv = (uint32_t) * reinterpret_cast<const uint16_t *>(sp) |
-                                     (uint32_t) * reinterpret_cast<const uint16_t *>(sp + 64)
-                                         << 16;
-                uint32_t A[2][16], B[16];
-                nvs_a_nvfp4(*reinterpret_cast<const uint4 *>(wp),
-                            *reinterpret_cast<const uint4 *>(wp + 8 * 64), scv, A);
-                nvs_b_frag(xs, s, T, g, rs, ch, t, B);
-                float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                nvs_mma_item(A, B, d);
-                const float m = mult[s];
-#pragma unroll
-                for (int c = 0; c < 4; c++)
-                    acc[c] += d[c] * m;
+            for (int it0 = kw * NU; it0 < i1; it0 += wk * NU) {
+                for (int it = max(it0, i0); it < min(it0 + NU, i1); it++) {
+                    const int s = nvs_item_seg<MODE>(it, nch), ch = it - s * nch;
+                    if (eseg[s] < 0)
+                        continue;
+                    const unsigned char *wp = wsm + ((size_t)it * R + rl) * 64 + 16 * t;
+                    const unsigned char *sp = ssm + ((size_t)it * R + rl) * 8 + 2 * t;
+                    const uint32_t scv = (uint32_t) * reinterpret_cast<const uint16_t *>(sp) |
+                                         (uint32_t) * reinterpret_cast<const uint16_t *>(sp + 64)
+                                             << 16;
+                    uint32_t A[2][16], B[16];
+                    nvs_a_nvfp4(*reinterpret_cast<const uint4 *>(wp),
+                                *reinterpret_cast<const uint4 *>(wp + 8 * 64), scv, A);
+                    nvs_b_frag(xs, s, T, g, rs, ch, t, B);
+                    float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                    nvs_mma_item(A, B, d);
+                    const float m = mult[s];
+    #pragma unroll
+                    for (int c = 0; c < 4; c++)
+                        acc[c] += d[c] * m;
+                }
             }
         }
     }
@@ -504,7 +513,7 @@ static __global__ void __launch_bounds__(NVS_WARPS * 32, 2)
             const int it = g0 + u; /* warp-uniform */
             if (it >= n_items)
                 break;
-            const int s = it / nch, ch = it - s * nch;
+            const int s = nvs_item_seg<MODE>(it, nch), ch = it - s * nch;
             if (eseg[s] < 0)
                 continue;
             uint32_t A[2][16]; /* [row g / g+8][pair index], pair order shared with B */
