@@ -69,6 +69,9 @@ static const struct cfg_opt OPTS[] = {
      "frame cap, bytes (8388608)"},
     {"speculative-tokens", "TERN_SPECULATIVE_TOKENS", CFG_TYPE_INT, F(speculative_tokens), 0, -1,
      16, "MTP draft tokens per round, -1 = 3 when the head exists else 0 (-1)"},
+    {"speculative-gate", "TERN_SPECULATIVE_GATE", CFG_TYPE_INT, F(speculative_gate), 0, 0, 1,
+     "1 = a sequence stops speculating while its measured rounds are slower than plain decoding "
+     "and probes now and then; 0 = every round at K (1)"},
     {"load-format", "TERN_LOAD_FORMAT", CFG_TYPE_STR, F(load_format), S(load_format), 0, 0,
      "auto|dummy: dummy = random weights of the config's shapes and formats (auto)"},
     {"moe-backend", "TERN_MOE_BACKEND", CFG_TYPE_STR, F(moe_backend), S(moe_backend), 0, 0,
@@ -125,6 +128,7 @@ static void set_defaults(struct wk_cfg *c)
     c->fake_eos = -1;
     c->fake_step_us = 0;
     c->speculative_tokens = -1;
+    c->speculative_gate = 1;
     c->bench_prompt_len = 512;
     c->bench_gen = 128;
     c->bench_batch = 1;

@@ -53,6 +53,8 @@ struct wk_cfg {
     double gpu_memory_utilization;
     char kv_cache_dtype[16]; // auto|bf16|fp8 for that plan; auto
     int speculative_tokens;  // MTP drafts per round (engine cpu); -1 = 3 with a head, else 0
+    int speculative_gate;    // 1: a sequence stops speculating while its rounds are slower than
+                             // plain decoding, probing now and then (wk_spec.h); 0: always K; 1
     char load_format[16];    // auto (safetensors) | dummy (random weights of the config's shapes
                              // and formats, model_load_opts.dummy); auto
     char moe_backend[32];    // auto | a backend name (model/backend.h) forced for the expert

@@ -45,6 +45,7 @@ struct wk_seq {
     uint32_t n_hist, cap_hist;
     struct wk_gseq *gram; // json_schema (constrained decoding); NULL: off
     uint32_t *dev_allow;  // the grammar's mask for a token the engine draws (item_sample_on_device)
+    struct wk_spec_gate gate; // speculation on or off for this sequence (wk_spec.h)
 };
 
 struct wk_exec {
@@ -196,6 +197,7 @@ static void job_prepare(struct wk_exec *x, struct job *j, const Tern__SeqWork *w
         }
         sq->used = true;
         sq->req_id = w->req_id;
+        wk_spec_gate_init(&sq->gate);
         sq->max_new = w->has_max_new ? w->max_new : UINT32_MAX;
         sq->n_stop = (uint32_t)w->n_stop_ids;
         sq->stop_ids = sq->n_stop ? xmalloc(sizeof(uint32_t) * sq->n_stop) : NULL;
@@ -496,9 +498,14 @@ static void run_spec_rounds(struct wk_exec *x, struct job *jobs, uint32_t nj, st
         struct spec_seq ss = {.x = x, .sq = sq, .msg = NULL};
         const struct spec_hook hook = {.user = &ss, .row = spec_row, .emit = spec_emit};
         const bool hooked = sq->gram || sq->min_tokens > sq->n_generated;
+        const uint64_t t0 = clock_now_ns();
         int r = wk_spec_round(x->spec, x->eng, (uint32_t)(sq - x->seqs), sq->pos, sq->last,
                               j->spec_k, sq->blocks, sq->n_blocks, x->sc, &sq->sp, sq->hist,
                               sq->n_hist, &sq->rng, hooked ? &hook : NULL, toks, &rows);
+        if (r > 0) {
+            wk_spec_cost(x->spec, true, clock_now_ns() - t0);
+            wk_spec_gate_note(&sq->gate, r);
+        }
         sq->sp.allow = NULL; /* the hook's masks belong to the round */
         j->spec_k = 0;
         if (r < 0) {
@@ -594,7 +601,8 @@ static void run_plan(struct wk_exec *x, const Tern__StepPlan *p)
                     cap = in->max_model_len;
                 /* a min_tokens ban or a grammar mask that changes inside the window rides the
                  * round's hook (run_spec_rounds) */
-                j->spec_k = wk_spec_round_k(x->spec, &j->sq->sp, j->sq->pos, j->steps_left, cap);
+                j->spec_k = wk_spec_round_k(x->spec, &j->sq->gate, &j->sq->sp, j->sq->pos,
+                                            j->steps_left, cap);
                 if (j->spec_k)
                     continue; /* a speculative round after the batched items */
                 it->tokens = &j->sq->last;
@@ -616,13 +624,20 @@ static void run_plan(struct wk_exec *x, const Tern__StepPlan *p)
             spec_round |= !jobs[i].err && jobs[i].spec_k;
         if (ni == 0 && so.n == 0 && step > 0 && !spec_round)
             break;
+        /* a step of decode rows only times a plain decode step for the speculation gates */
+        bool decode_only = ni > 0;
+        for (uint32_t i = 0; i < ni; i++)
+            decode_only = decode_only && items[i].n == 1 && items[i].tokens == &jobs[item_job[i]].sq->last;
+        uint64_t engine_ns = 0;
         /* engine calls in sub-batches; sample each sub-batch before the next overwrites logits */
         for (uint32_t o = 0; o < ni; o += WK_EXEC_ITEMS_MAX) {
             uint32_t m = ni - o < WK_EXEC_ITEMS_MAX ? ni - o : WK_EXEC_ITEMS_MAX;
             for (uint32_t i = 0; i < m; i++)
                 if (items[o + i].logits)
                     items[o + i].logits = x->logits + (size_t)i * in->vocab_size;
+            const uint64_t te = clock_now_ns();
             int rc = x->eng->ops->step(x->eng, items + o, m);
+            engine_ns += clock_now_ns() - te;
             for (uint32_t i = 0; i < m; i++) {
                 struct wk_engine_item *it = &items[o + i];
                 struct job *j = &jobs[item_job[o + i]];
@@ -663,6 +678,8 @@ static void run_plan(struct wk_exec *x, const Tern__StepPlan *p)
                 so.resp[so.n++] = r;
             }
         }
+        if (decode_only && wk_spec_k(x->spec))
+            wk_spec_cost(x->spec, false, engine_ns);
         run_spec_rounds(x, jobs, nj, &so);
         /* errors raised by the engine this step are reported next turn; is there more work? */
         bool more = false;
@@ -817,7 +834,8 @@ void *wk_exec_main(void *arg)
         x->seqs = xcalloc(x->eng->info.n_slots, sizeof *x->seqs);
         x->logits = malloc(sizeof(float) * WK_EXEC_ITEMS_MAX * x->eng->info.vocab_size);
         x->sc = sample_ctx_create((int)x->eng->info.vocab_size);
-        x->spec = wk_spec_create(x->eng, x->cfg->speculative_tokens > 0);
+        x->spec = wk_spec_create(x->eng, x->cfg->speculative_tokens > 0,
+                                 x->cfg->speculative_gate != 0);
         x->gram = wk_grammar_create(x->cfg->model, x->eng->info.vocab_size);
         if (!x->logits || !x->sc)
             rc = ERR_NOMEM;

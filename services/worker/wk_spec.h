@@ -18,6 +18,8 @@
 struct wk_engine;
 
 struct wk_spec_counts {
+    uint64_t gated;                // tokens decoded plainly because their gate was closed
+    uint64_t probes;               // rounds run to test a closed gate
     uint64_t drafts;               // rounds (verify forwards)
     uint64_t draft_tokens;         // drafts proposed
     uint64_t accepted;             // drafts accepted
@@ -27,21 +29,44 @@ struct wk_spec_counts {
 
 struct wk_spec;
 
+/* The gate of one sequence: speculation stops for it while its rounds are a loss, (1 + accepted
+ * drafts per round) x (a plain decode step's time) < (a round's time), both times measured by
+ * the worker (wk_spec_cost); while closed, one probe round after WK_SPEC_PROBE_MIN plain tokens,
+ * then twice as many each time it stays closed (at most WK_SPEC_PROBE_MAX), refreshes the
+ * acceptance, and the gate opens again when the rounds pay. */
+#define WK_SPEC_PROBE_MIN 16
+#define WK_SPEC_PROBE_MAX 256
+struct wk_spec_gate {
+    float acc;      // drafts accepted per round, moving average; < 0 before the first round
+    uint32_t plain; // plain tokens since the last probe (closed)
+    uint32_t probe; // plain tokens before the next probe (closed)
+    bool closed;
+};
+void wk_spec_gate_init(struct wk_spec_gate *g);
+
 /* For engine e (borrowed): K = e->info.spec_k when the engine has the spec ops, else 0 (then
  * every round_k is 0 and the worker decodes plainly). sampled: speculate for sampled requests
  * too (temperature > 0; the output distribution is unchanged but the tokens drawn for a seed
- * differ from plain decoding), given when K was asked for explicitly; greedy requests always
- * speculate (their tokens are the same). Never NULL. */
-struct wk_spec *wk_spec_create(const struct wk_engine *e, bool sampled);
+ * differ from plain decoding, and with the gate on they depend on the measured times), given
+ * when K was asked for explicitly; greedy requests always speculate (their tokens are the
+ * same). gate: apply the sequences' gates (wk_spec_round_k); off = every round at K. Never
+ * NULL. */
+struct wk_spec *wk_spec_create(const struct wk_engine *e, bool sampled, bool gate);
 void wk_spec_destroy(struct wk_spec *s);
 int wk_spec_k(const struct wk_spec *s);
 
 /* Drafts for the next round of a sequence sampled with sp at position pos (of the fed token)
  * with `left` tokens still granted and KV room for positions < cap: min(K, left-1, cap-pos-1),
  * so that the window (k+1 positions) fits the grant and the round never emits more than `left`
- * tokens. 0 = decode this token plainly (also for sampled requests unless created so). */
-int wk_spec_round_k(const struct wk_spec *s, const struct sample_params *sp, uint32_t pos,
-                    uint32_t left, uint64_t cap);
+ * tokens. 0 = decode this token plainly (also for sampled requests unless created so, and while
+ * the sequence's gate g is closed, except for its probe rounds; g NULL: no gate). */
+int wk_spec_round_k(struct wk_spec *s, struct wk_spec_gate *g, const struct sample_params *sp,
+                    uint32_t pos, uint32_t left, uint64_t cap);
+/* A round of the sequence with gate g emitted n tokens (n - 1 drafts accepted). */
+void wk_spec_gate_note(struct wk_spec_gate *g, int n);
+/* A measured time: of one speculative round (round) or of one plain decode step (its engine
+ * calls; steps with prefill rows are not given). Moving averages; the gate needs both. */
+void wk_spec_cost(struct wk_spec *s, bool round, uint64_t ns);
 
 /* One round for the sequence in slot: k drafts after x (fed at pos; blocks/n_blocks is its block
  * table, handed to the engine's spec_window), the verify window, the

@@ -47,7 +47,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     g_x->seqs = xcalloc(g_x->eng->info.n_slots, sizeof *g_x->seqs);
     g_x->logits = xmalloc(sizeof(float) * WK_EXEC_ITEMS_MAX * g_x->eng->info.vocab_size);
     g_x->sc = sample_ctx_create((int)g_x->eng->info.vocab_size);
-    g_x->spec = wk_spec_create(g_x->eng, g_cfg.speculative_tokens > 0); /* as wk_exec_main */
+    g_x->spec = wk_spec_create(g_x->eng, g_cfg.speculative_tokens > 0,
+                               g_cfg.speculative_gate != 0); /* as wk_exec_main */
     return 0;
 }
 

@@ -324,6 +324,7 @@ int main(void)
     CHECK(file_has(log, "speculative decoding on: MTP head present"));
     CHECK(file_has(log, "spec_stats"));
     CHECK(file_has(log, "mean_accepted_len="));
+    CHECK(file_has(log, "gate=on")); /* the default; greedy tokens equal plain ones above */
 
     /* no mtp.* tensors: explicit K exits non-zero with the line */
     snprintf(log, sizeof log, "%s/worker-nomtp-k2.log", dir);

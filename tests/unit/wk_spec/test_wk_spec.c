@@ -68,22 +68,22 @@ int main(void)
     hot.temperature = 0.8f;
 
     /* sizing: K, the grant (left - 1) and the KV room (cap - pos - 1) */
-    struct wk_spec *s = wk_spec_create(&e, false);
+    struct wk_spec *s = wk_spec_create(&e, false, true);
     CHECK_EQ_INT(wk_spec_k(s), 3);
-    CHECK_EQ_INT(wk_spec_round_k(s, &greedy, 10, 8, 100), 3);
-    CHECK_EQ_INT(wk_spec_round_k(s, &greedy, 10, 3, 100), 2);
-    CHECK_EQ_INT(wk_spec_round_k(s, &greedy, 10, 1, 100), 0);
-    CHECK_EQ_INT(wk_spec_round_k(s, &greedy, 10, 8, 13), 2); // positions 10..12 fit
-    CHECK_EQ_INT(wk_spec_round_k(s, &greedy, 10, 8, 11), 0); // only the fed token fits
-    CHECK_EQ_INT(wk_spec_round_k(s, &hot, 10, 8, 100), 0);   // sampled: not unless asked
-    struct wk_spec *s2 = wk_spec_create(&e, true);
-    CHECK_EQ_INT(wk_spec_round_k(s2, &hot, 10, 8, 100), 3);
+    CHECK_EQ_INT(wk_spec_round_k(s, NULL, &greedy, 10, 8, 100), 3);
+    CHECK_EQ_INT(wk_spec_round_k(s, NULL, &greedy, 10, 3, 100), 2);
+    CHECK_EQ_INT(wk_spec_round_k(s, NULL, &greedy, 10, 1, 100), 0);
+    CHECK_EQ_INT(wk_spec_round_k(s, NULL, &greedy, 10, 8, 13), 2); // positions 10..12 fit
+    CHECK_EQ_INT(wk_spec_round_k(s, NULL, &greedy, 10, 8, 11), 0); // only the fed token fits
+    CHECK_EQ_INT(wk_spec_round_k(s, NULL, &hot, 10, 8, 100), 0);   // sampled: not unless asked
+    struct wk_spec *s2 = wk_spec_create(&e, true, true);
+    CHECK_EQ_INT(wk_spec_round_k(s2, NULL, &hot, 10, 8, 100), 3);
     wk_spec_destroy(s2);
     struct wk_engine plain = e;
     plain.ops = &NO_OPS;
-    s2 = wk_spec_create(&plain, true);
+    s2 = wk_spec_create(&plain, true, true);
     CHECK_EQ_INT(wk_spec_k(s2), 0);
-    CHECK_EQ_INT(wk_spec_round_k(s2, &greedy, 10, 8, 100), 0);
+    CHECK_EQ_INT(wk_spec_round_k(s2, NULL, &greedy, 10, 8, 100), 0);
     wk_spec_destroy(s2);
 
     struct sample_ctx *sc = sample_ctx_create(V);
@@ -133,6 +133,61 @@ int main(void)
     CHECK(wk_spec_round(s, &e, 0, 4, 7, 4, NULL, 0, sc, &greedy, hist, 4, &rng, NULL, out, &rows) < 0);
     CHECK(wk_spec_round(s, &e, 0, 4, 8, 2, NULL, 0, sc, &greedy, hist, 4, &rng, NULL, out, &rows) < 0);
     CHECK_EQ_INT(g_s.windows, before);
+
+    /* the gate: open while unknown; closed while (1 + accepted) x plain step < round */
+    struct wk_spec_gate g;
+    wk_spec_gate_init(&g);
+    struct wk_spec *gs = wk_spec_create(&e, false, true);
+    CHECK_EQ_INT(wk_spec_round_k(gs, &g, &greedy, 10, 8, 100), 3); // nothing measured
+    wk_spec_gate_note(&g, 1);                                       // no draft accepted
+    CHECK_EQ_INT(wk_spec_round_k(gs, &g, &greedy, 10, 8, 100), 3); // no times yet
+    wk_spec_cost(gs, true, 1800000);  // a round: 1.8 ms
+    wk_spec_cost(gs, false, 1000000); // a plain step: 1.0 ms
+    /* 1 token a round at 1.8 ms against 1 at 1.0 ms: plain, WK_SPEC_PROBE_MIN times, then a
+     * probe round, then twice as many plain tokens before the next */
+    int n_plain = 0, round = 0;
+    for (int i = 0; i < WK_SPEC_PROBE_MIN; i++)
+        n_plain += wk_spec_round_k(gs, &g, &greedy, 10, 8, 100) == 0;
+    CHECK_EQ_INT(n_plain, WK_SPEC_PROBE_MIN);
+    CHECK(g.closed);
+    CHECK_EQ_INT(wk_spec_round_k(gs, &g, &greedy, 10, 8, 100), 3); // the probe
+    for (int i = 0; i < 2 * WK_SPEC_PROBE_MIN; i++)
+        round += wk_spec_round_k(gs, &g, &greedy, 10, 8, 100) != 0;
+    CHECK_EQ_INT(round, 0);
+    CHECK_EQ_INT(wk_spec_round_k(gs, &g, &greedy, 10, 8, 100), 3); // the second probe
+    /* the probes accept drafts again: 1 + 2.4 > 1.8 opens the gate */
+    for (int i = 0; i < 8; i++)
+        wk_spec_gate_note(&g, 4);
+    CHECK(g.acc > 2.4f);
+    CHECK_EQ_INT(wk_spec_round_k(gs, &g, &greedy, 10, 8, 100), 3);
+    CHECK(!g.closed);
+    CHECK_EQ_INT(wk_spec_round_k(gs, &g, &greedy, 10, 8, 100), 3);
+    struct wk_spec_counts gc;
+    wk_spec_take(gs, &gc);
+    CHECK(gc.gated == 3 * WK_SPEC_PROBE_MIN && gc.probes == 2);
+    /* the probe interval stops doubling at WK_SPEC_PROBE_MAX */
+    struct wk_spec_gate h;
+    wk_spec_gate_init(&h);
+    wk_spec_gate_note(&h, 1);
+    int n_probes = 0, since = 0, longest = 0;
+    for (int i = 0; i < 4000; i++) {
+        if (wk_spec_round_k(gs, &h, &greedy, 10, 8, 100)) {
+            n_probes++;
+            longest = since > longest ? since : longest;
+            since = 0;
+        } else {
+            since++;
+        }
+    }
+    CHECK_EQ_INT(longest, WK_SPEC_PROBE_MAX);
+    CHECK(n_probes >= 12 && n_probes <= 20);
+    /* gate off: every round at K */
+    struct wk_spec *ng = wk_spec_create(&e, false, false);
+    wk_spec_cost(ng, true, 1800000);
+    wk_spec_cost(ng, false, 1000000);
+    CHECK_EQ_INT(wk_spec_round_k(ng, &h, &greedy, 10, 8, 100), 3);
+    wk_spec_destroy(ng);
+    wk_spec_destroy(gs);
 
     sample_ctx_destroy(sc);
     wk_spec_destroy(s);
