@@ -627,7 +627,8 @@ static void run_plan(struct wk_exec *x, const Tern__StepPlan *p)
         /* a step of decode rows only times a plain decode step for the speculation gates */
         bool decode_only = ni > 0;
         for (uint32_t i = 0; i < ni; i++)
-            decode_only = decode_only && items[i].n == 1 && items[i].tokens == &jobs[item_job[i]].sq->last;
+            decode_only =
+                decode_only && items[i].n == 1 && items[i].tokens == &jobs[item_job[i]].sq->last;
         uint64_t engine_ns = 0;
         /* engine calls in sub-batches; sample each sub-batch before the next overwrites logits */
         for (uint32_t o = 0; o < ni; o += WK_EXEC_ITEMS_MAX) {
