@@ -87,6 +87,13 @@ int wk_spec_round_k(struct wk_spec *s, struct wk_spec_gate *g, const struct samp
         k = cap - pos - 1;
     if (!s->gate || !g)
         return (int)k;
+    if (s->t_plain <= 0.0 && g->acc >= 0.0f) {
+        /* no plain decode step timed yet (every sequence speculating leaves none): every other
+         * token of this sequence plain until one is (g->plain is free while the gate is open) */
+        g->plain = !g->plain;
+        if (g->plain)
+            return 0;
+    }
     if (gate_pays(s, g)) {
         g->closed = false;
         g->probe = WK_SPEC_PROBE_MIN;

@@ -33,7 +33,9 @@ struct wk_spec;
  * drafts per round) x (a plain decode step's time) < (a round's time), both times measured by
  * the worker (wk_spec_cost); while closed, one probe round after WK_SPEC_PROBE_MIN plain tokens,
  * then twice as many each time it stays closed (at most WK_SPEC_PROBE_MAX), refreshes the
- * acceptance, and the gate opens again when the rounds pay. */
+ * acceptance, and the gate opens again when the rounds pay. Until a plain decode step has been
+ * timed, a sequence that has run a round decodes every other token plainly (the worker times
+ * steps of decode rows only, and sequences that all speculate leave none). */
 #define WK_SPEC_PROBE_MIN 16
 #define WK_SPEC_PROBE_MAX 256
 struct wk_spec_gate {

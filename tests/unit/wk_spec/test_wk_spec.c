@@ -140,7 +140,10 @@ int main(void)
     struct wk_spec *gs = wk_spec_create(&e, false, true);
     CHECK_EQ_INT(wk_spec_round_k(gs, &g, &greedy, 10, 8, 100), 3); // nothing measured
     wk_spec_gate_note(&g, 1);                                       // no draft accepted
-    CHECK_EQ_INT(wk_spec_round_k(gs, &g, &greedy, 10, 8, 100), 3); // no times yet
+    /* no plain step timed yet: every other token plain until one is */
+    CHECK_EQ_INT(wk_spec_round_k(gs, &g, &greedy, 10, 8, 100), 0);
+    CHECK_EQ_INT(wk_spec_round_k(gs, &g, &greedy, 10, 8, 100), 3);
+    CHECK_EQ_INT(wk_spec_round_k(gs, &g, &greedy, 10, 8, 100), 0);
     wk_spec_cost(gs, true, 1800000);  // a round: 1.8 ms
     wk_spec_cost(gs, false, 1000000); // a plain step: 1.0 ms
     /* 1 token a round at 1.8 ms against 1 at 1.0 ms: plain, WK_SPEC_PROBE_MIN times, then a
