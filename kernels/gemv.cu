@@ -230,6 +230,24 @@ int gemv_cuda(float *y, const struct kweight *w, int expert, const float *x, int
     return gemv_cuda_path(y, w, expert, x, n_tok, GEMV_PATH_AUTO, stream);
 }
 
+int gemv_multi_kind(const struct gemv_out *outs, int n, int n_tok)
+{
+    if (!outs || n < 1 || n > GEMV_MULTI_MAX || n_tok < 1)
+        return GEMV_MULTI_NONE;
+    /* the stream kernel: what gemv_cuda takes for each of them, in one launch of one load form */
+    bool stream = n >= 2 && n <= NVS_MULTI, wide = n_tok <= GEMV_WIDE_MAX_TOK;
+    for (int i = 0; i < n; i++) {
+        const struct kweight *w = outs[i].w;
+        if (!w || w->cols != outs[0].w->cols)
+            return GEMV_MULTI_NONE;
+        stream = stream && GEMV_STREAM_AUTO && nvs_ok(w) && n_tok <= NVS_MAX_TOK &&
+                 nvs_fits(w->cols, n_tok, 1) && outs[i].expert == outs[0].expert &&
+                 nvs_vec16(w) == nvs_vec16(outs[0].w);
+        wide = wide && w->rows <= GEMV_WIDE_MAX_ROWS;
+    }
+    return stream ? GEMV_MULTI_STREAM : wide ? GEMV_MULTI_WIDE : GEMV_MULTI_NONE;
+}
+
 int gemv_multi_cuda(const struct gemv_out *outs, int n, const float *x, int n_tok,
                     cudaStream_t stream)
 {
@@ -238,7 +256,6 @@ int gemv_multi_cuda(const struct gemv_out *outs, int n, const float *x, int n_to
     gemv_wide_args a;
     memset(&a, 0, sizeof a);
     int rows = 0, kf = kw_kf_of(outs[0].w);
-    bool all_stream = n >= 2 && n <= NVS_MULTI;
     for (int i = 0; i < n; i++) {
         const struct kweight *w = outs[i].w;
         int rc = kweight_check_dev(w);
@@ -246,10 +263,11 @@ int gemv_multi_cuda(const struct gemv_out *outs, int n, const float *x, int n_to
             return rc;
         if (!outs[i].y || outs[i].expert < 0 || w->cols != outs[0].w->cols)
             return ERR_INVAL;
-        all_stream = all_stream && GEMV_STREAM_AUTO && nvs_ok(w) && n_tok <= NVS_MAX_TOK &&
-                     nvs_fits(w->cols, n_tok, 1) && outs[i].expert == outs[0].expert;
     }
-    if (all_stream) { /* what gemv_cuda takes for each of them: the stream kernel, one launch */
+    const int kind = gemv_multi_kind(outs, n, n_tok);
+    if (kind == GEMV_MULTI_NONE)
+        return ERR_UNSUPPORTED;
+    if (kind == GEMV_MULTI_STREAM) {
         const kweight *ws[NVS_MULTI];
         float *ys[NVS_MULTI];
         for (int i = 0; i < n; i++) {
@@ -258,14 +276,10 @@ int gemv_multi_cuda(const struct gemv_out *outs, int n, const float *x, int n_to
         }
         const struct nvs_args na = {outs[0].y, outs[0].w->rows, x, outs[0].w->cols, NULL, NULL,
                                     n_tok, 1, 1, outs[0].expert, 1, 0};
-        const int rc = nvs_launch_multi(ws, ys, n, na, stream);
-        if (rc != ERR_UNSUPPORTED)
-            return rc;
+        return nvs_launch_multi(ws, ys, n, na, stream);
     }
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++) { /* GEMV_MULTI_WIDE */
         const struct kweight *w = outs[i].w;
-        if (w->rows > GEMV_WIDE_MAX_ROWS || n_tok > GEMV_WIDE_MAX_TOK)
-            return ERR_UNSUPPORTED;
         if (kw_kf_of(w) != kf)
             kf = KF_ANY;
         rows = w->rows > rows ? w->rows : rows;

@@ -63,6 +63,11 @@ struct gemv_out {
 };
 int gemv_multi_cuda(const struct gemv_out *outs, int n, const float *x, int n_tok,
                     cudaStream_t stream);
+/* The kernel gemv_multi_cuda launches for these weights at n_tok rows, from their descriptors
+ * alone (no device access; the dispatch log names it): GEMV_MULTI_STREAM, GEMV_MULTI_WIDE, or
+ * GEMV_MULTI_NONE where gemv_multi_cuda returns ERR_UNSUPPORTED (or ERR_INVAL). */
+enum gemv_multi_kind { GEMV_MULTI_NONE = 0, GEMV_MULTI_STREAM, GEMV_MULTI_WIDE };
+int gemv_multi_kind(const struct gemv_out *outs, int n, int n_tok);
 int gemv_multi_ref(const struct gemv_out *outs, int n, const float *x, int n_tok);
 /* Same contract on host pointers. */
 int gemv_ref(float *y, const struct kweight *w, int expert, const float *x, int n_tok);

@@ -89,7 +89,10 @@ static int run_multi(int n, int f0, int f1, int f2, int r0, int r1, int cols, in
         }
     }
     const bool one = launched.find(expect) != std::string::npos && launched.find(';') == launched.rfind(';');
-    const int fail = rc || bad || !guard || !one;
+    /* the dispatch log's source: gemv_multi_kind names the kernel that ran */
+    const int kind = gemv_multi_kind(o, n, n_tok);
+    const bool named = kind == (f16 ? GEMV_MULTI_STREAM : GEMV_MULTI_WIDE);
+    const int fail = rc || bad || !guard || !one || !named;
     printf("gemv_multi emu n=%d fmts=%d,%d,%d rows=%d,%d cols=%d tok=%d ran=%s: bad=%d guard=%d rc=%d %s\n", n,
            f0, f1, f2, r0, r1, cols, n_tok, launched.c_str(), bad, guard, rc, fail ? "FAIL" : "ok");
     return fail;
@@ -177,6 +180,7 @@ int main(int argc, char **argv)
         int ok = gemv_multi_cuda(o, 2, d, 1, 0) == ERR_INVAL; /* cols differ */
         o[1].w = &c;
         ok &= gemv_multi_cuda(o, 2, d, 1, 0) == ERR_UNSUPPORTED; /* 513 rows */
+        ok &= gemv_multi_kind(o, 2, 1) == GEMV_MULTI_NONE;
         o[1].w = &a;
         ok &= gemv_multi_cuda(o, 2, d, 9, 0) == ERR_UNSUPPORTED; /* 9 tokens */
         ok &= gemv_multi_cuda(o, 0, d, 1, 0) == ERR_INVAL && gemv_multi_cuda(o, 5, d, 1, 0) == ERR_INVAL;

@@ -130,6 +130,8 @@ int linear_f32_cuda(struct linear_ctx *c, float *y, const float *w, int rows, in
     return 0;
 }
 int gemv_multi_cuda(const struct gemv_out *o, int n, const float *x, int t, cudaStream_t s) { (void)s; return gemv_multi_ref(o, n, x, t); }
+/* the reference above runs any weights; the dispatch log here names the wide kernel */
+int gemv_multi_kind(const struct gemv_out *o, int n, int t) { (void)o; (void)n; (void)t; return GEMV_MULTI_WIDE; }
 int moe_grouped_cuda_tiles(float *out, float *ws, const float *x, const int32_t *ids, const float *w, int n, int k, int E,
                            const struct kweight *gu, const struct kweight *dn, int acc, int tiles, cudaStream_t s)
 { (void)ws; (void)tiles; (void)s; return moe_grouped_ref(out, x, ids, w, n, k, E, gu, dn, acc); }

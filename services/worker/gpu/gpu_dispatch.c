@@ -337,22 +337,24 @@ static void log_experts(const struct gpu_model *g, const char *cls, const struct
              paths(b, sizeof b, "moe_expert", many, g->disp.grouped_rows[w->fmt]));
 }
 
-/* what gpu_linear_multi launches for these weights at one row */
+/* what gpu_linear_multi launches for these weights at one row: its own condition, then the
+ * kernel gemv_multi_cuda picks (gemv_multi_kind) */
 static const char *multi_name(const struct gpu_model *g, const struct kweight *const *ws, int n)
 {
     if (g->disp.multi_rows < 1)
         return "one launch each (fuse off)";
-    bool gemv = true, nvs = n >= 2 && n <= 3, wide = true;
-    for (int i = 0; i < n; i++) {
+    bool one = n >= 1 && n <= GEMV_MULTI_MAX;
+    struct gemv_out o[GEMV_MULTI_MAX];
+    for (int i = 0; one && i < n; i++) {
         if (!ws[i]->data)
             return "absent";
-        gemv = gemv && gemv_path(g, ws[i], 1) && ws[i]->cols == ws[0]->cols;
-        nvs = nvs && ws[i]->fmt == KW_FMT_NVFP4;
-        wide = wide && ws[i]->rows <= GEMV_WIDE_MAX_ROWS;
+        one = gemv_path(g, ws[i], 1) && ws[i]->cols == ws[0]->cols;
+        o[i] = (struct gemv_out){ ws[i], 0, NULL };
     }
-    if (!gemv || !(nvs || wide))
-        return "one launch each";
-    return nvs ? "rows<=8:one nvfp4 stream launch" : "rows<=8:one gemv_wide launch";
+    const int kind = one ? gemv_multi_kind(o, n, 1) : GEMV_MULTI_NONE;
+    return kind == GEMV_MULTI_STREAM ? "rows<=8:one nvfp4 stream launch"
+           : kind == GEMV_MULTI_WIDE ? "rows<=8:one gemv_wide launch"
+                                     : "one launch each";
 }
 
 void gpu_dispatch_log(const struct gpu_model *g)
