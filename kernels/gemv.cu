@@ -179,14 +179,8 @@ int gemv_cuda_path(float *y, const struct kweight *w, int expert, const float *x
     const bool mma_ok = nvfp4_mma_ok(w);
     if (path == GEMV_PATH_TENSOR && !mma_ok)
         return ERR_UNSUPPORTED;
-    if (path < GEMV_PATH_AUTO || path > GEMV_PATH_STAGED)
+    if (path < GEMV_PATH_AUTO || path > GEMV_PATH_STREAM)
         return ERR_INVAL;
-    if (path == GEMV_PATH_STAGED) {
-        if (!nvs_ok(w) || n_tok > NVS_MAX_TOK || !nvs_fits(w->cols, n_tok, 1))
-            return ERR_UNSUPPORTED;
-        struct nvs_args a = {y, w->rows, x, w->cols, NULL, NULL, n_tok, 1, 1, expert, 1, 0};
-        return nvs_launch<NVS_PLAIN>(w, a, 1, 1, n_tok, stream, true);
-    }
     const bool stream_ok =
         GEMV_STREAM_AUTO && nvs_ok(w) && n_tok <= NVS_MAX_TOK && nvs_fits(w->cols, n_tok, 1);
     const bool stream_fp8_ok = GEMV_STREAM_FP8_AUTO && nvs_ok_fp8(w) && n_tok <= NVS_MAX_TOK &&

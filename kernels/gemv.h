@@ -30,18 +30,8 @@ int gemv_cuda(float *y, const struct kweight *w, int expert, const float *x, int
  * accumulation; else ERR_UNSUPPORTED), GEMV_PATH_STREAM (nvfp4, or fp8 with tensor/channel
  * scales or block scales with block_rows % 16 == 0 and block_cols % 128 == 0; 1..8 tokens,
  * cols % 16 == 0, cols <= ~20000/n_tok: bandwidth-oriented decode kernel, activations staged in
- * shared memory as fp16, same numerics as TENSOR; else ERR_UNSUPPORTED), GEMV_PATH_STAGED (nvfp4
- * with cols % 128 == 0, 16-byte loads and 8-byte aligned scale rows, 1..8 tokens within its shared
- * memory: the stream kernel with the block's whole weight tile copied to shared memory first;
- * STREAM's sums bit for bit; measured slower than STREAM on the H200, for benchmarks; else
- * ERR_UNSUPPORTED). */
-enum gemv_path {
-    GEMV_PATH_AUTO = 0,
-    GEMV_PATH_CORES,
-    GEMV_PATH_TENSOR,
-    GEMV_PATH_STREAM,
-    GEMV_PATH_STAGED
-};
+ * shared memory as fp16, same numerics as TENSOR; else ERR_UNSUPPORTED). */
+enum gemv_path { GEMV_PATH_AUTO = 0, GEMV_PATH_CORES, GEMV_PATH_TENSOR, GEMV_PATH_STREAM };
 int gemv_cuda_path(float *y, const struct kweight *w, int expert, const float *x, int n_tok,
                    int path, cudaStream_t stream);
 /* Weights of at most GEMV_WIDE_MAX_ROWS rows at 1..GEMV_WIDE_MAX_TOK tokens take a kernel with

@@ -72,8 +72,8 @@ static void bench_gemv(const char *name, int fmt, int rows, int cols)
     a.y = ktest_dev_alloc((size_t)32 * rows * 4);
     cudaMemset(a.x, 0x3c, (size_t)32 * cols * 4); /* ~0.0117f, non-zero */
     a.next = 0;
-    for (int path = GEMV_PATH_CORES; path <= GEMV_PATH_STAGED; path++) {
-        if (((path == GEMV_PATH_TENSOR || path == GEMV_PATH_STAGED) && fmt != KW_FMT_NVFP4) ||
+    for (int path = GEMV_PATH_CORES; path <= GEMV_PATH_STREAM; path++) {
+        if ((path == GEMV_PATH_TENSOR && fmt != KW_FMT_NVFP4) ||
             (path == GEMV_PATH_STREAM && fmt == KW_FMT_BF16))
             continue;
         a.path = path;
@@ -91,8 +91,7 @@ static void bench_gemv(const char *name, int fmt, int rows, int cols)
                                        : "nvfp4",
                    path == GEMV_PATH_CORES    ? "cores"
                    : path == GEMV_PATH_TENSOR ? "tensor"
-                   : path == GEMV_PATH_STREAM ? "stream"
-                                              : "staged",
+                                              : "stream",
                    name, rows, cols, a.n_tok, us, gbs, 100.0 * gbs / copy_bw);
         }
     }

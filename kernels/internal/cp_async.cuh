@@ -22,14 +22,6 @@ static __device__ __forceinline__ void cpa_4(void *dst, const void *src, int src
                  "r"(src_bytes));
 }
 
-/* 8 bytes, both sides 8-byte aligned, bytes src_bytes..7 zero. */
-static __device__ __forceinline__ void cpa_8(void *dst, const void *src, int src_bytes)
-{
-    const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(d), "l"(src),
-                 "r"(src_bytes));
-}
-
 /* close the group of the copies issued since the last commit */
 static __device__ __forceinline__ void cpa_commit()
 {
@@ -40,23 +32,4 @@ static __device__ __forceinline__ void cpa_commit()
 template <int N> static __device__ __forceinline__ void cpa_wait()
 {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-/* cpa_wait for a count known only after unrolling (0..3; more waits for all) */
-static __device__ __forceinline__ void cpa_wait_n(int n)
-{
-    switch (n) {
-    case 3:
-        cpa_wait<3>();
-        break;
-    case 2:
-        cpa_wait<2>();
-        break;
-    case 1:
-        cpa_wait<1>();
-        break;
-    default:
-        cpa_wait<0>();
-        break;
-    }
 }

@@ -31,7 +31,6 @@
 #include <limits.h>
 #include <string.h>
 
-#include "cp_async.cuh"
 #include "kcuda.cuh"
 #include "kweight.h"
 #include "nvfp4_mma.cuh"
@@ -41,7 +40,6 @@
 #define NVS_U 4                      /* items (128-column chunks) in flight per warp */
 #define NVS_MAX_TOK 8                /* one mma n-tile */
 #define NVS_MAX_DYN_SMEM (40 * 1024) /* + 4 KB static reduction buffer, under the 48 KB default */
-#define NVS_STATIC_SMEM (NVS_WARPS * 4 * 32 * 4) /* nvs_kernel's reduction buffer, bytes */
 
 enum nvs_mode { NVS_PLAIN = 0, NVS_SLOT = 1, NVS_COMBINE = 2 };
 
@@ -298,69 +296,7 @@ static __device__ __forceinline__ void nvs_mma_item(const uint32_t A[2][16], con
     }
 }
 
-/* Staged (SM) path, nvfp4 PLAIN only, GEMV_PATH_STAGED (no dispatch picks it: on the H200 it
- * made the decode step 20% slower than the register path, dev/cuda/NOTES.md): the block's whole
- * weight tile (R rows x every item: 64 code bytes and 8 scale bytes per row and item) is copied to
- * shared memory by cp.async as the block's first act, in NVS_SM_STAGES commit groups along the
- * item list, so every byte the block needs is in flight at once (the register path holds 8 x 16 B
- * per lane, one round, then waits); the warps then decode from shared memory stage by stage, in
- * the register path's item order (the same sums, bit for bit). Layout [item][row][64 B] and
- * [item][row][8 B]: the 16-byte reads of rows g and g + 8 by the 32 lanes meet no bank twice. */
-#define NVS_SM_STAGES 4
-#define NVS_SM_MAX_DYN_SMEM (88 * 1024) /* sm_120: 99 KB a block with the 4 KB static buffer */
-
-static inline bool nvs_sm_ok(const kweight *w)
-{
-    return nvs_ok(w) && nvs_vec16(w) && w->cols % 128 == 0 && w->bscale_stride % 8 == 0 &&
-           w->bscale_expert_stride % 8 == 0 && ((uintptr_t)w->bscale) % 8 == 0;
-}
-
-static inline size_t nvs_sm_bytes(int cols, int n_xrows, int n_seg, int rows_per_block)
-{
-    return nvs_smem_bytes(cols, n_xrows, n_seg) +
-           (size_t)72 * rows_per_block * n_seg * (cols / 128);
-}
-
-/* Issue the copies of the block's tile (rows m0.., R of them; rows past the weight and empty
- * segments zero-filled without a read), one commit group per stage of ips items. */
-template <int MODE>
-static __device__ __forceinline__ void nvs_sm_issue(const kweight &w, const nvs_args &a,
-                                                    unsigned char *wsm, int n_items, int nch,
-                                                    int R, int m0, int ips)
-{
-    const int64_t rowb = w.row_stride / 2;
-    unsigned char *ssm = wsm + (size_t)64 * R * n_items;
-    for (int st = 0; st < NVS_SM_STAGES; st++) {
-        const int i0 = st * ips, i1 = min(n_items, i0 + ips), ni = i1 - i0;
-        if (ni > 0) {
-            for (int idx = threadIdx.x; idx < ni * R * 4; idx += blockDim.x) {
-                const int part = idx & 3, q = idx >> 2, ii = q % ni, row = q / ni;
-                const int it = i0 + ii, sg = it / nch, ch = it - sg * nch;
-                const int e = nvs_seg_expert<MODE>(a, sg);
-                const bool ok = e >= 0 && m0 + row < w.rows;
-                const uint8_t *src = (const uint8_t *)w.data;
-                if (ok)
-                    src += (int64_t)e * (w.expert_stride / 2) + (int64_t)(m0 + row) * rowb +
-                           ch * 64 + part * 16;
-                cpa_16(wsm + ((size_t)it * R + row) * 64 + part * 16, src, ok ? 16 : 0);
-            }
-            for (int idx = threadIdx.x; idx < ni * R; idx += blockDim.x) {
-                const int ii = idx % ni, row = idx / ni;
-                const int it = i0 + ii, sg = it / nch, ch = it - sg * nch;
-                const int e = nvs_seg_expert<MODE>(a, sg);
-                const bool ok = e >= 0 && m0 + row < w.rows;
-                const uint8_t *src = w.bscale;
-                if (ok)
-                    src += (int64_t)e * w.bscale_expert_stride +
-                           (int64_t)(m0 + row) * w.bscale_stride + ch * 8;
-                cpa_8(ssm + ((size_t)it * R + row) * 8, src, ok ? 8 : 0);
-            }
-        }
-        cpa_commit();
-    }
-}
-
-template <int MODE, bool VEC16, bool FP8 = false, bool MULTI = false, bool SM = false>
+template <int MODE, bool VEC16, bool FP8 = false, bool MULTI = false>
 static __global__ void __launch_bounds__(NVS_WARPS * 32, 2)
     nvs_kernel(const kweight w_in, const nvs_args a, const nvs_more more)
 {
@@ -371,7 +307,7 @@ static __global__ void __launch_bounds__(NVS_WARPS * 32, 2)
     float *const y_out = !MULTI || wi == 0 ? a.y : more.y[wi - 1];
     const int64_t ldy = !MULTI ? a.ldy : wi == 0 ? a.ldy : (int64_t)w.rows;
     extern __shared__ __align__(16) unsigned char nvs_smem[];
-    __shared__ float red[NVS_WARPS][4][32]; /* NVS_STATIC_SMEM bytes */
+    __shared__ float red[NVS_WARPS][4][32];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
     const int K = w.cols, nch = (K + 127) / 128, rs = nvs_row_halves(K);
@@ -390,21 +326,16 @@ static __global__ void __launch_bounds__(NVS_WARPS * 32, 2)
             return; /* whole block, before any barrier */
     }
     const int wk = a.wk, wr = warp / wk, kw = warp - wr * wk;
-    const int R = 16 * (NVS_WARPS / wk); /* rows per block */
     const int m0 = (bx * (NVS_WARPS / wk) + wr) * 16;
     const int ra = m0 + g, rb = m0 + g + 8;
     const bool va = ra < w.rows, vb = rb < w.rows;
     const int n_items = S * nch;
     constexpr int NU = FP8 ? NVS_U / 2 : NVS_U; /* items per round */
-    const int ips = (n_items + NVS_SM_STAGES - 1) / NVS_SM_STAGES; /* SM: items per stage */
-    unsigned char *const wsm = nvs_smem + (8 * S + 15) / 16 * 16 + (size_t)S * T * rs * 2;
     uint4 qa[NVS_U], qb[NVS_U];
     uint32_t sc[NVS_U]; /* bytes: row g half 0, half 1, row g+8 half 0, half 1 (nvfp4) */
-    /* the block's weights (SM) or the first round's (registers) in flight while the activations
-     * are staged; PLAIN reads nothing another kernel writes before this point */
-    if (SM)
-        nvs_sm_issue<MODE>(w, a, wsm, n_items, nch, R, bx * R, ips);
-    else if (FP8)
+    /* the first round's weights in flight while the activations are staged; PLAIN reads nothing
+     * another kernel writes before this point */
+    if (FP8)
         nvs_load_round_fp8(w, a.expert, kw * NU, n_items, t, ra, rb, va, vb, qa, qb);
     else
         nvs_load_round<MODE, VEC16>(w, a, kw * NU, n_items, nch, t, ra, rb, va, vb, qa, qb, sc);
@@ -467,41 +398,7 @@ static __global__ void __launch_bounds__(NVS_WARPS * 32, 2)
 
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 
-    if (SM) {
-        const unsigned char *ssm = wsm + (size_t)64 * R * n_items;
-        const int rl = wr * 16 + g; /* the lane's row g within the block tile */
-#pragma unroll
-        for (int st = 0; st < NVS_SM_STAGES; st++) {
-            cpa_wait_n(NVS_SM_STAGES - 1 - st);
-            __syncthreads();
-            const int i0 = st * ips, i1 = min(n_items, i0 + ips);
-            /* the warp's items of this stage, in the register path's order (rounds of NU
-             * consecutive items, warp kw's rounds wk apart): the same sums, bit for bit */
-            for (int it0 = kw * NU; it0 < i1; it0 += wk * NU) {
-                for (int it = max(it0, i0); it < min(it0 + NU, i1); it++) {
-                    const int s = nvs_item_seg<MODE>(it, nch), ch = it - s * nch;
-                    if (eseg[s] < 0)
-                        continue;
-                    const unsigned char *wp = wsm + ((size_t)it * R + rl) * 64 + 16 * t;
-                    const unsigned char *sp = ssm + ((size_t)it * R + rl) * 8 + 2 * t;
-                    const uint32_t scv = (uint32_t) * reinterpret_cast<const uint16_t *>(sp) |
-                                         (uint32_t) * reinterpret_cast<const uint16_t *>(sp + 64)
-                                             << 16;
-                    uint32_t A[2][16], B[16];
-                    nvs_a_nvfp4(*reinterpret_cast<const uint4 *>(wp),
-                                *reinterpret_cast<const uint4 *>(wp + 8 * 64), scv, A);
-                    nvs_b_frag(xs, s, T, g, rs, ch, t, B);
-                    float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                    nvs_mma_item(A, B, d);
-                    const float m = mult[s];
-    #pragma unroll
-                    for (int c = 0; c < 4; c++)
-                        acc[c] += d[c] * m;
-                }
-            }
-        }
-    }
-    for (int g0 = kw * NU; !SM && g0 < n_items; g0 += wk * NU) {
+    for (int g0 = kw * NU; g0 < n_items; g0 += wk * NU) {
         if (g0 != kw * NU) {
             if (FP8)
                 nvs_load_round_fp8(w, a.expert, g0, n_items, t, ra, rb, va, vb, qa, qb);
@@ -588,22 +485,11 @@ static inline int nvs_pick_wk(int n_items, int nu)
     return wk;
 }
 
-/* Opt kernel k into smem bytes of dynamic shared memory where that and the kernel's 4 KB static
- * reduction buffer pass the 48 KB default (the launch fails with "invalid argument" otherwise);
- * false (the error left for kcuda_launch_status) when refused. */
-static inline bool nvs_smem_optin(const void *k, size_t smem)
-{
-    return smem + NVS_STATIC_SMEM <= 48 * 1024 ||
-           cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) ==
-               cudaSuccess;
-}
-
-/* Launch over grid (row blocks, grid_y) with n_seg segments and n_xrows staged activation rows:
- * the register kernel, or (staged, PLAIN only) the staged one where the weight's layout allows it
- * and its tile fits. 0, ERR_UNSUPPORTED (shape or shared memory), ERR_INVAL (grid) or ERR_CUDA. */
+/* Launch over grid (row blocks, grid_y) with n_seg segments and n_xrows staged activation rows.
+ * 0, ERR_UNSUPPORTED (shape or shared memory), ERR_INVAL (grid) or ERR_CUDA. */
 template <int MODE>
 static inline int nvs_launch(const kweight *w, nvs_args a, int grid_y, int n_seg, int n_xrows,
-                             cudaStream_t stream, bool staged = false)
+                             cudaStream_t stream)
 {
     if (!nvs_ok(w) || n_seg <= 0 || n_xrows <= 0 || !nvs_fits(w->cols, n_xrows, n_seg))
         return ERR_UNSUPPORTED;
@@ -614,34 +500,20 @@ static inline int nvs_launch(const kweight *w, nvs_args a, int grid_y, int n_seg
     const int nch = (w->cols + 127) / 128;
     a.wk = nvs_pick_wk(n_seg * nch, NVS_U);
     const int rows_per_block = 16 * (NVS_WARPS / a.wk);
-    const bool sm = staged;
-    if (staged && (MODE != NVS_PLAIN || !nvs_sm_ok(w) ||
-                   nvs_sm_bytes(w->cols, n_xrows, n_seg, rows_per_block) > NVS_SM_MAX_DYN_SMEM))
-        return ERR_UNSUPPORTED;
     const dim3 grid((unsigned)((w->rows + rows_per_block - 1) / rows_per_block), (unsigned)grid_y);
-    const nvs_more none = nvs_more_none();
     const dim3 blk(NVS_WARPS * 32);
-    /* each launch spelled out: the emulator logs this text as the kernel's name */
-    if (sm) {
-        const size_t smem = nvs_sm_bytes(w->cols, n_xrows, n_seg, rows_per_block);
-        if (nvs_smem_optin(reinterpret_cast<const void *>(
-                               &nvs_kernel<MODE, true, false, false, true>),
-                           smem))
-            kcuda_launch_pdl(nvs_kernel<MODE, true, false, false, true>, grid, blk, smem, stream,
-                             *w, a, none);
-    } else if (nvs_vec16(w)) {
-        kcuda_launch_pdl(nvs_kernel<MODE, true>, grid, blk, nvs_smem_bytes(w->cols, n_xrows, n_seg),
-                         stream, *w, a, none);
-    } else {
-        kcuda_launch_pdl(nvs_kernel<MODE, false>, grid, blk,
-                         nvs_smem_bytes(w->cols, n_xrows, n_seg), stream, *w, a, none);
-    }
+    const size_t smem = nvs_smem_bytes(w->cols, n_xrows, n_seg);
+    const nvs_more none = nvs_more_none();
+    if (nvs_vec16(w))
+        kcuda_launch_pdl(nvs_kernel<MODE, true>, grid, blk, smem, stream, *w, a, none);
+    else
+        kcuda_launch_pdl(nvs_kernel<MODE, false>, grid, blk, smem, stream, *w, a, none);
     return kcuda_launch_status("nvfp4_stream");
 }
 
 /* PLAIN over n (2..NVS_MULTI) nvfp4 weights of the same cols and load form (nvs_vec16) on the
- * same activations, one launch (the register kernel): output i is ys[i] (ldy = ws[i]->rows).
- * ERR_UNSUPPORTED as nvs_launch's, or when the weights differ in cols or load form. */
+ * same activations, one launch: output i is ys[i] (ldy = ws[i]->rows). ERR_UNSUPPORTED as
+ * nvs_launch's, or when the weights differ in cols or load form. */
 static inline int nvs_launch_multi(const kweight *const *ws, float *const *ys, int n, nvs_args a,
                                    cudaStream_t stream)
 {

@@ -22,7 +22,7 @@ struct wk_spec {
     double t_round, t_plain; // ns, moving averages; 0 = not measured yet
     uint32_t V;
     struct wk_spec_counts tot, taken; // totals; totals at the last take
-    uint64_t logged_drafts, logged_ms; // rounds + gated tokens at the last log line, its time
+    uint64_t logged_events, logged_ms; // rounds + gated tokens at the last log line, its time
     float *logits; // (k+1, V) window logits
     float *probs;  // (V) acceptance scratch
     int32_t *hist; // (cap_hist) history followed by the drafts
@@ -201,7 +201,7 @@ void wk_spec_log(struct wk_spec *s, uint64_t now_ms, uint64_t period_ms, bool fo
     if (!s->k)
         return;
     const uint64_t events = s->tot.drafts + s->tot.gated;
-    if (!force && (events == s->logged_drafts || now_ms - s->logged_ms < period_ms))
+    if (!force && (events == s->logged_events || now_ms - s->logged_ms < period_ms))
         return;
     char at[WK_SPEC_MAX * 24 + 1] = "";
     size_t o = 0;
@@ -216,6 +216,6 @@ void wk_spec_log(struct wk_spec *s, uint64_t now_ms, uint64_t period_ms, bool fo
              t->draft_tokens ? (double)t->accepted / (double)t->draft_tokens : 0.0,
              wk_spec_mean_len(t), at, s->gate ? "on" : "off", t->gated, t->probes,
              s->t_round * 1e-6, s->t_plain * 1e-6);
-    s->logged_drafts = events;
+    s->logged_events = events;
     s->logged_ms = now_ms;
 }

@@ -18,8 +18,8 @@
 #     gdn      bench_kernels gdn: token-serial vs chunked GDN recurrence by item rows (threshold)
 #     stack    tests/gpu/stack.sh at 64 streams (needs .gpu/stack, tests/gpu/stack_bundle.sh)
 #     profile  tests/gpu/profile.sh of a batch-64 decode step and a 2,048-token prefill
-#     nvs      bench_kernels nvfp4 (the model's nvfp4 shapes, stream vs staged vs copy bandwidth)
-#              and ncu sections of one stream and one staged launch
+#     nvs      bench_kernels nvfp4 (the model's nvfp4 shapes against the copy bandwidth), the
+#              stream kernel's SASS opcodes by count, ncu sections of one of its launches
 #     profile1 tests/gpu/profile.sh of batch-1 decode steps at a 2,048-token context (issue 17)
 # Env: BUILD_DIR ($PWD/build-gpudev), CONFIG (tests/configs/qwen3.6-35b-a3b-nvfp4.json),
 # TERN_WERROR (OFF). The default stages take about 8 minutes on an H200; split them over two
@@ -133,14 +133,14 @@ for s in "${stages[@]}"; do
       build_benches || { note nvs "build failed"; continue; }
       timeout 90 "$b/bin/bench_kernels" nvfp4 > "$logs/nvs.txt" 2>&1
       note nvs "bench rc=$? ($(elapsed))"
-      note_lines "  nvs" < <(grep -E '^copy|^gemv nvfp4 (stream|staged)|^moe' "$logs/nvs.txt")
+      note_lines "  nvs" < <(grep -E '^copy|^gemv nvfp4 stream|^moe' "$logs/nvs.txt")
       # the register stream kernel's instructions (PLAIN, 16-byte loads): opcodes by count over
       # the whole kernel, what issue-bound time is spent on
       if command -v cuobjdump > /dev/null; then
         cuobjdump -sass "$b/bin/bench_kernels" > "$logs/sass.txt" 2>&1
-        note nvs "sass of nvs_kernel<0, true, false, false, false>:"
+        note nvs "sass of nvs_kernel<0, true, false, false>:"
         note_lines "  sass" < <(awk '
-          /Function : _Z10nvs_kernelILi0ELb1ELb0ELb0ELb0E/ { f = 1; next }
+          /Function : _Z10nvs_kernelILi0ELb1ELb0ELb0EE/ { f = 1; next }
           /Function :/ { f = 0 }
           f && /^ +\/\*[0-9a-f]+\*\// {
             sub(/^ +\/\*[0-9a-f]+\*\/ +/, ""); op = $1
@@ -150,16 +150,13 @@ for s in "${stages[@]}"; do
           END { printf "%6d TOTAL\n", tot; for (o in n) printf "%6d %s\n", n[o], o }
         ' "$logs/sass.txt" | sort -k1,1nr | head -25 | paste -sd' ' | fold -w 150)
       fi
-      # one stream and one staged launch of the first shape (12288 x 2048, 1 token), caches
-      # flushed before each: where the time goes
-      for sk in 8 190; do
-        timeout 100 ncu --clock-control none --cache-control all -k regex:nvs_kernel -s $sk -c 1 \
-          --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
-          --section Occupancy --section LaunchStats --section SchedulerStats \
-          "$b/bin/bench_kernels" nvfp4 > "$logs/nvs_ncu_$sk.txt" 2>&1
-        note nvs "ncu skip=$sk rc=$? ($(elapsed))"
-        note_lines "  nvs$sk" < <(grep -E 'nvs_kernel<|DRAM Throughput|Memory Throughput|^ +Duration|Achieved Occupancy|Registers Per Thread|Theoretical Occupancy|Waves Per SM|L2 Hit Rate|Mem Busy|Max Bandwidth|Issued Warp Per|No Eligible|Active Warps Per|Eligible Warps|Warp Cycles Per Issued|Dynamic Shared|Block Limit' "$logs/nvs_ncu_$sk.txt" | head -40)
-      done
+      # one launch of the first shape (12288 x 2048, 1 token), caches flushed: where the time goes
+      timeout 100 ncu --clock-control none --cache-control all -k regex:nvs_kernel -s 8 -c 1 \
+        --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
+        --section Occupancy --section LaunchStats --section SchedulerStats \
+        "$b/bin/bench_kernels" nvfp4 > "$logs/nvs_ncu.txt" 2>&1
+      note nvs "ncu rc=$? ($(elapsed))"
+      note_lines "  ncu" < <(grep -E 'nvs_kernel<|DRAM Throughput|Memory Throughput|^ +Duration|Achieved Occupancy|Registers Per Thread|Theoretical Occupancy|Waves Per SM|L2 Hit Rate|Mem Busy|Max Bandwidth|Issued Warp Per|No Eligible|Active Warps Per|Eligible Warps|Warp Cycles Per Issued|Dynamic Shared|Block Limit' "$logs/nvs_ncu.txt" | head -40)
       ;;
     profile1)
       build_benches || { note profile1 "build failed"; continue; }

@@ -20,21 +20,6 @@ static int stream_fits(int cols, int n_tok)
     return n_tok <= 8 && (size_t)n_tok * ((cols + 127) / 128 * 128 + 32) * 2 + 16 <= 40 * 1024;
 }
 
-/* GEMV_PATH_STAGED's contract (gemv.h): whole 128-column chunks, 16-byte loads and 8-byte scale
- * rows (cols_alloc % 128 == 0 gives both), the stream path's activations plus the block tile
- * (72 bytes per row and chunk; 16 * 8 / wk rows, wk the K-split warps) within 88 KB. */
-static int staged_fits(int cols, int cols_alloc, int n_tok)
-{
-    if (!stream_fits(cols, n_tok) || cols % 128 || cols_alloc % 128)
-        return 0;
-    const int nch = cols / 128, rounds = (nch + 3) / 4;
-    int wk = 1;
-    while (wk < 8 && wk * 2 <= rounds)
-        wk *= 2;
-    const size_t x = (size_t)n_tok * (nch * 128 + 32) * 2 + 16;
-    return x + (size_t)72 * (16 * 8 / wk) * nch <= 88 * 1024;
-}
-
 /* cols_alloc > cols: the weight is a view of the first cols columns of a wider one (row_stride =
  * cols_alloc), as a checkpoint with padded rows would give. */
 static void run_path_view(int fmt, int scale_kind, int n_experts, int expert, int rows, int cols,
@@ -61,7 +46,7 @@ static void run_path_view(int fmt, int scale_kind, int n_experts, int expert, in
              fmt, scale_kind, expert, n_experts, rows, cols, cols_alloc, n_tok, path);
     /* the tensor-core and stream paths round activations to fp16 (2^-11 relative, random signs:
      * the error of a dot is ~1e-4 of the largest output); weights are exact in fp16 */
-    if (path == GEMV_PATH_TENSOR || path == GEMV_PATH_STREAM || path == GEMV_PATH_STAGED ||
+    if (path == GEMV_PATH_TENSOR || path == GEMV_PATH_STREAM ||
         (path == GEMV_PATH_AUTO &&
          (fmt == KW_FMT_NVFP4 || (fmt == KW_FMT_FP8 && stream_fits(cols, n_tok)))))
         CHECK(ktest_compare(what, got, ref, (size_t)n_tok * rows, 1e-3 * amax, 1e-3) == 0);
@@ -100,9 +85,6 @@ static void run_view(int fmt, int scale_kind, int n_experts, int expert, int row
     if (stream_fits(cols, n_tok))
         run_path_view(fmt, scale_kind, n_experts, expert, rows, cols, cols_alloc, n_tok,
                       GEMV_PATH_STREAM);
-    if (staged_fits(cols, cols_alloc, n_tok))
-        run_path_view(fmt, scale_kind, n_experts, expert, rows, cols, cols_alloc, n_tok,
-                      GEMV_PATH_STAGED);
     run_path_view(fmt, scale_kind, n_experts, expert, rows, cols, cols_alloc, n_tok,
                   GEMV_PATH_AUTO);
 }

@@ -19,7 +19,7 @@
 
 static const char *path_name(int p)
 {
-    return p == GEMV_PATH_AUTO ? "auto" : p == GEMV_PATH_CORES ? "cores" : p == GEMV_PATH_TENSOR ? "tensor" : p == GEMV_PATH_STREAM ? "stream" : "staged";
+    return p == GEMV_PATH_AUTO ? "auto" : p == GEMV_PATH_CORES ? "cores" : p == GEMV_PATH_TENSOR ? "tensor" : "stream";
 }
 
 /* expect: substring of the launched kernel names that must appear (the path taken) */
@@ -106,8 +106,6 @@ int main(int argc, char **argv)
     const int TS = KW_SCALE_TENSOR, CS = KW_SCALE_CHANNEL, BS = KW_SCALE_BLOCK;
     const char *NVS = "nvs_kernel<MODE, true>", *NVS8 = "nvs_kernel<MODE, false>"; /* source text */
     const char *FP8S = "nvs_kernel<NVS_PLAIN, true, true>";
-    const char *NVSS = "nvs_kernel<MODE, true, false, false, true>"; /* staged in shared memory */
-    const int SG = GEMV_PATH_STAGED;
     int f = 0;
     /* nvfp4 stream (the non-VEC16 instance: K, row or expert stride % 32 == 16) */
     f += run(NV, 0, 1, 0, 45, 96, 96, 3, S, NVS);
@@ -132,11 +130,7 @@ int main(int argc, char **argv)
         f += run(NV, 0, 1, 0, 133, 208, 208, 8, S, NVS8);
         f += run(NV, 0, 1, 0, 70, 2064, 2064, 2, S, NVS8);
         f += run(NV, 0, 1, 0, 517, 2048, 2048, 1, A, NVS);
-        f += run(NV, 0, 1, 0, 517, 2048, 2048, 1, SG, NVSS);
         f += run(NV, 0, 3, 2, 130, 512, 512, 8, S, NVS);
-        f += run(NV, 0, 3, 2, 130, 512, 512, 8, SG, NVSS); /* 128-row blocks */
-        f += run(NV, 0, 2, 1, 45, 4096, 4096, 2, SG, NVSS);
-        f += run(NV, 0, 1, 0, 77, 256, 256, 3, SG, NVSS);
         f += run(NV, 0, 1, 0, 50, 96, 112, 5, S, NVS8);
         f += run(NV, 0, 1, 0, 300, 8192, 8192, 1, S, NVS);  /* 8 K-split warps, 2 rounds */
         f += run(NV, 0, 1, 0, 64, 8192, 8192, 4, A, "nvfp4_mma_kernel<1, false>"); /* stream does not fit */

@@ -194,10 +194,8 @@ static inline void cpa_copy(void *dst, const void *src, int n, int src_bytes)
 }
 static inline void cpa_16(void *dst, const void *src, int src_bytes) { cpa_copy(dst, src, 16, src_bytes); }
 static inline void cpa_4(void *dst, const void *src, int src_bytes) { cpa_copy(dst, src, 4, src_bytes); }
-static inline void cpa_8(void *dst, const void *src, int src_bytes) { cpa_copy(dst, src, 8, src_bytes); }
 static inline void cpa_commit() {}
 template <int N> static inline void cpa_wait() {}
-static inline void cpa_wait_n(int) {}
 ''')
 
 s = cut(read('moe_grouped.cu'), '/* ---- launchers ---- */')
