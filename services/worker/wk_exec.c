@@ -625,7 +625,7 @@ static void run_plan(struct wk_exec *x, const Tern__StepPlan *p)
         if (ni == 0 && so.n == 0 && step > 0 && !spec_round)
             break;
         /* a step of decode rows only times a plain decode step for the speculation gates */
-        bool decode_only = ni > 0;
+        bool decode_only = ni > 0 && wk_spec_k(x->spec);
         for (uint32_t i = 0; i < ni; i++)
             decode_only =
                 decode_only && items[i].n == 1 && items[i].tokens == &jobs[item_job[i]].sq->last;
@@ -679,7 +679,7 @@ static void run_plan(struct wk_exec *x, const Tern__StepPlan *p)
                 so.resp[so.n++] = r;
             }
         }
-        if (decode_only && wk_spec_k(x->spec))
+        if (decode_only)
             wk_spec_cost(x->spec, false, engine_ns);
         run_spec_rounds(x, jobs, nj, &so);
         /* errors raised by the engine this step are reported next turn; is there more work? */

@@ -29,6 +29,8 @@
 # SMOKE_CONFIGS (tests/configs names), SMOKE_TOKENS (256), SMOKE_TIMEOUT (240 s),
 # TERN_WERROR=OFF, BUILD_DIR.
 set -uo pipefail
+jobs_max=${TEST_JOBS:-4}
+case $jobs_max in ''|*[!0-9]*|0) echo "run.sh: TEST_JOBS must be a positive integer (got '$jobs_max')" >&2; exit 2 ;; esac
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${OUT:-$root/gpu-logs}
 arch=90
@@ -105,7 +107,6 @@ run_one() {
   rc=$?
   echo "$rc $(( ($(date +%s%N) - t1) / 1000000 ))" > "$out/$n.rc"
 }
-jobs_max=${TEST_JOBS:-4}
 running=0
 for t in "${tests[@]}"; do
   if [ "$running" -ge "$jobs_max" ]; then

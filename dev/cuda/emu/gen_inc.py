@@ -114,11 +114,10 @@ PDL_RE = re.compile(r'\bkcuda_launch_pdl\s*\(')
 
 
 def emu_pdl_launches(s):
-    """Every `kcuda_launch_pdl(kern, grid, block, smem, stream, args...)` (internal/pdl.cuh)
-    becomes `emu_launch_cfg(grid, block, smem, "kern", [&] { kern(args...); })`, as a <<<>>>
-    launch (the name is the kernel's source text, as there). Where the call's value is used (not
-    a statement of its own), an expression of type cudaError_t: cudaErrorInvalidConfiguration when
-    emu_launch_cfg refused the launch, else cudaSuccess."""
+    """Every `kcuda_launch_pdl(kern, grid, block, smem, stream, args...);` statement
+    (internal/pdl.cuh) becomes `emu_launch_cfg(grid, block, smem, "kern", [&] { kern(args...); });`,
+    as a <<<>>> launch (the name is the kernel's source text, as there). The launchers leave its
+    value to kcuda_launch_status, so a call whose value is used is refused here."""
     res = ''
     while True:
         m = PDL_RE.search(s)
@@ -136,11 +135,8 @@ def emu_pdl_launches(s):
         launch = 'emu_launch_cfg(%s, %s, %s, "%s", [&] { %s(%s); })' % (
             cfg[0], cfg[1], cfg[2], name, name, ', '.join(cfg[4:]))
         before, after = s[:i].rstrip(), s[q:].lstrip()
-        stmt = after.startswith(';') and (before[-1:] in (';', '{', '}', ')') or re.search(
-            r'(\belse|\bcase\b[^;{}?]*:|\bdefault\s*:)$', before))
-        if not stmt:
-            launch = ('[&] { const int bad_ = g_emu_bad_launches; %s; return g_emu_bad_launches '
-                      '== bad_ ? cudaSuccess : cudaErrorInvalidConfiguration; }()' % launch)
+        assert after.startswith(';') and not before.endswith(('=', '(', ',', 'return')), \
+            'kcuda_launch_pdl whose value is used: ' + s[i:q]
         res += s[:i] + launch
         s = s[q:]
 
