@@ -176,6 +176,17 @@ static void refuse_duplicate(struct sched *s, const struct msg_peer *from,
     sched_reply_error(s, &s->wk_sock, from, 0, TERN__ERROR_CODE__ERROR_CODE_DUPLICATE, msg);
 }
 
+/* A refused registration: the connection's load-progress entry (if any) holds nothing and is
+ * dropped quietly. Kept, it would go silent while its worker waits to retry and be logged
+ * "worker_lost worker=<its id>", which names a live worker when the id is a duplicate. */
+static void forget_loading(struct sched_worker *w)
+{
+    if (!w || w->state != SCHED_WORKER_STATE_LOADING)
+        return;
+    LOG_DEBUG("worker_forgotten", "worker=%s why=register_refused", w->id);
+    w->state = SCHED_WORKER_STATE_FREE;
+}
+
 static void on_register(struct sched *s, struct sched_worker *w, const struct msg_peer *from,
                         const Tern__Register *reg, uint64_t now_ms)
 {
@@ -184,11 +195,13 @@ static void on_register(struct sched *s, struct sched_worker *w, const struct ms
         LOG_WARN("register_refused", "worker=%s msg=\"%s\"", reg->worker_id ? reg->worker_id : "-",
                  bad);
         sched_reply_error(s, &s->wk_sock, from, 0, TERN__ERROR_CODE__ERROR_CODE_INVALID, bad);
+        forget_loading(w);
         return;
     }
     struct sched_worker *held = id_held_live(s, w, reg, now_ms);
     if (held) {
         refuse_duplicate(s, from, reg, held, now_ms);
+        forget_loading(w);
         return;
     }
     if (w && w->state == SCHED_WORKER_STATE_READY)

@@ -77,10 +77,21 @@ void sim_register(struct sched *s, const struct msg_peer *peer, const char *work
                   uint32_t max_model_len, uint32_t vocab, uint32_t eos, uint32_t max_step_tokens,
                   uint64_t now_ms)
 {
+    sim_register_instance(s, peer, worker_id, 0, kv_blocks, block_tokens, slots, max_seqs,
+                          max_model_len, vocab, eos, max_step_tokens, now_ms);
+}
+
+void sim_register_instance(struct sched *s, const struct msg_peer *peer, const char *worker_id,
+                           uint64_t instance, uint32_t kv_blocks, uint32_t block_tokens,
+                           uint32_t slots, uint32_t max_seqs, uint32_t max_model_len,
+                           uint32_t vocab, uint32_t eos, uint32_t max_step_tokens, uint64_t now_ms)
+{
     Tern__Envelope env;
     Tern__Register r = TERN__REGISTER__INIT;
     env_init(&env, 0);
     r.worker_id = (char *)worker_id;
+    r.has_instance = instance != 0;
+    r.instance = instance;
     r.model_id = (char *)"sim";
     r.engine = (char *)"sim";
     r.has_max_model_len = r.has_max_seqs = r.has_block_tokens = r.has_kv_blocks = true;
@@ -147,4 +158,19 @@ void sim_heartbeat(struct sched *s, const struct msg_peer *peer, bool worker, ui
         sched_wk_handle(s, peer, &env, now_ms);
     else
         sched_gw_handle(s, peer, &env, now_ms);
+}
+
+void sim_load_progress(struct sched *s, const struct msg_peer *peer, const char *worker_id,
+                       float fraction, uint64_t now_ms)
+{
+    Tern__Envelope env;
+    Tern__LoadProgress lp = TERN__LOAD_PROGRESS__INIT;
+    env_init(&env, 0);
+    lp.worker_id = (char *)worker_id;
+    lp.has_fraction = true;
+    lp.fraction = fraction;
+    lp.stage = (char *)"sim";
+    env.body_case = TERN__ENVELOPE__BODY_LOAD_PROGRESS;
+    env.load_progress = &lp;
+    sched_wk_handle(s, peer, &env, now_ms);
 }
