@@ -51,13 +51,54 @@ int64_t kv_plan_blocks_for(const struct kv_plan *p, int64_t n_tokens)
     return (n_tokens + p->block_tokens - 1) / p->block_tokens;
 }
 
+/* One sequence of len tokens: its KV blocks and its state (whole blocks in the pool). */
 static int64_t seq_bytes(const struct kv_plan *p, int64_t len)
 {
+    if (p->state_in_pool)
+        return (kv_plan_blocks_for(p, len) + p->state_blocks) * p->block_bytes;
     return kv_plan_blocks_for(p, len) * p->block_bytes + p->state_bytes_per_seq;
 }
 
-int kv_plan_compute(const struct kv_geom *g, const struct kv_opts *o, struct kv_plan *p,
-                    char *err, size_t errlen)
+/* State in the pool: every byte is a block; a sequence takes its state's blocks at admission. */
+static void plan_pool(struct kv_plan *p, int64_t want_seqs)
+{
+    p->n_blocks = p->budget_bytes / p->block_bytes;
+    p->n_state_slots = want_seqs;
+    p->pool_tokens = (p->n_blocks - p->state_blocks) * p->block_tokens;
+    double by_mem = (double)p->n_blocks /
+                    (double)(kv_plan_blocks_for(p, p->max_model_len) + p->state_blocks);
+    p->max_concurrency = by_mem < (double)want_seqs ? by_mem : (double)want_seqs;
+    if (p->request_len > 0) {
+        p->requests_by_memory =
+            p->n_blocks / (kv_plan_blocks_for(p, p->request_len) + p->state_blocks);
+    }
+}
+
+/* State in slots: reserved up front for up to max_num_seqs sequences, but from at most half of
+ * what is left after one max-length sequence's KV: the other half stays KV blocks, so a small
+ * budget is not eaten by slots that only short sequences could use. */
+static void plan_slots(struct kv_plan *p, int64_t want_seqs)
+{
+    int64_t max_len_kv = kv_plan_blocks_for(p, p->max_model_len) * p->block_bytes;
+    int64_t spare = p->budget_bytes - max_len_kv - p->state_bytes_per_seq;
+    int64_t slots = p->state_bytes_per_seq > 0 ? 1 + (spare > 0 ? spare / 2 / p->state_bytes_per_seq : 0)
+                                               : want_seqs;
+    if (slots > want_seqs)
+        slots = want_seqs;
+    if (slots < 1)
+        slots = 1;
+    p->n_state_slots = slots;
+    p->n_blocks = (p->budget_bytes - slots * p->state_bytes_per_seq) / p->block_bytes;
+    p->pool_tokens = p->n_blocks * p->block_tokens;
+    double by_kv = (double)p->n_blocks / (double)kv_plan_blocks_for(p, p->max_model_len);
+    p->max_concurrency = by_kv < (double)slots ? by_kv : (double)slots;
+    if (p->request_len > 0)
+        p->requests_by_memory = p->n_blocks / kv_plan_blocks_for(p, p->request_len);
+}
+
+/* The per-token, per-block and per-sequence sizes (no budget yet). */
+static int plan_sizes(const struct kv_geom *g, const struct kv_opts *o, struct kv_plan *p,
+                      char *err, size_t errlen)
 {
     memset(p, 0, sizeof(*p));
     if (g->n_attn_layers < 0 || g->n_gdn_layers < 0 || g->n_kv_heads <= 0 || g->head_dim <= 0 ||
@@ -68,7 +109,7 @@ int kv_plan_compute(const struct kv_geom *g, const struct kv_opts *o, struct kv_
     }
     if (o->max_model_len < 0 || o->max_num_seqs < 0 || o->kv_cache_memory_bytes < 0 ||
         o->gpu_memory_utilization < 0 || o->gpu_memory_utilization > 1 || o->spec_tokens < 0 ||
-        o->block_tokens < 0) {
+        o->block_tokens < 0 || o->request_len < 0) {
         snprintf(err, errlen, "kv plan: a flag is out of range (lengths, counts and bytes must be "
                               ">= 0, --gpu-memory-utilization in (0, 1])");
         return ERR_INVAL;
@@ -90,6 +131,29 @@ int kv_plan_compute(const struct kv_geom *g, const struct kv_opts *o, struct kv_
     int64_t ssm = (int64_t)g->gdn_v_heads * g->gdn_k_dim * g->gdn_v_dim * (g->ssm_state_f32 ? 4 : 2);
     p->gdn_bytes_per_layer = g->n_gdn_layers ? conv + ssm : 0;
     p->state_bytes_per_seq = p->gdn_bytes_per_layer * g->n_gdn_layers;
+    p->state_in_pool = o->state_in_pool;
+    if (p->state_in_pool && p->block_bytes > 0)
+        p->state_blocks = (p->state_bytes_per_seq + p->block_bytes - 1) / p->block_bytes;
+    p->request_len = o->request_len;
+    return 0;
+}
+
+int64_t kv_plan_state_blocks(const struct kv_geom *g, const struct kv_opts *o)
+{
+    struct kv_opts t = *o;
+    struct kv_plan p;
+    char err[256];
+    t.state_in_pool = true;
+    int rc = plan_sizes(g, &t, &p, err, sizeof err);
+    return rc < 0 ? rc : p.state_blocks;
+}
+
+int kv_plan_compute(const struct kv_geom *g, const struct kv_opts *o, struct kv_plan *p,
+                    char *err, size_t errlen)
+{
+    int rc = plan_sizes(g, o, p, err, errlen);
+    if (rc < 0)
+        return rc;
     p->seq_bytes_max_len = seq_bytes(p, p->max_model_len);
     p->tokens_per_gib = (double)p->max_model_len / ((double)p->seq_bytes_max_len / GIB);
 
@@ -100,9 +164,14 @@ int kv_plan_compute(const struct kv_geom *g, const struct kv_opts *o, struct kv_
         p->budget_bytes = (int64_t)((double)o->device_total_bytes * util) - o->weights_bytes -
                           o->reserve_bytes;
     }
-    /* largest length whose blocks + one state slot fit (block granularity) */
-    int64_t kv_room = p->budget_bytes - p->state_bytes_per_seq;
-    p->max_len_fit = kv_room > 0 && p->block_bytes > 0 ? (kv_room / p->block_bytes) * p->block_tokens : 0;
+    /* largest length whose blocks + one state fit (block granularity) */
+    if (p->state_in_pool) {
+        int64_t kv_blocks = p->block_bytes > 0 ? p->budget_bytes / p->block_bytes - p->state_blocks : 0;
+        p->max_len_fit = kv_blocks > 0 ? kv_blocks * p->block_tokens : 0;
+    } else {
+        int64_t kv_room = p->budget_bytes - p->state_bytes_per_seq;
+        p->max_len_fit = kv_room > 0 && p->block_bytes > 0 ? (kv_room / p->block_bytes) * p->block_tokens : 0;
+    }
     if (p->max_len_fit > p->max_model_len)
         p->max_len_fit = p->max_model_len;
 
@@ -130,27 +199,21 @@ int kv_plan_compute(const struct kv_geom *g, const struct kv_opts *o, struct kv_
                          p->dtype == KV_DTYPE_BF16 ? ", or use --kv-cache-dtype fp8" : "");
             else
                 snprintf(err + n, errlen - (size_t)n,
-                         " Not even one GDN state slot fits: increase --kv-cache-memory-bytes / "
+                         " Not even one GDN state fits: increase --kv-cache-memory-bytes / "
                          "--gpu-memory-utilization.");
         }
         return ERR_FULL;
     }
     int64_t want_seqs = o->max_num_seqs ? o->max_num_seqs : 256;
-    /* Reserve state slots for up to max_num_seqs sequences, but from at most half of what is left
-     * after one max-length sequence's KV: the other half stays KV blocks, so a small budget is not
-     * eaten by slots that only short sequences could use. */
-    int64_t max_len_kv = kv_plan_blocks_for(p, p->max_model_len) * p->block_bytes;
-    int64_t spare = p->budget_bytes - max_len_kv - p->state_bytes_per_seq;
-    int64_t slots = p->state_bytes_per_seq > 0 ? 1 + (spare > 0 ? spare / 2 / p->state_bytes_per_seq : 0)
-                                               : want_seqs;
-    if (slots > want_seqs)
-        slots = want_seqs;
-    if (slots < 1)
-        slots = 1;
-    p->n_state_slots = slots;
-    p->n_blocks = p->block_bytes > 0 ? (p->budget_bytes - slots * p->state_bytes_per_seq) / p->block_bytes : 0;
-    p->pool_tokens = p->n_blocks * p->block_tokens;
-    double by_kv = (double)p->n_blocks / (double)kv_plan_blocks_for(p, p->max_model_len);
-    p->max_concurrency = by_kv < (double)slots ? by_kv : (double)slots;
+    if (p->block_bytes <= 0) {
+        snprintf(err, errlen, "kv plan: the model has no attention KV to page");
+        return ERR_INVAL;
+    }
+    if (p->state_in_pool)
+        plan_pool(p, want_seqs);
+    else
+        plan_slots(p, want_seqs);
+    p->concurrent_requests =
+        p->requests_by_memory < p->n_state_slots ? p->requests_by_memory : p->n_state_slots;
     return 0;
 }

@@ -1,7 +1,7 @@
 /* sched_batch: placement (queue -> worker) and step plans (continuous batching).
  * Placement is FIFO: the head request goes to the ready worker with the most free KV blocks
- * that can hold it now; if none can, everyone behind it waits. A placed request takes a slot and
- * the blocks of its prefill; each decode grant grows its blocks, and when the pool is short the
+ * that can hold it now; if none can, everyone behind it waits. A placed request takes a slot, its
+ * GDN state (blocks of the pool when the worker keeps states there) and the blocks of its prefill; each decode grant grows its blocks, and when the pool is short the
  * youngest request on the worker is preempted (its tokens so far are kept and prefilled again on
  * its next placement). --reserve-full takes prompt + max_new up front instead (no preemption).
  * The exact hybrid accounting replaces sched_pool behind the same interface.
@@ -24,7 +24,7 @@
 static uint32_t max_new_on(const struct sched_req *r, const struct sched_worker *w)
 {
     uint64_t cap = w->max_model_len;
-    uint64_t pool_tokens = (uint64_t)sched_pool_blocks_total(w->pool) * w->block_tokens;
+    uint64_t pool_tokens = sched_pool_seq_tokens_max(w->pool);
     if (pool_tokens < cap)
         cap = pool_tokens;
     if (r->n_prompt >= cap)
@@ -57,8 +57,7 @@ static bool room_now(const struct sched *s, const struct sched_worker *w, uint32
     uint32_t need = sched_pool_blocks_for(w->pool, tokens);
     if (!s->cfg->reserve_full)
         need += w->n_running;
-    return sched_pool_slots_used(w->pool) < sched_pool_slots_total(w->pool) &&
-           need <= sched_pool_blocks_free(w->pool);
+    return sched_pool_can_fit_blocks(w->pool, need);
 }
 
 static void place(struct sched *s, struct sched_req *r, struct sched_worker *w, uint32_t max_new,
@@ -86,8 +85,9 @@ static void place(struct sched *s, struct sched_req *r, struct sched_worker *w, 
     sched_check_pools(s);
     LOG_INFO("req_placed",
              "req=%016" PRIx64 " worker=%s prompt=%u resumed=%u max_new=%u "
-             "blocks=%u slot=%d wait_ms=%" PRIu64,
+             "blocks=%u slot=%d state_block=%d wait_ms=%" PRIu64,
              r->id, w->id, r->n_prompt, r->n_resume, max_new, r->seq.n_blocks, (int)r->seq.slot,
+             r->seq.state_block == SCHED_POOL_NO_STATE ? -1 : (int)r->seq.state_block,
              now_ms - r->t_submit_ms);
 }
 
@@ -291,6 +291,10 @@ static void plan_worker(struct sched *s, struct sched_worker *w)
             x->stop_ids = r->stop_ids;
             x->has_max_new = true;
             x->max_new = r->max_new - r->n_resume; /* counted from this placement's start */
+            if (r->seq.state_block != SCHED_POOL_NO_STATE) {
+                x->has_state_block = true;
+                x->state_block = r->seq.state_block;
+            }
         }
         chunk[n_work] = n;
         who[n_work] = r;

@@ -67,7 +67,11 @@ static const struct cfg_opt OPTS[] = {
     {"max-model-len", "TERN_MAX_MODEL_LEN", CFG_TYPE_I64, F(max_model_len), 0, 0, 1 << 30,
      "tokens per sequence (0 = max_position_embeddings)"},
     {"max-num-seqs", "TERN_MAX_NUM_SEQS", CFG_TYPE_INT, F(max_num_seqs), 0, 1, 65536,
-     "sequences at once = GDN state slots (256)"},
+     "sequences at once (256)"},
+    {"gdn-state", "TERN_GDN_STATE", CFG_TYPE_STR, F(gdn_state), S(gdn_state), 0, 0,
+     "pool|slots: GDN state as blocks of the KV pool, or slots reserved up front (pool)"},
+    {"check-request-len", "TERN_CHECK_REQUEST_LEN", CFG_TYPE_I64, F(check_request_len), 0, 0,
+     1 << 30, "with --check: also count concurrent requests of this many tokens (0 = no)"},
     {"speculative-tokens", "TERN_SPECULATIVE_TOKENS", CFG_TYPE_INT, F(speculative_tokens), 0, 0, 16,
      "MTP draft tokens; > 0 adds the MTP layer's KV (0)"},
     {"log-level", "TERN_LOG_LEVEL", CFG_TYPE_STR, F(log_level), S(log_level), 0, 0,
@@ -96,6 +100,7 @@ static void set_defaults(struct sched_cfg *c)
     snprintf(c->kv_cache_dtype, sizeof c->kv_cache_dtype, "auto");
     c->gpu_memory_utilization = 0.9;
     c->max_num_seqs = 256;
+    snprintf(c->gdn_state, sizeof c->gdn_state, "pool");
 }
 
 int sched_cfg_validate(const struct sched_cfg *c, char *err, size_t errlen)
@@ -121,6 +126,10 @@ int sched_cfg_validate(const struct sched_cfg *c, char *err, size_t errlen)
     }
     if (kv_dtype_parse(c->kv_cache_dtype) < 0) {
         snprintf(err, errlen, "kv-cache-dtype \"%s\" is not auto|bf16|fp8", c->kv_cache_dtype);
+        return ERR_INVAL;
+    }
+    if (strcmp(c->gdn_state, "pool") != 0 && strcmp(c->gdn_state, "slots") != 0) {
+        snprintf(err, errlen, "gdn-state \"%s\" is not pool|slots", c->gdn_state);
         return ERR_INVAL;
     }
     if (!(c->gpu_memory_utilization > 0.0 && c->gpu_memory_utilization <= 1.0)) {

@@ -45,8 +45,12 @@ struct sched_cfg {
     int64_t weights_bytes;         // resident weights; default 0 = *.safetensors sizes in model
     int64_t reserve_bytes;         // activations, workspaces; default 0
     int64_t max_model_len;         // default 0 = max_position_embeddings of the config
-    int max_num_seqs;              // sequences (GDN state slots); default 256
+    int max_num_seqs;              // sequences at once; default 256
     int speculative_tokens;        // MTP draft tokens; > 0 counts the MTP layer's KV; default 0
+    char gdn_state[8];             // pool|slots: where the plan keeps GDN state (the workers'
+                                   // layout: cpu and fake keep it in the pool, cuda in slots);
+                                   // default pool
+    int64_t check_request_len;     // > 0: --check also counts requests of this length at once
 };
 
 /* Fill cfg from argv / env / file. Returns 0 to run, 1 when the program should exit 0 (--help,

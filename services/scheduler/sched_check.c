@@ -98,6 +98,8 @@ int sched_check_plan(const struct sched_cfg *cfg, struct kv_geom *geom, struct k
         o.weights_bytes = safetensors_bytes(cfg->model);
     o.reserve_bytes = cfg->reserve_bytes;
     o.spec_tokens = cfg->speculative_tokens;
+    o.state_in_pool = strcmp(cfg->gdn_state, "slots") != 0;
+    o.request_len = cfg->check_request_len;
     if (o.kv_cache_memory_bytes <= 0 && o.device_total_bytes <= 0) {
         snprintf(err, errlen,
                  "no cache budget: pass --kv-cache-memory-bytes, or "
@@ -138,12 +140,21 @@ static void print_json(FILE *out, const struct sched_cfg *cfg, const struct kv_g
         cJSON_AddNumberToObject(j, "budget_bytes", (double)p->budget_bytes);
         cJSON_AddNumberToObject(j, "available_gib", (double)p->budget_bytes / GIB);
         cJSON_AddNumberToObject(j, "max_len_fit", (double)p->max_len_fit);
+        cJSON_AddStringToObject(j, "gdn_state", p->state_in_pool ? "pool" : "slots");
+        if (p->state_in_pool)
+            cJSON_AddNumberToObject(j, "state_blocks", (double)p->state_blocks);
     }
     if (rc == 0) {
-        cJSON_AddNumberToObject(j, "state_slots", (double)p->n_state_slots);
+        cJSON_AddNumberToObject(j, p->state_in_pool ? "max_num_seqs" : "state_slots",
+                                (double)p->n_state_slots);
         cJSON_AddNumberToObject(j, "kv_blocks", (double)p->n_blocks);
         cJSON_AddNumberToObject(j, "pool_tokens", (double)p->pool_tokens);
         cJSON_AddNumberToObject(j, "max_concurrency", p->max_concurrency);
+        if (p->request_len > 0) {
+            cJSON_AddNumberToObject(j, "request_len", (double)p->request_len);
+            cJSON_AddNumberToObject(j, "requests_by_memory", (double)p->requests_by_memory);
+            cJSON_AddNumberToObject(j, "concurrent_requests", (double)p->concurrent_requests);
+        }
     }
     char *s = cJSON_PrintUnformatted(j);
     if (s)
@@ -178,23 +189,38 @@ void sched_check_print(FILE *out, const struct sched_cfg *cfg, const struct kv_g
             (long long)p->seq_bytes_max_len, (double)p->seq_bytes_max_len / GIB, p->tokens_per_gib);
     fprintf(out, "available for the cache: %lld B = %.2f GiB\n", (long long)p->budget_bytes,
             (double)p->budget_bytes / GIB);
-    fprintf(out, "state slots: %lld (%.2f GiB), KV blocks: %lld = %lld tokens\n",
-            (long long)p->n_state_slots, (double)(p->n_state_slots * p->state_bytes_per_seq) / GIB,
-            (long long)p->n_blocks, (long long)p->pool_tokens);
+    if (p->state_in_pool) {
+        fprintf(out,
+                "GDN state in the pool: %lld blocks per sequence, taken at admission; blocks: "
+                "%lld = %lld tokens of KV beside one sequence's state\n",
+                (long long)p->state_blocks, (long long)p->n_blocks, (long long)p->pool_tokens);
+    } else {
+        fprintf(out, "GDN state in slots: %lld (%.2f GiB), KV blocks: %lld = %lld tokens\n",
+                (long long)p->n_state_slots,
+                (double)(p->n_state_slots * p->state_bytes_per_seq) / GIB, (long long)p->n_blocks,
+                (long long)p->pool_tokens);
+    }
+    if (p->request_len > 0)
+        fprintf(out,
+                "requests of %lld tokens at once: %lld (memory: %lld, --max-num-seqs: %lld)\n",
+                (long long)p->request_len, (long long)p->concurrent_requests,
+                (long long)p->requests_by_memory, (long long)p->n_state_slots);
     fprintf(out,
-            "kv_pool tokens=%lld blocks=%lld state_slots=%lld max_concurrency=%.2fx at "
+            "kv_pool tokens=%lld blocks=%lld gdn_state=%s %s=%lld max_concurrency=%.2fx at "
             "max_model_len=%lld\n",
-            (long long)p->pool_tokens, (long long)p->n_blocks, (long long)p->n_state_slots,
-            p->max_concurrency, (long long)p->max_model_len);
+            (long long)p->pool_tokens, (long long)p->n_blocks, p->state_in_pool ? "pool" : "slots",
+            p->state_in_pool ? "state_blocks" : "state_slots",
+            (long long)(p->state_in_pool ? p->state_blocks : p->n_state_slots), p->max_concurrency,
+            (long long)p->max_model_len);
 }
 
 void sched_check_log(const struct kv_plan *p)
 {
     LOG_INFO("kv_pool",
-             "tokens=%lld blocks=%lld state_slots=%lld kv_dtype=%s needed_gib=%.2f "
-             "available_gib=%.2f max_concurrency=%.2fx at max_model_len=%lld",
-             (long long)p->pool_tokens, (long long)p->n_blocks, (long long)p->n_state_slots,
-             kv_dtype_name(p->dtype), (double)p->seq_bytes_max_len / GIB,
+             "tokens=%lld blocks=%lld gdn_state=%s state_blocks=%lld state_slots=%lld kv_dtype=%s "
+             "needed_gib=%.2f available_gib=%.2f max_concurrency=%.2fx at max_model_len=%lld",
+             (long long)p->pool_tokens, (long long)p->n_blocks, p->state_in_pool ? "pool" : "slots",
+             (long long)p->state_blocks, (long long)p->n_state_slots, kv_dtype_name(p->dtype), (double)p->seq_bytes_max_len / GIB,
              (double)p->budget_bytes / GIB, p->max_concurrency, (long long)p->max_model_len);
 }
 

@@ -140,6 +140,8 @@ static const char *check_register(const Tern__Register *r)
         return "max_model_len >= 2 and vocab_size > 0 required";
     if (r->n_eos_ids > SCHED_MAX_EOS)
         return "too many eos ids";
+    if (r->has_state_blocks && r->state_blocks > r->kv_blocks)
+        return "state_blocks must be <= kv_blocks";
     return NULL;
 }
 
@@ -222,7 +224,8 @@ static void on_register(struct sched *s, struct sched_worker *w, const struct ms
     uint32_t slots = reg->state_slots ? reg->state_slots : reg->max_seqs;
     if (slots > reg->max_seqs)
         slots = reg->max_seqs;
-    w->pool = sched_pool_create(reg->kv_blocks, reg->block_tokens, slots);
+    uint32_t state_blocks = reg->has_state_blocks ? reg->state_blocks : 0;
+    w->pool = sched_pool_create(reg->kv_blocks, reg->block_tokens, slots, state_blocks);
     if (!w->pool) {
         w->state = SCHED_WORKER_STATE_FREE;
         return;
@@ -258,17 +261,17 @@ static void on_register(struct sched *s, struct sched_worker *w, const struct ms
     env.register_ack = &ack;
     (void)sched_send_wk(s, w, &env); /* failure logged there; the worker registers again */
     /* the worker's pool in the terms of docs/KV.md */
-    double per_seq = (double)CEIL_DIV((uint64_t)w->max_model_len, w->block_tokens);
+    double per_seq = (double)CEIL_DIV((uint64_t)w->max_model_len, w->block_tokens) + state_blocks;
     double conc = (double)w->kv_blocks / per_seq;
     if (conc > slots)
         conc = slots;
     LOG_INFO("worker_ready",
              "worker=%s model=%s engine=%s max_model_len=%u max_seqs=%u "
-             "block_tokens=%u kv_blocks=%u slots=%u vocab=%u eos=%u kv_pool_tokens=%" PRIu64
-             " max_concurrency=%.2fx",
+             "block_tokens=%u kv_blocks=%u slots=%u state=%s state_blocks=%u vocab=%u eos=%u "
+             "kv_pool_tokens=%" PRIu64 " max_concurrency=%.2fx",
              w->id, w->model_id, reg->engine ? reg->engine : "-", w->max_model_len, w->max_seqs,
-             w->block_tokens, w->kv_blocks, slots, w->vocab_size, w->n_eos,
-             (uint64_t)w->kv_blocks * w->block_tokens, conc);
+             w->block_tokens, w->kv_blocks, slots, state_blocks ? "pool" : "slots", state_blocks,
+             w->vocab_size, w->n_eos, sched_pool_seq_tokens_max(w->pool), conc);
 }
 
 static bool is_stop(const struct sched_req *r, uint32_t tok)

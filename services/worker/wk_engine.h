@@ -19,6 +19,8 @@ struct wk_engine_info {
     uint32_t n_slots;         // sequences the engine holds at once
     uint32_t block_tokens;    // attention KV block size, tokens
     uint32_t kv_blocks;       // attention KV blocks
+    uint32_t state_blocks;    // > 0: a sequence's GDN state takes this many blocks of the pool
+                              //  (the plan's SeqWork.state_block); 0: states in the slots
     uint64_t kv_bytes;        // bytes behind them (info)
     uint32_t max_step_tokens; // most tokens one step may carry
     uint32_t eos_ids[WK_ENGINE_MAX_EOS];
@@ -102,16 +104,27 @@ void wk_engine_destroy(struct wk_engine *e);
 
 struct model_config;
 
-/* --kv-cache-memory-bytes: set in->n_slots, kv_blocks and kv_bytes from the model's KV plan
- * (common/kv_plan.h, docs/KV.md) for in->max_model_len and log the pool, or refuse in one line
- * (logged and printed) when one max_model_len sequence does not fit. spec_k > 0: speculation is
- * on, so the MTP layer's own KV is in the plan too. 0 or the plan's status. */
+/* --kv-cache-memory-bytes: set in->n_slots, kv_blocks, state_blocks and kv_bytes from the
+ * model's KV plan (common/kv_plan.h, docs/KV.md) for in->max_model_len and log the pool, or
+ * refuse in one line (logged and printed) when one max_model_len sequence does not fit.
+ * spec_k > 0: speculation is on, so the MTP layer's own KV is in the plan too. state_in_pool:
+ * the GDN states are blocks of the pool (in->n_slots = --max-seqs, a batch limit), else slots
+ * reserved up front. 0 or the plan's status. */
 int wk_engine_size_from_plan(const struct wk_cfg *cfg, const struct model_config *mc,
-                             const char *engine, int spec_k, struct wk_engine_info *in);
+                             const char *engine, int spec_k, bool state_in_pool,
+                             struct wk_engine_info *in);
 
-/* Blocks for n_slots sequences of max_model_len positions, at most MSG_MAX_KV_BLOCKS (the
- * bound a Register may announce). */
-uint32_t wk_engine_default_blocks(uint32_t n_slots, uint32_t max_model_len, uint32_t block_tokens);
+/* Without a byte budget, states in the pool: in->state_blocks from the model's geometry, and
+ * (no --kv-blocks) in->kv_blocks = room for in->n_slots sequences of max_model_len with their
+ * states. Refuses in one line when --kv-blocks cannot hold one state and one block. 0 or
+ * ERR_INVAL. */
+int wk_engine_size_pool_default(const struct wk_cfg *cfg, const struct model_config *mc,
+                                const char *engine, int spec_k, struct wk_engine_info *in);
+
+/* Blocks for n_slots sequences of max_model_len positions and state_blocks each, at most
+ * MSG_MAX_KV_BLOCKS (the bound a Register may announce). */
+uint32_t wk_engine_default_blocks(uint32_t n_slots, uint32_t max_model_len, uint32_t block_tokens,
+                                  uint32_t state_blocks);
 
 /* The backends. */
 int wk_engine_fake_create(const struct wk_cfg *cfg, struct wk_engine **out);

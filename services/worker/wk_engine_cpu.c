@@ -184,18 +184,19 @@ int wk_engine_cpu_create(const struct wk_cfg *cfg, wk_engine_progress_cb progres
     in->max_model_len = (uint32_t)len;
     in->n_slots = (uint32_t)cfg->max_seqs;
     in->block_tokens = (uint32_t)cfg->block_tokens;
-    in->kv_blocks = cfg->kv_blocks
-                        ? (uint32_t)cfg->kv_blocks
-                        : wk_engine_default_blocks(in->n_slots, in->max_model_len, in->block_tokens);
+    in->kv_blocks = (uint32_t)cfg->kv_blocks;
     int spec_k = 0; /* first: with speculation on, the plan holds the MTP layer's KV too */
     rc = wk_spec_cpu_configure(c->m, cfg->speculative_tokens, &spec_k);
     if (rc < 0)
         goto fail;
-    if (cfg->kv_cache_memory_bytes > 0) {
-        rc = wk_engine_size_from_plan(cfg, mc, "cpu", spec_k, in);
-        if (rc < 0)
-            goto fail;
-    }
+    /* GDN states are blocks of the pool (the scheduler's accounting: this engine keeps each
+     * slot's K/V and state in host memory of its own) */
+    if (cfg->kv_cache_memory_bytes > 0)
+        rc = wk_engine_size_from_plan(cfg, mc, "cpu", spec_k, true, in);
+    else
+        rc = wk_engine_size_pool_default(cfg, mc, "cpu", spec_k, in);
+    if (rc < 0)
+        goto fail;
     in->max_step_tokens = (uint32_t)cfg->max_step_tokens;
     for (int i = 0; i < mc->n_eos && in->n_eos < WK_ENGINE_MAX_EOS; i++)
         if (mc->eos_ids[i] >= 0)

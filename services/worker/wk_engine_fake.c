@@ -125,7 +125,8 @@ int wk_engine_fake_create(const struct wk_cfg *cfg, struct wk_engine **out)
     in->block_tokens = (uint32_t)cfg->block_tokens;
     in->kv_blocks = cfg->kv_blocks
                         ? (uint32_t)cfg->kv_blocks
-                        : wk_engine_default_blocks(in->n_slots, in->max_model_len, in->block_tokens);
+                        : wk_engine_default_blocks(in->n_slots, in->max_model_len, in->block_tokens,
+                                                   0);
     in->kv_bytes = 0;
     if (cfg->kv_cache_memory_bytes > 0) { /* geometry from the config.json under --model */
         struct model_config *mc = xcalloc(1, sizeof *mc);
@@ -135,7 +136,7 @@ int wk_engine_fake_create(const struct wk_cfg *cfg, struct wk_engine **out)
             LOG_ERR("config_load_failed", "engine=fake dir=%s err=%s msg=\"%s\"", cfg->model,
                     err_str(rc), rc == ERR_FORMAT || rc == ERR_RANGE ? err : "-");
         else
-            rc = wk_engine_size_from_plan(cfg, mc, "fake", 0, in);
+            rc = wk_engine_size_from_plan(cfg, mc, "fake", 0, true, in);
         free(mc);
         if (rc < 0) {
             free(f);

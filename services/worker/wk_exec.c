@@ -180,6 +180,14 @@ static void job_prepare(struct wk_exec *x, struct job *j, const Tern__SeqWork *w
             j->msg = "slot out of range";
             return;
         }
+        /* states in the pool: the scheduler names the chunk of blocks the state takes */
+        if (in->state_blocks &&
+            (!w->has_state_block || w->state_block % in->state_blocks ||
+             (uint64_t)w->state_block + in->state_blocks > in->kv_blocks)) {
+            j->err = ERR_RANGE;
+            j->msg = "state block missing, misaligned or out of range";
+            return;
+        }
         struct wk_seq *old = seq_find(x, w->req_id);
         if (old)
             seq_close(x, old);
@@ -800,6 +808,8 @@ static void send_capacity(struct wk_exec *x)
     r.kv_blocks = in->kv_blocks;
     r.kv_bytes = in->kv_bytes;
     r.state_slots = in->n_slots;
+    r.has_state_blocks = in->state_blocks > 0;
+    r.state_blocks = in->state_blocks;
     r.vocab_size = in->vocab_size;
     r.max_step_tokens = in->max_step_tokens;
     r.has_spec_tokens = true;

@@ -55,6 +55,8 @@ static void send_register(struct wk *w, uint64_t now_ms)
     r.kv_blocks = in->kv_blocks;
     r.kv_bytes = in->kv_bytes;
     r.state_slots = in->n_slots;
+    r.has_state_blocks = in->state_blocks > 0;
+    r.state_blocks = in->state_blocks;
     r.vocab_size = in->vocab_size;
     r.max_step_tokens = in->max_step_tokens;
     r.has_spec_tokens = true;
@@ -206,6 +208,7 @@ static int on_pipe(struct wk *w, Tern__Envelope *env, uint64_t now_ms)
         in->n_slots = r->max_seqs;
         in->block_tokens = r->block_tokens;
         in->kv_blocks = r->kv_blocks;
+        in->state_blocks = r->has_state_blocks ? r->state_blocks : 0;
         in->kv_bytes = r->kv_bytes;
         in->max_step_tokens = r->max_step_tokens;
         in->spec_k = r->has_spec_tokens ? r->spec_tokens : 0;
@@ -213,9 +216,9 @@ static int on_pipe(struct wk *w, Tern__Envelope *env, uint64_t now_ms)
             in->eos_ids[in->n_eos++] = r->eos_ids[i];
         LOG_INFO("engine_loaded",
                  "engine=%s model=%s vocab=%u max_model_len=%u slots=%u "
-                 "kv_blocks=%u",
+                 "kv_blocks=%u state_blocks=%u",
                  w->engine_name, in->model_id, in->vocab_size, in->max_model_len, in->n_slots,
-                 in->kv_blocks);
+                 in->kv_blocks, in->state_blocks);
         (void)sdnotify_status("loaded; registering with the scheduler");
         send_register(w, now_ms); /* READY=1 comes with the RegisterAck */
         break;

@@ -5,10 +5,12 @@
  *
  * Layout (docs/KV.md): attention KV lives in blocks of `block_tokens` tokens that hold every
  * attention layer's K and V for those tokens (the MTP layer too when speculation is on); GDN state
- * lives in per-sequence slots (conv window + recurrent S for every GDN layer). Slots are reserved
+ * lives either in the same pool (state_in_pool: a sequence takes state_blocks = ceil(state bytes /
+ * block bytes) consecutive blocks, aligned to state_blocks, at admission; every byte of the budget
+ * is a block) or in per-sequence slots (conv window + recurrent S for every GDN layer) reserved
  * up front for up to max_num_seqs sequences, from at most half of the bytes left after one
- * max-length sequence (KV + slot); all remaining bytes become KV blocks. Waste per sequence is
- * < one block of tokens. */
+ * max-length sequence (KV + slot), all remaining bytes becoming KV blocks. Waste per sequence is
+ * < one block of tokens (plus < one block of state padding in the pool). */
 #ifndef COMMON_KV_PLAN_H
 #define COMMON_KV_PLAN_H
 
@@ -46,6 +48,8 @@ struct kv_opts {
     int64_t reserve_bytes;              // activations, workspaces, graphs
     int spec_tokens;                    // speculative tokens K (MTP layer KV counted when > 0)
     int block_tokens;                   // 0 = 16
+    bool state_in_pool;                 // GDN state as blocks of the KV pool (else: slots)
+    int64_t request_len;                // > 0: also count concurrent requests of this length
 };
 
 struct kv_plan {
@@ -60,12 +64,20 @@ struct kv_plan {
     int64_t state_bytes_per_seq;        // all GDN layers
     int64_t seq_bytes_max_len;          // one sequence of max_model_len: KV blocks + state slot
     int64_t budget_bytes;               // bytes the pool may use
-    int64_t n_state_slots;              // GDN state slots reserved
-    int64_t n_blocks;                   // KV blocks
-    int64_t pool_tokens;                // n_blocks * block_tokens
+    bool state_in_pool;                 // as the option
+    int64_t state_blocks;               // state_in_pool: blocks one sequence's state takes (0 when
+                                        //  the model has no GDN state)
+    int64_t n_state_slots;              // slots: GDN state slots reserved; in the pool: sequences
+                                        //  at once (max_num_seqs, a batch limit only)
+    int64_t n_blocks;                   // KV blocks (in the pool: KV and state)
+    int64_t pool_tokens;                // KV tokens: n_blocks * block_tokens, less one state
+                                        //  (state_blocks) in the pool
     double max_concurrency;             // sequences of max_model_len that fit at once
     double tokens_per_gib;              // max_model_len / GiB(seq_bytes_max_len)
     int64_t max_len_fit;                // largest max_model_len that fits in the budget
+    int64_t request_len;                // as the option (0: not asked)
+    int64_t requests_by_memory;         // requests of request_len whose KV and state fit at once
+    int64_t concurrent_requests;        // the same, at most n_state_slots
 };
 
 /* Compute the plan. Returns 0, or ERR_FULL when one sequence of max_model_len does not fit
@@ -74,6 +86,9 @@ struct kv_plan {
  * largest max_model_len that fits and the flag to change). */
 int kv_plan_compute(const struct kv_geom *g, const struct kv_opts *o, struct kv_plan *p,
                     char *err, size_t errlen);
+/* Blocks one sequence's GDN state takes in the pool for this geometry, dtype, block size and
+ * speculation (o's budget and lengths are not needed), or a negative status on bad input. */
+int64_t kv_plan_state_blocks(const struct kv_geom *g, const struct kv_opts *o);
 /* Blocks needed to hold n_tokens of KV. */
 int64_t kv_plan_blocks_for(const struct kv_plan *p, int64_t n_tokens);
 const char *kv_dtype_name(enum kv_dtype d);

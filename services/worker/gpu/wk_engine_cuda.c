@@ -156,7 +156,7 @@ int wk_engine_cuda_opts(const struct wk_cfg *cfg, const struct model *m, int spe
     }
     if (cfg->kv_cache_memory_bytes > 0) {
         /* slots and blocks from the KV plan (the budget, the dtype, max_model_len) */
-        int rc = wk_engine_size_from_plan(cfg, mc, "cuda", spec_k, in);
+        int rc = wk_engine_size_from_plan(cfg, mc, "cuda", spec_k, false, in);
         if (rc < 0)
             return rc;
         if (in->n_slots < 1 || in->n_slots > 65535 || in->kv_blocks > INT_MAX)

@@ -795,7 +795,9 @@ int main(void)
     int port_wide = itest_free_port(), port_small = itest_free_port(), port_rs = itest_free_port(),
         port_dev = itest_free_port();
     start_stack("wide", tiny, port_wide, NULL, NULL);
-    start_stack("small", tiny, port_small, "6", NULL); /* 6 blocks of 16 tokens */
+    /* 10 blocks of 16 tokens, a GDN state taking 2 of them: two sequences start, and grow into
+     * each other (a state and up to 4 blocks each) */
+    start_stack("small", tiny, port_small, "10", NULL);
     start_rs(tiny, port_rs);
     start_stack("dev", tiny, port_dev, NULL, fake_vocab);
     bool up = itest_wait_status(port_wide, "/health", 200, 30000) &&

@@ -77,14 +77,15 @@ void sim_register(struct sched *s, const struct msg_peer *peer, const char *work
                   uint32_t max_model_len, uint32_t vocab, uint32_t eos, uint32_t max_step_tokens,
                   uint64_t now_ms)
 {
-    sim_register_instance(s, peer, worker_id, 0, kv_blocks, block_tokens, slots, max_seqs,
+    sim_register_instance(s, peer, worker_id, 0, kv_blocks, 0, block_tokens, slots, max_seqs,
                           max_model_len, vocab, eos, max_step_tokens, now_ms);
 }
 
 void sim_register_instance(struct sched *s, const struct msg_peer *peer, const char *worker_id,
-                           uint64_t instance, uint32_t kv_blocks, uint32_t block_tokens,
-                           uint32_t slots, uint32_t max_seqs, uint32_t max_model_len,
-                           uint32_t vocab, uint32_t eos, uint32_t max_step_tokens, uint64_t now_ms)
+                           uint64_t instance, uint32_t kv_blocks, uint32_t state_blocks,
+                           uint32_t block_tokens, uint32_t slots, uint32_t max_seqs,
+                           uint32_t max_model_len, uint32_t vocab, uint32_t eos,
+                           uint32_t max_step_tokens, uint64_t now_ms)
 {
     Tern__Envelope env;
     Tern__Register r = TERN__REGISTER__INIT;
@@ -92,6 +93,8 @@ void sim_register_instance(struct sched *s, const struct msg_peer *peer, const c
     r.worker_id = (char *)worker_id;
     r.has_instance = instance != 0;
     r.instance = instance;
+    r.has_state_blocks = state_blocks != 0;
+    r.state_blocks = state_blocks;
     r.model_id = (char *)"sim";
     r.engine = (char *)"sim";
     r.has_max_model_len = r.has_max_seqs = r.has_block_tokens = r.has_kv_blocks = true;

@@ -39,11 +39,13 @@ void sim_register(struct sched *s, const struct msg_peer *peer, const char *work
                   uint32_t kv_blocks, uint32_t block_tokens, uint32_t slots, uint32_t max_seqs,
                   uint32_t max_model_len, uint32_t vocab, uint32_t eos, uint32_t max_step_tokens,
                   uint64_t now_ms);
-/* The same with the worker process's instance (0: none sent). */
+/* The same with the worker process's instance (0: none sent) and the blocks a GDN state takes
+ * in the pool (0: states in slots). */
 void sim_register_instance(struct sched *s, const struct msg_peer *peer, const char *worker_id,
-                           uint64_t instance, uint32_t kv_blocks, uint32_t block_tokens,
-                           uint32_t slots, uint32_t max_seqs, uint32_t max_model_len,
-                           uint32_t vocab, uint32_t eos, uint32_t max_step_tokens, uint64_t now_ms);
+                           uint64_t instance, uint32_t kv_blocks, uint32_t state_blocks,
+                           uint32_t block_tokens, uint32_t slots, uint32_t max_seqs,
+                           uint32_t max_model_len, uint32_t vocab, uint32_t eos,
+                           uint32_t max_step_tokens, uint64_t now_ms);
 /* A LoadProgress frame, as a loading worker sends before it registers. */
 void sim_load_progress(struct sched *s, const struct msg_peer *peer, const char *worker_id,
                        float fraction, uint64_t now_ms);

@@ -69,7 +69,7 @@ static int n_used(const struct sched *s)
 static void reg(struct sched *s, const struct msg_peer *p, uint64_t instance, uint32_t kv_blocks,
                 uint64_t now)
 {
-    sim_register_instance(s, p, ID, instance, kv_blocks, 16, 4, 4, 256, 100, 0, 512, now);
+    sim_register_instance(s, p, ID, instance, kv_blocks, 0, 16, 4, 4, 256, 100, 0, 512, now);
 }
 
 int main(void)

@@ -3,7 +3,8 @@
  * deaths and returns, and pools small enough that decode growth preempts. The fake workers check
  * every plan against their own mirror of who holds which block and slot (a block handed to two
  * live sequences, a write past the block table, a slot reused while live, a position gap all
- * fail). After EVERY tick: the scheduler's pools pass sched_pool_check, every block and slot is
+ * fail; one worker keeps its GDN states in the pool, and a state chunk that is misaligned, out of
+ * range or overlaps a live sequence's blocks fails too). After EVERY tick: the scheduler's pools pass sched_pool_check, every block and slot is
  * held by exactly one placed request, nothing is held by a queued one, n_running matches. At the
  * end: every request got exactly one terminal message (or was dropped with its gateway), the
  * tables are empty and every pool and every fake worker is back to zero. */
@@ -40,6 +41,7 @@ static uint32_t rnd(uint32_t n)
 struct wseq {
     uint64_t id;
     uint32_t slot;
+    uint32_t state_block; // first block of its state (workers with state_blocks), else UINT32_MAX
     uint32_t *blocks;
     uint32_t n_blocks;
     uint32_t pos; // next KV position to write
@@ -57,7 +59,8 @@ struct fworker {
     char name[16];
     struct msg_peer peer;
     uint32_t kv_blocks, slots, max_seqs, max_step;
-    int32_t *block_owner; // (kv_blocks) index into seqs, -1 free
+    uint32_t state_blocks; // > 0: GDN states are blocks of the pool
+    int32_t *block_owner; // (kv_blocks) index into seqs, -1 free (a state's blocks included)
     int32_t *slot_owner;  // (slots)
     struct wseq *seqs;
     uint32_t n_seqs;
@@ -69,6 +72,7 @@ struct fworker {
 
 static struct fworker W[N_WORKERS];
 static uint32_t n_contract_errors;
+static uint64_t n_pool_states; /* sequences opened with their state in a pool */
 
 #define CONTRACT(cond, ...)                                                                        \
     do {                                                                                           \
@@ -102,8 +106,8 @@ static void fw_start(struct sched *s, struct fworker *w, uint64_t now)
     snprintf(pname, sizeof pname, "%s-%d", w->name, w->incarnation);
     w->peer = sim_peer(pname);
     w->state = FW_UP;
-    sim_register(s, &w->peer, w->name, w->kv_blocks, BLOCK_TOKENS, w->slots, w->max_seqs, MAX_LEN,
-                 VOCAB, EOS, w->max_step, now);
+    sim_register_instance(s, &w->peer, w->name, 0, w->kv_blocks, w->state_blocks, BLOCK_TOKENS,
+                          w->slots, w->max_seqs, MAX_LEN, VOCAB, EOS, w->max_step, now);
 }
 
 static int32_t fw_find(const struct fworker *w, uint64_t id)
@@ -119,6 +123,8 @@ static void fw_drop(struct fworker *w, int32_t k)
     struct wseq *q = &w->seqs[k];
     for (uint32_t i = 0; i < q->n_blocks; i++)
         w->block_owner[q->blocks[i]] = -1;
+    for (uint32_t i = 0; q->state_block != UINT32_MAX && i < w->state_blocks; i++)
+        w->block_owner[q->state_block + i] = -1;
     w->slot_owner[q->slot] = -1;
     free(q->blocks);
     int32_t last = (int32_t)w->n_seqs - 1;
@@ -126,6 +132,8 @@ static void fw_drop(struct fworker *w, int32_t k)
         w->seqs[k] = w->seqs[last];
         for (uint32_t i = 0; i < w->seqs[k].n_blocks; i++)
             w->block_owner[w->seqs[k].blocks[i]] = k;
+        for (uint32_t i = 0; w->seqs[k].state_block != UINT32_MAX && i < w->state_blocks; i++)
+            w->block_owner[w->seqs[k].state_block + i] = k;
         w->slot_owner[w->seqs[k].slot] = k;
     }
     w->n_seqs--;
@@ -198,7 +206,17 @@ static void fw_run_plan(struct sched *s, struct fworker *w, uint64_t now)
             CONTRACT(x->slot < w->slots && w->slot_owner[x->slot] == -1,
                      "slot %u not free for req=%" PRIx64, x->slot, x->req_id);
             CONTRACT(x->n_block_table > 0, "new_seq without a block table");
-            if (k >= 0 || x->slot >= w->slots || w->slot_owner[x->slot] != -1)
+            /* states in the pool: an aligned chunk of free blocks, named with new_seq */
+            bool state_ok = !w->state_blocks ? !x->has_state_block
+                                             : x->has_state_block &&
+                                                   x->state_block % w->state_blocks == 0 &&
+                                                   x->state_block + w->state_blocks <= w->kv_blocks;
+            CONTRACT(state_ok, "state block %u bad for req=%" PRIx64, x->state_block, x->req_id);
+            for (uint32_t b = 0; state_ok && w->state_blocks && b < w->state_blocks; b++)
+                CONTRACT(w->block_owner[x->state_block + b] == -1,
+                         "state block %u handed to req=%" PRIx64 " while held", x->state_block + b,
+                         x->req_id);
+            if (k >= 0 || x->slot >= w->slots || w->slot_owner[x->slot] != -1 || !state_ok)
                 continue;
             k = (int32_t)w->n_seqs++;
             w->seqs = xrealloc(w->seqs, sizeof *w->seqs * w->n_seqs);
@@ -206,6 +224,10 @@ static void fw_run_plan(struct sched *s, struct fworker *w, uint64_t now)
             memset(q, 0, sizeof *q);
             q->id = x->req_id;
             q->slot = x->slot;
+            q->state_block = w->state_blocks ? x->state_block : UINT32_MAX;
+            n_pool_states += w->state_blocks > 0;
+            for (uint32_t b = 0; b < w->state_blocks; b++)
+                w->block_owner[x->state_block + b] = k;
             q->max_new = x->max_new;
             q->n_stop = x->n_stop_ids < 8 ? (uint32_t)x->n_stop_ids : 8;
             if (q->n_stop)
@@ -424,6 +446,15 @@ static void check_invariants(struct sched *s)
                     bo[id] = 1;
                 held_b++;
             }
+            uint32_t sb = sched_pool_state_blocks(w->pool);
+            CHECK_EQ_INT(r->seq.state_block != SCHED_POOL_NO_STATE, sb > 0);
+            for (uint32_t b = 0; sb && r->seq.state_block != SCHED_POOL_NO_STATE && b < sb; b++) {
+                uint32_t id = r->seq.state_block + b;
+                CHECK(id < nb && !bo[id]); /* a state block also held as KV or by another */
+                if (id < nb)
+                    bo[id] = 1;
+                held_b++;
+            }
             /* the blocks cover the KV the worker may write: prefill sent + decodes granted */
             uint32_t need = r->state == SCHED_REQ_STATE_DECODE
                                 ? r->n_prompt + r->n_generated + r->n_granted - 1
@@ -441,7 +472,8 @@ static void check_invariants(struct sched *s)
         struct sched_req *r = sched_reqs_at(s->reqs, k);
         CHECK(r->id <= n_req_ids && R[r->id].n_term == 0 && !R[r->id].dropped);
         if (r->worker < 0) {
-            CHECK(r->seq.n_blocks == 0 && r->seq.slot == -1); /* queued holds nothing */
+            CHECK(r->seq.n_blocks == 0 && r->seq.slot == -1 &&
+                  r->seq.state_block == SCHED_POOL_NO_STATE); /* queued holds nothing */
             CHECK(r->queued);
             queued++;
         }
@@ -476,6 +508,7 @@ static void run_sim(uint64_t seed, uint32_t n_reqs)
     n_req_ids = n_finish = n_error = n_abort_sent = n_dropped = n_worker_deaths = n_replaced =
         n_gw_disconnects = 0;
     n_contract_errors = 0;
+    n_pool_states = 0;
     struct sched_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.heartbeat_ms = 10;
@@ -492,12 +525,15 @@ static void run_sim(uint64_t seed, uint32_t n_reqs)
     struct sched s;
     CHECK_EQ_INT(sched_init_local(&s, &cfg, &t), 0);
 
-    static const uint32_t blocks[N_WORKERS] = {40, 120, 72}; /* 640 .. 1920 tokens */
+    static const uint32_t blocks[N_WORKERS] = {40, 120, 96}; /* 640 .. 1920 tokens */
     static const uint32_t slots[N_WORKERS] = {8, 24, 12};
+    /* w2 keeps its GDN states in the pool: 3 blocks each, taken at admission */
+    static const uint32_t state_blocks[N_WORKERS] = {0, 0, 3};
     for (int i = 0; i < N_WORKERS; i++) {
         struct fworker *w = &W[i];
         snprintf(w->name, sizeof w->name, "w%d", i);
         w->kv_blocks = blocks[i];
+        w->state_blocks = state_blocks[i];
         w->slots = slots[i];
         w->max_seqs = slots[i] + 4; /* more than slots: the scheduler caps to slots */
         w->max_step = i == 1 ? 96 : 1024;
@@ -639,14 +675,17 @@ static void run_sim(uint64_t seed, uint32_t n_reqs)
     CHECK(n_abort_sent > 0 && s.n_aborted > 0);
     CHECK(n_worker_deaths > 0);
     CHECK(n_gw_disconnects > 0);
+    CHECK(n_pool_states > 0);
     total_dropped += n_dropped;
     printf(
         "sim: seed=%" PRIu64 " requests=%u ticks=%" PRIu64 " finished=%" PRIu64 " errors=%" PRIu64
         " dropped_with_gateway=%" PRIu64 " aborts_sent=%" PRIu64 " sched_aborted=%" PRIu64
         " preempted=%" PRIu64 " rejected=%" PRIu64 " worker_deaths=%" PRIu64
-        " worker_replaced=%" PRIu64 " gw_disconnects=%" PRIu64 " gen_tokens=%" PRIu64 "\n",
+        " worker_replaced=%" PRIu64 " gw_disconnects=%" PRIu64 " gen_tokens=%" PRIu64
+        " states_in_pool=%" PRIu64 "\n",
         seed, n_reqs, tick, n_finish, n_error, n_dropped, n_abort_sent, s.n_aborted, s.n_preempted,
-        s.n_rejected, n_worker_deaths, n_replaced, n_gw_disconnects, s.generation_tokens_total);
+        s.n_rejected, n_worker_deaths, n_replaced, n_gw_disconnects, s.generation_tokens_total,
+        n_pool_states);
 
     sched_deinit(&s);
     sim_outbox_destroy(&box);

@@ -15,7 +15,16 @@
  *   4 GiB bf16: needs 5,433,098,240 B = 5.06 GiB; fits (4 GiB - 64,389,120) / 327,680 = 12,910
  *     blocks = 206,560 tokens
  *   24 GiB bf16 at max_model_len 32,768: 2,048 blocks (671,088,640 B) + 256 slots; the rest
- *     9,285,992,448 B / 327,680 = 28,339 blocks = 453,424 tokens, 13.84x */
+ *     9,285,992,448 B / 327,680 = 28,339 blocks = 453,424 tokens, 13.84x
+ * The figures above are --gdn-state slots (states reserved up front, the CUDA worker's layout).
+ * --gdn-state pool (the default; issue 19), 6 GiB = 6,442,450,944 B at 262,144 tokens:
+ *   bf16: 19,660 blocks (6,442,188,800 B); a state = ceil(64,389,120 / 327,680) = 197 blocks;
+ *     KV tokens beside one state (19,660 - 197) x 16 = 311,408 (reference engine: 308,955);
+ *     concurrency 19,660 / (16,384 + 197) = 1.18569x (reference: 1.18x); one max-length sequence
+ *     16,581 blocks = 5,433,262,080 B; 512-token requests: 19,660 / (32 + 197) = 85 at once
+ *   fp8: 39,321 blocks of 163,840 B; a state = 64,389,120 / 163,840 = 393 blocks exactly;
+ *     (39,321 - 393) x 16 = 622,848 tokens (reference: 609,637); 39,321 / 16,777 = 2.34374x
+ *   4 GiB bf16: 13,107 blocks; largest length (13,107 - 197) x 16 = 206,560, as with slots */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,10 +61,10 @@ static int plan_for(const char *const *flags, int n_flags, struct kv_plan *p, ch
 
 static void test_bf16(void)
 {
-    const char *f[] = {"--kv-cache-memory-bytes", "85899345920"};
+    const char *f[] = {"--kv-cache-memory-bytes", "85899345920", "--gdn-state", "slots"};
     struct kv_plan p;
     char err[1024] = "";
-    CHECK_EQ_INT(plan_for(f, 2, &p, err, sizeof err), 0);
+    CHECK_EQ_INT(plan_for(f, 4, &p, err, sizeof err), 0);
     CHECK_EQ_INT(p.dtype, KV_DTYPE_BF16);
     CHECK_EQ_INT(p.max_model_len, 262144);
     CHECK_EQ_INT(p.kv_bytes_per_token_layer, 2048);
@@ -74,10 +83,11 @@ static void test_bf16(void)
 
 static void test_fp8(void)
 {
-    const char *f[] = {"--kv-cache-memory-bytes", "85899345920", "--kv-cache-dtype", "fp8"};
+    const char *f[] = {"--kv-cache-memory-bytes", "85899345920", "--kv-cache-dtype", "fp8",
+                       "--gdn-state", "slots"};
     struct kv_plan p;
     char err[1024] = "";
-    CHECK_EQ_INT(plan_for(f, 4, &p, err, sizeof err), 0);
+    CHECK_EQ_INT(plan_for(f, 6, &p, err, sizeof err), 0);
     CHECK_EQ_INT(p.dtype, KV_DTYPE_FP8);
     CHECK_EQ_INT(p.kv_bytes_per_token, 10240);
     CHECK_EQ_INT(p.block_bytes, 163840);
@@ -91,15 +101,17 @@ static void test_fp8(void)
 
 static void test_mtp_and_len(void)
 {
-    const char *f[] = {"--kv-cache-memory-bytes", "85899345920", "--speculative-tokens", "3"};
+    const char *f[] = {"--kv-cache-memory-bytes", "85899345920", "--speculative-tokens", "3",
+                       "--gdn-state", "slots"};
     struct kv_plan p;
     char err[1024] = "";
-    CHECK_EQ_INT(plan_for(f, 4, &p, err, sizeof err), 0);
+    CHECK_EQ_INT(plan_for(f, 6, &p, err, sizeof err), 0);
     CHECK_EQ_INT(p.n_kv_layers, 11);
     CHECK_EQ_INT(p.kv_bytes_per_token, 22528);
     CHECK_EQ_INT(p.n_blocks, 192581);
-    const char *g[] = {"--kv-cache-memory-bytes", "25769803776", "--max-model-len", "32768"};
-    CHECK_EQ_INT(plan_for(g, 4, &p, err, sizeof err), 0);
+    const char *g[] = {"--kv-cache-memory-bytes", "25769803776", "--max-model-len", "32768",
+                       "--gdn-state", "slots"};
+    CHECK_EQ_INT(plan_for(g, 6, &p, err, sizeof err), 0);
     CHECK_EQ_INT(p.max_model_len, 32768);
     /* kv(32768) = 2048 blocks * 327,680 = 671,088,640 B; spare = 24 GiB - that - 64,389,120 =
      * 25,034,326,016; slots = 1 + floor(spare / 2 / 64,389,120) = 1 + 194 = 195;
@@ -117,19 +129,75 @@ static void test_mtp_and_len(void)
     CHECK(strstr(err, "--kv-cache-memory-bytes") != NULL);
 }
 
+static void test_pool(void)
+{
+    const char *f[] = {"--kv-cache-memory-bytes", "6442450944", "--check-request-len", "512"};
+    struct kv_plan p;
+    char err[1024] = "";
+    CHECK_EQ_INT(plan_for(f, 4, &p, err, sizeof err), 0);
+    CHECK(p.state_in_pool);
+    CHECK_EQ_INT(p.block_bytes, 327680);
+    CHECK_EQ_INT(p.state_blocks, 197);
+    CHECK_EQ_INT(p.n_blocks, 19660);
+    CHECK_EQ_INT(p.pool_tokens, 311408);
+    CHECK_EQ_INT(p.seq_bytes_max_len, 5433262080LL);
+    CHECK_NEAR(p.max_concurrency, 19660.0 / 16581.0, 1e-12);
+    CHECK_EQ_INT(p.n_state_slots, 256); /* --max-num-seqs: a batch limit only */
+    CHECK_EQ_INT(p.request_len, 512);
+    CHECK_EQ_INT(p.requests_by_memory, 85);
+    CHECK_EQ_INT(p.concurrent_requests, 85);
+    /* the issue's floors */
+    CHECK(p.pool_tokens >= 310000 && p.max_concurrency >= 1.18 && p.concurrent_requests >= 70);
+    /* --max-num-seqs caps the requests, not the memory */
+    const char *c[] = {"--kv-cache-memory-bytes", "6442450944", "--check-request-len", "512",
+                       "--max-num-seqs", "40"};
+    CHECK_EQ_INT(plan_for(c, 6, &p, err, sizeof err), 0);
+    CHECK_EQ_INT(p.requests_by_memory, 85);
+    CHECK_EQ_INT(p.concurrent_requests, 40);
+    /* the same budget with slots: 8 slots, 8 requests of 512 tokens */
+    const char *s8[] = {"--kv-cache-memory-bytes", "6442450944", "--check-request-len", "512",
+                        "--gdn-state", "slots"};
+    CHECK_EQ_INT(plan_for(s8, 6, &p, err, sizeof err), 0);
+    CHECK(!p.state_in_pool);
+    CHECK_EQ_INT(p.n_state_slots, 8);
+    CHECK_EQ_INT(p.concurrent_requests, 8);
+    CHECK(p.pool_tokens < 311408);
+    const char *g[] = {"--kv-cache-memory-bytes", "6442450944", "--kv-cache-dtype", "fp8"};
+    CHECK_EQ_INT(plan_for(g, 4, &p, err, sizeof err), 0);
+    CHECK_EQ_INT(p.block_bytes, 163840);
+    CHECK_EQ_INT(p.state_blocks, 393);
+    CHECK_EQ_INT(p.n_blocks, 39321);
+    CHECK_EQ_INT(p.pool_tokens, 622848);
+    CHECK_NEAR(p.max_concurrency, 39321.0 / 16777.0, 1e-12);
+    CHECK(p.pool_tokens >= 610000);
+    /* a bad value is an input error */
+    const char *b[] = {"--kv-cache-memory-bytes", "6442450944", "--gdn-state", "heap"};
+    char *argv[] = {(char *)"tern-scheduler", (char *)"--model-config", (char *)CONFIG,
+                    (char *)b[0], (char *)b[1], (char *)b[2], (char *)b[3], NULL};
+    struct sched_cfg cfg;
+    CHECK_EQ_INT(sched_cfg_parse(&cfg, 7, argv), ERR_INVAL);
+}
+
 static void test_refusal(void)
 {
     const char *f[] = {"--kv-cache-memory-bytes", "4294967296"};
     struct kv_plan p;
     char err[1024] = "";
+    const char *want =
+        "one sequence of max_model_len=262144 needs 5.06 GiB of KV cache and GDN "
+        "state (bf16 KV), but only 4.00 GiB is available for the cache. The largest "
+        "max_model_len that fits is 206560: decrease --max-model-len, or increase "
+        "--kv-cache-memory-bytes / --gpu-memory-utilization, or use "
+        "--kv-cache-dtype fp8.";
     CHECK_EQ_INT(plan_for(f, 2, &p, err, sizeof err), ERR_FULL);
     CHECK_EQ_INT(p.max_len_fit, 206560);
-    CHECK_STREQ(err, "one sequence of max_model_len=262144 needs 5.06 GiB of KV cache and GDN "
-                     "state (bf16 KV), but only 4.00 GiB is available for the cache. The largest "
-                     "max_model_len that fits is 206560: decrease --max-model-len, or increase "
-                     "--kv-cache-memory-bytes / --gpu-memory-utilization, or use "
-                     "--kv-cache-dtype fp8.");
+    CHECK_STREQ(err, want);
     CHECK(strchr(err, '\n') == NULL); /* one line */
+    /* the same numbers with states in slots */
+    const char *s[] = {"--kv-cache-memory-bytes", "4294967296", "--gdn-state", "slots"};
+    CHECK_EQ_INT(plan_for(s, 4, &p, err, sizeof err), ERR_FULL);
+    CHECK_EQ_INT(p.max_len_fit, 206560);
+    CHECK_STREQ(err, want);
     /* fp8 halves the KV: the same budget fits */
     const char *g[] = {"--kv-cache-memory-bytes", "4294967296", "--kv-cache-dtype", "fp8"};
     CHECK_EQ_INT(plan_for(g, 4, &p, err, sizeof err), 0);
@@ -161,7 +229,8 @@ static void test_cli(void)
 {
     char *out = NULL;
     char args[512];
-    snprintf(args, sizeof args, "--config %s --kv-cache-memory-bytes 85899345920 --json", CONFIG);
+    snprintf(args, sizeof args,
+             "--config %s --kv-cache-memory-bytes 85899345920 --gdn-state slots --json", CONFIG);
     CHECK_EQ_INT(run_cli(args, &out), 0);
     cJSON *j = cJSON_Parse(out);
     CHECK(j != NULL);
@@ -189,10 +258,36 @@ static void test_cli(void)
         cJSON_Delete(j);
     }
     free(out);
-    snprintf(args, sizeof args, "--config %s --kv-cache-memory-bytes 85899345920", CONFIG);
+    snprintf(args, sizeof args, "--config %s --kv-cache-memory-bytes 85899345920 --gdn-state slots",
+             CONFIG);
     CHECK_EQ_INT(run_cli(args, &out), 0);
-    CHECK(strstr(out, "kv_pool tokens=3389440 blocks=211840 state_slots=256 "
+    CHECK(strstr(out, "kv_pool tokens=3389440 blocks=211840 gdn_state=slots state_slots=256 "
                       "max_concurrency=12.93x at max_model_len=262144") != NULL);
+    free(out);
+    /* the pool (default), text and JSON, with a request length */
+    snprintf(args, sizeof args, "--config %s --kv-cache-memory-bytes 6442450944 "
+             "--check-request-len 512", CONFIG);
+    CHECK_EQ_INT(run_cli(args, &out), 0);
+    CHECK(strstr(out, "kv_pool tokens=311408 blocks=19660 gdn_state=pool state_blocks=197 "
+                      "max_concurrency=1.19x at max_model_len=262144") != NULL);
+    CHECK(strstr(out, "requests of 512 tokens at once: 85 (memory: 85, --max-num-seqs: 256)") !=
+          NULL);
+    free(out);
+    snprintf(args, sizeof args, "--config %s --kv-cache-memory-bytes 6442450944 --kv-cache-dtype "
+             "fp8 --check-request-len 512 --json", CONFIG);
+    CHECK_EQ_INT(run_cli(args, &out), 0);
+    j = cJSON_Parse(out);
+    CHECK(j != NULL);
+    if (j) {
+        CHECK_STREQ(cJSON_GetStringValue(cJSON_GetObjectItem(j, "gdn_state")), "pool");
+        CHECK_NEAR(cJSON_GetNumberValue(cJSON_GetObjectItem(j, "state_blocks")), 393, 0);
+        CHECK_NEAR(cJSON_GetNumberValue(cJSON_GetObjectItem(j, "pool_tokens")), 622848, 0);
+        CHECK_NEAR(cJSON_GetNumberValue(cJSON_GetObjectItem(j, "max_num_seqs")), 256, 0);
+        /* 39,321 / (32 + 393) = 92 */
+        CHECK_NEAR(cJSON_GetNumberValue(cJSON_GetObjectItem(j, "concurrent_requests")), 92, 0);
+        CHECK_NEAR(cJSON_GetNumberValue(cJSON_GetObjectItem(j, "request_len")), 512, 0);
+        cJSON_Delete(j);
+    }
     free(out);
     CHECK_EQ_INT(run_cli("--kv-cache-memory-bytes 1", &out), 2); /* no model */
     free(out);
@@ -205,6 +300,7 @@ int main(void)
     test_bf16();
     test_fp8();
     test_mtp_and_len();
+    test_pool();
     test_refusal();
     test_cli();
     return test_result();

@@ -13,8 +13,8 @@
 
 static void test_pool_basic(void)
 {
-    CHECK(sched_pool_create(0, 16, 4) == NULL);
-    struct sched_pool *p = sched_pool_create(10, 16, 3);
+    CHECK(sched_pool_create(0, 16, 4, 0) == NULL);
+    struct sched_pool *p = sched_pool_create(10, 16, 3, 0);
     CHECK(p != NULL);
     CHECK_EQ_INT(sched_pool_blocks_for(p, 0), 0);
     CHECK_EQ_INT(sched_pool_blocks_for(p, 1), 1);
@@ -72,7 +72,7 @@ static void test_pool_basic(void)
 
 static void test_pool_random(void)
 {
-    struct sched_pool *p = sched_pool_create(257, 16, 32);
+    struct sched_pool *p = sched_pool_create(257, 16, 32, 0);
     struct sched_pool_seq s[32];
     for (int i = 0; i < 32; i++)
         sched_pool_seq_init(&s[i]);

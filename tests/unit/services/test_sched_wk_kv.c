@@ -6,12 +6,15 @@
  * the default tiny model by hand: 1 full-attention layer of 2 KV heads x 32: K+V = 2 x 2 x 32 x 2 B =
  * 256 B/token, 4,096 B per 16-token block; 3 GDN layers: conv dim 2 x 2 x 16 + 4 x 16 = 128,
  * window 128 x 3 x 2 B = 768 B, S = 4 x 16 x 16 x 4 B = 4,096 B -> 4,864 B/layer, 14,592 B/seq.
- * max_model_len 4096 = 256 blocks = 1,048,576 B (+ slot = 1,063,168 B).
- *   8 MiB, 16 seqs: 16 slots = 233,472 B; (8,388,608 - 233,472) / 4,096 = 1,991 blocks.
- *   1 MiB: refused (1,063,168 > 1,048,576).
+ * max_model_len 4096 = 256 blocks = 1,048,576 B. Both engines keep the GDN state in the pool
+ * (docs/KV.md): a state takes ceil(14,592 / 4,096) = 4 blocks.
+ *   8 MiB, 16 seqs: 8,388,608 / 4,096 = 2,048 blocks, state_blocks 4, 16 slots (a batch limit).
+ *   1 MiB: refused (one sequence: (256 + 4) x 4,096 = 1,064,960 > 1,048,576).
  * With speculation on (the tiny model has an MTP head; the cpu engine's default K is 3), the MTP
- * layer's own K/V doubles the attention KV: 8,192 B per block, (8,388,608 - 233,472) / 8,192 =
- * 995 blocks. The other cases run with --speculative-tokens 0. */
+ * layer's own K/V doubles the attention KV: 8,192 B per block, 1,024 blocks, a state
+ * ceil(14,592 / 8,192) = 2 blocks. The other cases run with --speculative-tokens 0.
+ * Without a byte budget the cpu engine takes room for --max-seqs sequences of max_model_len with
+ * their states: 16 x (256 + 4) = 4,160 blocks; --kv-blocks 4 cannot hold a state and a block. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +28,8 @@
 
 static char model_dir[64] = "/tmp/tern-wkkv-XXXXXX";
 
-static int create(const char *engine, const char *budget, const char *spec, struct wk_engine **e)
+static int create_blocks(const char *engine, const char *budget, const char *spec,
+                         const char *blocks, struct wk_engine **e)
 {
     char *argv[] = {(char *)"tern-worker", (char *)"--engine",
                     (char *)engine,        (char *)"--model",
@@ -34,14 +38,20 @@ static int create(const char *engine, const char *budget, const char *spec, stru
                     (char *)"16",          (char *)"--kv-cache-memory-bytes",
                     (char *)budget,        (char *)"--threads",
                     (char *)"1",           (char *)"--speculative-tokens",
-                    (char *)spec,          NULL};
+                    (char *)spec,          (char *)"--kv-blocks",
+                    (char *)blocks,        NULL};
     struct wk_cfg cfg;
-    int rc = wk_cfg_parse(&cfg, 15, argv);
+    int rc = wk_cfg_parse(&cfg, 17, argv);
     CHECK_EQ_INT(rc, 0);
     if (rc != 0)
         return rc;
     *e = NULL;
     return wk_engine_create(&cfg, NULL, NULL, e);
+}
+
+static int create(const char *engine, const char *budget, const char *spec, struct wk_engine **e)
+{
+    return create_blocks(engine, budget, spec, "0", e);
 }
 
 int main(void)
@@ -59,7 +69,8 @@ int main(void)
             CHECK_EQ_INT(e->info.max_model_len, 4096);
             CHECK_EQ_INT(e->info.n_slots, 16);
             CHECK_EQ_INT(e->info.block_tokens, 16);
-            CHECK_EQ_INT(e->info.kv_blocks, 1991);
+            CHECK_EQ_INT(e->info.kv_blocks, 2048);
+            CHECK_EQ_INT(e->info.state_blocks, 4);
             CHECK_EQ_INT(e->info.kv_bytes, 8388608);
             wk_engine_destroy(e);
         }
@@ -73,7 +84,24 @@ int main(void)
     if (e) {
         CHECK_EQ_INT(e->info.spec_k, 3);
         CHECK_EQ_INT(e->info.n_slots, 16);
-        CHECK_EQ_INT(e->info.kv_blocks, 995);
+        CHECK_EQ_INT(e->info.kv_blocks, 1024);
+        CHECK_EQ_INT(e->info.state_blocks, 2);
+        wk_engine_destroy(e);
+    }
+    /* no byte budget: room for 16 max-length sequences and their states */
+    e = NULL;
+    CHECK_EQ_INT(create("cpu", "0", "0", &e), 0);
+    if (e) {
+        CHECK_EQ_INT(e->info.state_blocks, 4);
+        CHECK_EQ_INT(e->info.kv_blocks, 4160);
+        wk_engine_destroy(e);
+    }
+    e = NULL;
+    CHECK_EQ_INT(create_blocks("cpu", "0", "0", "4", &e), ERR_INVAL); /* 4 blocks: only a state */
+    CHECK(e == NULL);
+    CHECK_EQ_INT(create_blocks("cpu", "0", "0", "5", &e), 0);
+    if (e) {
+        CHECK_EQ_INT(e->info.kv_blocks, 5);
         wk_engine_destroy(e);
     }
     char cmd[160];
