@@ -18,9 +18,6 @@
 #define THREADS 256
 #define WARPS (THREADS / KCUDA_WARP)
 #define KU 8 /* keys a lane takes per round: their 2 * KU K and V loads are in flight together */
-/* 4 blocks per SM of an H200 (132 SMs): the grid grows with max_seq_len (a captured graph's is
- * max_model_len) up to there, then its blocks walk more chunks each */
-#define WAVE_BLOCKS (4 * 132)
 
 static __device__ __forceinline__ int64_t kv_slot(const int32_t *bt, int j, int block_size)
 {
@@ -46,15 +43,6 @@ static __device__ __forceinline__ void load8(float *r, const uint8_t *p)
 #pragma unroll
     for (int i = 0; i < 8; i++)
         r[i] = e4m3_to_f32((uint8_t)(uu[i / 4] >> (8 * (i % 4))));
-}
-
-/* The split kernel's grid width = partials per (seq, head) in the workspace: one per chunk of
- * max_seq_len, at most WAVE_BLOCKS blocks over all heads (but one per head). */
-static int attn_parts(int n_seq, int n_q_heads, int max_seq_len)
-{
-    const int64_t heads = (int64_t)n_seq * n_q_heads;
-    const int cap = heads >= WAVE_BLOCKS ? 1 : (int)CEIL_DIV(WAVE_BLOCKS, heads);
-    return min(CEIL_DIV(max_seq_len, SPLIT), cap);
 }
 
 /* T: uint16_t (bf16) or uint8_t (e4m3) cache elements. scale includes k_scale; the partial
@@ -234,7 +222,9 @@ int attn_decode_dtype_cuda(float *out, float *ws, const float *q, const float *g
         return ERR_INVAL;
     if (n_seq == 0)
         return 0;
-    const int n_parts = attn_parts(n_seq, n_q_heads, max_seq_len);
+    /* the grid grows with max_seq_len (a captured graph's is max_model_len) up to the wave,
+     * then its blocks walk more chunks each */
+    const int n_parts = attn_decode_parts(n_seq, n_q_heads, max_seq_len);
     dim3 g1(n_parts, n_q_heads, n_seq);
     if (kv_dtype == KV_DTYPE_BF16)
         kcuda_launch_pdl(attn_split_kernel<uint16_t>, g1, THREADS, 0, stream, ws, q,

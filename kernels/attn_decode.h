@@ -19,7 +19,14 @@ extern "C" {
 #define ATTN_DECODE_SPLIT 256
 #define ATTN_DECODE_MAX_HEAD_DIM 256
 
-/* Floats of workspace attn_decode_cuda needs for these sizes. */
+/* The split kernel's blocks per (sequence, head): one per chunk of ATTN_DECODE_SPLIT keys of
+ * max_seq_len, but no more than ATTN_DECODE_WAVE_BLOCKS blocks over all heads (at least one per
+ * head; those blocks then walk several chunks each). */
+#define ATTN_DECODE_WAVE_BLOCKS (4 * 132) /* 4 blocks per SM of an H200 */
+int attn_decode_parts(int n_seq, int n_q_heads, int max_seq_len);
+/* Floats of workspace attn_decode_cuda needs for these sizes: one partial (head_dim + 2 floats)
+ * per (sequence, head, part). Not monotonic in n_seq below the wave (fewer sequences get more
+ * parts each); at most ATTN_DECODE_WAVE_BLOCKS + n_seq * n_q_heads partials. */
 size_t attn_decode_ws_floats(int n_seq, int n_q_heads, int head_dim, int max_seq_len);
 
 /* out: (n_seq, n_q_heads*head_dim); q: (n_seq, n_q_heads, head_dim); gate: (n_seq,

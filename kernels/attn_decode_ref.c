@@ -9,10 +9,19 @@
 #include "kdtype.h"
 #include "kv_write.h"
 
+int attn_decode_parts(int n_seq, int n_q_heads, int max_seq_len)
+{
+    const int64_t heads = (int64_t)n_seq * n_q_heads;
+    const int64_t cap =
+        heads >= ATTN_DECODE_WAVE_BLOCKS ? 1 : CEIL_DIV(ATTN_DECODE_WAVE_BLOCKS, heads);
+    const int64_t splits = CEIL_DIV((int64_t)(max_seq_len > 0 ? max_seq_len : 1), ATTN_DECODE_SPLIT);
+    return (int)(splits < cap ? splits : cap);
+}
+
 size_t attn_decode_ws_floats(int n_seq, int n_q_heads, int head_dim, int max_seq_len)
 {
-    size_t splits = (size_t)CEIL_DIV(max_seq_len, ATTN_DECODE_SPLIT);
-    return (size_t)n_seq * n_q_heads * splits * ((size_t)head_dim + 2);
+    return (size_t)n_seq * n_q_heads * (size_t)attn_decode_parts(n_seq, n_q_heads, max_seq_len) *
+           ((size_t)head_dim + 2);
 }
 
 /* Cached element idx as fp32: bf16, or e4m3 times the per-tensor scale. */

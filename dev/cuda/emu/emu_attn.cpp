@@ -83,7 +83,7 @@ static int run(int n, const int *T, const int *P, int hq, int hkv, int hd, int b
 }
 
 /* attn_decode at max_seq_len ml (>= every length; a captured graph passes max_model_len) over a
- * grid of parts blocks per head (0: attn_parts, the launcher's), fewer than a length's chunks
+ * grid of parts blocks per head (0: attn_decode_parts, the launcher's), fewer than a length's chunks
  * making a block walk several. Block table entries past a length point far outside the cache. */
 static int run_decode(int n_seq, int hq, int hkv, int hd, int bs, const int *lens, int ml, int parts,
                       int dt, float ks, float vs, int gate_on)
@@ -115,9 +115,13 @@ static int run_decode(int n_seq, int hq, int hkv, int hd, int bs, const int *len
     for (size_t i = 0; i < nq; i++) { q[i] = runi(-2, 2); gate[i] = runi(-3, 3); got[i] = NAN; }
     const float scale = 1.0f / sqrtf((float)hd), *hg = gate_on ? gate : NULL;
     attn_decode_dtype_ref(ref, NULL, q, hg, kc, vc, dt, ks, vs, bt, lens, n_seq, hq, hkv, hd, bs, mb, ml, scale);
-    if (!parts) parts = attn_parts(n_seq, hq, ml);
-    const size_t nws = attn_decode_ws_floats(n_seq, hq, hd, ml);
-    if ((size_t)n_seq * hq * parts * (hd + 2) > nws) { printf("attn_decode emu: %d parts overflow the workspace FAIL\n", parts); return 1; }
+    const bool launcher = !parts;
+    if (launcher) parts = attn_decode_parts(n_seq, hq, ml);
+    const size_t need = (size_t)n_seq * hq * parts * (hd + 2);
+    /* the launcher's parts fit the workspace attn_decode_ws_floats sizes; a harness choice gets
+     * its own */
+    if (launcher && need > attn_decode_ws_floats(n_seq, hq, hd, ml)) { printf("attn_decode emu: %d parts overflow the workspace FAIL\n", parts); return 1; }
+    const size_t nws = std::max(need, attn_decode_ws_floats(n_seq, hq, hd, ml));
     float *ws = (float *)emu_alloc(nws * 4);
     for (size_t i = 0; i < nws; i++) ws[i] = NAN; /* partials past a length's chunks: never read */
     const dim3 grid(parts, hq, n_seq);

@@ -52,7 +52,7 @@ static int run_attn(int n_seq, int hq, int hkv, int hd, int bs, const int *lens,
     const size_t nws = attn_decode_ws_floats(n_seq, hq, hd, max_len);
     float *ws = (float *)malloc(nws * 4);
     for (size_t i = 0; i < nws; i++) ws[i] = NAN; // splits past a sequence's keys are not written: never read
-    const int n_splits = CEIL_DIV(max_len, SPLIT);
+    const int n_splits = attn_decode_parts(n_seq, hq, max_len); /* the launcher's grid */
     if (dt == KV_DTYPE_BF16)
         emu_launch(dim3(n_splits, hq, n_seq), 256, [&] { attn_split_kernel<uint16_t>(ws, q, (uint16_t *)kg, (uint16_t *)vg, bt, lens, hq, hkv, hd, bs, mb, n_splits, scale, 1.0f); });
     else

@@ -148,10 +148,13 @@ int gpu_attn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_pa
                                          1.0f / sqrtf((float)hd), g->disp.attn_prefill_path, st));
         return gpu_linear(g, g->y, &L->o, g->ao, n);
     }
-    /* the split workspace holds n_slots rows at max_model_len: longer passes go in groups */
-    const int64_t per_row = (int64_t)attn_decode_ws_floats(1, hq, hd, p->max_len);
-    int64_t grp = per_row > 0 ? g->attn_ws_floats / per_row : n;
-    if (grp < 1)
+    /* the split workspace holds any pass of up to n_slots rows at max_model_len: longer passes
+     * go in groups of the most rows whose partials fit */
+    int64_t grp = n;
+    while (grp > 1 &&
+           (int64_t)attn_decode_ws_floats((int)grp, hq, hd, p->max_len) > g->attn_ws_floats)
+        grp = grp > g->o.n_slots ? g->o.n_slots : grp - 1;
+    if ((int64_t)attn_decode_ws_floats((int)grp, hq, hd, p->max_len) > g->attn_ws_floats)
         return ERR_INVAL; // cannot happen: max_len <= max_model_len
     for (int r0 = 0; r0 < n; r0 += (int)grp) {
         const int nr = (int)(n - r0 < grp ? n - r0 : grp);

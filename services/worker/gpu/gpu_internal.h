@@ -134,7 +134,8 @@ struct gpu_model {
     unsigned *router_counter;  // moe_router_cuda's last-block counter (0 between launches)
     float *xl, *logits;        // (lrows, H), (lrows, V) rows that need logits
     int32_t *argmax_ids;       // (lrows)
-    int64_t attn_ws_floats;    // attn_ws size: n_slots rows at max_model_len
+    int64_t attn_ws_floats;    // attn_ws size: the most any pass of up to n_slots rows at
+                               //  max_model_len takes (attn_decode_ws_floats)
     /* per step inputs: one device block and its pinned host mirror */
     int32_t *d_in, *h_in;      // tokens | pos | slots | slot_mapping | seq_lens | gdn items |
                                //  block table (one row per step row, stride ts <= bps)

@@ -554,9 +554,13 @@ static int alloc_acts(struct gpu_model *g, char *err, size_t errlen)
     g->k = act(g, B * g->hkv * g->hd);
     g->v = act(g, B * g->hkv * g->hd);
     g->ao = act(g, B * qd);
-    /* attention splits for n_slots rows at full length; longer passes attend in row groups */
-    g->attn_ws_floats =
-        (int64_t)attn_decode_ws_floats(g->o.n_slots, g->hq, g->hd, g->o.max_model_len);
+    /* attention partials for any pass of up to n_slots rows at full length (not monotonic in
+     * the rows: fewer rows get more parts each); longer passes attend in row groups */
+    g->attn_ws_floats = 0;
+    for (int n = 1; n <= g->o.n_slots; n++) {
+        const int64_t f = (int64_t)attn_decode_ws_floats(n, g->hq, g->hd, g->o.max_model_len);
+        g->attn_ws_floats = f > g->attn_ws_floats ? f : g->attn_ws_floats;
+    }
     g->attn_ws = act(g, g->attn_ws_floats);
     g->moe_logits = act(g, B * g->E);
     g->moe_w = act(g, B * (g->K + 1)); // + 1: a folded shared expert's slot
