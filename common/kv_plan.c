@@ -65,8 +65,8 @@ static void plan_pool(struct kv_plan *p, int64_t want_seqs)
     p->n_blocks = p->budget_bytes / p->block_bytes;
     p->n_state_slots = want_seqs;
     p->pool_tokens = (p->n_blocks - p->state_blocks) * p->block_tokens;
-    double by_mem = (double)p->n_blocks /
-                    (double)(kv_plan_blocks_for(p, p->max_model_len) + p->state_blocks);
+    double by_mem =
+        (double)p->n_blocks / (double)(kv_plan_blocks_for(p, p->max_model_len) + p->state_blocks);
     p->max_concurrency = by_mem < (double)want_seqs ? by_mem : (double)want_seqs;
     if (p->request_len > 0) {
         p->requests_by_memory =
@@ -81,8 +81,9 @@ static void plan_slots(struct kv_plan *p, int64_t want_seqs)
 {
     int64_t max_len_kv = kv_plan_blocks_for(p, p->max_model_len) * p->block_bytes;
     int64_t spare = p->budget_bytes - max_len_kv - p->state_bytes_per_seq;
-    int64_t slots = p->state_bytes_per_seq > 0 ? 1 + (spare > 0 ? spare / 2 / p->state_bytes_per_seq : 0)
-                                               : want_seqs;
+    int64_t slots = p->state_bytes_per_seq > 0
+                        ? 1 + (spare > 0 ? spare / 2 / p->state_bytes_per_seq : 0)
+                        : want_seqs;
     if (slots > want_seqs)
         slots = want_seqs;
     if (slots < 1)
@@ -148,8 +149,8 @@ int64_t kv_plan_state_blocks(const struct kv_geom *g, const struct kv_opts *o)
     return rc < 0 ? rc : p.state_blocks;
 }
 
-int kv_plan_compute(const struct kv_geom *g, const struct kv_opts *o, struct kv_plan *p,
-                    char *err, size_t errlen)
+int kv_plan_compute(const struct kv_geom *g, const struct kv_opts *o, struct kv_plan *p, char *err,
+                    size_t errlen)
 {
     int rc = plan_sizes(g, o, p, err, errlen);
     if (rc < 0)
@@ -166,11 +167,13 @@ int kv_plan_compute(const struct kv_geom *g, const struct kv_opts *o, struct kv_
     }
     /* largest length whose blocks + one state fit (block granularity) */
     if (p->state_in_pool) {
-        int64_t kv_blocks = p->block_bytes > 0 ? p->budget_bytes / p->block_bytes - p->state_blocks : 0;
+        int64_t kv_blocks =
+            p->block_bytes > 0 ? p->budget_bytes / p->block_bytes - p->state_blocks : 0;
         p->max_len_fit = kv_blocks > 0 ? kv_blocks * p->block_tokens : 0;
     } else {
         int64_t kv_room = p->budget_bytes - p->state_bytes_per_seq;
-        p->max_len_fit = kv_room > 0 && p->block_bytes > 0 ? (kv_room / p->block_bytes) * p->block_tokens : 0;
+        p->max_len_fit =
+            kv_room > 0 && p->block_bytes > 0 ? (kv_room / p->block_bytes) * p->block_tokens : 0;
     }
     if (p->max_len_fit > p->max_model_len)
         p->max_len_fit = p->max_model_len;

@@ -14,7 +14,8 @@ int attn_decode_parts(int n_seq, int n_q_heads, int max_seq_len)
     const int64_t heads = (int64_t)n_seq * n_q_heads;
     const int64_t cap =
         heads >= ATTN_DECODE_WAVE_BLOCKS ? 1 : CEIL_DIV(ATTN_DECODE_WAVE_BLOCKS, heads);
-    const int64_t splits = CEIL_DIV((int64_t)(max_seq_len > 0 ? max_seq_len : 1), ATTN_DECODE_SPLIT);
+    const int64_t splits =
+        CEIL_DIV((int64_t)(max_seq_len > 0 ? max_seq_len : 1), ATTN_DECODE_SPLIT);
     return (int)(splits < cap ? splits : cap);
 }
 

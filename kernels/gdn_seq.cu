@@ -19,7 +19,7 @@
  * same operations in the same order as with one chunk. Only the chunk-0 thread reads the state
  * (the others start at least kc-1 rows in) and it alone writes it back at the end: the window
  * after the item's last row, from x or (a short item) the old state, read before overwritten. */
-__global__ void gdn_seq_conv_kernel(float *out, float *state, float *snap, int n_snap,
+__global__ void gdn_seq_conv_kernel(float *out, float *state, int64_t sstride, float *snap, int n_snap,
                                     const float *x, const float *w, const int32_t *items,
                                     int channels, int kc)
 {
@@ -40,7 +40,7 @@ __global__ void gdn_seq_conv_kernel(float *out, float *state, float *snap, int n
     if (t0 >= n)
         return;
     const int t1 = min(n, t0 + chunk);
-    float *st = state + ((int64_t)it[2] * channels + c) * kw;
+    float *st = state + (int64_t)it[2] * sstride + (int64_t)c * kw;
     const float *wc = w + (int64_t)c * kc;
     float win[MAXW], wt[MAXW];
 #pragma unroll
@@ -246,7 +246,8 @@ stage_rows(step_smem<T> &sm, const float *qkv, const float *z, const float *a, c
  * finishes it. */
 template <int T>
 __global__ void __launch_bounds__(HEAD_THREADS / T, T)
-    gdn_seq_step_kernel(float *out, float *state, float *snap, int n_snap, const float *qkv,
+    gdn_seq_step_kernel(float *out, float *state, int64_t sstride, float *snap, int n_snap,
+                        const float *qkv,
                         const float *z, const float *a, const float *b, const float *a_log,
                         const float *dt_bias, const float *norm_w, const int32_t *items,
                         int n_k_heads, int n_v_heads, float eps, struct chunk_take take)
@@ -265,7 +266,7 @@ __global__ void __launch_bounds__(HEAD_THREADS / T, T)
     const int c = w * 8 + (lane & 7), col = tile * COLS + c;
     const int64_t vw = (int64_t)n_v_heads * D, hs = (int64_t)D * D;
     const float a_exp = __expf(a_log[j]), dtb = dt_bias[j];
-    float *S = state + ((int64_t)it[2] * n_v_heads + j) * hs + col;
+    float *S = state + (int64_t)it[2] * sstride + (int64_t)j * hs + col;
     float s[ROWS];
 #pragma unroll
     for (int m = 0; m < ROWS / 4; m++)
@@ -409,6 +410,7 @@ static __device__ __forceinline__ float dot4(float4 a, float4 b)
 
 struct chunk_args {
     float *out, *state;
+    int64_t sstride;      // floats between slots of state
     float *u, *w, *p, *g; // the workspace's arrays
 
     const float *qkv, *a, *b, *a_log, *dt_bias;
@@ -531,7 +533,7 @@ __global__ void __launch_bounds__(CHUNK_THREADS, 2) gdn_chunk_state_kernel(chunk
         return;
     const int n = it[1], kh = j / (hv / hk);
     const int64_t width = (int64_t)(2 * hk + hv) * D, vw = (int64_t)hv * D;
-    float *Sg = p.state + ((int64_t)it[2] * hv + j) * D * D + col0;
+    float *Sg = p.state + (int64_t)it[2] * p.sstride + (int64_t)j * D * D + col0;
     for (int e = tid; e < D * CT; e += CHUNK_THREADS)
         Ss[(e / CT) * SPT + e % CT] = Sg[(int64_t)(e / CT) * D + e % CT];
     const int t = tid >> 2, c4 = (tid & 3) * 4;    // phases 1-2: row t, columns c4 .. c4+3
@@ -635,13 +637,16 @@ __global__ void __launch_bounds__(CHUNK_THREADS, 2) gdn_chunk_state_kernel(chunk
 #define GDN_CONV_BLOCKS 2048
 #define GDN_CONV_MIN_CHUNK 16
 
-int gdn_seq_conv_cuda(float *out, float *state, float *snap, int n_snap, const float *x,
-                      const float *w, const int32_t *items, int n_items, int max_rows,
-                      int channels, int kc, cudaStream_t stream)
+int gdn_seq_conv_cuda(float *out, float *state, int64_t state_stride, float *snap, int n_snap,
+                      const float *x, const float *w, const int32_t *items, int n_items,
+                      int max_rows, int channels, int kc, cudaStream_t stream)
 {
     if (!out || !state || !x || !w || !items || n_items < 0 || n_items > 65535 || channels <= 0 ||
-        kc < 2 || kc > GDN_CONV_MAX_KC || n_snap < 0)
+        kc < 2 || kc > GDN_CONV_MAX_KC || n_snap < 0 || state_stride < 0 ||
+        (state_stride && state_stride < (int64_t)channels * (kc - 1)))
         return ERR_INVAL;
+    if (!state_stride)
+        state_stride = (int64_t)channels * (kc - 1);
     if (n_items == 0)
         return 0;
     const int64_t xy = (int64_t)CEIL_DIV(channels, 256) * n_items;
@@ -651,8 +656,8 @@ int gdn_seq_conv_cuda(float *out, float *state, float *snap, int n_snap, const f
     if (z > 65535)
         z = 65535;
     dim3 grid(CEIL_DIV(channels, 256), n_items, (unsigned)z);
-    kcuda_launch_pdl(gdn_seq_conv_kernel, grid, 256, 0, stream, out, state, snap, n_snap, x, w,
-                     items, channels, kc);
+    kcuda_launch_pdl(gdn_seq_conv_kernel, grid, 256, 0, stream, out, state, state_stride, snap,
+                     n_snap, x, w, items, channels, kc);
     return kcuda_launch_status("gdn_seq_conv");
 }
 
@@ -668,30 +673,40 @@ static int auto_tiles(int n_items, int n_v_heads)
 }
 
 template <int T>
-static void launch_step(float *out, float *state, float *snap, int n_snap, const float *qkv,
+static void launch_step(float *out, float *state, int64_t sstride, float *snap, int n_snap,
+                        const float *qkv,
                         const float *z, const float *a, const float *b, const float *a_log,
                         const float *dt_bias, const float *norm_w, const int32_t *items,
                         int n_items, int n_k_heads, int n_v_heads, float eps, chunk_take take,
                         cudaStream_t stream)
 {
     dim3 grid(n_v_heads * T, n_items);
-    kcuda_launch_pdl(gdn_seq_step_kernel<T>, grid, HEAD_THREADS / T, 0, stream, out, state, snap,
-                     n_snap, qkv, z, a, b, a_log, dt_bias, norm_w, items, n_k_heads, n_v_heads,
+    kcuda_launch_pdl(gdn_seq_step_kernel<T>, grid, HEAD_THREADS / T, 0, stream, out, state,
+                     sstride, snap, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w, items, n_k_heads, n_v_heads,
                      eps, take);
 }
 
-static bool step_args_ok(float *out, float *state, int n_snap, const float *qkv, const float *z,
-                         const float *a, const float *b, const float *a_log,
-                         const float *dt_bias, const float *norm_w, const int32_t *items,
-                         int n_items, int n_k_heads, int n_v_heads)
+static bool step_args_ok(float *out, float *state, int64_t state_stride, int n_snap,
+                         const float *qkv, const float *z, const float *a, const float *b,
+                         const float *a_log, const float *dt_bias, const float *norm_w,
+                         const int32_t *items, int n_items, int n_k_heads, int n_v_heads)
 {
     return out && state && qkv && z && a && b && a_log && dt_bias && norm_w && items &&
            n_items >= 0 && n_items <= 65535 && n_k_heads > 0 && n_v_heads > 0 &&
-           n_v_heads % n_k_heads == 0 && n_v_heads <= 65535 && n_snap >= 0;
+           n_v_heads % n_k_heads == 0 && n_v_heads <= 65535 && n_snap >= 0 &&
+           (state_stride == 0 || state_stride >= (int64_t)n_v_heads * D * D) &&
+           state_stride % 4 == 0;
+}
+
+/* the packed stride for 0 */
+static int64_t step_stride(int64_t state_stride, int n_v_heads)
+{
+    return state_stride ? state_stride : (int64_t)n_v_heads * D * D;
 }
 
 /* The token-serial kernel (and its norm) over the items the chunked form does not take. */
-static int run_serial(float *out, float *state, float *snap, int n_snap, const float *qkv,
+static int run_serial(float *out, float *state, int64_t sstride, float *snap, int n_snap,
+                      const float *qkv,
                       const float *z, const float *a, const float *b, const float *a_log,
                       const float *dt_bias, const float *norm_w, const int32_t *items,
                       int n_items, int n_k_heads, int n_v_heads, float eps, int tiles,
@@ -700,13 +715,13 @@ static int run_serial(float *out, float *state, float *snap, int n_snap, const f
     if (tiles == 0)
         tiles = auto_tiles(n_items, n_v_heads);
     if (tiles == 1)
-        launch_step<1>(out, state, snap, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w, items,
+        launch_step<1>(out, state, sstride, snap, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w, items,
                        n_items, n_k_heads, n_v_heads, eps, take, stream);
     else if (tiles == 2)
-        launch_step<2>(out, state, snap, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w, items,
+        launch_step<2>(out, state, sstride, snap, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w, items,
                        n_items, n_k_heads, n_v_heads, eps, take, stream);
     else
-        launch_step<4>(out, state, snap, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w, items,
+        launch_step<4>(out, state, sstride, snap, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w, items,
                        n_items, n_k_heads, n_v_heads, eps, take, stream);
     int rc = kcuda_launch_status("gdn_seq_step");
     if (rc < 0 || tiles == 1)
@@ -717,30 +732,34 @@ static int run_serial(float *out, float *state, float *snap, int n_snap, const f
     return kcuda_launch_status("gdn_seq_norm");
 }
 
-int gdn_seq_step_cuda_tiles(float *out, float *state, float *snap, int n_snap, const float *qkv,
+int gdn_seq_step_cuda_tiles(float *out, float *state, int64_t state_stride, float *snap,
+                            int n_snap, const float *qkv,
                             const float *z, const float *a, const float *b, const float *a_log,
                             const float *dt_bias, const float *norm_w, const int32_t *items,
                             int n_items, int n_k_heads, int n_v_heads, float eps, int tiles,
                             cudaStream_t stream)
 {
-    if (!step_args_ok(out, state, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w, items, n_items,
-                      n_k_heads, n_v_heads) ||
+    if (!step_args_ok(out, state, state_stride, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w,
+                      items, n_items, n_k_heads, n_v_heads) ||
         (tiles != 0 && tiles != 1 && tiles != 2 && tiles != 4))
         return ERR_INVAL;
     if (n_items == 0)
         return 0;
     const chunk_take none = {0, 0, 0};
-    return run_serial(out, state, snap, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w, items,
-                      n_items, n_k_heads, n_v_heads, eps, tiles, none, stream);
+    return run_serial(out, state, step_stride(state_stride, n_v_heads), snap, n_snap, qkv, z, a,
+                      b, a_log, dt_bias, norm_w, items, n_items, n_k_heads, n_v_heads, eps, tiles,
+                      none, stream);
 }
 
-int gdn_seq_step_cuda(float *out, float *state, float *snap, int n_snap, const float *qkv,
-                      const float *z, const float *a, const float *b, const float *a_log,
-                      const float *dt_bias, const float *norm_w, const int32_t *items,
-                      int n_items, int n_k_heads, int n_v_heads, float eps, cudaStream_t stream)
+int gdn_seq_step_cuda(float *out, float *state, int64_t state_stride, float *snap, int n_snap,
+                      const float *qkv, const float *z, const float *a, const float *b,
+                      const float *a_log, const float *dt_bias, const float *norm_w,
+                      const int32_t *items, int n_items, int n_k_heads, int n_v_heads, float eps,
+                      cudaStream_t stream)
 {
-    return gdn_seq_step_cuda_tiles(out, state, snap, n_snap, qkv, z, a, b, a_log, dt_bias,
-                                   norm_w, items, n_items, n_k_heads, n_v_heads, eps, 0, stream);
+    return gdn_seq_step_cuda_tiles(out, state, state_stride, snap, n_snap, qkv, z, a, b, a_log,
+                                   dt_bias, norm_w, items, n_items, n_k_heads, n_v_heads, eps, 0,
+                                   stream);
 }
 
 size_t gdn_seq_chunk_ws_floats(int rows, int n_v_heads)
@@ -748,15 +767,15 @@ size_t gdn_seq_chunk_ws_floats(int rows, int n_v_heads)
     return rows > 0 && n_v_heads > 0 ? (size_t)rows * (size_t)n_v_heads * WS_PER_ROW_HEAD : 0;
 }
 
-int gdn_seq_step_chunked_cuda(float *out, float *state, float *snap, int n_snap,
-                              const float *qkv, const float *z, const float *a, const float *b,
+int gdn_seq_step_chunked_cuda(float *out, float *state, int64_t state_stride, float *snap,
+                              int n_snap, const float *qkv, const float *z, const float *a, const float *b,
                               const float *a_log, const float *dt_bias, const float *norm_w,
                               const int32_t *items, int n_items, int n_k_heads, int n_v_heads,
                               float eps, int chunk_min_rows, int max_rows, float *ws,
                               int ws_rows, cudaStream_t stream)
 {
-    if (!step_args_ok(out, state, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w, items, n_items,
-                      n_k_heads, n_v_heads) ||
+    if (!step_args_ok(out, state, state_stride, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w,
+                      items, n_items, n_k_heads, n_v_heads) ||
         (chunk_min_rows > 0 && (!ws || ws_rows <= 0 || ((uintptr_t)ws) % 16 ||
                                 ((uintptr_t)out) % 16)))
         return ERR_INVAL;
@@ -768,13 +787,15 @@ int gdn_seq_step_chunked_cuda(float *out, float *state, float *snap, int n_snap,
     chunk_take take = {chunk_min_rows, nz * CR, ws_rows};
     if (chunk_min_rows <= 0 || max_rows < chunk_min_rows)
         take.min_rows = 0; // no item long enough: the token-serial kernel alone
-    int rc = run_serial(out, state, snap, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w, items,
-                        n_items, n_k_heads, n_v_heads, eps, 0, take, stream);
+    const int64_t sstride = step_stride(state_stride, n_v_heads);
+    int rc = run_serial(out, state, sstride, snap, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w,
+                        items, n_items, n_k_heads, n_v_heads, eps, 0, take, stream);
     if (rc < 0 || take.min_rows == 0)
         return rc;
     chunk_args ca;
     ca.out = out;
     ca.state = state;
+    ca.sstride = sstride;
     const int64_t hd = (int64_t)ws_rows * n_v_heads * D; // floats of U and of W
     ca.u = ws;
     ca.w = ws + hd;

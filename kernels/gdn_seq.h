@@ -14,7 +14,11 @@
  *   the state slot, and snap = -1 (keep nothing) or the first snapshot index: the state after
  *   row t of the item is also stored at snapshot index snap + t (indices >= n_snap are skipped),
  *   which lets a caller roll the state back to any row (speculative decoding).
- * n_rows = 0 leaves the slot's state untouched. Two items must not share a slot. */
+ * n_rows = 0 leaves the slot's state untouched. Two items must not share a slot.
+ * state_stride: floats from one slot's state to the next (0: packed, channels * (kc-1) for the
+ * conv, n_v_heads * 128 * 128 for the recurrence): a caller that keeps each sequence's state in
+ * a larger region (the KV pool's blocks, docs/KV.md) passes the region's size; >= the packed
+ * size, a multiple of 4 (16-byte rows). */
 #ifndef KERNELS_GDN_SEQ_H
 #define KERNELS_GDN_SEQ_H
 
@@ -35,22 +39,22 @@ extern "C" {
  * the rows of the longest item (the pass's total rows will do; it only sets the time split, <= 0
  * = one chunk per item). The results do not depend on it. Device pointers.
  * Returns 0, ERR_INVAL (kc < 2 or > 8, n_items > 65535, NULLs), ERR_CUDA. */
-int gdn_seq_conv_cuda(float *out, float *state, float *snap, int n_snap, const float *x,
+int gdn_seq_conv_cuda(float *out, float *state, int64_t state_stride, float *snap, int n_snap, const float *x,
                       const float *w, const int32_t *items, int n_items, int max_rows,
                       int channels, int kc, cudaStream_t stream);
-int gdn_seq_conv_ref(float *out, float *state, float *snap, int n_snap, const float *x,
+int gdn_seq_conv_ref(float *out, float *state, int64_t state_stride, float *snap, int n_snap, const float *x,
                      const float *w, const int32_t *items, int n_items, int channels, int kc);
 
 /* qkv: (rows, (2*n_k_heads + n_v_heads)*128) post-conv [q | k | v]; z, out: (rows,
  * n_v_heads*128); a, b: (rows, n_v_heads); a_log, dt_bias: (n_v_heads,); norm_w: (128,);
  * state: (n_slots, n_v_heads, 128 [k], 128 [v]) in place; snap: (n_snap, n_v_heads, 128, 128)
  * or NULL. Same math per row as gdn_step. Returns 0, ERR_INVAL, ERR_CUDA. */
-int gdn_seq_step_cuda(float *out, float *state, float *snap, int n_snap, const float *qkv,
+int gdn_seq_step_cuda(float *out, float *state, int64_t state_stride, float *snap, int n_snap, const float *qkv,
                       const float *z, const float *a, const float *b, const float *a_log,
                       const float *dt_bias, const float *norm_w, const int32_t *items,
                       int n_items, int n_k_heads, int n_v_heads, float eps, cudaStream_t stream);
 /* Host reference: the single-step references (gdn_conv_ref, gdn_step_ref) row by row. */
-int gdn_seq_step_ref(float *out, float *state, float *snap, int n_snap, const float *qkv,
+int gdn_seq_step_ref(float *out, float *state, int64_t state_stride, float *snap, int n_snap, const float *qkv,
                      const float *z, const float *a, const float *b, const float *a_log,
                      const float *dt_bias, const float *norm_w, const int32_t *items,
                      int n_items, int n_k_heads, int n_v_heads, float eps);
@@ -58,7 +62,7 @@ int gdn_seq_step_ref(float *out, float *state, float *snap, int n_snap, const fl
  * blocks per (item, value head), or 0 (what gdn_seq_step_cuda does: 4 when n_items * n_v_heads
  * is below 132, an H200's SM count, 2 below 264, else 1). Every tile count gives the same bits.
  * Returns ERR_INVAL for another tiles value, else as gdn_seq_step_cuda. */
-int gdn_seq_step_cuda_tiles(float *out, float *state, float *snap, int n_snap, const float *qkv,
+int gdn_seq_step_cuda_tiles(float *out, float *state, int64_t state_stride, float *snap, int n_snap, const float *qkv,
                             const float *z, const float *a, const float *b, const float *a_log,
                             const float *dt_bias, const float *norm_w, const int32_t *items,
                             int n_items, int n_k_heads, int n_v_heads, float eps, int tiles,
@@ -74,7 +78,7 @@ int gdn_seq_step_cuda_tiles(float *out, float *state, float *snap, int n_snap, c
  * floats, 16-byte aligned, as is out. chunk_min_rows <= 0 (or max_rows below it): exactly
  * gdn_seq_step_cuda, ws unused. Returns 0, ERR_INVAL, ERR_CUDA. */
 size_t gdn_seq_chunk_ws_floats(int rows, int n_v_heads);
-int gdn_seq_step_chunked_cuda(float *out, float *state, float *snap, int n_snap,
+int gdn_seq_step_chunked_cuda(float *out, float *state, int64_t state_stride, float *snap, int n_snap,
                               const float *qkv, const float *z, const float *a, const float *b,
                               const float *a_log, const float *dt_bias, const float *norm_w,
                               const int32_t *items, int n_items, int n_k_heads, int n_v_heads,

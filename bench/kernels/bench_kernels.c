@@ -236,7 +236,7 @@ static void bench_gdn(int n_seq)
 static void run_gdn_seq(void *p)
 {
     struct gdn_arg *g = p;
-    gdn_seq_step_cuda_tiles(g->out, g->st, NULL, 0, g->qkv, g->z, g->a, g->b, g->alog, g->dtb,
+    gdn_seq_step_cuda_tiles(g->out, g->st, 0, NULL, 0, g->qkv, g->z, g->a, g->b, g->alog, g->dtb,
                             g->nw, g->items, g->n_items, 16, 32, 1e-6f, g->tiles, 0);
 }
 
@@ -269,7 +269,7 @@ static void bench_gdn_seq(int n_items, int rows, int tiles)
 static void run_gdn_chunk(void *p)
 {
     struct gdn_arg *g = p;
-    gdn_seq_step_chunked_cuda(g->out, g->st, NULL, 0, g->qkv, g->z, g->a, g->b, g->alog, g->dtb,
+    gdn_seq_step_chunked_cuda(g->out, g->st, 0, NULL, 0, g->qkv, g->z, g->a, g->b, g->alog, g->dtb,
                               g->nw, g->items, g->n_items, 16, 32, 1e-6f, g->tiles, g->n_seq,
                               g->ws, g->ws_rows, 0);
 }

@@ -1,15 +1,16 @@
 /* sched_batch: placement (queue -> worker) and step plans (continuous batching).
  * Placement is FIFO: the head request goes to the ready worker with the most free KV blocks
  * that can hold it now; if none can, everyone behind it waits. A placed request takes a slot, its
- * GDN state (blocks of the pool when the worker keeps states there) and the blocks of its prefill; each decode grant grows its blocks, and when the pool is short the
- * youngest request on the worker is preempted (its tokens so far are kept and prefilled again on
- * its next placement). --reserve-full takes prompt + max_new up front instead (no preemption).
- * The exact hybrid accounting replaces sched_pool behind the same interface.
- * Plans per worker, up to SCHED_PLANS_INFLIGHT in flight so that the next one waits at the worker
- * while the current one runs: decodes first (each granted up to decode_steps steps, run back to
- * back by the worker, positions counting the steps already granted), then prefill chunks under
- * the step token budget, oldest placement first. Frees of ended sequences ride on the next plan;
- * a decode granted to a sequence that has stopped meanwhile is skipped by the worker. */
+ * GDN state (blocks of the pool when the worker keeps states there) and the blocks of its prefill;
+ * each decode grant grows its blocks, and when the pool is short the youngest request on the worker
+ * is preempted (its tokens so far are kept and prefilled again on its next placement).
+ * --reserve-full takes prompt + max_new up front instead (no preemption). The exact hybrid
+ * accounting replaces sched_pool behind the same interface. Plans per worker, up to
+ * SCHED_PLANS_INFLIGHT in flight so that the next one waits at the worker while the current one
+ * runs: decodes first (each granted up to decode_steps steps, run back to back by the worker,
+ * positions counting the steps already granted), then prefill chunks under the step token budget,
+ * oldest placement first. Frees of ended sequences ride on the next plan; a decode granted to a
+ * sequence that has stopped meanwhile is skipped by the worker. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>

@@ -201,8 +201,7 @@ void sched_check_print(FILE *out, const struct sched_cfg *cfg, const struct kv_g
                 (long long)p->pool_tokens);
     }
     if (p->request_len > 0)
-        fprintf(out,
-                "requests of %lld tokens at once: %lld (memory: %lld, --max-num-seqs: %lld)\n",
+        fprintf(out, "requests of %lld tokens at once: %lld (memory: %lld, --max-num-seqs: %lld)\n",
                 (long long)p->request_len, (long long)p->concurrent_requests,
                 (long long)p->requests_by_memory, (long long)p->n_state_slots);
     fprintf(out,
@@ -220,8 +219,9 @@ void sched_check_log(const struct kv_plan *p)
              "tokens=%lld blocks=%lld gdn_state=%s state_blocks=%lld state_slots=%lld kv_dtype=%s "
              "needed_gib=%.2f available_gib=%.2f max_concurrency=%.2fx at max_model_len=%lld",
              (long long)p->pool_tokens, (long long)p->n_blocks, p->state_in_pool ? "pool" : "slots",
-             (long long)p->state_blocks, (long long)p->n_state_slots, kv_dtype_name(p->dtype), (double)p->seq_bytes_max_len / GIB,
-             (double)p->budget_bytes / GIB, p->max_concurrency, (long long)p->max_model_len);
+             (long long)p->state_blocks, (long long)p->n_state_slots, kv_dtype_name(p->dtype),
+             (double)p->seq_bytes_max_len / GIB, (double)p->budget_bytes / GIB, p->max_concurrency,
+             (long long)p->max_model_len);
 }
 
 int sched_check_startup(const struct sched_cfg *cfg)

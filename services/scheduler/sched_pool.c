@@ -28,13 +28,13 @@ struct sched_pool {
     uint32_t n_chunks;     // n_blocks / state_blocks (0 without states in the pool)
     struct bits free_b;    // free blocks
     uint32_t n_free_blocks;
-    struct bits whole_c;   // chunks with every block free
-    uint32_t *chunk_free;  // (n_chunks) free blocks in each chunk
-    uint32_t n_states;     // states held
-    uint32_t *free_slots;  // stack of free slot ids
+    struct bits whole_c;  // chunks with every block free
+    uint32_t *chunk_free; // (n_chunks) free blocks in each chunk
+    uint32_t n_states;    // states held
+    uint32_t *free_slots; // stack of free slot ids
     uint32_t n_free_slots;
-    uint8_t *block_owner;  // (n_blocks) OWN_*
-    uint8_t *slot_owned;   // (n_slots)
+    uint8_t *block_owner; // (n_blocks) OWN_*
+    uint8_t *slot_owned;  // (n_slots)
 };
 
 static void die_invariant(const char *what, uint32_t id)
@@ -108,7 +108,7 @@ static uint32_t bits_last(const struct bits *b)
 static uint32_t chunk_of(const struct sched_pool *p, uint32_t block)
 {
     return p->n_chunks && block < p->n_chunks * p->state_blocks ? block / p->state_blocks
-                                                                 : UINT32_MAX;
+                                                                : UINT32_MAX;
 }
 
 static void block_take(struct sched_pool *p, uint32_t b, uint8_t owner)

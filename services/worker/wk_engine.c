@@ -15,8 +15,9 @@
 uint32_t wk_engine_default_blocks(uint32_t n_slots, uint32_t max_model_len, uint32_t block_tokens,
                                   uint32_t state_blocks)
 {
-    uint64_t n = (uint64_t)n_slots *
-                 (CEIL_DIV((uint64_t)max_model_len, block_tokens ? block_tokens : 1) + state_blocks);
+    uint64_t n =
+        (uint64_t)n_slots *
+        (CEIL_DIV((uint64_t)max_model_len, block_tokens ? block_tokens : 1) + state_blocks);
     return n > MSG_MAX_KV_BLOCKS ? MSG_MAX_KV_BLOCKS : (uint32_t)n;
 }
 

@@ -123,10 +123,9 @@ int wk_engine_fake_create(const struct wk_cfg *cfg, struct wk_engine **out)
     in->max_model_len = cfg->max_model_len ? (uint32_t)cfg->max_model_len : FAKE_MAX_MODEL_LEN;
     in->n_slots = (uint32_t)cfg->max_seqs;
     in->block_tokens = (uint32_t)cfg->block_tokens;
-    in->kv_blocks = cfg->kv_blocks
-                        ? (uint32_t)cfg->kv_blocks
-                        : wk_engine_default_blocks(in->n_slots, in->max_model_len, in->block_tokens,
-                                                   0);
+    in->kv_blocks = cfg->kv_blocks ? (uint32_t)cfg->kv_blocks
+                                   : wk_engine_default_blocks(in->n_slots, in->max_model_len,
+                                                              in->block_tokens, 0);
     in->kv_bytes = 0;
     if (cfg->kv_cache_memory_bytes > 0) { /* geometry from the config.json under --model */
         struct model_config *mc = xcalloc(1, sizeof *mc);

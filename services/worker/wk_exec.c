@@ -181,9 +181,8 @@ static void job_prepare(struct wk_exec *x, struct job *j, const Tern__SeqWork *w
             return;
         }
         /* states in the pool: the scheduler names the chunk of blocks the state takes */
-        if (in->state_blocks &&
-            (!w->has_state_block || w->state_block % in->state_blocks ||
-             (uint64_t)w->state_block + in->state_blocks > in->kv_blocks)) {
+        if (in->state_blocks && (!w->has_state_block || w->state_block % in->state_blocks ||
+                                 (uint64_t)w->state_block + in->state_blocks > in->kv_blocks)) {
             j->err = ERR_RANGE;
             j->msg = "state block missing, misaligned or out of range";
             return;

@@ -130,9 +130,9 @@ static void run(const int *lens, int n_items, int hk, int hv, int kc, bool gpu)
         free(tmpc), free(tmps), free(tmpo);
     }
     char what[128];
-    CHECK_EQ_INT(gdn_seq_conv_ref(cout[1], cst[1], csnap[1], p.n_snap, x, w, p.items, n_items,
+    CHECK_EQ_INT(gdn_seq_conv_ref(cout[1], cst[1], 0, csnap[1], p.n_snap, x, w, p.items, n_items,
                                   p.ch, kc), 0);
-    CHECK_EQ_INT(gdn_seq_step_ref(sout[1], sst[1], ssnap[1], p.n_snap, cout[0], z, a, b, alog,
+    CHECK_EQ_INT(gdn_seq_step_ref(sout[1], sst[1], 0, ssnap[1], p.n_snap, cout[0], z, a, b, alog,
                                   dtb, nw, p.items, n_items, hk, hv, 1e-6f), 0);
     snprintf(what, sizeof what, "ref rows=%zu items=%d hk=%d hv=%d kc=%d", R, n_items, hk, hv, kc);
     CHECK(ktest_compare(what, cout[1], cout[0], R * p.ch, 0, 0) == 0);
@@ -151,7 +151,7 @@ static void run(const int *lens, int n_items, int hk, int hv, int kc, bool gpu)
         float *dalog = ktest_dev_from(alog, hv * 4), *ddtb = ktest_dev_from(dtb, hv * 4);
         float *dnw = ktest_dev_from(nw, D * 4);
         /* one chunk per item first (max_rows 0), then split in time (max_rows R): the same bits */
-        CHECK_EQ_INT(gdn_seq_conv_cuda(dcout, dcst, dcsnap, p.n_snap, dx, dw, ditems, n_items, 0,
+        CHECK_EQ_INT(gdn_seq_conv_cuda(dcout, dcst, 0, dcsnap, p.n_snap, dx, dw, ditems, n_items, 0,
                                        p.ch, kc, 0), 0);
         float *one_c = malloc(R * p.ch * 4 + 4), *one_s = malloc(ncs * 4 + 4), *one_n = malloc(nsnap * win * 4 + 4);
         ktest_to_host(one_c, dcout, R * p.ch * 4);
@@ -161,7 +161,7 @@ static void run(const int *lens, int n_items, int hk, int hv, int kc, bool gpu)
         dcst = ktest_dev_from(cst0, ncs * 4);
         dcsnap = ktest_dev_from(csnap[2], nsnap * win * 4);
         dcout = ktest_dev_poison(R * p.ch + 1);
-        CHECK_EQ_INT(gdn_seq_conv_cuda(dcout, dcst, dcsnap, p.n_snap, dx, dw, ditems, n_items,
+        CHECK_EQ_INT(gdn_seq_conv_cuda(dcout, dcst, 0, dcsnap, p.n_snap, dx, dw, ditems, n_items,
                                        (int)R, p.ch, kc, 0), 0);
         ktest_to_host(cout[2], dcout, R * p.ch * 4);
         ktest_to_host(cst[2], dcst, ncs * 4);
@@ -183,7 +183,7 @@ static void run(const int *lens, int n_items, int hk, int hv, int kc, bool gpu)
         for (int k = 0; k < 4; k++) {
             float *dsst = ktest_dev_from(sst0, nss * 4), *dsout = ktest_dev_poison(R * vw + 1);
             float *dssnap = ktest_dev_from(zsnap, nsnap * ss * 4);
-            CHECK_EQ_INT(gdn_seq_step_cuda_tiles(dsout, dsst, dssnap, p.n_snap, dqkv, dz, da, db,
+            CHECK_EQ_INT(gdn_seq_step_cuda_tiles(dsout, dsst, 0, dssnap, p.n_snap, dqkv, dz, da, db,
                                                  dalog, ddtb, dnw, ditems, n_items, hk, hv,
                                                  1e-6f, tiles[k], 0),
                          0);
@@ -260,7 +260,7 @@ static void chunked(const int *lens, int n_items, int hk, int hv, int min_rows,
     ktest_fill(nw, D, 0.5f, 1.5f);
     ktest_fill(st0, nss, -0.1f, 0.1f);
     memcpy(rst, st0, nss * 4);
-    CHECK_EQ_INT(gdn_seq_step_ref(rout, rst, rsn, nsnap, qkv, z, a, b, alog, dtb, nw, items,
+    CHECK_EQ_INT(gdn_seq_step_ref(rout, rst, 0, rsn, nsnap, qkv, z, a, b, alog, dtb, nw, items,
                                   n_items, hk, hv, 1e-6f), 0);
     int32_t *ditems = ktest_dev_from(items, sizeof(int32_t) * n_items * GDN_SEQ_ITEM_INTS);
     float *dqkv = ktest_dev_from(qkv, R * ch * 4 + 4), *dz = ktest_dev_from(z, R * vw * 4 + 4);
@@ -272,7 +272,7 @@ static void chunked(const int *lens, int n_items, int hk, int hv, int min_rows,
     for (int pass = 0; pass < 2; pass++) { /* 0: token-serial, 1: chunked */
         float *dst = ktest_dev_from(st0, nss * 4), *dout = ktest_dev_poison(R * vw + 1);
         float *dsn = ktest_dev_from(zsn, nsn * 4);
-        CHECK_EQ_INT(gdn_seq_step_chunked_cuda(dout, dst, nsnap ? dsn : NULL, nsnap, dqkv, dz, da,
+        CHECK_EQ_INT(gdn_seq_step_chunked_cuda(dout, dst, 0, nsnap ? dsn : NULL, nsnap, dqkv, dz, da,
                                                db, dalog, ddtb, dnw, ditems, n_items, hk, hv,
                                                1e-6f, pass ? min_rows : 0, max_rows, dws, rows,
                                                0),
@@ -299,6 +299,36 @@ static void chunked(const int *lens, int n_items, int hk, int hv, int min_rows,
         CHECK(memcmp(cst + (size_t)it[2] * ss, gst + (size_t)it[2] * ss, ss * 4) == 0);
     }
     CHECK(memcmp(csn, gsn, nsn * 4) == 0);
+    { /* the chunked launch with each state inside a larger region (stride: packed + 64 floats,
+       * the KV pool's layout): the same bits, the padding untouched */
+        const size_t sstr = ss + 64, nw_ = (size_t)n_slots * sstr;
+        float *wide = malloc(nw_ * 4), *back = malloc(nw_ * 4), *wout = malloc(R * vw * 4 + 4);
+        float *wsn = malloc(nsn * 4);
+        for (size_t i = 0; i < nw_; i++)
+            wide[i] = -7.0f;
+        for (int sl = 0; sl < n_slots; sl++)
+            memcpy(wide + sl * sstr, st0 + sl * ss, ss * 4);
+        float *dst = ktest_dev_from(wide, nw_ * 4), *dout = ktest_dev_poison(R * vw + 1);
+        float *dsn = ktest_dev_from(zsn, nsn * 4);
+        CHECK_EQ_INT(gdn_seq_step_chunked_cuda(dout, dst, (int64_t)sstr, nsnap ? dsn : NULL, nsnap,
+                                               dqkv, dz, da, db, dalog, ddtb, dnw, ditems, n_items,
+                                               hk, hv, 1e-6f, min_rows, max_rows, dws, rows, 0),
+                     0);
+        ktest_to_host(wout, dout, R * vw * 4);
+        ktest_to_host(back, dst, nw_ * 4);
+        ktest_to_host(wsn, dsn, nsn * 4);
+        size_t differ = memcmp(wout, cout_, R * vw * 4) != 0;
+        differ += memcmp(wsn, csn, nsn * 4) != 0;
+        for (int sl = 0; sl < n_slots; sl++) {
+            differ += memcmp(back + sl * sstr, cst + sl * ss, ss * 4) != 0;
+            for (size_t i = ss; i < sstr; i++)
+                differ += back[sl * sstr + i] != -7.0f;
+        }
+        printf("%s strided: differ=%zu\n", what, differ);
+        CHECK(differ == 0);
+        ktest_free(dst), ktest_free(dout), ktest_free(dsn);
+        free(wide), free(back), free(wout), free(wsn);
+    }
     ktest_free(ditems), ktest_free(dqkv), ktest_free(dz), ktest_free(da), ktest_free(db);
     ktest_free(dalog), ktest_free(ddtb), ktest_free(dnw), ktest_free(dws);
     free(qkv), free(z), free(a), free(b), free(alog), free(dtb), free(nw), free(st0), free(rout);
@@ -346,16 +376,16 @@ int main(void)
         chunked(c1, 6, 2, 4, 32, 0, true);
         chunked(c5, 3, 2, 4, 64, 0, false); /* 4 heads: the CPU reference of 32 took ~7 s */
     }
-    CHECK_EQ_INT(gdn_seq_step_chunked_cuda((float *)8, (float *)8, NULL, 0, (float *)8, (float *)8,
+    CHECK_EQ_INT(gdn_seq_step_chunked_cuda((float *)8, (float *)8, 0, NULL, 0, (float *)8, (float *)8,
                                            (float *)8, (float *)8, (float *)8, (float *)8,
                                            (float *)8, (int32_t *)8, 1, 2, 4, 1e-6f, 64, 128, NULL,
                                            128, 0),
                  ERR_INVAL);
-    CHECK_EQ_INT(gdn_seq_step_cuda((float *)8, (float *)8, NULL, 0, (float *)8, (float *)8,
+    CHECK_EQ_INT(gdn_seq_step_cuda((float *)8, (float *)8, 0, NULL, 0, (float *)8, (float *)8,
                                    (float *)8, (float *)8, (float *)8, (float *)8, (float *)8,
                                    (int32_t *)8, 1, 3, 4, 1e-6f, 0),
                  ERR_INVAL);
-    CHECK_EQ_INT(gdn_seq_conv_cuda((float *)8, (float *)8, NULL, 0, (float *)8, (float *)8,
+    CHECK_EQ_INT(gdn_seq_conv_cuda((float *)8, (float *)8, 0, NULL, 0, (float *)8, (float *)8,
                                    (int32_t *)8, 1, 1, 16, 9, 0),
                  ERR_INVAL);
     ktest_sync();

@@ -70,17 +70,17 @@ static int run(const int *lens, int n_items, int hk, int hv, int kc, int cut)
     float *rsout = fill(R * vw, 0, 0), *rsst = dup(sst0, n_slots * ss), *rssn = dup(ssn0, ns1 * ss);
     float *gcout = fill(R * ch, NAN, NAN), *gcst = dup(cst0, n_slots * win), *gcsn = dup(csn0, ns1 * win);
     if (nosnap) rcsn = gcsn = rssn = NULL;
-    int rc = gdn_seq_conv_ref(rcout, rcst, rcsn, n_snap, x, w, items.data(), n_items, ch, kc);
-    rc |= gdn_seq_step_ref(rsout, rsst, rssn, n_snap, rcout, z, a, b, alog, dtb, nw, items.data(), n_items, hk, hv, 1e-6f);
+    int rc = gdn_seq_conv_ref(rcout, rcst, 0, rcsn, n_snap, x, w, items.data(), n_items, ch, kc);
+    rc |= gdn_seq_step_ref(rsout, rsst, 0, rssn, n_snap, rcout, z, a, b, alog, dtb, nw, items.data(), n_items, hk, hv, 1e-6f);
     /* emulated kernels through the launchers */
     int32_t *ditems = (int32_t *)emu_alloc(items.size() * 4);
     memcpy(ditems, items.data(), items.size() * 4);
-    rc |= gdn_seq_conv_cuda(gcout, gcst, gcsn, n_snap, x, w, ditems, n_items, rows, ch, kc, 0);
+    rc |= gdn_seq_conv_cuda(gcout, gcst, 0, gcsn, n_snap, x, w, ditems, n_items, rows, ch, kc, 0);
     /* one chunk per item (max_rows 0): bit for bit what the time-split launch gave */
     size_t split_diff = 0;
     {
         float *o1 = fill(R * ch, NAN, NAN), *s1 = dup(cst0, n_slots * win), *n1 = nosnap ? NULL : dup(csn0, ns1 * win);
-        rc |= gdn_seq_conv_cuda(o1, s1, n1, n_snap, x, w, ditems, n_items, 0, ch, kc, 0);
+        rc |= gdn_seq_conv_cuda(o1, s1, 0, n1, n_snap, x, w, ditems, n_items, 0, ch, kc, 0);
         split_diff += memcmp(o1, gcout, R * ch * 4) != 0;
         split_diff += memcmp(s1, gcst, n_slots * win * 4) != 0;
         if (!nosnap) split_diff += memcmp(n1, gcsn, ns1 * win * 4) != 0;
@@ -101,7 +101,7 @@ static int run(const int *lens, int n_items, int hk, int hv, int kc, int cut)
         gsout[k] = fill(R * vw, NAN, NAN), gsst[k] = dup(sst0, n_slots * ss);
         gssn[k] = nosnap ? NULL : dup(ssn0, ns1 * ss);
         g_emu_launched.clear();
-        rc |= gdn_seq_step_cuda_tiles(gsout[k], gsst[k], gssn[k], n_snap, rcout, z, a, b, alog, dtb, nw, ditems,
+        rc |= gdn_seq_step_cuda_tiles(gsout[k], gsst[k], 0, gssn[k], n_snap, rcout, z, a, b, alog, dtb, nw, ditems,
                                       n_items, hk, hv, 1e-6f, tiles[k], 0);
         if (k == 3) names = g_emu_launched;
         bad += cmp("step out", gsout[k], rsout, R * vw, 1e-4, 1e-3, &e[3]);
@@ -164,18 +164,18 @@ static int run_chunked(const int *lens, int n_items, int hk, int hv, int min_row
     float *alog = extreme ? fill(hv, 0.5f, 1.0f) : fill(hv, -2, 1), *dtb = fill(hv, -1, 1), *nw = fill(D, 0.5f, 1.5f);
     float *sst0 = fill(n_slots * ss, -0.1f, 0.1f), *ssn0 = fill(ns1 * ss, -9, -8);
     float *rout = fill(R * vw, 0, 0), *rst = dup(sst0, n_slots * ss), *rsn = dup(ssn0, ns1 * ss);
-    int rc = gdn_seq_step_ref(rout, rst, rsn, n_snap, qkv, z, a, b, alog, dtb, nw, items.data(), n_items, hk, hv, 1e-6f);
+    int rc = gdn_seq_step_ref(rout, rst, 0, rsn, n_snap, qkv, z, a, b, alog, dtb, nw, items.data(), n_items, hk, hv, 1e-6f);
     int32_t *ditems = (int32_t *)emu_alloc(items.size() * 4);
     memcpy(ditems, items.data(), items.size() * 4);
     /* the token-serial launch */
     float *sout = fill(R * vw, NAN, NAN), *sst = dup(sst0, n_slots * ss), *ssn = dup(ssn0, ns1 * ss);
-    rc |= gdn_seq_step_cuda(sout, sst, ssn, n_snap, qkv, z, a, b, alog, dtb, nw, ditems, n_items, hk, hv, 1e-6f, 0);
+    rc |= gdn_seq_step_cuda(sout, sst, 0, ssn, n_snap, qkv, z, a, b, alog, dtb, nw, ditems, n_items, hk, hv, 1e-6f, 0);
     /* the chunked launch */
     const size_t wsf = gdn_seq_chunk_ws_floats(rows, hv);
     float *ws = fill(wsf, NAN, NAN);
     float *cout_ = fill(R * vw, NAN, NAN), *cst = dup(sst0, n_slots * ss), *csn = dup(ssn0, ns1 * ss);
     g_emu_launched.clear();
-    rc |= gdn_seq_step_chunked_cuda(cout_, cst, csn, n_snap, qkv, z, a, b, alog, dtb, nw, ditems, n_items, hk, hv,
+    rc |= gdn_seq_step_chunked_cuda(cout_, cst, 0, csn, n_snap, qkv, z, a, b, alog, dtb, nw, ditems, n_items, hk, hv,
                                     1e-6f, min_rows, max_rows, ws, rows, 0);
     const bool chunk_ran = g_emu_launched.find("gdn_chunk_prep_kernel;gdn_chunk_state_kernel;") != std::string::npos;
     double e[3] = {0, 0, 0};
@@ -195,6 +195,80 @@ static int run_chunked(const int *lens, int n_items, int hk, int hv, int min_row
            "bad=%zu serial_items_differ=%zu launched=%s rc=%d %s\n", n_items, R, hk, hv, min_rows, taken,
            extreme ? " extreme" : "", e[0], e[1], e[2], bad, same, g_emu_launched.c_str(), rc, f ? "FAIL" : "ok");
     return f;
+}
+
+/* A state stride larger than the packed one (states inside larger regions, as the KV pool's
+ * chunks): the conv, the token-serial step and the chunked step, launchers and references, give
+ * bit for bit what the packed launch gives (the arithmetic does not depend on where a state
+ * lives), and the padding between states is never written. */
+static int run_strided(const int *lens, int n_items, int hk, int hv, int kc, int min_rows)
+{
+    const int D = GDN_SEQ_HEAD_DIM, ch = (2 * hk + hv) * D, n_slots = n_items + 2;
+    std::vector<int32_t> items((size_t)n_items * GDN_SEQ_ITEM_INTS);
+    int rows = 0, nsnap = 0, max_rows = 0;
+    for (int i = 0; i < n_items; i++) {
+        int32_t *it = &items[(size_t)i * GDN_SEQ_ITEM_INTS];
+        it[0] = rows, it[1] = lens[i], it[2] = n_slots - 1 - i, it[3] = i % 2 ? nsnap : -1;
+        nsnap += i % 2 ? lens[i] : 0;
+        rows += lens[i];
+        max_rows = std::max(max_rows, lens[i]);
+    }
+    const size_t R = (size_t)rows, win = (size_t)ch * (kc - 1), ss = (size_t)hv * D * D, vw = (size_t)hv * D;
+    const size_t cstr = win + 12, sstr = ss + 64, ns1 = (size_t)(nsnap > 0 ? nsnap : 1);
+    float *x = fill(R * ch, -2, 2), *w = fill((size_t)ch * kc, -1, 1), *z = fill(R * vw, -2, 2);
+    float *a = fill(R * hv, -3, 3), *b = fill(R * hv, -3, 3), *alog = fill(hv, -2, 1), *dtb = fill(hv, -1, 1);
+    float *nw = fill(D, 0.5f, 1.5f);
+    float *cst0 = fill(n_slots * win, -1, 1), *sst0 = fill(n_slots * ss, -0.1f, 0.1f);
+    /* the strided copies: the packed states at every stride, the rest a marker */
+    float *cwide = fill(n_slots * cstr, -7, -7), *swide = fill(n_slots * sstr, -7, -7);
+    for (int sl = 0; sl < n_slots; sl++) {
+        memcpy(cwide + sl * cstr, cst0 + sl * win, win * 4);
+        memcpy(swide + sl * sstr, sst0 + sl * ss, ss * 4);
+    }
+    int32_t *ditems = (int32_t *)emu_alloc(items.size() * 4);
+    memcpy(ditems, items.data(), items.size() * 4);
+    const size_t wsf = gdn_seq_chunk_ws_floats(rows, hv);
+    int rc = 0;
+    size_t diff = 0;
+    for (int ref = 0; ref < 2; ref++) {
+        float *co = fill(R * ch, NAN, NAN), *cs = dup(cst0, n_slots * win), *cn = fill(ns1 * win, -9, -9);
+        float *co2 = fill(R * ch, NAN, NAN), *cs2 = dup(cwide, n_slots * cstr), *cn2 = fill(ns1 * win, -9, -9);
+        float *so = fill(R * vw, NAN, NAN), *sst = dup(sst0, n_slots * ss), *sn = fill(ns1 * ss, -9, -9);
+        float *so2 = fill(R * vw, NAN, NAN), *sst2 = dup(swide, n_slots * sstr), *sn2 = fill(ns1 * ss, -9, -9);
+        if (ref) {
+            rc |= gdn_seq_conv_ref(co, cs, 0, cn, nsnap, x, w, items.data(), n_items, ch, kc);
+            rc |= gdn_seq_conv_ref(co2, cs2, (int64_t)cstr, cn2, nsnap, x, w, items.data(), n_items, ch, kc);
+            rc |= gdn_seq_step_ref(so, sst, 0, sn, nsnap, co, z, a, b, alog, dtb, nw, items.data(), n_items, hk, hv, 1e-6f);
+            rc |= gdn_seq_step_ref(so2, sst2, (int64_t)sstr, sn2, nsnap, co, z, a, b, alog, dtb, nw, items.data(),
+                                   n_items, hk, hv, 1e-6f);
+        } else {
+            float *ws = fill(wsf, NAN, NAN);
+            rc |= gdn_seq_conv_cuda(co, cs, 0, cn, nsnap, x, w, ditems, n_items, rows, ch, kc, 0);
+            rc |= gdn_seq_conv_cuda(co2, cs2, (int64_t)cstr, cn2, nsnap, x, w, ditems, n_items, rows, ch, kc, 0);
+            rc |= gdn_seq_step_chunked_cuda(so, sst, 0, sn, nsnap, co, z, a, b, alog, dtb, nw, ditems, n_items, hk, hv,
+                                            1e-6f, min_rows, max_rows, ws, rows, 0);
+            rc |= gdn_seq_step_chunked_cuda(so2, sst2, (int64_t)sstr, sn2, nsnap, co, z, a, b, alog, dtb, nw, ditems,
+                                            n_items, hk, hv, 1e-6f, min_rows, max_rows, ws, rows, 0);
+        }
+        diff += memcmp(co, co2, R * ch * 4) != 0;
+        diff += memcmp(cn, cn2, ns1 * win * 4) != 0;
+        diff += memcmp(so, so2, R * vw * 4) != 0;
+        diff += memcmp(sn, sn2, ns1 * ss * 4) != 0;
+        for (int sl = 0; sl < n_slots; sl++) {
+            diff += memcmp(cs + sl * win, cs2 + sl * cstr, win * 4) != 0;
+            diff += memcmp(sst + sl * ss, sst2 + sl * sstr, ss * 4) != 0;
+            diff += memcmp(cs2 + sl * cstr + win, cwide + sl * cstr + win, (cstr - win) * 4) != 0; /* padding */
+            diff += memcmp(sst2 + sl * sstr + ss, swide + sl * sstr + ss, (sstr - ss) * 4) != 0;
+        }
+    }
+    /* a stride below the packed one is refused */
+    float *p8 = (float *)8;
+    rc |= gdn_seq_conv_cuda(p8, p8, (int64_t)win - 1, NULL, 0, p8, p8, ditems, 1, 1, ch, kc, 0) != ERR_INVAL;
+    rc |= gdn_seq_step_cuda(p8, p8, (int64_t)ss - 4, NULL, 0, p8, p8, p8, p8, p8, p8, p8, ditems, 1, hk, hv, 1e-6f, 0) !=
+          ERR_INVAL;
+    printf("gdn_seq emu strided items=%d rows=%zu hk=%d hv=%d kc=%d min_rows=%d strides=%zu/%zu: differ=%zu rc=%d %s\n",
+           n_items, R, hk, hv, kc, min_rows, cstr, sstr, diff, rc, diff || rc ? "FAIL" : "ok");
+    return diff || rc;
 }
 
 int main(int argc, char **argv)
@@ -234,17 +308,23 @@ int main(int argc, char **argv)
             f += run_chunked(c5, 3, 1, 2, 64, 0, false); /* a 2,048-row prefill: S over 32 chunks */
         }
     }
+    {   /* states at a stride larger than the packed one */
+        static const int t1[] = {3, 70, 0, 1}, t2[] = {5, 2};
+        f += run_strided(t1, 4, 1, 2, 4, 64);
+        if (!quick)
+            f += run_strided(t2, 2, 16, 32, 4, 1);
+    }
     /* launcher argument checks (nothing launched) */
     float *p = (float *)8;
     const int32_t *ip = (const int32_t *)8;
     int inval = 0;
-    inval += gdn_seq_step_cuda(p, p, NULL, 0, p, p, p, p, p, p, p, ip, 1, 3, 4, 1e-6f, 0) == ERR_INVAL;
-    inval += gdn_seq_conv_cuda(p, p, NULL, 0, p, p, ip, 1, 1, 16, 9, 0) == ERR_INVAL;
-    inval += gdn_seq_conv_cuda(p, p, NULL, 0, p, p, ip, 65536, 1, 16, 4, 0) == ERR_INVAL;
-    inval += gdn_seq_conv_cuda(p, p, NULL, 0, p, p, ip, 0, 1, 16, 4, 0) == 0;
-    inval += gdn_seq_step_cuda_tiles(p, p, NULL, 0, p, p, p, p, p, p, p, ip, 1, 2, 4, 1e-6f, 3, 0) == ERR_INVAL;
-    inval += gdn_seq_step_chunked_cuda(p, p, NULL, 0, p, p, p, p, p, p, p, ip, 1, 2, 4, 1e-6f, 64, 128, NULL, 128, 0) == ERR_INVAL;
-    inval += gdn_seq_step_chunked_cuda(p, p, NULL, 0, p, p, p, p, p, p, p, ip, 1, 2, 4, 1e-6f, 64, 128, (float *)4, 128, 0) == ERR_INVAL;
+    inval += gdn_seq_step_cuda(p, p, 0, NULL, 0, p, p, p, p, p, p, p, ip, 1, 3, 4, 1e-6f, 0) == ERR_INVAL;
+    inval += gdn_seq_conv_cuda(p, p, 0, NULL, 0, p, p, ip, 1, 1, 16, 9, 0) == ERR_INVAL;
+    inval += gdn_seq_conv_cuda(p, p, 0, NULL, 0, p, p, ip, 65536, 1, 16, 4, 0) == ERR_INVAL;
+    inval += gdn_seq_conv_cuda(p, p, 0, NULL, 0, p, p, ip, 0, 1, 16, 4, 0) == 0;
+    inval += gdn_seq_step_cuda_tiles(p, p, 0, NULL, 0, p, p, p, p, p, p, p, ip, 1, 2, 4, 1e-6f, 3, 0) == ERR_INVAL;
+    inval += gdn_seq_step_chunked_cuda(p, p, 0, NULL, 0, p, p, p, p, p, p, p, ip, 1, 2, 4, 1e-6f, 64, 128, NULL, 128, 0) == ERR_INVAL;
+    inval += gdn_seq_step_chunked_cuda(p, p, 0, NULL, 0, p, p, p, p, p, p, p, ip, 1, 2, 4, 1e-6f, 64, 128, (float *)4, 128, 0) == ERR_INVAL;
     printf("gdn_seq emu launcher checks: %d/7 ok, refused launches=%d\n", inval, g_emu_bad_launches);
     f += inval != 7 || g_emu_bad_launches != 0;
     printf("failures=%d\n", f);

@@ -73,13 +73,13 @@ int attn_decode_dtype_cuda(float *out, float *ws, const float *q, const float *g
                            float ks, float vs, const int32_t *bt, const int32_t *sl, int n, int hq, int hkv, int d,
                            int bs, int mb, int ml, float sc, cudaStream_t s)
 { (void)s; return attn_decode_dtype_ref(out, ws, q, g, kc, vc, dt, ks, vs, bt, sl, n, hq, hkv, d, bs, mb, ml, sc); }
-int gdn_seq_conv_cuda(float *o, float *st, float *snap, int ns, const float *x, const float *w, const int32_t *it,
+int gdn_seq_conv_cuda(float *o, float *st, int64_t sst, float *snap, int ns, const float *x, const float *w, const int32_t *it,
                       int ni, int mr, int c, int kc, cudaStream_t s)
-{ (void)s; (void)mr; return gdn_seq_conv_ref(o, st, snap, ns, x, w, it, ni, c, kc); }
-int gdn_seq_step_cuda(float *out, float *state, float *snap, int ns, const float *qkv, const float *z, const float *a,
+{ (void)s; (void)mr; return gdn_seq_conv_ref(o, st, sst, snap, ns, x, w, it, ni, c, kc); }
+int gdn_seq_step_cuda(float *out, float *state, int64_t sst, float *snap, int ns, const float *qkv, const float *z, const float *a,
                       const float *b, const float *al, const float *dt, const float *nw, const int32_t *it, int ni,
                       int hk, int hv, float eps, cudaStream_t s)
-{ (void)s; return gdn_seq_step_ref(out, state, snap, ns, qkv, z, a, b, al, dt, nw, it, ni, hk, hv, eps); }
+{ (void)s; return gdn_seq_step_ref(out, state, sst, snap, ns, qkv, z, a, b, al, dt, nw, it, ni, hk, hv, eps); }
 int argmax_cuda(int32_t *ids, const float *l, int n, int v, cudaStream_t s) { (void)s; return argmax_ref(ids, l, n, v); }
 /* debug: report near-ties at the k-th routing slot */
 #include <stdio.h>
@@ -150,11 +150,11 @@ int attn_prefill_batch_path_cuda(float *out, const float *q, const float *g, con
                                  int ns, int mr, int hq, int hkv, int hd, int bs, float sc, int path, cudaStream_t s)
 { (void)path; (void)s; return attn_prefill_batch_ref(out, q, g, kc, vc, dt, ks, vs, bt, mb, seqs, ns, mr, hq, hkv, hd, bs, sc); }
 size_t gdn_seq_chunk_ws_floats(int rows, int hv) { (void)rows; (void)hv; return 1; }
-int gdn_seq_step_chunked_cuda(float *out, float *state, float *snap, int ns, const float *qkv, const float *z,
+int gdn_seq_step_chunked_cuda(float *out, float *state, int64_t sst, float *snap, int ns, const float *qkv, const float *z,
                               const float *a, const float *b, const float *al, const float *dt, const float *nw,
                               const int32_t *it, int ni, int hk, int hv, float eps, int cmin, int mr, float *ws,
                               int wr, cudaStream_t s)
-{ (void)cmin; (void)mr; (void)ws; (void)wr; (void)s; return gdn_seq_step_ref(out, state, snap, ns, qkv, z, a, b, al, dt, nw, it, ni, hk, hv, eps); }
+{ (void)cmin; (void)mr; (void)ws; (void)wr; (void)s; return gdn_seq_step_ref(out, state, sst, snap, ns, qkv, z, a, b, al, dt, nw, it, ni, hk, hv, eps); }
 int logit_proc_cuda(float *l, int B, int V, const struct logit_proc_row *rows, const int32_t *bi, const float *bv,
                     const uint32_t *ban, const uint32_t *allow, cudaStream_t s)
 { (void)s; return logit_proc_ref(l, B, V, rows, bi, bv, ban, allow); }

@@ -69,13 +69,13 @@ static int gdn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_
         TRY(gpu_linear_multi(g, 2, y1, w1, g->x, n));
         TRY(gpu_linear_multi(g, 2, y2, w2, g->x, n));
     }
-    TRY(gdn_seq_conv_cuda(g->mix, L->conv_state, L->conv_snap, g->n_snap, g->mix_raw, L->conv_w,
+    TRY(gdn_seq_conv_cuda(g->mix, L->conv_state, 0, L->conv_snap, g->n_snap, g->mix_raw, L->conv_w,
                           items, p->items, n, g->cd, g->kc, st));
     /* long items (prefill) take the chunked recurrence; its workspace is the expert scratch,
      * idle until this layer's MoE block (same stream) */
     const int chunk = g->disp.gdn_chunk_rows;
     if (!g->gdn_pad) {
-        TRY(gdn_seq_step_chunked_cuda(g->go, L->ssm, L->ssm_snap, g->n_snap, g->mix, g->gz, g->ga,
+        TRY(gdn_seq_step_chunked_cuda(g->go, L->ssm, 0, L->ssm_snap, g->n_snap, g->mix, g->gz, g->ga,
                                       g->gb, L->a_log, L->dt_bias, L->gnorm, items, p->items,
                                       g->hk, g->hv, g->gdn_eps, chunk, p->max_n, g->moe_ws, g->R,
                                       st));
@@ -93,7 +93,7 @@ static int gdn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_
             }
         }
         TRY(copy2d(g, g->z_p, D, g->gz, g->dv, g->dv, (int64_t)n * g->hv));
-        TRY(gdn_seq_step_chunked_cuda(g->o_p, L->ssm, L->ssm_snap, g->n_snap, g->qkv_p, g->z_p,
+        TRY(gdn_seq_step_chunked_cuda(g->o_p, L->ssm, 0, L->ssm_snap, g->n_snap, g->qkv_p, g->z_p,
                                       g->ga, g->gb, L->a_log, L->dt_bias, L->gnorm, items,
                                       p->items, g->hk, g->hv, g->gdn_eps, chunk, p->max_n,
                                       g->moe_ws, g->R, st));

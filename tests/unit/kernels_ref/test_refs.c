@@ -1,13 +1,16 @@
 /* CPU checks of the kernel references against independent formulations or exact properties, so
  * that "GPU == reference" means something: rope (rotation of pairs, norm kept, untouched tail),
  * moe_route (order, ties, normalisation), gdn_step (MODEL.md §4.1 vs the chunked form §4.2 over
- * several tokens), attn_decode (one key, equal keys), gemv on each format against hand decoding. */
+ * several tokens), gdn_seq at a state stride larger than the packed one (the same bits, padding
+ * untouched), attn_decode (one key, equal keys), gemv on each format against hand decoding. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "attn_decode.h"
+#include "common/err.h"
+#include "gdn_seq.h"
 #include "gdn_step.h"
 #include "gemv.h"
 #include "kdtype.h"
@@ -179,6 +182,75 @@ static void test_gdn_chunked(void)
         CHECK_NEAR(st[i], S[i], 1e-5);
 }
 
+/* gdn_seq_conv_ref / gdn_seq_step_ref with the states at a wider stride (the KV pool keeps each
+ * in its own chunk of blocks): exactly the packed results, nothing written between states. */
+static void test_gdn_seq_stride(void)
+{
+    enum { HK = 1, HV = 2, KC = 4, CH = (2 * HK + HV) * 128, SLOTS = 3, ROWS = 5 };
+    const size_t win = (size_t)CH * (KC - 1), ss = (size_t)HV * 128 * 128;
+    const size_t cstr = win + 20, sstr = ss + 36;
+    int32_t items[2 * GDN_SEQ_ITEM_INTS] = {0, 3, 2, 0, 3, 2, 0, -1}; /* slots 2 and 0 */
+    float *x = malloc(ROWS * CH * 4), *w = malloc(CH * KC * 4), *z = malloc(ROWS * HV * 128 * 4);
+    float *a = malloc(ROWS * HV * 4), *b = malloc(ROWS * HV * 4), alog[HV], dtb[HV], nw[128];
+    float *c0 = malloc(SLOTS * win * 4), *c1 = malloc(SLOTS * cstr * 4);
+    float *s0 = malloc(SLOTS * ss * 4), *s1 = malloc(SLOTS * sstr * 4);
+    float *co0 = malloc(ROWS * CH * 4), *co1 = malloc(ROWS * CH * 4);
+    float *so0 = malloc(ROWS * HV * 128 * 4), *so1 = malloc(ROWS * HV * 128 * 4);
+    float *cn0 = calloc(3 * win, 4), *cn1 = calloc(3 * win, 4);
+    float *sn0 = calloc(3 * ss, 4), *sn1 = calloc(3 * ss, 4);
+    for (int i = 0; i < ROWS * CH; i++)
+        x[i] = urand(-2, 2);
+    for (int i = 0; i < CH * KC; i++)
+        w[i] = urand(-1, 1);
+    for (int i = 0; i < ROWS * HV * 128; i++)
+        z[i] = urand(-2, 2);
+    for (int i = 0; i < ROWS * HV; i++)
+        a[i] = urand(-3, 3), b[i] = urand(-3, 3);
+    for (int i = 0; i < HV; i++)
+        alog[i] = urand(-2, 1), dtb[i] = urand(-1, 1);
+    for (int i = 0; i < 128; i++)
+        nw[i] = urand(0.5f, 1.5f);
+    for (size_t i = 0; i < SLOTS * cstr; i++)
+        c1[i] = -7.0f;
+    for (size_t i = 0; i < SLOTS * sstr; i++)
+        s1[i] = -7.0f;
+    for (int sl = 0; sl < SLOTS; sl++) {
+        for (size_t i = 0; i < win; i++)
+            c0[sl * win + i] = c1[sl * cstr + i] = urand(-1, 1);
+        for (size_t i = 0; i < ss; i++)
+            s0[sl * ss + i] = s1[sl * sstr + i] = urand(-0.1f, 0.1f);
+    }
+    const float s2_first = s0[2 * ss]; /* slot 2's first S entry before its 3 rows */
+    CHECK_EQ_INT(gdn_seq_conv_ref(co0, c0, 0, cn0, 3, x, w, items, 2, CH, KC), 0);
+    CHECK_EQ_INT(gdn_seq_conv_ref(co1, c1, (int64_t)cstr, cn1, 3, x, w, items, 2, CH, KC), 0);
+    CHECK_EQ_INT(gdn_seq_step_ref(so0, s0, 0, sn0, 3, co0, z, a, b, alog, dtb, nw, items, 2, HK,
+                                  HV, 1e-6f), 0);
+    CHECK_EQ_INT(gdn_seq_step_ref(so1, s1, (int64_t)sstr, sn1, 3, co0, z, a, b, alog, dtb, nw,
+                                  items, 2, HK, HV, 1e-6f), 0);
+    CHECK(memcmp(co0, co1, ROWS * CH * 4) == 0 && memcmp(so0, so1, ROWS * HV * 128 * 4) == 0);
+    CHECK(memcmp(cn0, cn1, 3 * win * 4) == 0 && memcmp(sn0, sn1, 3 * ss * 4) == 0);
+    int pad_written = 0;
+    for (int sl = 0; sl < SLOTS; sl++) {
+        CHECK(memcmp(c0 + sl * win, c1 + sl * cstr, win * 4) == 0);
+        CHECK(memcmp(s0 + sl * ss, s1 + sl * sstr, ss * 4) == 0);
+        for (size_t i = win; i < cstr; i++)
+            pad_written += c1[sl * cstr + i] != -7.0f;
+        for (size_t i = ss; i < sstr; i++)
+            pad_written += s1[sl * sstr + i] != -7.0f;
+    }
+    CHECK_EQ_INT(pad_written, 0);
+    /* the items did change their states (the comparison is not vacuous) and a stride below the
+     * packed one is refused */
+    CHECK(memcmp(s0 + 2 * ss, s1 + 2 * sstr, ss * 4) == 0 && s0[2 * ss] != s2_first);
+    CHECK_EQ_INT(gdn_seq_conv_ref(co1, c1, (int64_t)win - 1, NULL, 0, x, w, items, 2, CH, KC),
+                 ERR_INVAL);
+    CHECK_EQ_INT(gdn_seq_step_ref(so1, s1, (int64_t)ss - 1, NULL, 0, co0, z, a, b, alog, dtb, nw,
+                                  items, 2, HK, HV, 1e-6f),
+                 ERR_INVAL);
+    free(x), free(w), free(z), free(a), free(b), free(c0), free(c1), free(s0), free(s1);
+    free(co0), free(co1), free(so0), free(so1), free(cn0), free(cn1), free(sn0), free(sn1);
+}
+
 static void test_attn(void)
 {
     /* one sequence of 3 keys, all equal: the output is v for any q; with one key too */
@@ -245,6 +317,7 @@ int main(void)
     test_rope();
     test_route();
     test_gdn_chunked();
+    test_gdn_seq_stride();
     test_attn();
     test_gemv_formats();
     return test_result();

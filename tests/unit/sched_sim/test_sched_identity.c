@@ -10,8 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "sim.h"
 #include "common/log.h"
+#include "sim.h"
 #include "test.h"
 
 #define HB_MS 100

@@ -25,11 +25,16 @@ static const char *CONFIG = "tests/configs/qwen3.6-35b-a3b.json";
 
 static int plan_for(const char *gdn_state, struct kv_plan *p)
 {
-    char *argv[] = {(char *)"tern-scheduler",     (char *)"--model-config",
-                    (char *)CONFIG,               (char *)"--kv-cache-memory-bytes",
-                    (char *)"6442450944",         (char *)"--check-request-len",
-                    (char *)"512",                (char *)"--gdn-state",
-                    (char *)gdn_state,            NULL};
+    char *argv[] = {(char *)"tern-scheduler",
+                    (char *)"--model-config",
+                    (char *)CONFIG,
+                    (char *)"--kv-cache-memory-bytes",
+                    (char *)"6442450944",
+                    (char *)"--check-request-len",
+                    (char *)"512",
+                    (char *)"--gdn-state",
+                    (char *)gdn_state,
+                    NULL};
     struct sched_cfg cfg;
     int rc = sched_cfg_parse(&cfg, 9, argv);
     CHECK_EQ_INT(rc, 0);
@@ -139,7 +144,7 @@ int main(void)
     CHECK_EQ_INT(placed, slots.concurrent_requests);
     CHECK_EQ_INT(placed, slots.n_state_slots);
     printf("pool_admit: pool=%u (plan %lld) mix=%lld slots=%u state_blocks=%lld blocks=%lld\n",
-           (unsigned)pool.concurrent_requests, (long long)pool.concurrent_requests,
-           (long long)want, placed, (long long)pool.state_blocks, (long long)pool.n_blocks);
+           (unsigned)pool.concurrent_requests, (long long)pool.concurrent_requests, (long long)want,
+           placed, (long long)pool.state_blocks, (long long)pool.n_blocks);
     return test_result();
 }

@@ -27,8 +27,8 @@ static uint32_t rnd(uint32_t n)
 }
 
 /* The blocks the sequences hold (states too) into b (nb), checking that none is held twice. */
-static void held_map(const struct sched_pool_seq *s, int n, uint32_t nb, uint32_t ns,
-                     uint32_t sb, uint8_t *b)
+static void held_map(const struct sched_pool_seq *s, int n, uint32_t nb, uint32_t ns, uint32_t sb,
+                     uint8_t *b)
 {
     uint8_t *sl = xcalloc(ns, 1);
     memset(b, 0, nb);

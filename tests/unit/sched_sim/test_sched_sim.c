@@ -4,10 +4,11 @@
  * every plan against their own mirror of who holds which block and slot (a block handed to two
  * live sequences, a write past the block table, a slot reused while live, a position gap all
  * fail; one worker keeps its GDN states in the pool, and a state chunk that is misaligned, out of
- * range or overlaps a live sequence's blocks fails too). After EVERY tick: the scheduler's pools pass sched_pool_check, every block and slot is
- * held by exactly one placed request, nothing is held by a queued one, n_running matches. At the
- * end: every request got exactly one terminal message (or was dropped with its gateway), the
- * tables are empty and every pool and every fake worker is back to zero. */
+ * range or overlaps a live sequence's blocks fails too). After EVERY tick: the scheduler's pools
+ * pass sched_pool_check, every block and slot is held by exactly one placed request, nothing is
+ * held by a queued one, n_running matches. At the end: every request got exactly one terminal
+ * message (or was dropped with its gateway), the tables are empty and every pool and every fake
+ * worker is back to zero. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,7 +61,7 @@ struct fworker {
     struct msg_peer peer;
     uint32_t kv_blocks, slots, max_seqs, max_step;
     uint32_t state_blocks; // > 0: GDN states are blocks of the pool
-    int32_t *block_owner; // (kv_blocks) index into seqs, -1 free (a state's blocks included)
+    int32_t *block_owner;  // (kv_blocks) index into seqs, -1 free (a state's blocks included)
     int32_t *slot_owner;  // (slots)
     struct wseq *seqs;
     uint32_t n_seqs;
@@ -207,10 +208,10 @@ static void fw_run_plan(struct sched *s, struct fworker *w, uint64_t now)
                      "slot %u not free for req=%" PRIx64, x->slot, x->req_id);
             CONTRACT(x->n_block_table > 0, "new_seq without a block table");
             /* states in the pool: an aligned chunk of free blocks, named with new_seq */
-            bool state_ok = !w->state_blocks ? !x->has_state_block
-                                             : x->has_state_block &&
-                                                   x->state_block % w->state_blocks == 0 &&
-                                                   x->state_block + w->state_blocks <= w->kv_blocks;
+            bool state_ok = !w->state_blocks
+                                ? !x->has_state_block
+                                : x->has_state_block && x->state_block % w->state_blocks == 0 &&
+                                      x->state_block + w->state_blocks <= w->kv_blocks;
             CONTRACT(state_ok, "state block %u bad for req=%" PRIx64, x->state_block, x->req_id);
             for (uint32_t b = 0; state_ok && w->state_blocks && b < w->state_blocks; b++)
                 CONTRACT(w->block_owner[x->state_block + b] == -1,
@@ -677,15 +678,14 @@ static void run_sim(uint64_t seed, uint32_t n_reqs)
     CHECK(n_gw_disconnects > 0);
     CHECK(n_pool_states > 0);
     total_dropped += n_dropped;
-    printf(
-        "sim: seed=%" PRIu64 " requests=%u ticks=%" PRIu64 " finished=%" PRIu64 " errors=%" PRIu64
-        " dropped_with_gateway=%" PRIu64 " aborts_sent=%" PRIu64 " sched_aborted=%" PRIu64
-        " preempted=%" PRIu64 " rejected=%" PRIu64 " worker_deaths=%" PRIu64
-        " worker_replaced=%" PRIu64 " gw_disconnects=%" PRIu64 " gen_tokens=%" PRIu64
-        " states_in_pool=%" PRIu64 "\n",
-        seed, n_reqs, tick, n_finish, n_error, n_dropped, n_abort_sent, s.n_aborted, s.n_preempted,
-        s.n_rejected, n_worker_deaths, n_replaced, n_gw_disconnects, s.generation_tokens_total,
-        n_pool_states);
+    printf("sim: seed=%" PRIu64 " requests=%u ticks=%" PRIu64 " finished=%" PRIu64
+           " errors=%" PRIu64 " dropped_with_gateway=%" PRIu64 " aborts_sent=%" PRIu64
+           " sched_aborted=%" PRIu64 " preempted=%" PRIu64 " rejected=%" PRIu64
+           " worker_deaths=%" PRIu64 " worker_replaced=%" PRIu64 " gw_disconnects=%" PRIu64
+           " gen_tokens=%" PRIu64 " states_in_pool=%" PRIu64 "\n",
+           seed, n_reqs, tick, n_finish, n_error, n_dropped, n_abort_sent, s.n_aborted,
+           s.n_preempted, s.n_rejected, n_worker_deaths, n_replaced, n_gw_disconnects,
+           s.generation_tokens_total, n_pool_states);
 
     sched_deinit(&s);
     sim_outbox_destroy(&box);

@@ -83,8 +83,12 @@ static void test_bf16(void)
 
 static void test_fp8(void)
 {
-    const char *f[] = {"--kv-cache-memory-bytes", "85899345920", "--kv-cache-dtype", "fp8",
-                       "--gdn-state", "slots"};
+    const char *f[] = {"--kv-cache-memory-bytes",
+                       "85899345920",
+                       "--kv-cache-dtype",
+                       "fp8",
+                       "--gdn-state",
+                       "slots"};
     struct kv_plan p;
     char err[1024] = "";
     CHECK_EQ_INT(plan_for(f, 6, &p, err, sizeof err), 0);
@@ -101,16 +105,24 @@ static void test_fp8(void)
 
 static void test_mtp_and_len(void)
 {
-    const char *f[] = {"--kv-cache-memory-bytes", "85899345920", "--speculative-tokens", "3",
-                       "--gdn-state", "slots"};
+    const char *f[] = {"--kv-cache-memory-bytes",
+                       "85899345920",
+                       "--speculative-tokens",
+                       "3",
+                       "--gdn-state",
+                       "slots"};
     struct kv_plan p;
     char err[1024] = "";
     CHECK_EQ_INT(plan_for(f, 6, &p, err, sizeof err), 0);
     CHECK_EQ_INT(p.n_kv_layers, 11);
     CHECK_EQ_INT(p.kv_bytes_per_token, 22528);
     CHECK_EQ_INT(p.n_blocks, 192581);
-    const char *g[] = {"--kv-cache-memory-bytes", "25769803776", "--max-model-len", "32768",
-                       "--gdn-state", "slots"};
+    const char *g[] = {"--kv-cache-memory-bytes",
+                       "25769803776",
+                       "--max-model-len",
+                       "32768",
+                       "--gdn-state",
+                       "slots"};
     CHECK_EQ_INT(plan_for(g, 6, &p, err, sizeof err), 0);
     CHECK_EQ_INT(p.max_model_len, 32768);
     /* kv(32768) = 2048 blocks * 327,680 = 671,088,640 B; spare = 24 GiB - that - 64,389,120 =
@@ -150,13 +162,17 @@ static void test_pool(void)
     CHECK(p.pool_tokens >= 310000 && p.max_concurrency >= 1.18 && p.concurrent_requests >= 70);
     /* --max-num-seqs caps the requests, not the memory */
     const char *c[] = {"--kv-cache-memory-bytes", "6442450944", "--check-request-len", "512",
-                       "--max-num-seqs", "40"};
+                       "--max-num-seqs",          "40"};
     CHECK_EQ_INT(plan_for(c, 6, &p, err, sizeof err), 0);
     CHECK_EQ_INT(p.requests_by_memory, 85);
     CHECK_EQ_INT(p.concurrent_requests, 40);
     /* the same budget with slots: 8 slots, 8 requests of 512 tokens */
-    const char *s8[] = {"--kv-cache-memory-bytes", "6442450944", "--check-request-len", "512",
-                        "--gdn-state", "slots"};
+    const char *s8[] = {"--kv-cache-memory-bytes",
+                        "6442450944",
+                        "--check-request-len",
+                        "512",
+                        "--gdn-state",
+                        "slots"};
     CHECK_EQ_INT(plan_for(s8, 6, &p, err, sizeof err), 0);
     CHECK(!p.state_in_pool);
     CHECK_EQ_INT(p.n_state_slots, 8);
@@ -172,8 +188,14 @@ static void test_pool(void)
     CHECK(p.pool_tokens >= 610000);
     /* a bad value is an input error */
     const char *b[] = {"--kv-cache-memory-bytes", "6442450944", "--gdn-state", "heap"};
-    char *argv[] = {(char *)"tern-scheduler", (char *)"--model-config", (char *)CONFIG,
-                    (char *)b[0], (char *)b[1], (char *)b[2], (char *)b[3], NULL};
+    char *argv[] = {(char *)"tern-scheduler",
+                    (char *)"--model-config",
+                    (char *)CONFIG,
+                    (char *)b[0],
+                    (char *)b[1],
+                    (char *)b[2],
+                    (char *)b[3],
+                    NULL};
     struct sched_cfg cfg;
     CHECK_EQ_INT(sched_cfg_parse(&cfg, 7, argv), ERR_INVAL);
 }
@@ -183,12 +205,11 @@ static void test_refusal(void)
     const char *f[] = {"--kv-cache-memory-bytes", "4294967296"};
     struct kv_plan p;
     char err[1024] = "";
-    const char *want =
-        "one sequence of max_model_len=262144 needs 5.06 GiB of KV cache and GDN "
-        "state (bf16 KV), but only 4.00 GiB is available for the cache. The largest "
-        "max_model_len that fits is 206560: decrease --max-model-len, or increase "
-        "--kv-cache-memory-bytes / --gpu-memory-utilization, or use "
-        "--kv-cache-dtype fp8.";
+    const char *want = "one sequence of max_model_len=262144 needs 5.06 GiB of KV cache and GDN "
+                       "state (bf16 KV), but only 4.00 GiB is available for the cache. The largest "
+                       "max_model_len that fits is 206560: decrease --max-model-len, or increase "
+                       "--kv-cache-memory-bytes / --gpu-memory-utilization, or use "
+                       "--kv-cache-dtype fp8.";
     CHECK_EQ_INT(plan_for(f, 2, &p, err, sizeof err), ERR_FULL);
     CHECK_EQ_INT(p.max_len_fit, 206560);
     CHECK_STREQ(err, want);
@@ -265,16 +286,20 @@ static void test_cli(void)
                       "max_concurrency=12.93x at max_model_len=262144") != NULL);
     free(out);
     /* the pool (default), text and JSON, with a request length */
-    snprintf(args, sizeof args, "--config %s --kv-cache-memory-bytes 6442450944 "
-             "--check-request-len 512", CONFIG);
+    snprintf(args, sizeof args,
+             "--config %s --kv-cache-memory-bytes 6442450944 "
+             "--check-request-len 512",
+             CONFIG);
     CHECK_EQ_INT(run_cli(args, &out), 0);
     CHECK(strstr(out, "kv_pool tokens=311408 blocks=19660 gdn_state=pool state_blocks=197 "
                       "max_concurrency=1.19x at max_model_len=262144") != NULL);
     CHECK(strstr(out, "requests of 512 tokens at once: 85 (memory: 85, --max-num-seqs: 256)") !=
           NULL);
     free(out);
-    snprintf(args, sizeof args, "--config %s --kv-cache-memory-bytes 6442450944 --kv-cache-dtype "
-             "fp8 --check-request-len 512 --json", CONFIG);
+    snprintf(args, sizeof args,
+             "--config %s --kv-cache-memory-bytes 6442450944 --kv-cache-dtype "
+             "fp8 --check-request-len 512 --json",
+             CONFIG);
     CHECK_EQ_INT(run_cli(args, &out), 0);
     j = cJSON_Parse(out);
     CHECK(j != NULL);

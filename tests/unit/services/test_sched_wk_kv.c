@@ -3,8 +3,8 @@
  * refuses when one max_model_len sequence does not fit. These are the capacities it registers with
  * the scheduler.
  *
- * the default tiny model by hand: 1 full-attention layer of 2 KV heads x 32: K+V = 2 x 2 x 32 x 2 B =
- * 256 B/token, 4,096 B per 16-token block; 3 GDN layers: conv dim 2 x 2 x 16 + 4 x 16 = 128,
+ * the default tiny model by hand: 1 full-attention layer of 2 KV heads x 32: K+V = 2 x 2 x 32 x 2 B
+ * = 256 B/token, 4,096 B per 16-token block; 3 GDN layers: conv dim 2 x 2 x 16 + 4 x 16 = 128,
  * window 128 x 3 x 2 B = 768 B, S = 4 x 16 x 16 x 4 B = 4,096 B -> 4,864 B/layer, 14,592 B/seq.
  * max_model_len 4096 = 256 blocks = 1,048,576 B. Both engines keep the GDN state in the pool
  * (docs/KV.md): a state takes ceil(14,592 / 4,096) = 4 blocks.
