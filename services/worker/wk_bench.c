@@ -276,7 +276,7 @@ int wk_bench_run(const struct wk_cfg *cfg)
         b.blocks[i] = (uint32_t)i;
     rc = 0;
     for (int s = 0; rc == 0 && s < b.B; s++)
-        rc = b.e->ops->seq_open(b.e, (uint32_t)s);
+        rc = b.e->ops->seq_open(b.e, (uint32_t)s, WK_ENGINE_NO_STATE);
     if (rc == 0)
         rc = bench_prefill(&b);
     if (rc == 0)

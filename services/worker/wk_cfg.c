@@ -52,6 +52,9 @@ static const struct cfg_opt OPTS[] = {
      "after weights and step buffers, unless kv-blocks or kv-cache-memory-bytes is given (0.9)"},
     {"kv-cache-dtype", "TERN_KV_CACHE_DTYPE", CFG_TYPE_STR, F(kv_cache_dtype), S(kv_cache_dtype), 0,
      0, "auto|bf16|fp8 for the KV plan (auto)"},
+    {"gdn-state", "TERN_GDN_STATE", CFG_TYPE_STR, F(gdn_state), S(gdn_state), 0, 0,
+     "auto|pool|slots: GDN state as blocks of the KV pool, or slots reserved up front (auto: "
+     "pool for engines cpu and fake, slots for cuda)"},
     {"max-step-tokens", "TERN_WORKER_MAX_STEP_TOKENS", CFG_TYPE_INT, F(max_step_tokens), 0, 1,
      1 << 20, "tokens per step (512)"},
     {"threads", "TERN_THREADS", CFG_TYPE_INT, F(threads), 0, 0, 1024,
@@ -62,9 +65,8 @@ static const struct cfg_opt OPTS[] = {
      "fake engine EOS id, -1 = none (-1)"},
     {"fake-step-us", "TERN_FAKE_STEP_US", CFG_TYPE_INT, F(fake_step_us), 0, 0, 10000000,
      "fake engine sleep per step, us (0)"},
-    {"fake-device-sampling", "TERN_FAKE_DEVICE_SAMPLING", CFG_TYPE_BOOL,
-     F(fake_device_sampling), 0, 0, 0,
-     "fake engine draws the tokens itself, as the cuda engine does on the GPU (off)"},
+    {"fake-device-sampling", "TERN_FAKE_DEVICE_SAMPLING", CFG_TYPE_BOOL, F(fake_device_sampling), 0,
+     0, 0, "fake engine draws the tokens itself, as the cuda engine does on the GPU (off)"},
     {"max-msg-bytes", "TERN_MAX_MSG_BYTES", CFG_TYPE_INT, F(max_msg_bytes), 0, 4096, 1 << 30,
      "frame cap, bytes (8388608)"},
     {"speculative-tokens", "TERN_SPECULATIVE_TOKENS", CFG_TYPE_INT, F(speculative_tokens), 0, -1,
@@ -76,12 +78,12 @@ static const struct cfg_opt OPTS[] = {
      "auto|dummy: dummy = random weights of the config's shapes and formats (auto)"},
     {"moe-backend", "TERN_MOE_BACKEND", CFG_TYPE_STR, F(moe_backend), S(moe_backend), 0, 0,
      "auto|bf16|fp8|nvfp4_w4a16|nvfp4_w4a4_mma: force the expert kernels, engine cuda (auto)"},
-    {"linear-backend", "TERN_LINEAR_BACKEND", CFG_TYPE_STR, F(linear_backend), S(linear_backend),
-     0, 0, "auto|bf16|fp8|nvfp4_w4a16|nvfp4_w4a4_mma: force the dense kernels, engine cuda (auto)"},
+    {"linear-backend", "TERN_LINEAR_BACKEND", CFG_TYPE_STR, F(linear_backend), S(linear_backend), 0,
+     0, "auto|bf16|fp8|nvfp4_w4a16|nvfp4_w4a4_mma: force the dense kernels, engine cuda (auto)"},
     {"bench", "TERN_WORKER_BENCH", CFG_TYPE_BOOL, F(bench), 0, 0, 0,
      "time the engine's prefill and decode steps without a scheduler, print, exit (off)"},
-    {"bench-prompt-len", "TERN_BENCH_PROMPT_LEN", CFG_TYPE_INT, F(bench_prompt_len), 0, 1,
-     1 << 24, "bench: prompt tokens per sequence (512)"},
+    {"bench-prompt-len", "TERN_BENCH_PROMPT_LEN", CFG_TYPE_INT, F(bench_prompt_len), 0, 1, 1 << 24,
+     "bench: prompt tokens per sequence (512)"},
     {"bench-gen", "TERN_BENCH_GEN", CFG_TYPE_INT, F(bench_gen), 0, 1, 1 << 24,
      "bench: decode steps, EOS ignored (128)"},
     {"bench-batch", "TERN_BENCH_BATCH", CFG_TYPE_INT, F(bench_batch), 0, 1, 4096,
@@ -123,6 +125,7 @@ static void set_defaults(struct wk_cfg *c)
     c->max_model_len = 0;
     c->max_step_tokens = 512;
     snprintf(c->kv_cache_dtype, sizeof c->kv_cache_dtype, "auto");
+    snprintf(c->gdn_state, sizeof c->gdn_state, "auto");
     c->threads = 0;
     c->fake_vocab = 1024;
     c->fake_eos = -1;
@@ -188,6 +191,11 @@ int wk_cfg_validate(const struct wk_cfg *c, char *err, size_t errlen)
                      forced[i][0], forced[i][1], c->engine);
             return ERR_INVAL;
         }
+    }
+    if (strcmp(c->gdn_state, "auto") != 0 && strcmp(c->gdn_state, "pool") != 0 &&
+        strcmp(c->gdn_state, "slots") != 0) {
+        snprintf(err, errlen, "gdn-state \"%s\" is not auto|pool|slots", c->gdn_state);
+        return ERR_INVAL;
     }
     if (kv_dtype_parse(c->kv_cache_dtype) < 0) {
         snprintf(err, errlen, "kv-cache-dtype \"%s\" is not auto|bf16|fp8", c->kv_cache_dtype);

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #define WK_ENGINE_MAX_EOS 16
+#define WK_ENGINE_NO_STATE UINT32_MAX
 
 struct wk_engine_info {
     char model_id[128];       // served model name
@@ -66,8 +67,10 @@ struct wk_engine;
 typedef void (*wk_engine_progress_cb)(void *ctx, float fraction, const char *stage);
 
 struct wk_engine_ops {
-    /* Start a new sequence in slot (forget what was there). 0 or ERR_RANGE. */
-    int (*seq_open)(struct wk_engine *e, uint32_t slot);
+    /* Start a new sequence in slot (forget what was there); its GDN state in the pool's blocks
+     * from state_block (info.state_blocks > 0: the plan's SeqWork.state_block), or
+     * WK_ENGINE_NO_STATE (the engine's default place). 0 or ERR_RANGE. */
+    int (*seq_open)(struct wk_engine *e, uint32_t slot, uint32_t state_block);
     /* Drop the sequence in slot. */
     void (*seq_close)(struct wk_engine *e, uint32_t slot);
     /* Run the items. Per-item failures go to item.rc; the return is for whole-step failures. */
@@ -113,6 +116,9 @@ struct model_config;
 int wk_engine_size_from_plan(const struct wk_cfg *cfg, const struct model_config *mc,
                              const char *engine, int spec_k, bool state_in_pool,
                              struct wk_engine_info *in);
+
+/* Whether cfg keeps this engine's GDN states in the pool (--gdn-state; auto: all but cuda). */
+bool wk_engine_state_in_pool(const struct wk_cfg *cfg, const char *engine);
 
 /* Without a byte budget, states in the pool: in->state_blocks from the model's geometry, and
  * (no --kv-blocks) in->kv_blocks = room for in->n_slots sequences of max_model_len with their

@@ -32,8 +32,9 @@ struct cpu {
     struct wk_spec_cpu *spec; // MTP speculative decoding (wk_spec_cpu.h); NULL when off
 };
 
-static int cpu_seq_open(struct wk_engine *e, uint32_t slot)
+static int cpu_seq_open(struct wk_engine *e, uint32_t slot, uint32_t state_block)
 {
+    (void)state_block; /* each slot's state is host memory of its own */
     struct cpu *c = e->impl;
     if (slot >= e->info.n_slots)
         return ERR_RANGE;
@@ -191,10 +192,14 @@ int wk_engine_cpu_create(const struct wk_cfg *cfg, wk_engine_progress_cb progres
         goto fail;
     /* GDN states are blocks of the pool (the scheduler's accounting: this engine keeps each
      * slot's K/V and state in host memory of its own) */
+    const bool pool = wk_engine_state_in_pool(cfg, "cpu");
     if (cfg->kv_cache_memory_bytes > 0)
-        rc = wk_engine_size_from_plan(cfg, mc, "cpu", spec_k, true, in);
-    else
+        rc = wk_engine_size_from_plan(cfg, mc, "cpu", spec_k, pool, in);
+    else if (pool)
         rc = wk_engine_size_pool_default(cfg, mc, "cpu", spec_k, in);
+    else if (!cfg->kv_blocks)
+        in->kv_blocks =
+            wk_engine_default_blocks(in->n_slots, in->max_model_len, in->block_tokens, 0);
     if (rc < 0)
         goto fail;
     in->max_step_tokens = (uint32_t)cfg->max_step_tokens;

@@ -36,8 +36,9 @@ struct fake {
     float *row;
 };
 
-static int fake_seq_open(struct wk_engine *e, uint32_t slot)
+static int fake_seq_open(struct wk_engine *e, uint32_t slot, uint32_t state_block)
 {
+    (void)state_block; /* no memory behind the pool */
     struct fake *f = e->impl;
     if (slot >= e->info.n_slots)
         return ERR_RANGE;
@@ -135,7 +136,8 @@ int wk_engine_fake_create(const struct wk_cfg *cfg, struct wk_engine **out)
             LOG_ERR("config_load_failed", "engine=fake dir=%s err=%s msg=\"%s\"", cfg->model,
                     err_str(rc), rc == ERR_FORMAT || rc == ERR_RANGE ? err : "-");
         else
-            rc = wk_engine_size_from_plan(cfg, mc, "fake", 0, true, in);
+            rc = wk_engine_size_from_plan(cfg, mc, "fake", 0, wk_engine_state_in_pool(cfg, "fake"),
+                                          in);
         free(mc);
         if (rc < 0) {
             free(f);

@@ -197,7 +197,9 @@ static void job_prepare(struct wk_exec *x, struct job *j, const Tern__SeqWork *w
                      w->slot, sq->req_id);
             seq_close(x, sq);
         }
-        if (w->n_stop_ids > WK_EXEC_STOP_MAX || x->eng->ops->seq_open(x->eng, w->slot) < 0) {
+        if (w->n_stop_ids > WK_EXEC_STOP_MAX ||
+            x->eng->ops->seq_open(x->eng, w->slot,
+                                  in->state_blocks ? w->state_block : WK_ENGINE_NO_STATE) < 0) {
             j->err = ERR_INVAL;
             j->msg = "cannot open sequence";
             return;

@@ -69,16 +69,17 @@ static int gdn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_
         TRY(gpu_linear_multi(g, 2, y1, w1, g->x, n));
         TRY(gpu_linear_multi(g, 2, y2, w2, g->x, n));
     }
-    TRY(gdn_seq_conv_cuda(g->mix, L->conv_state, 0, L->conv_snap, g->n_snap, g->mix_raw, L->conv_w,
-                          items, p->items, n, g->cd, g->kc, st));
+    TRY(gdn_seq_conv_cuda(g->mix, L->conv_state, g->o.state_in_pool ? g->state_stride : 0,
+                          L->conv_snap, g->n_snap, g->mix_raw, L->conv_w, items, p->items, n, g->cd,
+                          g->kc, st));
     /* long items (prefill) take the chunked recurrence; its workspace is the expert scratch,
      * idle until this layer's MoE block (same stream) */
     const int chunk = g->disp.gdn_chunk_rows;
     if (!g->gdn_pad) {
-        TRY(gdn_seq_step_chunked_cuda(g->go, L->ssm, 0, L->ssm_snap, g->n_snap, g->mix, g->gz, g->ga,
-                                      g->gb, L->a_log, L->dt_bias, L->gnorm, items, p->items,
-                                      g->hk, g->hv, g->gdn_eps, chunk, p->max_n, g->moe_ws, g->R,
-                                      st));
+        TRY(gdn_seq_step_chunked_cuda(g->go, L->ssm, g->o.state_in_pool ? g->state_stride : 0,
+                                      L->ssm_snap, g->n_snap, g->mix, g->gz, g->ga, g->gb, L->a_log,
+                                      L->dt_bias, L->gnorm, items, p->items, g->hk, g->hv,
+                                      g->gdn_eps, chunk, p->max_n, g->moe_ws, g->R, st));
     } else {
         const int D = GPU_GDN_D, wp = (2 * g->hk + g->hv) * D;
         if (g->dk == g->dv) {
@@ -93,10 +94,10 @@ static int gdn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_
             }
         }
         TRY(copy2d(g, g->z_p, D, g->gz, g->dv, g->dv, (int64_t)n * g->hv));
-        TRY(gdn_seq_step_chunked_cuda(g->o_p, L->ssm, 0, L->ssm_snap, g->n_snap, g->qkv_p, g->z_p,
-                                      g->ga, g->gb, L->a_log, L->dt_bias, L->gnorm, items,
-                                      p->items, g->hk, g->hv, g->gdn_eps, chunk, p->max_n,
-                                      g->moe_ws, g->R, st));
+        TRY(gdn_seq_step_chunked_cuda(g->o_p, L->ssm, g->o.state_in_pool ? g->state_stride : 0,
+                                      L->ssm_snap, g->n_snap, g->qkv_p, g->z_p, g->ga, g->gb,
+                                      L->a_log, L->dt_bias, L->gnorm, items, p->items, g->hk, g->hv,
+                                      g->gdn_eps, chunk, p->max_n, g->moe_ws, g->R, st));
         TRY(copy2d(g, g->go, g->dv, g->o_p, D, g->dv, (int64_t)n * g->hv));
     }
     return gpu_linear(g, g->y, &L->out, g->go, n);
@@ -249,6 +250,14 @@ int gpu_run_layers(struct gpu_model *g, const struct gpu_pass *p)
     return fused_add_rmsnorm_cuda(g->x, g->h, g->y, g->final_norm, n, H, eps, 1.0f, st);
 }
 
+/* Block b of slot's default table: [slot x bps, (slot + 1) x bps), after the n_slots default
+ * state chunks when the states are in the pool. */
+static int64_t default_block(const struct gpu_model *g, int slot, int b)
+{
+    const int64_t first = g->o.state_in_pool ? (int64_t)g->o.n_slots * g->state_blocks : 0;
+    return first + (int64_t)slot * g->bps + b;
+}
+
 /* Validate an item; 0 or the item's error. rows: the step's rows so far. */
 static int check_item(const struct gpu_model *g, const struct gpu_item *it, const bool *seen,
                       int rows)
@@ -272,9 +281,11 @@ static int check_item(const struct gpu_model *g, const struct gpu_item *it, cons
         for (int b = 0; b < it->n_blocks; b++)
             if (it->blocks[b] >= (uint32_t)g->o.kv_blocks)
                 return ERR_RANGE;
-    } else if ((int64_t)(it->slot + 1) * g->bps > g->o.kv_blocks) {
+    } else if (default_block(g, it->slot, g->bps - 1) >= g->o.kv_blocks) {
         return ERR_FULL; // no default blocks for this slot: the caller must pass a table
     }
+    if (g->o.state_in_pool && g->chunk[it->slot] < 0)
+        return ERR_STATE;
     return 0;
 }
 
@@ -291,7 +302,7 @@ static void fill_inputs(struct gpu_model *g, const struct gpu_item *items, int n
         int32_t *gi = hin + gpu_in_items(g) + (int64_t)ni++ * GDN_SEQ_ITEM_INTS;
         gi[0] = r;
         gi[1] = it->n;
-        gi[2] = it->slot;
+        gi[2] = g->o.state_in_pool ? g->chunk[it->slot] : it->slot; // where its GDN state is
         gi[3] = it->snap ? 0 : -1; // the one open window's rows: snapshots 0 .. n-1
         int32_t *as = hin + gpu_in_aseqs(g) + (int64_t)(ni - 1) * 4; // struct attn_prefill_seq
         as[0] = r;      // block table row: the item's first row
@@ -299,9 +310,12 @@ static void fill_inputs(struct gpu_model *g, const struct gpu_item *items, int n
         as[2] = it->n;
         as[3] = it->pos;
         int32_t *tab0 = hin + gpu_in_table(g) + (int64_t)r * ts;
+        /* in the pool a block holds kv_sub sub-blocks (each attention layer's K and V): the
+         * kernels, which address a layer's rows from its first sub-block, take block x kv_sub */
+        const int64_t sub = g->o.state_in_pool ? g->kv_sub : 1;
         for (int b = 0; b < ts; b++)
-            tab0[b] = it->blocks ? (b < it->n_blocks ? (int32_t)it->blocks[b] : 0)
-                                 : it->slot * g->bps + b;
+            tab0[b] = (int32_t)(sub * (it->blocks ? (b < it->n_blocks ? (int64_t)it->blocks[b] : 0)
+                                                  : default_block(g, it->slot, b)));
         for (int t = 0; t < it->n; t++, r++) {
             const int p = it->pos + t;
             if (t > 0)

@@ -22,8 +22,8 @@ struct gpu_layer {
     float *conv_w;             // (cd, kc)
     float *dt_bias, *a_log;    // (Hv)
     float *gnorm;              // (128) plain w, padded with zeros and scaled when Dv != 128
-    float *conv_state;         // (n_slots, cd, kc-1)
-    float *ssm;                // (n_slots, Hv, 128, 128)
+    float *conv_state;         // (n_slots, cd, kc-1); in the pool: chunk c's at c x state_stride
+    float *ssm;                // (n_slots, Hv, 128, 128); in the pool: the same stride
     float *conv_snap;          // (n_snap, cd, kc-1) state after each row of the open window; or NULL
     float *ssm_snap;           // (n_snap, Hv, 128, 128); or NULL
     /* gated attention */
@@ -118,6 +118,15 @@ struct gpu_model {
     struct gpu_layer *layers;  // [n_layers]
     /* per-slot host state */
     int *pos;                  // (n_slots) committed position, -1 = closed
+    /* GDN states in the K/V pool (opts.state_in_pool; docs/KV.md) */
+    void *arena;               // kv_blocks x block_bytes; NULL with states in slots
+    int64_t block_bytes;       // every attention layer's K and V of block_tokens tokens
+    int kv_sub;                // sub-blocks per block (K and V of each attention layer): the
+                               //  kernels' block ids are block x kv_sub
+    int state_blocks;          // blocks of one state (a chunk)
+    int64_t state_stride;      // floats between chunks (the gdn_seq kernels' state_stride)
+    int64_t gdn_layer_bytes;   // conv window (16-byte rounded) + S of one GDN layer
+    int *chunk;                // (n_slots) the open sequence's state chunk
     bool *h_seen;              // (n_slots) step scratch
     int *h_rows;               // (R) step scratch: rows that need logits
     int *h_item;               // (R) step scratch: item of each such row

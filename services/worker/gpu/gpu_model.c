@@ -504,9 +504,61 @@ static float *act(struct gpu_model *g, int64_t n)
     return dev_alloc(g, sizeof(float) * (size_t)(n > 0 ? n : 1), &g->mem.activations);
 }
 
+/* States in the pool (opts.state_in_pool): the sizes of a block and of a state in blocks, from
+ * the model's dims (set before any allocation: the default kv_blocks needs them). */
+static void pool_geometry(struct gpu_model *g)
+{
+    int n_attn = 0, n_gdn = 0;
+    for (int l = 0; l < g->cfg.n_layers; l++) {
+        n_attn += g->cfg.layer_types[l] == LAYER_FULL_ATTN;
+        n_gdn += g->cfg.layer_types[l] == LAYER_LINEAR_ATTN;
+    }
+    g->kv_sub = 2 * n_attn;
+    g->block_bytes =
+        (int64_t)g->kv_sub * g->o.block_tokens * g->hkv * g->hd * kv_dtype_bytes(g->kv_dtype);
+    const int64_t conv = (int64_t)sizeof(float) * g->cd * (g->kc - 1);
+    g->gdn_layer_bytes =
+        (conv + 15) / 16 * 16 + (int64_t)sizeof(float) * g->hv * GPU_GDN_D * GPU_GDN_D;
+    const int64_t state = g->gdn_layer_bytes * n_gdn;
+    g->state_blocks = g->block_bytes > 0 ? (int)CEIL_DIV(state, g->block_bytes) : 0;
+    if (g->state_blocks < 1)
+        g->state_blocks = 1;
+    g->state_stride = (int64_t)g->state_blocks * g->block_bytes / (int64_t)sizeof(float);
+}
+
+/* The arena of opts.state_in_pool: block b holds sub-block 2a (K) and 2a + 1 (V) of attention
+ * layer a, block_tokens rows each, so a layer's base is arena + its first sub-block and the
+ * kernels' block ids are b x kv_sub; GDN layer i's conv window and S start gdn_layer_bytes x i
+ * into a chunk, chunk c at c x state_blocks blocks. */
+static int alloc_arena(struct gpu_model *g, char *err, size_t errlen)
+{
+    const int64_t row = (int64_t)g->hkv * g->hd * kv_dtype_bytes(g->kv_dtype);
+    const int64_t conv = (int64_t)sizeof(float) * g->cd * (g->kc - 1);
+    g->arena = dev_alloc(g, (size_t)g->o.kv_blocks * (size_t)g->block_bytes, &g->mem.kv_pool);
+    if (!g->arena)
+        return fail(err, errlen, ERR_NOMEM, "kv pool", "cudaMalloc failed");
+    int a = 0, i = 0;
+    for (int l = 0; l < g->cfg.n_layers; l++) {
+        struct gpu_layer *Ly = &g->layers[l];
+        char *base = (char *)g->arena;
+        if (Ly->type == LAYER_LINEAR_ATTN) {
+            Ly->conv_state = (float *)(base + g->gdn_layer_bytes * i);
+            Ly->ssm = (float *)(base + g->gdn_layer_bytes * i + (conv + 15) / 16 * 16);
+            i++;
+        } else {
+            Ly->k_cache = base + (int64_t)(2 * a) * g->o.block_tokens * row;
+            Ly->v_cache = base + (int64_t)(2 * a + 1) * g->o.block_tokens * row;
+            a++;
+        }
+    }
+    return 0;
+}
+
 /* The per-sequence caches: GDN state for o.n_slots slots, K/V for o.kv_blocks blocks. */
 static int alloc_caches(struct gpu_model *g, char *err, size_t errlen)
 {
+    if (g->o.state_in_pool)
+        return alloc_arena(g, err, errlen);
     const int64_t S = g->o.n_slots;
     const size_t kv_bytes = (size_t)kv_dtype_bytes(g->kv_dtype) * (size_t)g->o.kv_blocks *
                             (size_t)g->o.block_tokens * (size_t)g->hkv * (size_t)g->hd;
@@ -633,15 +685,29 @@ static int size_from_memory(struct gpu_model *g, const struct model *m, char *er
         .reserve_bytes = mp->reserve,
         .spec_tokens = g->o.spec_k,
         .block_tokens = g->o.block_tokens,
+        .state_in_pool = g->o.state_in_pool != 0,
     };
     char msg[400];
     int rc = kv_plan_compute(&geom, &ko, &mp->kv, msg, sizeof msg);
     if (rc < 0)
         return fail(err, errlen, rc, "--gpu-memory-utilization", msg);
-    if (mp->kv.n_blocks * g->o.block_tokens > INT32_MAX)
-        mp->kv.n_blocks = INT32_MAX / g->o.block_tokens; // cache slots are int32
-    g->o.kv_blocks = (int)mp->kv.n_blocks;
-    g->o.n_slots = (int)mp->kv.n_state_slots;
+    const int64_t sub = g->o.state_in_pool ? g->kv_sub : 1; // kernel rows per block row
+    if (mp->kv.n_blocks * sub * g->o.block_tokens > INT32_MAX)
+        mp->kv.n_blocks = INT32_MAX / (sub * g->o.block_tokens); // cache slots are int32
+    if (g->o.state_in_pool) {
+        /* the plan's blocks are this runner's (the same K/V bytes per token); its state, not the
+         * plan's, sets state_blocks (they agree when the conv window rows are 16-byte whole) */
+        mp->kv.n_blocks = (mp->kv.budget_bytes > 0 ? mp->kv.budget_bytes : 0) / g->block_bytes;
+        if (mp->kv.n_blocks * sub * g->o.block_tokens > INT32_MAX)
+            mp->kv.n_blocks = INT32_MAX / (sub * g->o.block_tokens);
+        if (mp->kv.n_blocks < g->state_blocks + CEIL_DIV(g->o.max_model_len, g->o.block_tokens))
+            return fail(err, errlen, ERR_FULL, "--gpu-memory-utilization",
+                        "one max_model_len sequence and its GDN state do not fit the pool");
+        g->o.kv_blocks = (int)mp->kv.n_blocks;
+    } else {
+        g->o.kv_blocks = (int)mp->kv.n_blocks;
+        g->o.n_slots = (int)mp->kv.n_state_slots;
+    }
     g->mem_sized = true;
     return 0;
 }
@@ -667,6 +733,10 @@ int gpu_model_create(struct gpu_model **out, const struct model *m,
     if (n_blocks * bt > INT32_MAX)
         return fail(err, errlen, ERR_INVAL, "gpu_model_opts",
                     "kv_blocks x block_tokens above 2^31 cache slots");
+    if (opts->state_in_pool && opts->spec_k > 0)
+        return fail(err, errlen, ERR_UNSUPPORTED, "gpu_model_opts",
+                    "GDN states in the pool do not take speculation yet (its snapshots): "
+                    "--speculative-tokens 0 or --gdn-state slots");
     int rc = check_shapes(c, err, errlen);
     if (rc < 0)
         return rc;
@@ -700,8 +770,20 @@ int gpu_model_create(struct gpu_model **out, const struct model *m,
     g->win_slot = -1;
     g->kv_dtype = opts->kv_dtype == KV_DTYPE_FP8 ? KV_DTYPE_FP8 : KV_DTYPE_BF16;
     g->pos = xmalloc(sizeof(int) * (size_t)g->o.n_slots);
+    g->chunk = xmalloc(sizeof(int) * (size_t)g->o.n_slots);
     for (int s = 0; s < g->o.n_slots; s++)
-        g->pos[s] = -1;
+        g->pos[s] = g->chunk[s] = -1;
+    if (g->o.state_in_pool) {
+        pool_geometry(g);
+        if (!opts->kv_blocks) /* room for n_slots full sequences and their states */
+            g->o.kv_blocks = g->o.n_slots * (g->bps + g->state_blocks);
+        if ((int64_t)g->o.kv_blocks * g->kv_sub * g->o.block_tokens > INT32_MAX ||
+            g->o.kv_blocks < g->state_blocks + 1) {
+            rc = fail(err, errlen, ERR_INVAL, "gpu_model_opts",
+                      "kv_blocks: below one state and a block, or past 2^31 cache rows");
+            goto fail;
+        }
+    }
     g->h_seen = xcalloc((size_t)g->o.n_slots, sizeof(bool));
     g->R = g->o.max_rows > 0 ? g->o.max_rows : 256;
     if (g->R < g->o.n_slots)
@@ -834,6 +916,7 @@ void gpu_model_destroy(struct gpu_model *g)
         cudaStreamDestroy(g->stream);
     free(g->layers);
     free(g->pos);
+    free(g->chunk);
     free(g->h_seen);
     free(g->h_rows);
     free(g->h_item);
@@ -843,10 +926,13 @@ void gpu_model_destroy(struct gpu_model *g)
 
 void gpu_model_log(const struct gpu_model *g)
 {
-    LOG_INFO("gpu_device", "device=\"%s\" sm=%d slots=%d max_model_len=%d block_tokens=%d "
-             "kv_blocks=%d max_rows=%d prefill=one_pass gdn_padded=%d cuda_graphs=%d",
+    LOG_INFO("gpu_device",
+             "device=\"%s\" sm=%d slots=%d max_model_len=%d block_tokens=%d "
+             "kv_blocks=%d gdn_state=%s state_blocks=%d max_rows=%d prefill=one_pass "
+             "gdn_padded=%d cuda_graphs=%d",
              g->dev_name, g->sm, g->o.n_slots, g->o.max_model_len, g->o.block_tokens,
-             g->o.kv_blocks, g->R, g->gdn_pad ? 1 : 0, g->use_graphs ? 1 : 0);
+             g->o.kv_blocks, g->o.state_in_pool ? "pool" : "slots", gpu_model_state_blocks(g), g->R,
+             g->gdn_pad ? 1 : 0, g->use_graphs ? 1 : 0);
     if (g->spec_k > 0)
         LOG_INFO("gpu_spec", "k=%d mtp_bytes=%lld snap_rows=%d", g->spec_k,
                  (long long)g->mem.group[MODEL_GROUP_MTP], g->n_snap);
@@ -906,10 +992,40 @@ int gpu_model_kv_dtype(const struct gpu_model *g) { return g->kv_dtype; }
 const char *gpu_model_device_name(const struct gpu_model *g) { return g->dev_name; }
 int gpu_model_can_sample(const struct gpu_model *g) { return g->sampler != NULL; }
 
+int gpu_model_state_blocks(const struct gpu_model *g)
+{
+    return g->o.state_in_pool ? g->state_blocks : 0;
+}
+
+int gpu_model_seq_open_state(struct gpu_model *g, int slot, uint32_t state_block)
+{
+    if (!g->o.state_in_pool || slot < 0 || slot >= g->o.n_slots ||
+        state_block % (uint32_t)g->state_blocks ||
+        (int64_t)state_block + g->state_blocks > g->o.kv_blocks)
+        return ERR_RANGE;
+    const int c = (int)(state_block / (uint32_t)g->state_blocks);
+    const size_t cs = sizeof(float) * (size_t)g->cd * (size_t)(g->kc - 1);
+    const size_t ss = sizeof(float) * (size_t)g->hv * GPU_GDN_D * GPU_GDN_D;
+    const size_t off = sizeof(float) * (size_t)g->state_stride * (size_t)c;
+    for (int l = 0; l < g->cfg.n_layers; l++) {
+        struct gpu_layer *L = &g->layers[l];
+        if (L->type != LAYER_LINEAR_ATTN)
+            continue;
+        if (cudaMemsetAsync((char *)L->conv_state + off, 0, cs, g->stream) ||
+            cudaMemsetAsync((char *)L->ssm + off, 0, ss, g->stream))
+            return ERR_CUDA;
+    }
+    g->chunk[slot] = c;
+    g->pos[slot] = 0;
+    return 0;
+}
+
 int gpu_model_seq_open(struct gpu_model *g, int slot)
 {
     if (slot < 0 || slot >= g->o.n_slots)
         return ERR_RANGE;
+    if (g->o.state_in_pool) /* the default layout: chunk = slot */
+        return gpu_model_seq_open_state(g, slot, (uint32_t)slot * (uint32_t)g->state_blocks);
     for (int l = 0; l < g->cfg.n_layers; l++) {
         struct gpu_layer *L = &g->layers[l];
         if (L->type != LAYER_LINEAR_ATTN)
@@ -934,7 +1050,7 @@ int gpu_model_seq_pos(const struct gpu_model *g, int slot)
 void gpu_model_seq_close(struct gpu_model *g, int slot)
 {
     if (slot >= 0 && slot < g->o.n_slots)
-        g->pos[slot] = -1;
+        g->pos[slot] = g->chunk[slot] = -1;
     if (g->spec && slot >= 0 && slot < g->o.n_slots)
         gpu_spec_reset(g, slot);
 }

@@ -83,6 +83,13 @@ struct gpu_model_opts {
                           //  refusal when one max_model_len sequence does not fit.
     int64_t mem_reserve;  // with mem_util: bytes left free for what comes after the pool (CUDA
                           //  graphs, cuBLASLt's lazy workspaces); 0 = GPU_MEM_RESERVE_DEFAULT
+    int state_in_pool;    // 1: the GDN states are blocks of the K/V pool (docs/KV.md): one
+                          //  arena of kv_blocks blocks, each holding every attention layer's K
+                          //  and V of block_tokens tokens, a sequence's state in the
+                          //  gpu_model_state_blocks() blocks from the block seq_open names;
+                          //  n_slots is then a batch limit only and kv_blocks defaults to
+                          //  n_slots x (blocks per sequence + state blocks). Not with spec_k.
+                          //  0: states in slots of their own
 };
 
 #define GPU_MEM_RESERVE_DEFAULT ((int64_t)512 << 20)
@@ -167,8 +174,16 @@ int gpu_model_graph_kernels(const struct gpu_model *g, int n);
 /* Programmatic (PDL) edges in that graph as it runs: 0 with opts.pdl off, -1 without graphs. */
 int gpu_model_graph_pdl_edges(const struct gpu_model *g, int n);
 
-/* Start a new sequence in slot: position 0, GDN state zeroed. 0 or ERR_RANGE. */
+/* Start a new sequence in slot: position 0, GDN state zeroed. With opts.state_in_pool the state
+ * takes blocks slot x state_blocks .. (the default layout: the first n_slots chunks hold states,
+ * the default block tables follow them). 0 or ERR_RANGE. */
 int gpu_model_seq_open(struct gpu_model *g, int slot);
+/* The same with the state in the state_blocks blocks from state_block (a multiple of
+ * gpu_model_state_blocks(), inside the pool; the scheduler's SeqWork.state_block). ERR_RANGE
+ * otherwise, or without opts.state_in_pool. */
+int gpu_model_seq_open_state(struct gpu_model *g, int slot, uint32_t state_block);
+/* Blocks a sequence's GDN state takes in the pool (opts.state_in_pool), else 0. */
+int gpu_model_state_blocks(const struct gpu_model *g);
 /* Committed position of slot (-1 when not open). */
 int gpu_model_seq_pos(const struct gpu_model *g, int slot);
 void gpu_model_seq_close(struct gpu_model *g, int slot);

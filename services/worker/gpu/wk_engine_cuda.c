@@ -28,11 +28,13 @@ struct cuda_eng {
     int32_t *tok;                // (max_step_tokens)
 };
 
-static int cuda_seq_open(struct wk_engine *e, uint32_t slot)
+static int cuda_seq_open(struct wk_engine *e, uint32_t slot, uint32_t state_block)
 {
     struct cuda_eng *c = e->impl;
     if (slot >= e->info.n_slots)
         return ERR_RANGE;
+    if (state_block != WK_ENGINE_NO_STATE && e->info.state_blocks)
+        return gpu_model_seq_open_state(c->g, (int)slot, state_block);
     return gpu_model_seq_open(c->g, (int)slot);
 }
 
@@ -156,7 +158,8 @@ int wk_engine_cuda_opts(const struct wk_cfg *cfg, const struct model *m, int spe
     }
     if (cfg->kv_cache_memory_bytes > 0) {
         /* slots and blocks from the KV plan (the budget, the dtype, max_model_len) */
-        int rc = wk_engine_size_from_plan(cfg, mc, "cuda", spec_k, false, in);
+        int rc = wk_engine_size_from_plan(cfg, mc, "cuda", spec_k,
+                                          wk_engine_state_in_pool(cfg, "cuda"), in);
         if (rc < 0)
             return rc;
         if (in->n_slots < 1 || in->n_slots > 65535 || in->kv_blocks > INT_MAX)
@@ -174,6 +177,7 @@ int wk_engine_cuda_opts(const struct wk_cfg *cfg, const struct model *m, int spe
         .max_rows = cfg->max_step_tokens, // every step is one pass over at most this many rows
         .spec_k = spec_k,
         .kv_dtype = kv_dtype,
+        .state_in_pool = wk_engine_state_in_pool(cfg, "cuda"),
         /* neither --kv-blocks nor --kv-cache-memory-bytes: the pool from the device's memory */
         .mem_util = cfg->kv_blocks == 0 && cfg->kv_cache_memory_bytes == 0
                         ? cfg->gpu_memory_utilization
@@ -211,9 +215,21 @@ int wk_engine_cuda_create(const struct wk_cfg *cfg, wk_engine_progress_cb progre
      * (K and the head's bytes, or why it is off); an explicit request that cannot be served
      * stops the worker */
     int spec_k = 0;
-    rc = wk_spec_cpu_configure(m, cfg->speculative_tokens, &spec_k);
+    const bool pool = wk_engine_state_in_pool(cfg, "cuda");
+    if (pool && cfg->speculative_tokens > 0) {
+        LOG_ERR("engine_init_failed",
+                "engine=cuda msg=\"--gdn-state pool does not take "
+                "speculation yet (the verify snapshots): --speculative-tokens 0 or --gdn-state "
+                "slots\"");
+        fprintf(stderr, "tern-worker: --gdn-state pool does not take --speculative-tokens yet\n");
+        rc = ERR_UNSUPPORTED;
+        goto fail;
+    }
+    rc = wk_spec_cpu_configure(m, pool ? 0 : cfg->speculative_tokens, &spec_k);
     if (rc < 0)
         goto fail;
+    if (pool && cfg->speculative_tokens < 0)
+        LOG_INFO("spec_off", "engine=cuda why=\"--gdn-state pool: no verify snapshots yet\"");
     struct gpu_model_opts go;
     rc = wk_engine_cuda_opts(cfg, m, spec_k, in, &go);
     if (rc < 0) {
@@ -231,6 +247,7 @@ int wk_engine_cuda_create(const struct wk_cfg *cfg, wk_engine_progress_cb progre
     }
     gpu_model_log(c->g);
     in->kv_blocks = (uint32_t)gpu_model_kv_blocks(c->g);
+    in->state_blocks = (uint32_t)gpu_model_state_blocks(c->g);
     in->n_slots = (uint32_t)gpu_model_n_slots(c->g); // the memory plan may reserve fewer
     in->spec_k = (uint32_t)gpu_model_spec_k(c->g);
     in->kv_bytes = (uint64_t)gpu_model_memory(c->g)->kv_pool;

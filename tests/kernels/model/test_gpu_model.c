@@ -29,6 +29,8 @@
  * activations) are printed as "figure" lines, not checked (CPU weight-only vs activation-
  * quantized: 0.045 on q_nvfp4, 0.030 on q_modelopt_nvfp4, test_w4a4_modes). A plan that
  * quantizes activations is checked against the activation-quantized pass and transformers.
+ * GDN states in the K/V pool (opts.state_in_pool, "+pool"): q_bf16 and hf_b eager and with
+ * graphs, q_bf16 with fp8 K/V, at the same tolerances (the layout moves no arithmetic).
  * The runner launches eagerly by default; q_bf16, hf_b and small_nvfp4 run again replaying
  * CUDA graphs ("+graphs").
  * fp8 K/V (opts.kv_dtype = KV_DTYPE_FP8, e4m3 with scale 1 as vLLM's --kv-cache-dtype fp8):
@@ -88,6 +90,9 @@ static int dispatch;
 /* 1: dense layers and experts on the few-row kernels (GEMV, moe_expert: fp32 activations) at
  * every row count, attention as dispatched; for the random-weight small_nvfp4 (run_dummy) */
 static int few_linear;
+/* 1: the GDN states are blocks of the K/V pool (opts.state_in_pool: one arena, block ids times
+ * the sub-blocks per block, states at a chunk stride), "+pool" */
+static int pool;
 
 /* Append the rows of ref.json entry key ({"file", "shape": [rows, V]}) to dst; rows read. */
 static int read_rows(const char *dir, const cJSON *ref, const char *key, int V, float *dst)
@@ -398,13 +403,17 @@ static void run_model(const char *name, struct model *m, const int32_t *seq, int
     const int V = m->cfg.vocab_size;
     char err[512];
     struct gpu_model *g = NULL;
-    struct gpu_model_opts o = { .n_slots = 4, .max_model_len = MAX_LEN, .block_tokens = 4,
-                                .graphs = graphs, .max_rows = 3 * MAX_LEN,
-                                .kv_dtype = kv_fp8 ? KV_DTYPE_FP8 : KV_DTYPE_AUTO,
-                                .gemm_min_rows = few_linear ? -1 : dispatch,
-                                .grouped_min_rows = few_linear ? -1 : dispatch,
-                                .prefill_attn = dispatch < 0 ? -1 : 0,
-                                .gdn_chunk = dispatch };
+    struct gpu_model_opts o = {.n_slots = 4,
+                               .max_model_len = MAX_LEN,
+                               .block_tokens = 4,
+                               .graphs = graphs,
+                               .max_rows = 3 * MAX_LEN,
+                               .kv_dtype = kv_fp8 ? KV_DTYPE_FP8 : KV_DTYPE_AUTO,
+                               .gemm_min_rows = few_linear ? -1 : dispatch,
+                               .grouped_min_rows = few_linear ? -1 : dispatch,
+                               .prefill_attn = dispatch < 0 ? -1 : 0,
+                               .gdn_chunk = dispatch,
+                               .state_in_pool = pool};
     const enum kv_store store = kv_fp8 ? STORE_E4M3 : STORE_BF16;
     const double tol = kv_fp8 ? TOL_FP8 : dispatch > 0 ? TOL_GEMM : TOL;
     int rc = gpu_model_create(&g, m, &o, err, sizeof err);
@@ -451,10 +460,26 @@ static void run_model(const char *name, struct model *m, const int32_t *seq, int
         { rev, n, ones, n, false, 5, 0, 0, NULL, NULL },
         { seq, n, irr, n_irr, true, 1, 0, 0, NULL, NULL },
     };
+    /* states in the pool: placed as the scheduler does, the states in the low chunks (slot s
+     * in chunk 3 - s), every slot's K/V blocks from the top of the pool down, interleaved (block
+     * b of slot s at kv_blocks - 1 - 4b - s), so that any mix-up of a layer's sub-block, a
+     * chunk or a block id reads another sequence's data */
+    const int bps = (MAX_LEN + 3) / 4, sb = gpu_model_state_blocks(g);
+    uint32_t *tables = xcalloc((size_t)4 * (size_t)bps, sizeof(uint32_t));
+    CHECK_EQ_INT(sb > 0, pool != 0);
+    if (pool) {
+        CHECK_EQ_INT(gpu_model_kv_blocks(g), 4 * (bps + sb)); /* the default: room for 4 */
+        for (int s = 0; s < 4; s++)
+            for (int b = 0; b < bps; b++)
+                tables[s * bps + b] = (uint32_t)(gpu_model_kv_blocks(g) - 1 - 4 * b - s);
+        CHECK_EQ_INT(gpu_model_seq_open_state(g, 0, 1), ERR_RANGE); /* not a chunk's first */
+    }
     for (int s = 0; s < 4; s++) {
         sp[s].logits = xcalloc((size_t)n * (size_t)V, sizeof(float));
         sp[s].have = xcalloc((size_t)n, sizeof(bool));
-        CHECK_EQ_INT(gpu_model_seq_open(g, s), 0);
+        CHECK_EQ_INT(pool ? gpu_model_seq_open_state(g, s, (uint32_t)((3 - s) * sb))
+                          : gpu_model_seq_open(g, s),
+                     0);
     }
     struct gpu_item items[4];
     int order[4];
@@ -467,9 +492,14 @@ static void run_model(const char *name, struct model *m, const int32_t *seq, int
                 continue;
             const int c = p->chunks[p->next];
             const size_t first = (size_t)(p->all ? p->pos : p->pos + c - 1);
-            items[ni] = (struct gpu_item){ .slot = s, .tokens = p->seq + p->pos, .n = c,
-                                           .pos = p->pos, .logits = p->logits + first * V,
-                                           .all_logits = p->all };
+            items[ni] = (struct gpu_item){.slot = s,
+                                          .tokens = p->seq + p->pos,
+                                          .n = c,
+                                          .pos = p->pos,
+                                          .logits = p->logits + first * V,
+                                          .all_logits = p->all,
+                                          .blocks = pool ? tables + s * bps : NULL,
+                                          .n_blocks = pool ? bps : 0};
             order[ni++] = s;
         }
         if (ni == 0)
@@ -577,6 +607,7 @@ static void run_model(const char *name, struct model *m, const int32_t *seq, int
     free(rev16);
     free(all);
     free(rev);
+    free(tables);
     free(ones);
     gpu_model_destroy(g);
 }
@@ -586,8 +617,12 @@ static void run_fixture(const char *src, const char *name, bool strict)
     char dir[1024], path[1100];
     snprintf(dir, sizeof dir, "%s/tests/reference/fixtures/%s", src, name);
     char label[64];
-    snprintf(label, sizeof label, "%s%s%s%s", name, graphs ? "+graphs" : "", kv_fp8 ? "+fp8kv" : "",
-             dispatch > 0 ? "+gemm" : dispatch < 0 ? "+gemv" : "");
+    snprintf(label, sizeof label, "%s%s%s%s%s", name, graphs ? "+graphs" : "",
+             kv_fp8 ? "+fp8kv" : "",
+             dispatch > 0   ? "+gemm"
+             : dispatch < 0 ? "+gemv"
+                            : "",
+             pool ? "+pool" : "");
     snprintf(path, sizeof path, "%s/ref.json", dir);
     char *txt = file_read(path, NULL);
     cJSON *ref = txt ? cJSON_Parse(txt) : NULL;
@@ -724,5 +759,19 @@ int main(void)
             for (size_t i = 0; i < sizeof forced / sizeof forced[0]; i++)
                 if (selected(forced[i]))
                     run_fixture(src, forced[i], i < 2);
+    /* GDN states in the K/V pool (the layout docs/KV.md describes): two fixtures eager and with
+     * graphs, one with fp8 K/V (a block of half the bytes) */
+    dispatch = 0;
+    pool = 1;
+    for (graphs = 0; graphs <= 1; graphs++) {
+        if (selected("q_bf16"))
+            run_fixture(src, "q_bf16", true);
+        if (selected("hf_b"))
+            run_fixture(src, "hf_b", true);
+    }
+    kv_fp8 = 1;
+    graphs = 0;
+    if (selected("q_bf16"))
+        run_fixture(src, "q_bf16", true);
     return test_result();
 }

@@ -14,7 +14,9 @@
  * layer's own K/V doubles the attention KV: 8,192 B per block, 1,024 blocks, a state
  * ceil(14,592 / 8,192) = 2 blocks. The other cases run with --speculative-tokens 0.
  * Without a byte budget the cpu engine takes room for --max-seqs sequences of max_model_len with
- * their states: 16 x (256 + 4) = 4,160 blocks; --kv-blocks 4 cannot hold a state and a block. */
+ * their states: 16 x (256 + 4) = 4,160 blocks; --kv-blocks 4 cannot hold a state and a block.
+ * --gdn-state slots: the slot plan instead, 16 slots = 233,472 B; (8,388,608 - 233,472) / 4,096
+ * = 1,991 blocks and no state blocks. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +54,25 @@ static int create_blocks(const char *engine, const char *budget, const char *spe
 static int create(const char *engine, const char *budget, const char *spec, struct wk_engine **e)
 {
     return create_blocks(engine, budget, spec, "0", e);
+}
+
+/* engine cpu, 8 MiB, no speculation, --gdn-state mode */
+static int create_state(const char *mode, struct wk_engine **e)
+{
+    char *argv[] = {(char *)"tern-worker", (char *)"--engine",
+                    (char *)"cpu",         (char *)"--model",
+                    (char *)model_dir,     (char *)"--max-model-len",
+                    (char *)"4096",        (char *)"--max-seqs",
+                    (char *)"16",          (char *)"--kv-cache-memory-bytes",
+                    (char *)"8388608",     (char *)"--speculative-tokens",
+                    (char *)"0",           (char *)"--gdn-state",
+                    (char *)mode,          NULL};
+    struct wk_cfg cfg;
+    *e = NULL;
+    int rc = wk_cfg_parse(&cfg, 15, argv);
+    if (rc != 0)
+        return rc;
+    return wk_engine_create(&cfg, NULL, NULL, e);
 }
 
 int main(void)
@@ -104,6 +125,22 @@ int main(void)
         CHECK_EQ_INT(e->info.kv_blocks, 5);
         wk_engine_destroy(e);
     }
+    /* --gdn-state slots: the slot plan; a bad value is refused by the flags */
+    e = NULL;
+    CHECK_EQ_INT(create_state("slots", &e), 0);
+    if (e) {
+        CHECK_EQ_INT(e->info.state_blocks, 0);
+        CHECK_EQ_INT(e->info.kv_blocks, 1991);
+        CHECK_EQ_INT(e->info.n_slots, 16);
+        wk_engine_destroy(e);
+    }
+    e = NULL;
+    CHECK_EQ_INT(create_state("pool", &e), 0);
+    if (e) {
+        CHECK_EQ_INT(e->info.state_blocks, 4);
+        wk_engine_destroy(e);
+    }
+    CHECK(create_state("heap", &e) < 0);
     char cmd[160];
     snprintf(cmd, sizeof cmd, "rm -rf %s", model_dir);
     CHECK_EQ_INT(system(cmd), 0);
