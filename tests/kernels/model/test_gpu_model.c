@@ -30,7 +30,9 @@
  * quantized: 0.045 on q_nvfp4, 0.030 on q_modelopt_nvfp4, test_w4a4_modes). A plan that
  * quantizes activations is checked against the activation-quantized pass and transformers.
  * GDN states in the K/V pool (opts.state_in_pool, "+pool"): q_bf16 and hf_b eager and with
- * graphs, q_bf16 with fp8 K/V, at the same tolerances (the layout moves no arithmetic).
+ * graphs, q_bf16 with fp8 K/V, at the same tolerances (the layout moves no arithmetic); and
+ * hf_b's 64 short sequences on a pool of exactly their states and blocks (many_pool): the same
+ * tokens and logits, bit for bit, as with states in slots.
  * The runner launches eagerly by default; q_bf16, hf_b and small_nvfp4 run again replaying
  * CUDA graphs ("+graphs").
  * fp8 K/V (opts.kv_dtype = KV_DTYPE_FP8, e4m3 with scale 1 as vLLM's --kv-cache-dtype fp8):
@@ -664,6 +666,115 @@ static void run_fixture(const char *src, const char *name, bool strict)
     model_destroy(m);
 }
 
+/* 64 short sequences on a small pool (issue 19's GPU test): n_seq sequences of PL prompt tokens
+ * (each its own) and GEN greedy tokens (argmax on the device), all in every step (the prompts
+ * as one chunk each in the first step, then one token each), with the states in a pool that
+ * holds exactly their states and blocks, placed as the scheduler would (states in the chunks
+ * in reverse slot order, the blocks from the top down interleaved), and again with states in
+ * slots and default tables. The layout moves no arithmetic: every token and every last-row
+ * logit must be bit for bit the same. Returns the tokens compared. */
+#define MANY_SEQ 64
+#define MANY_PL 9
+#define MANY_GEN 6
+#define MANY_LEN (MANY_PL + MANY_GEN)
+static int many_pool(struct model *m, bool graphs_on, const char *name)
+{
+    const int bt = 4, len = MANY_LEN, bps = (len + bt - 1) / bt, V = m->cfg.vocab_size;
+    static int32_t toks[2][MANY_SEQ][MANY_LEN];
+    float *last[2];
+    int compared = 0;
+    for (int mode = 0; mode < 2; mode++) { /* 0: slots, 1: pool */
+        char err[512];
+        struct gpu_model *g = NULL;
+        struct gpu_model_opts o = { .n_slots = MANY_SEQ, .max_model_len = len, .block_tokens = bt,
+                                    .graphs = graphs_on, .max_rows = MANY_SEQ * MANY_PL,
+                                    .state_in_pool = mode };
+        if (mode == 1) {
+            /* room for exactly the 64 states and tables: the default, stated */
+            struct gpu_model *probe = NULL;
+            struct gpu_model_opts po = o;
+            po.n_slots = 1;
+            po.graphs = 0;
+            CHECK_EQ_INT(gpu_model_create(&probe, m, &po, err, sizeof err), 0);
+            const int sb = probe ? gpu_model_state_blocks(probe) : 1;
+            gpu_model_destroy(probe);
+            o.kv_blocks = MANY_SEQ * (sb + bps);
+        }
+        int rc = gpu_model_create(&g, m, &o, err, sizeof err);
+        CHECK_EQ_INT(rc, 0);
+        if (rc < 0) {
+            printf("many_pool %s: %s\n", name, err);
+            return 0;
+        }
+        const int sb = gpu_model_state_blocks(g), kvb = gpu_model_kv_blocks(g);
+        CHECK_EQ_INT(sb > 0, mode == 1);
+        uint32_t *tables = xcalloc((size_t)MANY_SEQ * bps, sizeof(uint32_t));
+        for (int s = 0; s < MANY_SEQ; s++) {
+            for (int b = 0; b < bps; b++)
+                tables[s * bps + b] = (uint32_t)(kvb - 1 - MANY_SEQ * b - s);
+            rc = mode ? gpu_model_seq_open_state(g, s, (uint32_t)((MANY_SEQ - 1 - s) * sb))
+                      : gpu_model_seq_open(g, s);
+            CHECK_EQ_INT(rc, 0);
+            for (int i = 0; i < MANY_PL; i++)
+                toks[mode][s][i] = (int32_t)((s * 131 + i * 17 + 5) % V);
+        }
+        last[mode] = xcalloc((size_t)MANY_SEQ * V, sizeof(float));
+        struct gpu_item items[MANY_SEQ];
+        int32_t am[MANY_SEQ];
+        for (int step = 0, pos = 0; step <= MANY_GEN && rc == 0; step++) {
+            const int n = step == 0 ? MANY_PL : 1;
+            for (int s = 0; s < MANY_SEQ; s++)
+                items[s] = (struct gpu_item){ .slot = s, .tokens = &toks[mode][s][pos], .n = n,
+                                              .pos = pos, .argmax = &am[s],
+                                              .logits = step == MANY_GEN ? last[mode] + (size_t)s * V
+                                                                         : NULL,
+                                              .blocks = mode ? tables + s * bps : NULL,
+                                              .n_blocks = mode ? bps : 0 };
+            if (step == MANY_GEN) /* the last step: logits instead of a token */
+                for (int s = 0; s < MANY_SEQ; s++)
+                    items[s].argmax = NULL;
+            rc = gpu_model_step(g, items, MANY_SEQ);
+            CHECK_EQ_INT(rc, 0);
+            for (int s = 0; s < MANY_SEQ; s++) {
+                CHECK_EQ_INT(items[s].rc, 0);
+                if (step < MANY_GEN)
+                    toks[mode][s][pos + n] = am[s];
+            }
+            pos += n;
+        }
+        free(tables);
+        gpu_model_destroy(g);
+    }
+    for (int s = 0; s < MANY_SEQ; s++)
+        for (int i = MANY_PL; i < len; i++, compared++)
+            CHECK_EQ_INT(toks[1][s][i], toks[0][s][i]);
+    const bool same = memcmp(last[0], last[1], sizeof(float) * (size_t)MANY_SEQ * V) == 0;
+    CHECK(same);
+    printf("fixture=%s part=many_pool seqs=%d prompt=%d gen=%d graphs=%d tokens_compared=%d "
+           "last_logits_identical=%s %s\n", name, MANY_SEQ, MANY_PL, MANY_GEN, graphs_on ? 1 : 0,
+           compared, same ? "yes" : "no", same && !test_failures_ ? "ok" : "FAIL");
+    free(last[0]);
+    free(last[1]);
+    return compared;
+}
+
+static void run_many_pool(const char *src, const char *name)
+{
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/tests/reference/fixtures/%s", src, name);
+    struct model *m = NULL;
+    char err[512];
+    int rc = model_load(&m, dir, NULL, err, sizeof err);
+    CHECK_EQ_INT(rc, 0);
+    if (rc < 0) {
+        printf("fixture=%s model_load: %s\n", name, err);
+        return;
+    }
+    CHECK(many_pool(m, false, name) == MANY_SEQ * MANY_GEN);
+    CHECK(many_pool(m, true, name) == MANY_SEQ * MANY_GEN);
+    model_destroy(m);
+}
+
 static void run_dummy(const char *src, const char *name)
 {
     char dir[1024];
@@ -773,5 +884,8 @@ int main(void)
     graphs = 0;
     if (selected("q_bf16"))
         run_fixture(src, "q_bf16", true);
+    kv_fp8 = 0;
+    if (selected("hf_b"))
+        run_many_pool(src, "hf_b");
     return test_result();
 }
