@@ -70,6 +70,7 @@ struct bench_opts {
     int fuse;           // gpu_model_opts.fuse
     int gdn_chunk;      // gpu_model_opts.gdn_chunk
     int pdl;            // gpu_model_opts.pdl
+    int state_in_pool;  // gpu_model_opts.state_in_pool
     unsigned seed;
     const char *json;
     int roofline_only;
@@ -159,6 +160,8 @@ static int parse_args(struct bench_opts *o, int argc, char **argv)
                  "GDN items of at least N rows on the chunked recurrence (0: default, -1: never)"),
         ARGS_INT("--pdl", "1|-1", &o->pdl, -1, 1,
                  "programmatic (PDL) edges in the decode graphs: 1 on (the default), -1 off"),
+        ARGS_INT("--state-in-pool", "0|1", &o->state_in_pool, 0, 1,
+                 "GDN states as blocks of the K/V pool (tern-worker --gdn-state pool) (0)"),
         ARGS_BOOL("--roofline-only", &roofline_only, "print the roofline lines and exit"),
     };
     const struct args_spec spec = {
@@ -166,7 +169,7 @@ static int parse_args(struct bench_opts *o, int argc, char **argv)
         "CONFIG.json [--prompt-len N[,N..]] [--batch B[,B..]] [--gen N] [--chunk ROWS] "
         "[--graphs 0|1] [--json FILE] [--seed S] [--few-row-paths] [--grouped-small N] "
         "[--grouped-pipe64 -1|0|1|2] [--dense-tiles N] [--fuse -1|0] [--gdn-chunk N] "
-        "[--pdl 1|-1] [--roofline-only]",
+        "[--pdl 1|-1] [--state-in-pool 0|1] [--roofline-only]",
         opts, ARRAY_LEN(opts), NULL};
     int rc = args_parse(&spec, argc, argv);
     if (rc != 0)
@@ -429,11 +432,13 @@ static void report(const struct bench_opts *o, const struct model *hm, const cha
            "prefill_tok_s=%.1f ttft_ms=%.1f decode_tok_s_stream=%.2f decode_tok_s_total=%.1f "
            "itl_p50_ms=%.3f itl_p90_ms=%.3f itl_p99_ms=%.3f mean_ctx=%.1f bytes_per_step=%.0f "
            "experts_touched=%.2f copy_gbs=%.0f roofline_steps_s=%.1f fraction=%.3f "
-           "graph_kernels=%d graph_pdl_edges=%d tokens_hash=%016llx finite=%d status=%s\n",
+           "graph_kernels=%d graph_pdl_edges=%d gdn_state=%s tokens_hash=%016llx finite=%d "
+           "status=%s\n",
            o->config, efmt, pn, B, res->prompt, res->gen,
            o->chunk, graphs, pre_tps, 1e3 * res->ttft_s, dec_stream, dec_total, 1e3 * res->itl_p50, 1e3 * res->itl_p90,
            1e3 * res->itl_p99, ctx, bytes, r.experts_touched, bw_gbs, roof_steps, frac,
-           res->kernels, res->pdl_edges, (unsigned long long)res->tokens_hash, res->finite,
+           res->kernels, res->pdl_edges, o->state_in_pool ? "pool" : "slots",
+           (unsigned long long)res->tokens_hash, res->finite,
            res->fails ? "FAIL" : "ok");
     if (!json)
         return;
@@ -528,7 +533,8 @@ int main(int argc, char **argv)
                                  .dense_tiles = o.dense_tiles,
                                  .fuse = o.fuse,
                                  .pdl = o.pdl,
-                                 .gdn_chunk = o.gdn_chunk };
+                                 .gdn_chunk = o.gdn_chunk,
+                                 .state_in_pool = o.state_in_pool };
     t0 = now_s();
     rc = gpu_model_create(&g, m, &go, err, sizeof err);
     const double t_up = now_s() - t0;

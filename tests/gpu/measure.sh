@@ -16,6 +16,9 @@
 #              recurrence token-serial: tokens may differ, fp32 rounding of another order),
 #              --grouped-pipe64 1 (the 64-row expert tiles at 2 x 2 warps: the same tokens_hash)
 #     gdn      bench_kernels gdn: token-serial vs chunked GDN recurrence by item rows (threshold)
+#     pool     gpu_bench with the GDN states in the K/V pool (--state-in-pool 1, the worker's
+#              --gdn-state pool) against slots: batch 1 at 2,048 and batch 64 at 128; the
+#              tokens_hash of each pair must match (the layout moves no arithmetic)
 #     stack    tests/gpu/stack.sh at 64 streams (needs .gpu/stack, tests/gpu/stack_bundle.sh)
 #     profile  tests/gpu/profile.sh of a batch-64 decode step and a 2,048-token prefill
 #     nvs      bench_kernels nvfp4 (the model's nvfp4 shapes against the copy bandwidth), the
@@ -91,6 +94,13 @@ for s in "${stages[@]}"; do
     decode_ab)
       build_benches || { note decode_ab "build failed"; continue; }
       bench decode_dtoff 90 --prompt-len 128 --batch 8,16,64 --gen 64 --chunk 2048 --dense-tiles -1
+      ;;
+    pool)
+      build_benches || { note pool "build failed"; continue; }
+      bench pool_slots 90 --prompt-len 2048 --batch 1 --gen 64 --chunk 2048
+      bench pool_pool 90 --prompt-len 2048 --batch 1 --gen 64 --chunk 2048 --state-in-pool 1
+      bench pool64_slots 90 --prompt-len 128 --batch 64 --gen 64 --chunk 2048
+      bench pool64_pool 90 --prompt-len 128 --batch 64 --gen 64 --chunk 2048 --state-in-pool 1
       ;;
     decode1)
       build_benches || { note decode1 "build failed"; continue; }
