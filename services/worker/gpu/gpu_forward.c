@@ -250,14 +250,6 @@ int gpu_run_layers(struct gpu_model *g, const struct gpu_pass *p)
     return fused_add_rmsnorm_cuda(g->x, g->h, g->y, g->final_norm, n, H, eps, 1.0f, st);
 }
 
-/* Block b of slot's default table: [slot x bps, (slot + 1) x bps), after the n_slots default
- * state chunks when the states are in the pool. */
-static int64_t default_block(const struct gpu_model *g, int slot, int b)
-{
-    const int64_t first = g->o.state_in_pool ? (int64_t)g->o.n_slots * g->state_blocks : 0;
-    return first + (int64_t)slot * g->bps + b;
-}
-
 /* Validate an item; 0 or the item's error. rows: the step's rows so far. */
 static int check_item(const struct gpu_model *g, const struct gpu_item *it, const bool *seen,
                       int rows)
@@ -281,7 +273,7 @@ static int check_item(const struct gpu_model *g, const struct gpu_item *it, cons
         for (int b = 0; b < it->n_blocks; b++)
             if (it->blocks[b] >= (uint32_t)g->o.kv_blocks)
                 return ERR_RANGE;
-    } else if (default_block(g, it->slot, g->bps - 1) >= g->o.kv_blocks) {
+    } else if (gpu_default_block(g, it->slot, g->bps - 1) >= g->o.kv_blocks) {
         return ERR_FULL; // no default blocks for this slot: the caller must pass a table
     }
     if (g->o.state_in_pool && g->chunk[it->slot] < 0)
@@ -312,10 +304,8 @@ static void fill_inputs(struct gpu_model *g, const struct gpu_item *items, int n
         int32_t *tab0 = hin + gpu_in_table(g) + (int64_t)r * ts;
         /* in the pool a block holds kv_sub sub-blocks (each attention layer's K and V): the
          * kernels, which address a layer's rows from its first sub-block, take block x kv_sub */
-        const int64_t sub = g->o.state_in_pool ? g->kv_sub : 1;
         for (int b = 0; b < ts; b++)
-            tab0[b] = (int32_t)(sub * (it->blocks ? (b < it->n_blocks ? (int64_t)it->blocks[b] : 0)
-                                                  : default_block(g, it->slot, b)));
+            tab0[b] = gpu_table_entry(g, it->slot, it->blocks, it->n_blocks, b);
         for (int t = 0; t < it->n; t++, r++) {
             const int p = it->pos + t;
             if (t > 0)

@@ -121,8 +121,10 @@ struct gpu_model {
     /* GDN states in the K/V pool (opts.state_in_pool; docs/KV.md) */
     void *arena;               // kv_blocks x block_bytes; NULL with states in slots
     int64_t block_bytes;       // every attention layer's K and V of block_tokens tokens
-    int kv_sub;                // sub-blocks per block (K and V of each attention layer): the
-                               //  kernels' block ids are block x kv_sub
+    int kv_sub;                // sub-blocks per block (K and V of each attention layer, the
+                               //  MTP layer's last when speculating): the kernels' block ids
+                               //  are block x kv_sub
+    int n_attn;                // attention layers of the main model
     int state_blocks;          // blocks of one state (a chunk)
     int64_t state_stride;      // floats between chunks (the gdn_seq kernels' state_stride)
     int64_t gdn_layer_bytes;   // conv window (16-byte rounded) + S of one GDN layer
@@ -257,5 +259,32 @@ void gpu_spec_reset(struct gpu_model *g, int slot);
  * then left off). */
 int gpu_capture_graphs(struct gpu_model *g);
 void gpu_destroy_graphs(struct gpu_model *g);
+
+/* Block b of slot's default table: [slot x bps, (slot + 1) x bps), after the n_slots default
+ * state chunks when the states are in the pool. */
+static inline int64_t gpu_default_block(const struct gpu_model *g, int slot, int b)
+{
+    const int64_t first = g->o.state_in_pool ? (int64_t)g->o.n_slots * g->state_blocks : 0;
+    return first + (int64_t)slot * g->bps + b;
+}
+
+/* Entry b of the kernels' block table for a sequence: its block (the table's, or the slot's
+ * default), times the sub-blocks per block when the states are in the pool. */
+static inline int32_t gpu_table_entry(const struct gpu_model *g, int slot, const uint32_t *blocks,
+                                      int n_blocks, int b)
+{
+    const int64_t sub = g->o.state_in_pool ? g->kv_sub : 1;
+    const int64_t blk =
+        blocks ? (b < n_blocks ? (int64_t)blocks[b] : 0) : gpu_default_block(g, slot, b);
+    return (int32_t)(sub * blk);
+}
+
+/* Byte offset of slot's GDN state in a layer's conv_state / ssm (row bytes: the packed size of
+ * one state of that array): the slot's own, or its chunk's in the pool. */
+static inline size_t gpu_state_offset(const struct gpu_model *g, int slot, size_t row_bytes)
+{
+    return g->o.state_in_pool ? sizeof(float) * (size_t)g->state_stride * (size_t)g->chunk[slot]
+                              : row_bytes * (size_t)slot;
+}
 
 #endif

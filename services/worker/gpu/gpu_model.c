@@ -513,7 +513,8 @@ static void pool_geometry(struct gpu_model *g)
         n_attn += g->cfg.layer_types[l] == LAYER_FULL_ATTN;
         n_gdn += g->cfg.layer_types[l] == LAYER_LINEAR_ATTN;
     }
-    g->kv_sub = 2 * n_attn;
+    g->n_attn = n_attn;
+    g->kv_sub = 2 * (n_attn + (g->o.spec_k > 0 ? 1 : 0)); // the MTP layer's K/V last
     g->block_bytes =
         (int64_t)g->kv_sub * g->o.block_tokens * g->hkv * g->hd * kv_dtype_bytes(g->kv_dtype);
     const int64_t conv = (int64_t)sizeof(float) * g->cd * (g->kc - 1);
@@ -733,10 +734,6 @@ int gpu_model_create(struct gpu_model **out, const struct model *m,
     if (n_blocks * bt > INT32_MAX)
         return fail(err, errlen, ERR_INVAL, "gpu_model_opts",
                     "kv_blocks x block_tokens above 2^31 cache slots");
-    if (opts->state_in_pool && opts->spec_k > 0)
-        return fail(err, errlen, ERR_UNSUPPORTED, "gpu_model_opts",
-                    "GDN states in the pool do not take speculation yet (its snapshots): "
-                    "--speculative-tokens 0 or --gdn-state slots");
     int rc = check_shapes(c, err, errlen);
     if (rc < 0)
         return rc;
@@ -1017,6 +1014,8 @@ int gpu_model_seq_open_state(struct gpu_model *g, int slot, uint32_t state_block
     }
     g->chunk[slot] = c;
     g->pos[slot] = 0;
+    if (g->spec)
+        gpu_spec_reset(g, slot);
     return 0;
 }
 

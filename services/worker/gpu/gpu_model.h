@@ -88,8 +88,10 @@ struct gpu_model_opts {
                           //  and V of block_tokens tokens, a sequence's state in the
                           //  gpu_model_state_blocks() blocks from the block seq_open names;
                           //  n_slots is then a batch limit only and kv_blocks defaults to
-                          //  n_slots x (blocks per sequence + state blocks). Not with spec_k.
-                          //  0: states in slots of their own
+                          //  n_slots x (blocks per sequence + state blocks); with spec_k the
+                          //  MTP layer's K/V are sub-blocks of the same blocks (the verify
+                          //  snapshots stay an allocation of their own, spec_k + 1 states,
+                          //  made before the pool is sized). 0: states in slots of their own
 };
 
 #define GPU_MEM_RESERVE_DEFAULT ((int64_t)512 << 20)

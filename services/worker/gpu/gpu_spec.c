@@ -119,6 +119,13 @@ nomem:
 int gpu_spec_alloc_kv(struct gpu_model *g, char *err, size_t errlen)
 {
     struct gpu_spec *s = g->spec;
+    if (g->arena) { /* states in the pool: the MTP layer's K and V are the last sub-blocks */
+        const int64_t row = (int64_t)g->hkv * g->hd * kv_dtype_bytes(g->kv_dtype);
+        s->w.layer.k_cache = (char *)g->arena + (int64_t)(2 * g->n_attn) * g->o.block_tokens * row;
+        s->w.layer.v_cache =
+            (char *)g->arena + (int64_t)(2 * g->n_attn + 1) * g->o.block_tokens * row;
+        return 0;
+    }
     const size_t kv_bytes = (size_t)kv_dtype_bytes(g->kv_dtype) * (size_t)g->o.kv_blocks *
                             (size_t)g->o.block_tokens * (size_t)g->hkv * (size_t)g->hd;
     s->w.layer.k_cache = gpu_dev_alloc(g, kv_bytes, &g->mem.kv_pool);
@@ -172,8 +179,7 @@ static int stage_rows(struct gpu_model *g, int n, int ts)
         const struct mrow *w = &s->rows[r];
         int32_t *tab = h + in_table(s) + (int64_t)r * ts;
         for (int b = 0; b < ts; b++)
-            tab[b] = w->blocks ? (b < w->n_blocks ? (int32_t)w->blocks[b] : 0)
-                               : w->slot * g->bps + b;
+            tab[b] = gpu_table_entry(g, w->slot, w->blocks, w->n_blocks, b);
         h[r] = w->tok;
         h[in_pos(s) + r] = w->pos;
         h[in_map(s) + r] = tab[w->pos / bt] * bt + w->pos % bt;
@@ -337,7 +343,7 @@ int gpu_model_spec_window(struct gpu_model *g, int slot, int pos, int32_t x, int
         for (int b = 0; b < n_blocks; b++)
             if (blocks[b] >= (uint32_t)g->o.kv_blocks)
                 return ERR_RANGE;
-    } else if ((int64_t)(slot + 1) * g->bps > g->o.kv_blocks) {
+    } else if (gpu_default_block(g, slot, g->bps - 1) >= g->o.kv_blocks) {
         return ERR_FULL;
     }
     const int rc = window_run(g, slot, pos, x, k, blocks, n_blocks, drafts, logits);
@@ -362,10 +368,10 @@ static int commit_run(struct gpu_model *g, int slot, int a)
         struct gpu_layer *L = &g->layers[l];
         if (L->type != LAYER_LINEAR_ATTN)
             continue;
-        TRY(gpu_cu(cudaMemcpyAsync((char *)L->conv_state + cw * (size_t)slot,
+        TRY(gpu_cu(cudaMemcpyAsync((char *)L->conv_state + gpu_state_offset(g, slot, cw),
                                    (const char *)L->conv_snap + cw * (size_t)a, cw,
                                    cudaMemcpyDeviceToDevice, g->stream)));
-        TRY(gpu_cu(cudaMemcpyAsync((char *)L->ssm + sw * (size_t)slot,
+        TRY(gpu_cu(cudaMemcpyAsync((char *)L->ssm + gpu_state_offset(g, slot, sw),
                                    (const char *)L->ssm_snap + sw * (size_t)a, sw,
                                    cudaMemcpyDeviceToDevice, g->stream)));
     }

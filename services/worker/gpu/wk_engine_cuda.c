@@ -215,21 +215,9 @@ int wk_engine_cuda_create(const struct wk_cfg *cfg, wk_engine_progress_cb progre
      * (K and the head's bytes, or why it is off); an explicit request that cannot be served
      * stops the worker */
     int spec_k = 0;
-    const bool pool = wk_engine_state_in_pool(cfg, "cuda");
-    if (pool && cfg->speculative_tokens > 0) {
-        LOG_ERR("engine_init_failed",
-                "engine=cuda msg=\"--gdn-state pool does not take "
-                "speculation yet (the verify snapshots): --speculative-tokens 0 or --gdn-state "
-                "slots\"");
-        fprintf(stderr, "tern-worker: --gdn-state pool does not take --speculative-tokens yet\n");
-        rc = ERR_UNSUPPORTED;
-        goto fail;
-    }
-    rc = wk_spec_cpu_configure(m, pool ? 0 : cfg->speculative_tokens, &spec_k);
+    rc = wk_spec_cpu_configure(m, cfg->speculative_tokens, &spec_k);
     if (rc < 0)
         goto fail;
-    if (pool && cfg->speculative_tokens < 0)
-        LOG_INFO("spec_off", "engine=cuda why=\"--gdn-state pool: no verify snapshots yet\"");
     struct gpu_model_opts go;
     rc = wk_engine_cuda_opts(cfg, m, spec_k, in, &go);
     if (rc < 0) {

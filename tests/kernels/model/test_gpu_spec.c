@@ -17,7 +17,10 @@
  * ERR_STATE, and spec_k > 0 on a model without an MTP head is ERR_UNSUPPORTED.
  * fp8 K/V (KV_DTYPE_FP8: the main layers and the MTP layer store e4m3): small_bf16+mtp with
  * graphs runs part 3 only (speculative greedy == plain greedy on the same runner, near-tie at
- * TIE_FP8 = 1e-2 of max|logit|), which needs no CPU counterpart of the e4m3 storage. */
+ * TIE_FP8 = 1e-2 of max|logit|), which needs no CPU counterpart of the e4m3 storage.
+ * GDN states in the pool (opts.state_in_pool: the MTP layer's K/V as sub-blocks of the same
+ * arena, the rollback copying a snapshot into the sequence's chunk): both models, eager and
+ * with graphs, parts 1-3. */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
@@ -153,11 +156,14 @@ static void check_drafts(const struct model *m, const int32_t *drafts, const int
     forward_ctx_destroy(fc);
 }
 
-/* Prefill slot 0 with the prompt; returns the greedy next token (or -1). */
+/* Prefill slot 0 with the prompt; returns the greedy next token (or -1). With the states in the
+ * pool, slot 0's state goes to chunk 1 (not the default chunk 0), so that a rollback that
+ * addressed states by slot would write another sequence's chunk. */
 static int32_t prefill(struct gpu_model *g, const int32_t *prompt)
 {
     int32_t x = -1;
-    CHECK_EQ_INT(gpu_model_seq_open(g, 0), 0);
+    const int sb = gpu_model_state_blocks(g);
+    CHECK_EQ_INT(sb ? gpu_model_seq_open_state(g, 0, (uint32_t)sb) : gpu_model_seq_open(g, 0), 0);
     struct gpu_item it = { .slot = 0, .tokens = prompt, .n = NP, .pos = 0, .argmax = &x };
     CHECK_EQ_INT(gpu_model_step(g, &it, 1), 0);
     CHECK_EQ_INT(it.rc, 0);
@@ -285,18 +291,23 @@ static int make_mtp_dir(const char *src, char *dir, size_t len)
     return rc;
 }
 
-static void run_spec(const char *name, const struct model *m, bool fp8)
+static void run_spec(const char *name, const struct model *m, bool fp8, bool pool)
 {
     char err[512];
     int32_t prompt[NP];
     for (int i = 0; i < NP; i++)
         prompt[i] = (int32_t)((i * 7919 + 13) % m->cfg.vocab_size);
     for (int graphs = fp8 ? 1 : 0; graphs <= 1; graphs++) {
-        printf("model=%s graphs=%d kv=%s\n", name, graphs, fp8 ? "fp8" : "bf16");
+        printf("model=%s graphs=%d kv=%s gdn_state=%s\n", name, graphs, fp8 ? "fp8" : "bf16",
+               pool ? "pool" : "slots");
         struct gpu_model *g = NULL;
-        struct gpu_model_opts o = { .n_slots = 2, .max_model_len = MAX_LEN, .block_tokens = 4,
-                                    .graphs = graphs, .spec_k = 4,
-                                    .kv_dtype = fp8 ? KV_DTYPE_FP8 : KV_DTYPE_AUTO };
+        struct gpu_model_opts o = {.n_slots = 2,
+                                   .max_model_len = MAX_LEN,
+                                   .block_tokens = 4,
+                                   .graphs = graphs,
+                                   .spec_k = 4,
+                                   .kv_dtype = fp8 ? KV_DTYPE_FP8 : KV_DTYPE_AUTO,
+                                   .state_in_pool = pool};
         int rc = gpu_model_create(&g, m, &o, err, sizeof err);
         CHECK_EQ_INT(rc, 0);
         if (rc < 0) {
@@ -343,8 +354,10 @@ int main(void)
         model_destroy(m);
         return test_result() ? test_result() : 77;
     }
-    run_spec("small_bf16+mtp", m, false);
-    run_spec("small_bf16+mtp", m, true);
+    run_spec("small_bf16+mtp", m, false, false);
+    run_spec("small_bf16+mtp", m, true, false);
+    /* the GDN states and the MTP layer's K/V in the pool (opts.state_in_pool) */
+    run_spec("small_bf16+mtp", m, false, true);
     model_destroy(m);
     /* q_bf16's config declares an MTP layer (its checkpoint has none): dummy weights for it, on
      * the padded GDN path (head dims 16) */
@@ -355,8 +368,10 @@ int main(void)
         CHECK_EQ_INT(model_load(&mq, dq, &lo, err, sizeof err), 0);
         if (mq) {
             CHECK(mq->has_mtp);
-            if (mq->has_mtp)
-                run_spec("q_bf16-dummy+mtp", mq, false);
+            if (mq->has_mtp) {
+                run_spec("q_bf16-dummy+mtp", mq, false, false);
+                run_spec("q_bf16-dummy+mtp", mq, false, true);
+            }
             model_destroy(mq);
         }
     }
