@@ -704,6 +704,13 @@ static int size_from_memory(struct gpu_model *g, const struct model *m, char *er
         if (mp->kv.n_blocks < g->state_blocks + CEIL_DIV(g->o.max_model_len, g->o.block_tokens))
             return fail(err, errlen, ERR_FULL, "--gpu-memory-utilization",
                         "one max_model_len sequence and its GDN state do not fit the pool");
+        /* the plan's figures with this runner's state (the gpu_kv_plan line prints them) */
+        const int64_t per_seq = CEIL_DIV(g->o.max_model_len, g->o.block_tokens) + g->state_blocks;
+        mp->kv.state_blocks = g->state_blocks;
+        mp->kv.pool_tokens = (mp->kv.n_blocks - g->state_blocks) * g->o.block_tokens;
+        mp->kv.max_concurrency = (double)mp->kv.n_blocks / (double)per_seq;
+        if (mp->kv.max_concurrency > g->o.n_slots)
+            mp->kv.max_concurrency = g->o.n_slots;
         g->o.kv_blocks = (int)mp->kv.n_blocks;
     } else {
         g->o.kv_blocks = (int)mp->kv.n_blocks;
@@ -958,12 +965,14 @@ void gpu_model_log(const struct gpu_model *g)
         const struct gpu_mem_plan *mp = &g->mem_plan;
         LOG_INFO("gpu_kv_plan",
                  "util=%.3f device_total=%lld used_before_pool=%lld reserve=%lld budget=%lld "
-                 "blocks=%lld tokens=%lld state_slots=%lld kv_dtype=%s max_concurrency=%.2fx "
+                 "blocks=%lld tokens=%lld gdn_state=%s state_blocks=%lld state_slots=%lld "
+                 "kv_dtype=%s max_concurrency=%.2fx "
                  "max_model_len=%lld msg=\"budget = device_total x util - used_before_pool - "
                  "reserve; blocks and slots by kv_plan, as tern-scheduler --check\"",
                  g->o.mem_util, (long long)mp->device_total, (long long)mp->device_used,
                  (long long)mp->reserve, (long long)mp->kv.budget_bytes,
                  (long long)mp->kv.n_blocks, (long long)mp->kv.pool_tokens,
+                 g->o.state_in_pool ? "pool" : "slots", (long long)mp->kv.state_blocks,
                  (long long)mp->kv.n_state_slots, kv_dtype_name(mp->kv.dtype),
                  mp->kv.max_concurrency, (long long)mp->kv.max_model_len);
     }
