@@ -970,11 +970,11 @@ void gpu_model_log(const struct gpu_model *g)
                  "max_model_len=%lld msg=\"budget = device_total x util - used_before_pool - "
                  "reserve; blocks and slots by kv_plan, as tern-scheduler --check\"",
                  g->o.mem_util, (long long)mp->device_total, (long long)mp->device_used,
-                 (long long)mp->reserve, (long long)mp->kv.budget_bytes,
-                 (long long)mp->kv.n_blocks, (long long)mp->kv.pool_tokens,
-                 g->o.state_in_pool ? "pool" : "slots", (long long)mp->kv.state_blocks,
-                 (long long)mp->kv.n_state_slots, kv_dtype_name(mp->kv.dtype),
-                 mp->kv.max_concurrency, (long long)mp->kv.max_model_len);
+                 (long long)mp->reserve, (long long)mp->kv.budget_bytes, (long long)mp->kv.n_blocks,
+                 (long long)mp->kv.pool_tokens, g->o.state_in_pool ? "pool" : "slots",
+                 (long long)mp->kv.state_blocks, (long long)mp->kv.n_state_slots,
+                 kv_dtype_name(mp->kv.dtype), mp->kv.max_concurrency,
+                 (long long)mp->kv.max_model_len);
     }
     LOG_INFO("gpu_memory", "weights=%lld gdn_state=%lld kv_pool=%lld kv_dtype=%s activations=%lld "
              "dispatch=%lld total=%lld", (long long)g->mem.weights, (long long)g->mem.gdn_state,
