@@ -9,9 +9,9 @@
 # run tests/gpu/sysroot.sh here first and carry .gpu (git-ignored) with the call.
 #   tests/gpu/run.sh [--quick] [--arch 90] [--no-sanitizer] [--no-bench] [--no-smoke] [--bench-model]
 #                    [--stack]
-# --quick: build and run only the kernel tests (tests/kernels, tests/unit/kernels_ref) and
-# ktest_gpu_model: no sanitizers, no benches, no smoke, not the other model-level tests of
-# tests/kernels/model (about 2 minutes on an H200 with 16 cores).
+# --quick: build and run only the kernel tests (tests/kernels, tests/unit/kernels_ref),
+# ktest_gpu_model and ktest_gpu_spec: no sanitizers, no benches, no smoke, not the other
+# model-level tests of tests/kernels/model (about 2 minutes on an H200 with 16 cores).
 # The run ends with a summary of one screen: one line per test program (PASS/FAIL/SKIP, seconds),
 # the gpu model checks, one line per sanitizer tool / smoke config / bench, and overall; the
 # details stay above it and in $OUT/summary.txt.
@@ -73,10 +73,11 @@ t0=$(date +%s)
 if ! cmake -S "$root/tests/gpu" -B "$build" -DCMAKE_CUDA_ARCHITECTURES="$arch" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_WERROR="${TERN_WERROR:-ON}" > "$out/build.log" 2>&1; then
   say "CONFIGURE FAILED (see build.log)"; tail -30 "$out/build.log"; exit 1
 fi
-# --quick: the test programs of tests/kernels/model other than ktest_gpu_model are left out
+# --quick: the test programs of tests/kernels/model other than ktest_gpu_model and
+# ktest_gpu_spec are left out
 skip=""
 if [ $quick = 1 ]; then
-  skip=$(grep -o 'tern_add_test([A-Za-z0-9_]*' "$root/tests/kernels/model/CMakeLists.txt" | sed 's/.*(//' | grep -vx ktest_gpu_model | tr '\n' ' ')
+  skip=$(grep -o 'tern_add_test([A-Za-z0-9_]*' "$root/tests/kernels/model/CMakeLists.txt" | sed 's/.*(//' | grep -vxE 'ktest_gpu_model|ktest_gpu_spec' | tr '\n' ' ')
   targets=$(cmake --build "$build" --target help 2>/dev/null | sed -n 's/^\.\.\. \(k\{0,1\}test_[A-Za-z0-9_]*\).*/\1/p' | grep -vxF -f <(printf '%s\n' $skip) | tr '\n' ' ')
   build_args=()
   [ -n "$targets" ] && build_args=(--target $targets) # else (another generator's help): all
