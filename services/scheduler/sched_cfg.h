@@ -48,7 +48,8 @@ struct sched_cfg {
     int max_num_seqs;              // sequences at once; default 256
     int speculative_tokens;        // MTP draft tokens; > 0 counts the MTP layer's KV; default 0
     char gdn_state[8];             // pool|slots: where the plan keeps GDN state (the workers'
-                                   // layout: cpu and fake keep it in the pool, cuda in slots);
+                                   // layout: cpu and fake keep it in the pool, cuda in slots
+                                   // unless its --gdn-state pool);
                                    // default pool
     int64_t check_request_len;     // > 0: --check also counts requests of this length at once
 };
