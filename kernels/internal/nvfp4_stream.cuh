@@ -268,18 +268,6 @@ static __device__ __forceinline__ void nvs_b_frag(const __half *xs, int s, int T
     }
 }
 
-/* NVFP4 A fragments of one item: 32 codes of row g (qa) and row g + 8 (qb), scale bytes sc (row g
- * half 0, half 1, row g+8 half 0, half 1), e2m1 * 2^-14 * e4m3 exact in fp16. */
-static __device__ __forceinline__ void nvs_a_nvfp4(uint4 qa, uint4 qb, uint32_t sc,
-                                                   uint32_t A[2][16])
-{
-    const __half2 sca[2] = {nvfp4_e4m3_h2((uint8_t)(sc & 0xff)),
-                            nvfp4_e4m3_h2((uint8_t)((sc >> 8) & 0xff))};
-    const __half2 scb[2] = {nvfp4_e4m3_h2((uint8_t)((sc >> 16) & 0xff)),
-                            nvfp4_e4m3_h2((uint8_t)(sc >> 24))};
-    nvfp4_a_frag(qa, qb, sca, scb, A);
-}
-
 /* d = the 16x8 product of one 16 x 128 item (eight m16n8k16 steps). */
 static __device__ __forceinline__ void nvs_mma_item(const uint32_t A[2][16], const uint32_t *B,
                                                     float *d)
@@ -296,8 +284,55 @@ static __device__ __forceinline__ void nvs_mma_item(const uint32_t A[2][16], con
     }
 }
 
+/* d += the 16x8 product of one NVFP4 16 x 128 item, a word of the lane's 32 codes at a time (sc:
+ * the scale bytes row g half 0, half 1, row g+8 half 0, half 1; e2m1 * 2^-14 * e4m3 exact in
+ * fp16): that word's A fragments (rows g and g + 8: 4 pairs each, as nvfp4_a_frag decodes them),
+ * its B fragments (one 16-byte ld.shared, zeros past the T staged tokens) and its two
+ * m16n8k16 steps, so that 12 fragment registers are live instead of 48; the same products in
+ * the same order as nvfp4_a_frag (nvfp4_mma.cuh) + nvs_b_frag + nvs_mma_item, which the FP8
+ * path still takes. */
+static __device__ __forceinline__ void nvs_item_nvfp4(uint4 qa, uint4 qb, uint32_t sc,
+                                                      const __half *xs, int s, int T, int g,
+                                                      int rs, int ch, int t, float *d)
+{
+    const __half2 sca[2] = {nvfp4_e4m3_h2((uint8_t)(sc & 0xff)),
+                            nvfp4_e4m3_h2((uint8_t)((sc >> 8) & 0xff))};
+    const __half2 scb[2] = {nvfp4_e4m3_h2((uint8_t)((sc >> 16) & 0xff)),
+                            nvfp4_e4m3_h2((uint8_t)(sc >> 24))};
+    const uint4 *xp =
+        reinterpret_cast<const uint4 *>(xs + (int64_t)(s * T + g) * rs + ch * 128 + t * 8);
+#pragma unroll
+    for (int wd = 0; wd < 4; wd++) {
+        const uint32_t ua = wd == 0 ? qa.x : wd == 1 ? qa.y : wd == 2 ? qa.z : qa.w;
+        const uint32_t ub = wd == 0 ? qb.x : wd == 1 ? qb.y : wd == 2 ? qb.z : qb.w;
+        uint32_t a0[4], a1[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            a0[j] = nvfp4_h2u(__hmul2(nvfp4_u2h(nvfp4_h2_from_hi(ua << (12 - 4 * j))), sca[wd >> 1]));
+            a1[j] = nvfp4_h2u(__hmul2(nvfp4_u2h(nvfp4_h2_from_hi(ub << (12 - 4 * j))), scb[wd >> 1]));
+        }
+        const uint4 b = g < T ? xp[wd * 4] : make_uint4(0, 0, 0, 0);
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a0[0]), "r"(a1[0]), "r"(a0[1]), "r"(a1[1]), "r"(b.x), "r"(b.y));
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a0[2]), "r"(a1[2]), "r"(a0[3]), "r"(a1[3]), "r"(b.z), "r"(b.w));
+    }
+}
+
+/* Blocks per SM the aligned (VEC16) kernels are built for: 3 (24 warps) needs at most 80
+ * registers a thread, which the per-word item (nvs_item_nvfp4) allows without spills on the
+ * PLAIN, SLOT and COMBINE paths (8 bytes on MULTI); the unaligned ones stay at 2.
+ * -DNVS_MIN_BLOCKS=2 builds the previous occupancy (tests/gpu/measure.sh nvsminb times both). */
+#ifndef NVS_MIN_BLOCKS
+#define NVS_MIN_BLOCKS 3
+#endif
+
 template <int MODE, bool VEC16, bool FP8 = false, bool MULTI = false>
-static __global__ void __launch_bounds__(NVS_WARPS * 32, 2)
+static __global__ void __launch_bounds__(NVS_WARPS * 32, VEC16 ? NVS_MIN_BLOCKS : 2)
     nvs_kernel(const kweight w_in, const nvs_args a, const nvs_more more)
 {
     /* MULTI: this block's weight, output and block index within that weight (block-uniform) */
@@ -413,8 +448,12 @@ static __global__ void __launch_bounds__(NVS_WARPS * 32, 2)
             const int s = nvs_item_seg<MODE>(it, nch), ch = it - s * nch;
             if (eseg[s] < 0)
                 continue;
+            float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            if (!FP8) {
+                nvs_item_nvfp4(qa[u], qb[u], sc[u], xs, s, T, g, rs, ch, t, d);
+            } else {
             uint32_t A[2][16]; /* [row g / g+8][pair index], pair order shared with B */
-            if (FP8) {
+            {
                 /* pair p = columns (2p, 2p+1) of the lane's 32: word p/2 of the two loads */
 #pragma unroll
                 for (int r = 0; r < 2; r++) {
@@ -427,13 +466,11 @@ static __global__ void __launch_bounds__(NVS_WARPS * 32, 2)
                         A[r][2 * q + 1] = nvs_e4m3x2_h2(wv[q] >> 16);
                     }
                 }
-            } else {
-                nvs_a_nvfp4(qa[u], qb[u], sc[u], A);
             }
             uint32_t B[16];
             nvs_b_frag(xs, s, T, g, rs, ch, t, B);
-            float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
             nvs_mma_item(A, B, d);
+            }
             float m = mult[s];
             if (FP8 && w.scale_kind == KW_SCALE_BLOCK) /* one block holds the 16 x 128 item */
                 m *= m0 < w.rows /* an idle tile must not read past the scales */

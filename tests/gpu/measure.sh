@@ -24,6 +24,9 @@
 #     nvs      bench_kernels nvfp4 (the model's nvfp4 shapes against the copy bandwidth), the
 #              stream kernel's SASS opcodes by count, ncu sections of one of its launches
 #     profile1 tests/gpu/profile.sh of batch-1 decode steps at a 2,048-token context (issue 17)
+#     nvsminb  the NVFP4 stream kernel at 3 blocks per SM (the default, NVS_MIN_BLOCKS) against 2
+#              (a second build with -DNVS_MIN_BLOCKS=2 in $BUILD_DIR-minb2): bench_kernels nvfp4
+#              and gpu_bench batch 1 at 2,048 from each build (the same tokens_hash)
 # Env: BUILD_DIR ($PWD/build-gpudev), CONFIG (tests/configs/qwen3.6-35b-a3b-nvfp4.json),
 # TERN_WERROR (OFF). The default stages take about 8 minutes on an H200; split them over two
 # calls (e.g. `tests tiles decode`, then `prefill stack profile`) when the first call must leave
@@ -138,6 +141,28 @@ for s in "${stages[@]}"; do
       note profile "prefill2048 rc=$? ($(elapsed))"
       note_lines "  profile" < <(head -12 "$logs/profile_prefill.txt" 2>/dev/null)
       rm -f "$logs"/profile_*.csv
+      ;;
+    nvsminb)
+      build_benches || { note nvsminb "build failed"; continue; }
+      b2=$b-minb2
+      if [ ! -x "$b2/bin/gpu_bench" ] || [ ! -x "$b2/bin/bench_kernels" ]; then
+        cmake -S "$root/tests/gpu" -B "$b2" -DCMAKE_CUDA_ARCHITECTURES=90 \
+          -DCMAKE_CUDA_FLAGS=-DNVS_MIN_BLOCKS=2 -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+          -DTERN_WERROR="${TERN_WERROR:-OFF}" > "$logs/cfg_minb2.log" 2>&1 &&
+          cmake --build "$b2" -j"$(nproc)" --target gpu_bench bench_kernels \
+            > "$logs/build_minb2.log" 2>&1 || { note nvsminb "minb2 build failed"; continue; }
+      fi
+      for v in 3 2; do
+        bb=$b
+        [ $v = 2 ] && bb=$b2
+        timeout 90 "$bb/bin/bench_kernels" nvfp4 > "$logs/nvs_minb$v.txt" 2>&1
+        note nvsminb "minb=$v bench rc=$? ($(elapsed))"
+        note_lines "  minb$v" < <(grep -E '^gemv nvfp4 stream|^moe' "$logs/nvs_minb$v.txt")
+        timeout 90 "$bb/bin/gpu_bench" "$cfg" --prompt-len 2048 --batch 1 --gen 64 --chunk 2048 \
+          > "$logs/decode1_minb$v.txt" 2>&1
+        note nvsminb "minb=$v decode1 rc=$? ($(elapsed))"
+        note_lines "  minb$v" < <(grep '^bench ' "$logs/decode1_minb$v.txt" | grep -oE '(decode_tok_s_stream|itl_p50_ms|fraction|tokens_hash)=[^ ]*' | paste -sd' ')
+      done
       ;;
     nvs)
       build_benches || { note nvs "build failed"; continue; }
