@@ -692,15 +692,13 @@ static int size_from_memory(struct gpu_model *g, const struct model *m, char *er
     int rc = kv_plan_compute(&geom, &ko, &mp->kv, msg, sizeof msg);
     if (rc < 0)
         return fail(err, errlen, rc, "--gpu-memory-utilization", msg);
-    const int64_t sub = g->o.state_in_pool ? g->kv_sub : 1; // kernel rows per block row
-    if (mp->kv.n_blocks * sub * g->o.block_tokens > INT32_MAX)
-        mp->kv.n_blocks = INT32_MAX / (sub * g->o.block_tokens); // cache slots are int32
     if (g->o.state_in_pool) {
         /* the plan's blocks are this runner's (the same K/V bytes per token); its state, not the
          * plan's, sets state_blocks (they agree when the conv window rows are 16-byte whole) */
         mp->kv.n_blocks = (mp->kv.budget_bytes > 0 ? mp->kv.budget_bytes : 0) / g->block_bytes;
-        if (mp->kv.n_blocks * sub * g->o.block_tokens > INT32_MAX)
-            mp->kv.n_blocks = INT32_MAX / (sub * g->o.block_tokens);
+        const int64_t rows = (int64_t)g->kv_sub * g->o.block_tokens; // int32 cache rows
+        if (mp->kv.n_blocks * rows > INT32_MAX)
+            mp->kv.n_blocks = INT32_MAX / rows;
         if (mp->kv.n_blocks < g->state_blocks + CEIL_DIV(g->o.max_model_len, g->o.block_tokens))
             return fail(err, errlen, ERR_FULL, "--gpu-memory-utilization",
                         "one max_model_len sequence and its GDN state do not fit the pool");
@@ -713,6 +711,8 @@ static int size_from_memory(struct gpu_model *g, const struct model *m, char *er
             mp->kv.max_concurrency = g->o.n_slots;
         g->o.kv_blocks = (int)mp->kv.n_blocks;
     } else {
+        if (mp->kv.n_blocks * g->o.block_tokens > INT32_MAX)
+            mp->kv.n_blocks = INT32_MAX / g->o.block_tokens; // cache slots are int32
         g->o.kv_blocks = (int)mp->kv.n_blocks;
         g->o.n_slots = (int)mp->kv.n_state_slots;
     }
@@ -1003,29 +1003,38 @@ int gpu_model_state_blocks(const struct gpu_model *g)
     return g->o.state_in_pool ? g->state_blocks : 0;
 }
 
+/* Zero slot's GDN state where it lives (its own, or its chunk's: gpu_state_offset) and start
+ * the sequence at position 0. */
+static int seq_start(struct gpu_model *g, int slot)
+{
+    const size_t cs = sizeof(float) * (size_t)g->cd * (size_t)(g->kc - 1);
+    const size_t ss = sizeof(float) * (size_t)g->hv * GPU_GDN_D * GPU_GDN_D;
+    for (int l = 0; l < g->cfg.n_layers; l++) {
+        struct gpu_layer *L = &g->layers[l];
+        if (L->type != LAYER_LINEAR_ATTN)
+            continue;
+        if (cudaMemsetAsync((char *)L->conv_state + gpu_state_offset(g, slot, cs), 0, cs,
+                            g->stream) ||
+            cudaMemsetAsync((char *)L->ssm + gpu_state_offset(g, slot, ss), 0, ss, g->stream))
+            return ERR_CUDA;
+    }
+    g->pos[slot] = 0;
+    if (g->spec)
+        gpu_spec_reset(g, slot);
+    return 0;
+}
+
 int gpu_model_seq_open_state(struct gpu_model *g, int slot, uint32_t state_block)
 {
     if (!g->o.state_in_pool || slot < 0 || slot >= g->o.n_slots ||
         state_block % (uint32_t)g->state_blocks ||
         (int64_t)state_block + g->state_blocks > g->o.kv_blocks)
         return ERR_RANGE;
-    const int c = (int)(state_block / (uint32_t)g->state_blocks);
-    const size_t cs = sizeof(float) * (size_t)g->cd * (size_t)(g->kc - 1);
-    const size_t ss = sizeof(float) * (size_t)g->hv * GPU_GDN_D * GPU_GDN_D;
-    const size_t off = sizeof(float) * (size_t)g->state_stride * (size_t)c;
-    for (int l = 0; l < g->cfg.n_layers; l++) {
-        struct gpu_layer *L = &g->layers[l];
-        if (L->type != LAYER_LINEAR_ATTN)
-            continue;
-        if (cudaMemsetAsync((char *)L->conv_state + off, 0, cs, g->stream) ||
-            cudaMemsetAsync((char *)L->ssm + off, 0, ss, g->stream))
-            return ERR_CUDA;
-    }
-    g->chunk[slot] = c;
-    g->pos[slot] = 0;
-    if (g->spec)
-        gpu_spec_reset(g, slot);
-    return 0;
+    g->chunk[slot] = (int)(state_block / (uint32_t)g->state_blocks);
+    const int rc = seq_start(g, slot);
+    if (rc < 0)
+        g->chunk[slot] = -1;
+    return rc;
 }
 
 int gpu_model_seq_open(struct gpu_model *g, int slot)
@@ -1034,20 +1043,7 @@ int gpu_model_seq_open(struct gpu_model *g, int slot)
         return ERR_RANGE;
     if (g->o.state_in_pool) /* the default layout: chunk = slot */
         return gpu_model_seq_open_state(g, slot, (uint32_t)slot * (uint32_t)g->state_blocks);
-    for (int l = 0; l < g->cfg.n_layers; l++) {
-        struct gpu_layer *L = &g->layers[l];
-        if (L->type != LAYER_LINEAR_ATTN)
-            continue;
-        const size_t cs = sizeof(float) * (size_t)g->cd * (size_t)(g->kc - 1);
-        const size_t ss = sizeof(float) * (size_t)g->hv * GPU_GDN_D * GPU_GDN_D;
-        if (cudaMemsetAsync((char *)L->conv_state + cs * (size_t)slot, 0, cs, g->stream) ||
-            cudaMemsetAsync((char *)L->ssm + ss * (size_t)slot, 0, ss, g->stream))
-            return ERR_CUDA;
-    }
-    g->pos[slot] = 0;
-    if (g->spec)
-        gpu_spec_reset(g, slot);
-    return 0;
+    return seq_start(g, slot);
 }
 
 int gpu_model_seq_pos(const struct gpu_model *g, int slot)
