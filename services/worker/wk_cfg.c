@@ -54,7 +54,7 @@ static const struct cfg_opt OPTS[] = {
      0, "auto|bf16|fp8 for the KV plan (auto)"},
     {"gdn-state", "TERN_GDN_STATE", CFG_TYPE_STR, F(gdn_state), S(gdn_state), 0, 0,
      "auto|pool|slots: GDN state as blocks of the KV pool, or slots reserved up front (auto: "
-     "pool for engines cpu and fake, slots for cuda)"},
+     "pool, every engine)"},
     {"max-step-tokens", "TERN_WORKER_MAX_STEP_TOKENS", CFG_TYPE_INT, F(max_step_tokens), 0, 1,
      1 << 20, "tokens per step (512)"},
     {"threads", "TERN_THREADS", CFG_TYPE_INT, F(threads), 0, 0, 1024,

@@ -53,7 +53,7 @@ struct wk_cfg {
     double gpu_memory_utilization;
     char kv_cache_dtype[16]; // auto|bf16|fp8 for that plan; auto
     char gdn_state[8];       // auto|pool|slots: GDN states as blocks of the pool or in slots;
-                             // auto: pool for engines cpu and fake, slots for cuda
+                             // auto: pool (every engine)
     int speculative_tokens;  // MTP drafts per round (engine cpu); -1 = 3 with a head, else 0
     int speculative_gate;    // 1: a sequence stops speculating while its rounds are slower than
                              // plain decoding, probing now and then (wk_spec.h); 0: always K; 1

@@ -21,11 +21,11 @@ uint32_t wk_engine_default_blocks(uint32_t n_slots, uint32_t max_model_len, uint
     return n > MSG_MAX_KV_BLOCKS ? MSG_MAX_KV_BLOCKS : (uint32_t)n;
 }
 
-bool wk_engine_state_in_pool(const struct wk_cfg *cfg, const char *engine)
+bool wk_engine_state_in_pool(const struct wk_cfg *cfg)
 {
-    if (strcmp(cfg->gdn_state, "auto") == 0)
-        return strcmp(engine, "cuda") != 0;
-    return strcmp(cfg->gdn_state, "pool") == 0;
+    /* auto is pool for every engine (the cuda runner's since its pool layout passed the H200's
+     * tests and matched slots' tokens, 2026-12-02) */
+    return strcmp(cfg->gdn_state, "slots") != 0;
 }
 
 int wk_engine_create(const struct wk_cfg *cfg, wk_engine_progress_cb progress, void *ctx,

@@ -117,8 +117,8 @@ int wk_engine_size_from_plan(const struct wk_cfg *cfg, const struct model_config
                              const char *engine, int spec_k, bool state_in_pool,
                              struct wk_engine_info *in);
 
-/* Whether cfg keeps this engine's GDN states in the pool (--gdn-state; auto: all but cuda). */
-bool wk_engine_state_in_pool(const struct wk_cfg *cfg, const char *engine);
+/* Whether cfg keeps the GDN states in the pool (--gdn-state; auto: pool, every engine). */
+bool wk_engine_state_in_pool(const struct wk_cfg *cfg);
 
 /* Without a byte budget, states in the pool: in->state_blocks from the model's geometry, and
  * (no --kv-blocks) in->kv_blocks = room for in->n_slots sequences of max_model_len with their

@@ -192,7 +192,7 @@ int wk_engine_cpu_create(const struct wk_cfg *cfg, wk_engine_progress_cb progres
         goto fail;
     /* GDN states are blocks of the pool (the scheduler's accounting: this engine keeps each
      * slot's K/V and state in host memory of its own) */
-    const bool pool = wk_engine_state_in_pool(cfg, "cpu");
+    const bool pool = wk_engine_state_in_pool(cfg);
     if (cfg->kv_cache_memory_bytes > 0)
         rc = wk_engine_size_from_plan(cfg, mc, "cpu", spec_k, pool, in);
     else if (pool)

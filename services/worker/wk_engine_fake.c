@@ -136,8 +136,7 @@ int wk_engine_fake_create(const struct wk_cfg *cfg, struct wk_engine **out)
             LOG_ERR("config_load_failed", "engine=fake dir=%s err=%s msg=\"%s\"", cfg->model,
                     err_str(rc), rc == ERR_FORMAT || rc == ERR_RANGE ? err : "-");
         else
-            rc = wk_engine_size_from_plan(cfg, mc, "fake", 0, wk_engine_state_in_pool(cfg, "fake"),
-                                          in);
+            rc = wk_engine_size_from_plan(cfg, mc, "fake", 0, wk_engine_state_in_pool(cfg), in);
         free(mc);
         if (rc < 0) {
             free(f);

@@ -129,6 +129,7 @@ static int parse_list(void *dst, const char *s, char *err, size_t errlen)
 static int parse_args(struct bench_opts *o, int argc, char **argv)
 {
     memset(o, 0, sizeof *o);
+    o->state_in_pool = 1; /* the worker's default (--gdn-state auto) */
     struct int_list prompt = { { 512 }, 1 }, batch = { { 1 }, 1 };
     bool roofline_only = false, few_row_paths = false;
     int graphs = 1, seed = 1;
@@ -138,7 +139,8 @@ static int parse_args(struct bench_opts *o, int argc, char **argv)
         ARGS_STR("CONFIG.json", NULL, &o->config, "model config (dummy weights of its shapes)"),
         ARGS_FN("--prompt-len", "N[,N..]", &prompt, parse_list, "prompt lengths (512)"),
         ARGS_FN("--batch", "B[,B..]", &batch, parse_list, "sequences per run (1)"),
-        ARGS_INT("--gen", "N", &o->gen, 1, 1000000, "tokens per sequence, the first from prefill (256)"),
+        ARGS_INT("--gen", "N", &o->gen, 1, 1000000,
+                 "tokens per sequence, the first from prefill (256)"),
         ARGS_INT("--chunk", "ROWS", &o->chunk, 1, 1000000, "prefill rows per step (2048)"),
         ARGS_INT("--graphs", "0|1", &graphs, 0, 1, "CUDA graphs for decode steps (1)"),
         ARGS_INT("--seed", "S", &seed, 0, 1000000000, "prompt seed (1)"),
@@ -161,7 +163,7 @@ static int parse_args(struct bench_opts *o, int argc, char **argv)
         ARGS_INT("--pdl", "1|-1", &o->pdl, -1, 1,
                  "programmatic (PDL) edges in the decode graphs: 1 on (the default), -1 off"),
         ARGS_INT("--state-in-pool", "0|1", &o->state_in_pool, 0, 1,
-                 "GDN states as blocks of the K/V pool (tern-worker --gdn-state pool) (0)"),
+                 "GDN states as blocks of the K/V pool (1, tern-worker's default) or in slots (0)"),
         ARGS_BOOL("--roofline-only", &roofline_only, "print the roofline lines and exit"),
     };
     const struct args_spec spec = {

@@ -100,9 +100,9 @@ for s in "${stages[@]}"; do
       ;;
     pool)
       build_benches || { note pool "build failed"; continue; }
-      bench pool_slots 90 --prompt-len 2048 --batch 1 --gen 64 --chunk 2048
+      bench pool_slots 90 --prompt-len 2048 --batch 1 --gen 64 --chunk 2048 --state-in-pool 0
       bench pool_pool 90 --prompt-len 2048 --batch 1 --gen 64 --chunk 2048 --state-in-pool 1
-      bench pool64_slots 90 --prompt-len 128 --batch 64 --gen 64 --chunk 2048
+      bench pool64_slots 90 --prompt-len 128 --batch 64 --gen 64 --chunk 2048 --state-in-pool 0
       bench pool64_pool 90 --prompt-len 128 --batch 64 --gen 64 --chunk 2048 --state-in-pool 1
       ;;
     decode1)
@@ -184,14 +184,24 @@ for s in "${stages[@]}"; do
           }
           END { printf "%6d TOTAL\n", tot; for (o in n) printf "%6d %s\n", n[o], o }
         ' "$logs/sass.txt" | sort -k1,1nr | head -25 | paste -sd' ' | fold -w 150)
+        # every stream kernel form: its instructions in total (the loop bodies count once)
+        note_lines "  sass" < <(awk '
+          /Function :/ { if (f) printf "%6d %s\n", n, name; f = /nvs_kernel/; name = $3; n = 0; next }
+          f && /^ +\/\*[0-9a-f]+\*\// { n++ }
+          END { if (f) printf "%6d %s\n", n, name }' "$logs/sass.txt")
       fi
       # one launch of the first shape (12288 x 2048, 1 token), caches flushed: where the time goes
       timeout 100 ncu --clock-control none --cache-control all -k regex:nvs_kernel -s 8 -c 1 \
         --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
         --section Occupancy --section LaunchStats --section SchedulerStats \
+        --section InstructionStats \
+        --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active.ratio \
         "$b/bin/bench_kernels" nvfp4 > "$logs/nvs_ncu.txt" 2>&1
       note nvs "ncu rc=$? ($(elapsed))"
-      note_lines "  ncu" < <(grep -E 'nvs_kernel<|DRAM Throughput|Memory Throughput|^ +Duration|Achieved Occupancy|Registers Per Thread|Theoretical Occupancy|Waves Per SM|L2 Hit Rate|Mem Busy|Max Bandwidth|Issued Warp Per|No Eligible|Active Warps Per|Eligible Warps|Warp Cycles Per Issued|Dynamic Shared|Block Limit' "$logs/nvs_ncu.txt" | head -40)
+      note_lines "  ncu" < <(grep -E 'nvs_kernel<|DRAM Throughput|Memory Throughput|^ +Duration|Achieved Occupancy|Registers Per Thread|Theoretical Occupancy|Waves Per SM|L2 Hit Rate|Mem Busy|Max Bandwidth|Issued Warp Per|No Eligible|Active Warps Per|Eligible Warps|Warp Cycles Per Issued|Dynamic Shared|Block Limit|Executed Instructions  ' "$logs/nvs_ncu.txt" | head -40)
+      # the stall reasons above 0.2 cycles per issued instruction
+      note_lines "  stall" < <(grep -E 'issue_stalled' "$logs/nvs_ncu.txt" |
+        awk '{ v = $NF + 0; if (v >= 0.2) printf "%-60s %s\n", $1, $NF }' | sort -k2,2nr | head -12)
       ;;
     profile1)
       build_benches || { note profile1 "build failed"; continue; }

@@ -158,8 +158,8 @@ int wk_engine_cuda_opts(const struct wk_cfg *cfg, const struct model *m, int spe
     }
     if (cfg->kv_cache_memory_bytes > 0) {
         /* slots and blocks from the KV plan (the budget, the dtype, max_model_len) */
-        int rc = wk_engine_size_from_plan(cfg, mc, "cuda", spec_k,
-                                          wk_engine_state_in_pool(cfg, "cuda"), in);
+        int rc =
+            wk_engine_size_from_plan(cfg, mc, "cuda", spec_k, wk_engine_state_in_pool(cfg), in);
         if (rc < 0)
             return rc;
         if (in->n_slots < 1 || in->n_slots > 65535 || in->kv_blocks > INT_MAX)
@@ -177,7 +177,7 @@ int wk_engine_cuda_opts(const struct wk_cfg *cfg, const struct model *m, int spe
         .max_rows = cfg->max_step_tokens, // every step is one pass over at most this many rows
         .spec_k = spec_k,
         .kv_dtype = kv_dtype,
-        .state_in_pool = wk_engine_state_in_pool(cfg, "cuda"),
+        .state_in_pool = wk_engine_state_in_pool(cfg),
         /* neither --kv-blocks nor --kv-cache-memory-bytes: the pool from the device's memory */
         .mem_util = cfg->kv_blocks == 0 && cfg->kv_cache_memory_bytes == 0
                         ? cfg->gpu_memory_utilization

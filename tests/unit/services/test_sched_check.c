@@ -16,7 +16,7 @@
  *     blocks = 206,560 tokens
  *   24 GiB bf16 at max_model_len 32,768: 2,048 blocks (671,088,640 B) + 256 slots; the rest
  *     9,285,992,448 B / 327,680 = 28,339 blocks = 453,424 tokens, 13.84x
- * The figures above are --gdn-state slots (states reserved up front, the CUDA worker's layout).
+ * The figures above are --gdn-state slots (states reserved up front).
  * --gdn-state pool (the default; issue 19), 6 GiB = 6,442,450,944 B at 262,144 tokens:
  *   bf16: 19,660 blocks (6,442,188,800 B); a state = ceil(64,389,120 / 327,680) = 197 blocks;
  *     KV tokens beside one state (19,660 - 197) x 16 = 311,408 (reference engine: 308,955);
