@@ -199,6 +199,17 @@ for s in "${stages[@]}"; do
         "$b/bin/bench_kernels" nvfp4 > "$logs/nvs_ncu.txt" 2>&1
       note nvs "ncu rc=$? ($(elapsed))"
       note_lines "  ncu" < <(grep -E 'nvs_kernel<|DRAM Throughput|Memory Throughput|^ +Duration|Achieved Occupancy|Registers Per Thread|Theoretical Occupancy|Waves Per SM|L2 Hit Rate|Mem Busy|Max Bandwidth|Issued Warp Per|No Eligible|Active Warps Per|Eligible Warps|Warp Cycles Per Issued|Dynamic Shared|Block Limit|Executed Instructions  ' "$logs/nvs_ncu.txt" | head -40)
+      # the routed experts' two launches (SLOT gate_up of 8 slots, COMBINE down), L2 kept
+      timeout 100 ncu --clock-control none --cache-control none --kernel-name-base demangled \
+        -k 'regex:nvs_kernel<[12],' -s 20 -c 2 \
+        --section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats \
+        --section InstructionStats \
+        --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active.ratio \
+        "$b/bin/bench_kernels" nvfp4 > "$logs/nvs_ncu_moe.txt" 2>&1
+      note nvs "ncu moe rc=$? ($(elapsed))"
+      note_lines "  ncu_moe" < <(grep -E 'nvs_kernel<|DRAM Throughput|^ +Duration|Registers Per Thread|Achieved Occupancy|Waves Per SM|Issued Warp Per|Warp Cycles Per Issued|Executed Instructions  |Grid Size' "$logs/nvs_ncu_moe.txt" | head -30)
+      note_lines "  stall_moe" < <(grep -E 'nvs_kernel<|issue_stalled' "$logs/nvs_ncu_moe.txt" |
+        awk '/nvs_kernel</ { print substr($0, 1, 60); next } { v = $NF + 0; if (v >= 0.2) printf "%-60s %s\n", $1, $NF }' | head -24)
       # the stall reasons above 0.2 cycles per issued instruction
       note_lines "  stall" < <(grep -E 'issue_stalled' "$logs/nvs_ncu.txt" |
         awk '{ v = $NF + 0; if (v >= 0.2) printf "%-60s %s\n", $1, $NF }' | sort -k2,2nr | head -12)

@@ -136,3 +136,22 @@ double ktest_time_us(void (*fn)(void *), void *arg, int warmup, int reps)
     cudaEventDestroy(b);
     return med;
 }
+
+double ktest_time_us_b2b(void (*fn)(void *), void *arg, int warmup, int reps)
+{
+    cudaEvent_t a, b;
+    float ms = 0.0f;
+    check(cudaEventCreate(&a), "cudaEventCreate");
+    check(cudaEventCreate(&b), "cudaEventCreate");
+    for (int i = 0; i < warmup; i++)
+        fn(arg);
+    check(cudaEventRecord(a, 0), "cudaEventRecord");
+    for (int i = 0; i < reps; i++)
+        fn(arg);
+    check(cudaEventRecord(b, 0), "cudaEventRecord");
+    check(cudaEventSynchronize(b), "cudaEventSynchronize");
+    check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    return ms * 1000.0 / reps;
+}

@@ -28,5 +28,8 @@ size_t ktest_compare(const char *what, const float *got, const float *ref, size_
                      double rtol);
 /* Time fn(arg) with CUDA events: median of reps after warm-up, in microseconds. */
 double ktest_time_us(void (*fn)(void *), void *arg, int warmup, int reps);
+/* Mean microseconds per call of reps calls issued back to back between one pair of events (the
+ * host's launch gap hidden as in a queue; ktest_time_us times each call alone, launch included). */
+double ktest_time_us_b2b(void (*fn)(void *), void *arg, int warmup, int reps);
 
 #endif
