@@ -129,8 +129,9 @@ int moe_expert_cuda_path(float *out, float *ws, const float *x, const int32_t *i
     if (path == GEMV_PATH_STREAM ||
         (path == GEMV_PATH_AUTO && stream_ok && n_tok <= MOE_STREAM_MAX_TOK)) {
         /* launch 1: gate|up rows of every slot's expert into ws (n_slots, 2*inter); launch 2: the
-         * down rows of all top_k slots of a token in one block, SwiGLU while staging, weighted sum
-         */
+         * down rows of all top_k slots of a token in one block, SwiGLU while staging, weighted sum.
+         * Launch 2 reads ids and issues its first weight loads before its PDL wait: ids were
+         * written before launch 1, which every block of it waits for (internal/pdl.cuh). */
         if ((int64_t)n_tok * top_k > 65535)
             return ERR_INVAL;
         const struct nvs_args a1 = {ws,    2 * (int64_t)inter, x, hidden, ids, weights, 1,

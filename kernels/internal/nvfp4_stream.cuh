@@ -352,8 +352,12 @@ static __global__ void __launch_bounds__(NVS_WARPS * 32, VEC16 ? NVS_MIN_BLOCKS 
     int *eseg = reinterpret_cast<int *>(nvs_smem + 4 * S);
     __half *xs = reinterpret_cast<__half *>(nvs_smem + (8 * S + 15) / 16 * 16);
 
-    /* the expert ids come from the kernel before: SLOT and COMBINE wait for it first */
-    if (MODE != NVS_PLAIN)
+    /* SLOT's expert ids come from the kernel before (the router): it waits for it first.
+     * COMBINE's come from the kernel two launches back (the router, before the SLOT launch of
+     * the same experts), complete once the kernel before has passed its own enter (pdl.cuh), so
+     * its first round of weight loads is issued before the wait, as PLAIN's: only the staged
+     * activations (the SLOT launch's output) and the routing weights wait. */
+    if (MODE == NVS_SLOT)
         kcuda_pdl_enter();
     if (MODE == NVS_SLOT) {
         const int e = a.ids[blockIdx.y];
@@ -368,13 +372,13 @@ static __global__ void __launch_bounds__(NVS_WARPS * 32, VEC16 ? NVS_MIN_BLOCKS 
     constexpr int NU = FP8 ? NVS_U / 2 : NVS_U; /* items per round */
     uint4 qa[NVS_U], qb[NVS_U];
     uint32_t sc[NVS_U]; /* bytes: row g half 0, half 1, row g+8 half 0, half 1 (nvfp4) */
-    /* the first round's weights in flight while the activations are staged; PLAIN reads nothing
-     * another kernel writes before this point */
+    /* the first round's weights in flight while the activations are staged; before this point
+     * PLAIN reads nothing another kernel writes, COMBINE only the ids (two launches back) */
     if (FP8)
         nvs_load_round_fp8(w, a.expert, kw * NU, n_items, t, ra, rb, va, vb, qa, qb);
     else
         nvs_load_round<MODE, VEC16>(w, a, kw * NU, n_items, nch, t, ra, rb, va, vb, qa, qb, sc);
-    if (MODE == NVS_PLAIN)
+    if (MODE != NVS_SLOT)
         kcuda_pdl_enter();
 
     for (int s = threadIdx.x; s < S; s += blockDim.x) {

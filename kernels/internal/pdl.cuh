@@ -4,7 +4,12 @@
  * short kernels overlap their launch and their first weight loads with the previous kernel's
  * tail. The rule every such kernel keeps: before kcuda_pdl_enter it may read only data that no
  * kernel of the step writes (weights, its own arguments) and write nothing; kcuda_pdl_enter waits
- * until the previous grid has completed and its writes are visible. In a CUDA graph captured from
+ * until the previous grid has completed and its writes are visible. One exception, by name: a
+ * kernel may read before its enter what the kernel two launches back wrote, when the kernel
+ * between them is a kcuda_pdl_enter kernel whose every block calls it (or a plain launch): a
+ * grid is placed only once the one before has passed its enter, which returned only after the
+ * one before that had completed. The stream kernel's COMBINE launch (routed experts' down) reads
+ * the router's expert ids that way, past the gate_up launch between them (nvfp4_stream.cuh). In a CUDA graph captured from
  * such launches the edges are programmatic (gpu_graph.c can turn them back into full ones).
  * Without the launch attribute, or below sm_90, kcuda_pdl_enter does nothing. The CUDA emulator
  * (dev/cuda/emu/gen_inc.py) runs the launches as plain ones. */
