@@ -28,7 +28,8 @@
 #              (a second build with -DNVS_MIN_BLOCKS=2 in $BUILD_DIR-minb2): bench_kernels nvfp4
 #              and gpu_bench batch 1 at 2,048 from each build (the same tokens_hash)
 # Env: BUILD_DIR ($PWD/build-gpudev), CONFIG (tests/configs/qwen3.6-35b-a3b-nvfp4.json),
-# TERN_WERROR (OFF). The default stages take about 8 minutes on an H200; split them over two
+# TERN_WERROR (OFF), MEASURE_BUDGET (540: no stage starts after budget - 60 s; a TERM or INT
+# still writes the summary of the stages before). The default stages take about 8 minutes on an H200; split them over two
 # calls (e.g. `tests tiles decode`, then `prefill stack profile`) when the first call must leave
 # room.
 set -uo pipefail
@@ -71,7 +72,25 @@ bench() {
   note_lines "  $n" < <(grep '^bench ' "$logs/$n.txt" | sed -E 's/^bench //; s/ (config|experts|chunk|graphs|mean_ctx|bytes_per_step|experts_touched|copy_gbs|roofline_steps_s|itl_p90_ms|finite)=[^ ]*//g')
 }
 
+# the summary and the logs; also when the call's time limit stops the run (TERM/INT: the stage
+# that was running is named, what finished before it is kept)
+finish() {
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader \
+    > "$logs/gpu.txt" 2> /dev/null || echo "no GPU" > "$logs/gpu.txt"
+  { echo "==== measure ($(cat "$logs/gpu.txt"), commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null), tree $(tree_sum), $(date -u +%FT%TZ), $(elapsed)) ===="
+    printf '%s\n' "${lines[@]}"; } | tee "$out/measure.txt"
+  tar czf "$out/logs.tgz" -C "$logs" . 2>/dev/null
+  rm -rf "$logs"
+}
+trap 'note "${cur:-?}" "stopped by a signal ($(elapsed))"; finish; exit 124' TERM INT
+budget=${MEASURE_BUDGET:-540}
 for s in "${stages[@]}"; do
+  cur=$s
+  # a stage is not started past the budget less a minute (a device call stops at 600 s)
+  if (( $(date +%s) - t_start > budget - 60 )); then
+    note "$s" "skipped: $(elapsed) of the ${budget} s budget used"
+    continue
+  fi
   case $s in
     tests)
       OUT=$logs/run BUILD_DIR=$b TERN_WERROR=${TERN_WERROR:-OFF} timeout 300 \
@@ -227,9 +246,4 @@ for s in "${stages[@]}"; do
     *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1 prefill gdn stack nvs profile profile1)" >&2; exit 2 ;;
   esac
 done
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader \
-  > "$logs/gpu.txt" 2> /dev/null || echo "no GPU" > "$logs/gpu.txt"
-{ echo "==== measure ($(cat "$logs/gpu.txt"), commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null), tree $(tree_sum), $(date -u +%FT%TZ), $(elapsed)) ===="
-  printf '%s\n' "${lines[@]}"; } | tee "$out/measure.txt"
-tar czf "$out/logs.tgz" -C "$logs" . 2>/dev/null
-rm -rf "$logs"
+finish
