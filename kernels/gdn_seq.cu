@@ -111,6 +111,7 @@ static __device__ __forceinline__ bool chunk_taken(const int32_t *it, chunk_take
 
 /* One warp: y[i] = nw[i] * (o[i] * rsqrt(mean(o^2) + eps)) * silu(z[i]) over the D values of a
  * head, lane l owning i = l, l+32, l+64, l+96; y may alias o. */
+template <bool CG = false>
 static __device__ __forceinline__ void gated_norm_warp(float *y, const float *o, const float *zr,
                                                        const float *nw, float eps)
 {
@@ -118,7 +119,7 @@ static __device__ __forceinline__ void gated_norm_warp(float *y, const float *o,
     float v[D / 32], ss = 0.0f;
 #pragma unroll
     for (int i = 0; i < D / 32; i++) {
-        v[i] = o[l + 32 * i];
+        v[i] = CG ? __ldcg(o + l + 32 * i) : o[l + 32 * i]; /* CG: written by other blocks */
         ss += v[i] * v[i];
     }
     const float inv = rsqrtf(warp_sum(ss) / D + eps);
@@ -242,15 +243,18 @@ stage_rows(step_smem<T> &sm, const float *qkv, const float *z, const float *a, c
 
 /* Block = (tile, value head j) x item: the item's rows in chunks of CH, each chunk staged in
  * shared memory and then run row by row with no block barrier. T == 1: o of the chunk kept in
- * shared memory and gated-normalised here; T > 1: o written raw to out, gdn_seq_norm_kernel
- * finishes it. */
+ * shared memory and gated-normalised here; T > 1: o written raw to out, then either the last of
+ * the item's T tile blocks to finish normalises the head's rows (cnt given and the item has at
+ * most GDN_SEQ_FUSE_ROWS rows: a counter per (item, head), back to 0 after) or
+ * gdn_seq_norm_kernel does. */
 template <int T>
 __global__ void __launch_bounds__(HEAD_THREADS / T, T)
     gdn_seq_step_kernel(float *out, float *state, int64_t sstride, float *snap, int n_snap,
                         const float *qkv,
                         const float *z, const float *a, const float *b, const float *a_log,
                         const float *dt_bias, const float *norm_w, const int32_t *items,
-                        int n_k_heads, int n_v_heads, float eps, struct chunk_take take)
+                        int n_k_heads, int n_v_heads, float eps, struct chunk_take take,
+                        unsigned *cnt)
 {
     kcuda_pdl_enter();
     constexpr int COLS = D / T, NW = COLS * LANES / 32, CH = step_smem<T>::CH;
@@ -332,17 +336,41 @@ __global__ void __launch_bounds__(HEAD_THREADS / T, T)
 #pragma unroll
         for (int r = 0; r < 4; r++)
             S[(int64_t)(16 * m + 4 * p + r) * D] = s[4 * m + r];
+    if (T == 1 || !cnt || n > GDN_SEQ_FUSE_ROWS)
+        return;
+    /* the head's other tiles: the last block of the T to get here normalises the item's rows */
+    __shared__ bool last;
+    __threadfence(); /* this block's raw o, before the counter says it is there */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned *c = cnt + (int64_t)blockIdx.y * n_v_heads + j;
+        last = atomicAdd(c, 1u) == T - 1;
+        if (last)
+            *c = 0u; /* for the next launch (stream order) */
+    }
+    __syncthreads();
+    if (!last)
+        return;
+    __threadfence();
+    for (int t = w; t < n; t += NW) {
+        float *o = out + (r0 + t) * vw + (int64_t)j * D;
+        gated_norm_warp<true>(o, o, z + (r0 + t) * vw + (int64_t)j * D, norm_w, eps);
+    }
 }
 
 /* The gated RMSNorm of the raw o that gdn_seq_step_kernel<T > 1> left in out, in place: one warp
- * per (row, value head) of the item, warps striding over the item's rows. */
+ * per (row, value head) of the item, warps striding over the item's rows. taken: the items of
+ * the chunked form (1) or of the token-serial kernel (0); fused (taken 0 only): skip the items
+ * the step kernel normalised (at most GDN_SEQ_FUSE_ROWS rows). */
 __global__ void __launch_bounds__(256)
     gdn_seq_norm_kernel(float *out, const float *z, const float *norm_w, const int32_t *items,
-                        int n_v_heads, float eps, chunk_take take, int taken)
+                        int n_v_heads, float eps, chunk_take take, int taken, int fused)
 {
     kcuda_pdl_enter();
     const int32_t *it = items + (int64_t)blockIdx.y * GDN_SEQ_ITEM_INTS;
     if ((int)chunk_taken(it, take) != taken) // the items of the other form
+        return;
+    if (fused && it[1] <= GDN_SEQ_FUSE_ROWS)
         return;
     const int64_t r0 = it[0], pairs = (int64_t)it[1] * n_v_heads, vw = (int64_t)n_v_heads * D;
     const int nw = blockDim.x >> 5;
@@ -678,12 +706,12 @@ static void launch_step(float *out, float *state, int64_t sstride, float *snap, 
                         const float *z, const float *a, const float *b, const float *a_log,
                         const float *dt_bias, const float *norm_w, const int32_t *items,
                         int n_items, int n_k_heads, int n_v_heads, float eps, chunk_take take,
-                        cudaStream_t stream)
+                        unsigned *cnt, cudaStream_t stream)
 {
     dim3 grid(n_v_heads * T, n_items);
     kcuda_launch_pdl(gdn_seq_step_kernel<T>, grid, HEAD_THREADS / T, 0, stream, out, state,
                      sstride, snap, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w, items, n_k_heads, n_v_heads,
-                     eps, take);
+                     eps, take, cnt);
 }
 
 static bool step_args_ok(float *out, float *state, int64_t state_stride, int n_snap,
@@ -704,31 +732,33 @@ static int64_t step_stride(int64_t state_stride, int n_v_heads)
     return state_stride ? state_stride : (int64_t)n_v_heads * D * D;
 }
 
-/* The token-serial kernel (and its norm) over the items the chunked form does not take. */
+/* The token-serial kernel (and its norm) over the items the chunked form does not take. cnt:
+ * the fused norm's counters or NULL; short: every item has at most GDN_SEQ_FUSE_ROWS rows (no
+ * norm launch with cnt). */
 static int run_serial(float *out, float *state, int64_t sstride, float *snap, int n_snap,
                       const float *qkv,
                       const float *z, const float *a, const float *b, const float *a_log,
                       const float *dt_bias, const float *norm_w, const int32_t *items,
                       int n_items, int n_k_heads, int n_v_heads, float eps, int tiles,
-                      chunk_take take, cudaStream_t stream)
+                      chunk_take take, unsigned *cnt, bool short_items, cudaStream_t stream)
 {
     if (tiles == 0)
         tiles = auto_tiles(n_items, n_v_heads);
     if (tiles == 1)
         launch_step<1>(out, state, sstride, snap, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w, items,
-                       n_items, n_k_heads, n_v_heads, eps, take, stream);
+                       n_items, n_k_heads, n_v_heads, eps, take, NULL, stream);
     else if (tiles == 2)
         launch_step<2>(out, state, sstride, snap, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w, items,
-                       n_items, n_k_heads, n_v_heads, eps, take, stream);
+                       n_items, n_k_heads, n_v_heads, eps, take, cnt, stream);
     else
         launch_step<4>(out, state, sstride, snap, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w, items,
-                       n_items, n_k_heads, n_v_heads, eps, take, stream);
+                       n_items, n_k_heads, n_v_heads, eps, take, cnt, stream);
     int rc = kcuda_launch_status("gdn_seq_step");
-    if (rc < 0 || tiles == 1)
+    if (rc < 0 || tiles == 1 || (cnt && short_items))
         return rc;
     dim3 grid(CEIL_DIV(NORM_BLOCKS, n_items), n_items);
     kcuda_launch_pdl(gdn_seq_norm_kernel, grid, 256, 0, stream, out, z, norm_w, items, n_v_heads,
-                     eps, take, 0);
+                     eps, take, 0, cnt ? 1 : 0);
     return kcuda_launch_status("gdn_seq_norm");
 }
 
@@ -737,7 +767,7 @@ int gdn_seq_step_cuda_tiles(float *out, float *state, int64_t state_stride, floa
                             const float *z, const float *a, const float *b, const float *a_log,
                             const float *dt_bias, const float *norm_w, const int32_t *items,
                             int n_items, int n_k_heads, int n_v_heads, float eps, int tiles,
-                            cudaStream_t stream)
+                            unsigned *norm_cnt, cudaStream_t stream)
 {
     if (!step_args_ok(out, state, state_stride, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w,
                       items, n_items, n_k_heads, n_v_heads) ||
@@ -748,7 +778,7 @@ int gdn_seq_step_cuda_tiles(float *out, float *state, int64_t state_stride, floa
     const chunk_take none = {0, 0, 0};
     return run_serial(out, state, step_stride(state_stride, n_v_heads), snap, n_snap, qkv, z, a,
                       b, a_log, dt_bias, norm_w, items, n_items, n_k_heads, n_v_heads, eps, tiles,
-                      none, stream);
+                      none, norm_cnt, false, stream);
 }
 
 int gdn_seq_step_cuda(float *out, float *state, int64_t state_stride, float *snap, int n_snap,
@@ -759,7 +789,7 @@ int gdn_seq_step_cuda(float *out, float *state, int64_t state_stride, float *sna
 {
     return gdn_seq_step_cuda_tiles(out, state, state_stride, snap, n_snap, qkv, z, a, b, a_log,
                                    dt_bias, norm_w, items, n_items, n_k_heads, n_v_heads, eps, 0,
-                                   stream);
+                                   NULL, stream);
 }
 
 size_t gdn_seq_chunk_ws_floats(int rows, int n_v_heads)
@@ -772,7 +802,7 @@ int gdn_seq_step_chunked_cuda(float *out, float *state, int64_t state_stride, fl
                               const float *a_log, const float *dt_bias, const float *norm_w,
                               const int32_t *items, int n_items, int n_k_heads, int n_v_heads,
                               float eps, int chunk_min_rows, int max_rows, float *ws,
-                              int ws_rows, cudaStream_t stream)
+                              int ws_rows, unsigned *norm_cnt, cudaStream_t stream)
 {
     if (!step_args_ok(out, state, state_stride, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w,
                       items, n_items, n_k_heads, n_v_heads) ||
@@ -789,7 +819,8 @@ int gdn_seq_step_chunked_cuda(float *out, float *state, int64_t state_stride, fl
         take.min_rows = 0; // no item long enough: the token-serial kernel alone
     const int64_t sstride = step_stride(state_stride, n_v_heads);
     int rc = run_serial(out, state, sstride, snap, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w,
-                        items, n_items, n_k_heads, n_v_heads, eps, 0, take, stream);
+                        items, n_items, n_k_heads, n_v_heads, eps, 0, take, norm_cnt,
+                        max_rows > 0 && max_rows <= GDN_SEQ_FUSE_ROWS, stream);
     if (rc < 0 || take.min_rows == 0)
         return rc;
     chunk_args ca;
@@ -831,6 +862,6 @@ int gdn_seq_step_chunked_cuda(float *out, float *state, int64_t state_stride, fl
         return rc;
     dim3 gn(CEIL_DIV(NORM_BLOCKS, n_items), n_items);
     kcuda_launch_pdl(gdn_seq_norm_kernel, gn, 256, 0, stream, out, z, norm_w, items, n_v_heads,
-                     eps, take, 1);
+                     eps, take, 1, 0);
     return kcuda_launch_status("gdn_seq_norm");
 }

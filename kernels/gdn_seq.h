@@ -33,6 +33,11 @@ extern "C" {
 
 #define GDN_SEQ_ITEM_INTS 4
 #define GDN_SEQ_HEAD_DIM 128
+/* norm_cnt (the step functions): NULL, or (n_items, n_v_heads) device counters, all 0 (and 0
+ * again after each call): with them the last of the tile blocks of an (item, value head) to
+ * finish normalises the head's rows of items with at most this many rows (decode and verify
+ * windows) instead of a second launch; the same bits either way. */
+#define GDN_SEQ_FUSE_ROWS 8
 
 /* out, x: (rows, channels); w: (channels, kc); state: (n_slots, channels, kc-1) oldest first,
  * updated in place; snap: (n_snap, channels, kc-1) or NULL; items: see above; max_rows: at least
@@ -66,7 +71,7 @@ int gdn_seq_step_cuda_tiles(float *out, float *state, int64_t state_stride, floa
                             const float *z, const float *a, const float *b, const float *a_log,
                             const float *dt_bias, const float *norm_w, const int32_t *items,
                             int n_items, int n_k_heads, int n_v_heads, float eps, int tiles,
-                            cudaStream_t stream);
+                            unsigned *norm_cnt, cudaStream_t stream);
 
 /* The chunked form for items of many rows (prefill): the same results as gdn_seq_step_cuda (to
  * fp32 rounding: a different order of operations) with the recurrence run a chunk of 64 rows at
@@ -83,7 +88,7 @@ int gdn_seq_step_chunked_cuda(float *out, float *state, int64_t state_stride, fl
                               const float *a_log, const float *dt_bias, const float *norm_w,
                               const int32_t *items, int n_items, int n_k_heads, int n_v_heads,
                               float eps, int chunk_min_rows, int max_rows, float *ws,
-                              int ws_rows, cudaStream_t stream);
+                              int ws_rows, unsigned *norm_cnt, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -175,22 +175,32 @@ static void run(const int *lens, int n_items, int hk, int hv, int kc, bool gpu)
         CHECK(ktest_compare("conv out", cout[2], cout[0], R * p.ch, 1e-5, 1e-4) == 0);
         CHECK(ktest_compare("conv state", cst[2], cst[0], ncs, 1e-5, 1e-4) == 0);
         CHECK(ktest_compare("conv snap", csnap[2], csnap[0], nsnap * win, 1e-5, 1e-4) == 0);
-        /* the step at every tile count (0: the launcher's choice), each from the same start:
-         * against the loop, and bit-identical to the first (1 tile) */
-        static const int tiles[] = { 1, 2, 4, 0 };
+        /* the step at every tile count (0: the launcher's choice), then 2 and 4 tiles with the
+         * fused norm's counters (items of up to GDN_SEQ_FUSE_ROWS rows normalised by the last
+         * tile block), each from the same start: against the loop, bit-identical to the first
+         * (1 tile), the counters back at 0 */
+        static const int tiles[] = { 1, 2, 4, 0, 2, 4 };
         float *o1 = malloc(R * vw * 4 + 4), *s1 = malloc(nss * 4), *n1 = malloc(nsnap * ss * 4);
         float *zsnap = calloc(nsnap * ss, 4); /* snapshot indices no row writes stay 0 */
-        for (int k = 0; k < 4; k++) {
+        unsigned *zcnt = calloc((size_t)n_items * hv + 1, sizeof(unsigned));
+        unsigned *dcnt = ktest_dev_from(zcnt, ((size_t)n_items * hv + 1) * sizeof(unsigned));
+        for (int k = 0; k < 6; k++) {
             float *dsst = ktest_dev_from(sst0, nss * 4), *dsout = ktest_dev_poison(R * vw + 1);
             float *dssnap = ktest_dev_from(zsnap, nsnap * ss * 4);
             CHECK_EQ_INT(gdn_seq_step_cuda_tiles(dsout, dsst, 0, dssnap, p.n_snap, dqkv, dz, da, db,
                                                  dalog, ddtb, dnw, ditems, n_items, hk, hv,
-                                                 1e-6f, tiles[k], 0),
+                                                 1e-6f, tiles[k], k >= 4 ? dcnt : NULL, 0),
                          0);
+            if (k >= 4) {
+                unsigned *cnt = malloc(((size_t)n_items * hv + 1) * sizeof(unsigned));
+                ktest_to_host(cnt, dcnt, ((size_t)n_items * hv + 1) * sizeof(unsigned));
+                CHECK(memcmp(cnt, zcnt, ((size_t)n_items * hv + 1) * sizeof(unsigned)) == 0);
+                free(cnt);
+            }
             ktest_to_host(sout[2], dsout, R * vw * 4);
             ktest_to_host(sst[2], dsst, nss * 4);
             ktest_to_host(ssnap[2], dssnap, nsnap * ss * 4);
-            snprintf(what, sizeof what, "step tiles=%d", tiles[k]);
+            snprintf(what, sizeof what, "step tiles=%d%s", tiles[k], k >= 4 ? " fused norm" : "");
             printf("%s\n", what);
             CHECK(ktest_compare("step out", sout[2], sout[0], R * vw, 1e-4, 1e-3) == 0);
             CHECK(ktest_compare("step S", sst[2], sst[0], nss, 3e-5, 3e-4) == 0);
@@ -206,7 +216,8 @@ static void run(const int *lens, int n_items, int hk, int hv, int kc, bool gpu)
             }
             ktest_free(dsst), ktest_free(dsout), ktest_free(dssnap);
         }
-        free(o1), free(s1), free(n1), free(zsnap);
+        free(o1), free(s1), free(n1), free(zsnap), free(zcnt);
+        ktest_free(dcnt);
         ktest_free(ditems), ktest_free(dx), ktest_free(dw), ktest_free(dcst), ktest_free(dcout);
         ktest_free(dcsnap);
         ktest_free(dqkv), ktest_free(dz), ktest_free(da), ktest_free(db), ktest_free(dalog);
@@ -269,19 +280,28 @@ static void chunked(const int *lens, int n_items, int hk, int hv, int min_rows,
     float *dnw = ktest_dev_from(nw, D * 4);
     float *dws = ktest_dev_poison(gdn_seq_chunk_ws_floats(rows, hv));
     float *zsn = calloc(nsn, 4);
+    /* pass 1 with the fused norm's counters, as the runner calls it (the short items' norm in
+     * the step kernel): the items it does not take bit for bit pass 0's */
+    unsigned *zcnt = calloc((size_t)n_items * hv, sizeof(unsigned)), *hcnt = NULL;
+    unsigned *dcnt = ktest_dev_from(zcnt, (size_t)n_items * hv * sizeof(unsigned));
     for (int pass = 0; pass < 2; pass++) { /* 0: token-serial, 1: chunked */
         float *dst = ktest_dev_from(st0, nss * 4), *dout = ktest_dev_poison(R * vw + 1);
         float *dsn = ktest_dev_from(zsn, nsn * 4);
         CHECK_EQ_INT(gdn_seq_step_chunked_cuda(dout, dst, 0, nsnap ? dsn : NULL, nsnap, dqkv, dz, da,
                                                db, dalog, ddtb, dnw, ditems, n_items, hk, hv,
                                                1e-6f, pass ? min_rows : 0, max_rows, dws, rows,
-                                               0),
+                                               pass ? dcnt : NULL, 0),
                      0);
         ktest_to_host(pass ? cout_ : gout, dout, R * vw * 4);
         ktest_to_host(pass ? cst : gst, dst, nss * 4);
         ktest_to_host(pass ? csn : gsn, dsn, nsn * 4);
         ktest_free(dst), ktest_free(dout), ktest_free(dsn);
     }
+    hcnt = malloc((size_t)n_items * hv * sizeof(unsigned));
+    ktest_to_host(hcnt, dcnt, (size_t)n_items * hv * sizeof(unsigned));
+    CHECK(memcmp(hcnt, zcnt, (size_t)n_items * hv * sizeof(unsigned)) == 0);
+    free(hcnt), free(zcnt);
+    ktest_free(dcnt);
     char what[128];
     snprintf(what, sizeof what, "chunked rows=%d items=%d hk=%d hv=%d min_rows=%d%s", rows,
              n_items, hk, hv, min_rows, extreme ? " extreme" : "");
@@ -312,7 +332,8 @@ static void chunked(const int *lens, int n_items, int hk, int hv, int min_rows,
         float *dsn = ktest_dev_from(zsn, nsn * 4);
         CHECK_EQ_INT(gdn_seq_step_chunked_cuda(dout, dst, (int64_t)sstr, nsnap ? dsn : NULL, nsnap,
                                                dqkv, dz, da, db, dalog, ddtb, dnw, ditems, n_items,
-                                               hk, hv, 1e-6f, min_rows, max_rows, dws, rows, 0),
+                                               hk, hv, 1e-6f, min_rows, max_rows, dws, rows, NULL,
+                                               0),
                      0);
         ktest_to_host(wout, dout, R * vw * 4);
         ktest_to_host(back, dst, nw_ * 4);
@@ -375,11 +396,17 @@ int main(void)
         chunked(c4, 1, 16, 32, 64, 0, false);
         chunked(c1, 6, 2, 4, 32, 0, true);
         chunked(c5, 3, 2, 4, 64, 0, false); /* 4 heads: the CPU reference of 32 took ~7 s */
+        /* decode rows and verify windows (at most GDN_SEQ_FUSE_ROWS rows: the fused norm, no
+         * norm launch), 4 and 2 tiles */
+        const int d1[] = { 1, 1, 1, 1 }, v4[] = { 4, 8, 1, 0 }, d9[] = { 1, 1, 1, 1, 1 };
+        chunked(d1, 4, 2, 4, 64, 0, false);
+        chunked(v4, 4, 16, 32, 64, 3u, false);
+        chunked(d9, 5, 16, 32, 64, 0, false); /* 160 pairs: 2 tiles */
     }
     CHECK_EQ_INT(gdn_seq_step_chunked_cuda((float *)8, (float *)8, 0, NULL, 0, (float *)8, (float *)8,
                                            (float *)8, (float *)8, (float *)8, (float *)8,
                                            (float *)8, (int32_t *)8, 1, 2, 4, 1e-6f, 64, 128, NULL,
-                                           128, 0),
+                                           128, NULL, 0),
                  ERR_INVAL);
     CHECK_EQ_INT(gdn_seq_step_cuda((float *)8, (float *)8, 0, NULL, 0, (float *)8, (float *)8,
                                    (float *)8, (float *)8, (float *)8, (float *)8, (float *)8,

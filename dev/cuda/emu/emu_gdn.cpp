@@ -91,19 +91,24 @@ static int run(const int *lens, int n_items, int hk, int hv, int kc, int cut)
     bad += cmp("conv out", gcout, rcout, R * ch, 1e-5, 1e-4, &e[0]);
     bad += cmp("conv state", gcst, rcst, n_slots * win, 1e-5, 1e-4, &e[1]);
     if (!nosnap) bad += cmp("conv snap", gcsn, rcsn, ns1 * win, 1e-5, 1e-4, &e[2]);
-    /* the step at every tile count (0: the launcher's choice): each against the reference, and
-     * tiles 2 and 4 bit-identical to 1 */
-    static const int tiles[] = {1, 2, 4, 0};
-    float *gsout[4], *gsst[4], *gssn[4];
-    size_t diff = 0;
-    std::string names;
-    for (int k = 0; k < 4; k++) {
+    /* the step at every tile count (0: the launcher's choice), then tiles 2 and 4 with the fused
+     * norm's counters (items of up to GDN_SEQ_FUSE_ROWS rows normalised by the last tile block,
+     * the longer ones by the norm kernel): each against the reference, every run bit-identical
+     * to tiles 1, the counters back at zero */
+    static const int tiles[] = {1, 2, 4, 0, 2, 4};
+    float *gsout[6], *gsst[6], *gssn[6];
+    size_t diff = 0, cnt_left = 0;
+    std::string names, fused_names;
+    unsigned *cnt = (unsigned *)calloc((size_t)n_items * hv + 1, sizeof(unsigned));
+    for (int k = 0; k < 6; k++) {
         gsout[k] = fill(R * vw, NAN, NAN), gsst[k] = dup(sst0, n_slots * ss);
         gssn[k] = nosnap ? NULL : dup(ssn0, ns1 * ss);
         g_emu_launched.clear();
         rc |= gdn_seq_step_cuda_tiles(gsout[k], gsst[k], 0, gssn[k], n_snap, rcout, z, a, b, alog, dtb, nw, ditems,
-                                      n_items, hk, hv, 1e-6f, tiles[k], 0);
+                                      n_items, hk, hv, 1e-6f, tiles[k], k >= 4 ? cnt : NULL, 0);
+        for (size_t i = 0; i < (size_t)n_items * hv; i++) cnt_left += cnt[i] != 0;
         if (k == 3) names = g_emu_launched;
+        if (k == 5) fused_names = g_emu_launched;
         bad += cmp("step out", gsout[k], rsout, R * vw, 1e-4, 1e-3, &e[3]);
         bad += cmp("step S", gsst[k], rsst, n_slots * ss, 3e-5, 3e-4, &e[4]);
         if (!nosnap) bad += cmp("step snap", gssn[k], rssn, ns1 * ss, 3e-5, 3e-4, &e[5]);
@@ -113,9 +118,13 @@ static int run(const int *lens, int n_items, int hk, int hv, int kc, int cut)
             diff += !nosnap && memcmp(gssn[k], gssn[0], ns1 * ss * 4) != 0;
         }
     }
-    /* the launcher's choice: more than one tile (so the norm kernel) below 264 (item, head) pairs */
+    /* the launcher's choice: more than one tile (so the norm kernel) below 264 (item, head) pairs;
+     * with counters through gdn_seq_step_cuda_tiles (the rows per item unknown to it) the norm
+     * kernel still runs, for the longer items */
     const bool auto_ok = names == (n_items * hv < 264 ? "gdn_seq_step_kernel<T>;gdn_seq_norm_kernel;"
-                                                      : "gdn_seq_step_kernel<T>;");
+                                                      : "gdn_seq_step_kernel<T>;") &&
+                         fused_names == "gdn_seq_step_kernel<T>;gdn_seq_norm_kernel;";
+    free(cnt);
     /* untouched: slots of no item (and of empty items), and the snapshot marker where no row wrote */
     size_t moved = 0;
     for (int s = 0; s < n_slots; s++) {
@@ -123,14 +132,15 @@ static int run(const int *lens, int n_items, int hk, int hv, int kc, int cut)
         for (int i = 0; i < n_items; i++) used |= items[(size_t)i * GDN_SEQ_ITEM_INTS + 2] == s && lens[i] > 0;
         if (!used) {
             moved += memcmp(gcst + s * win, cst0 + s * win, win * 4) != 0;
-            for (int k = 0; k < 4; k++) moved += memcmp(gsst[k] + s * ss, sst0 + s * ss, ss * 4) != 0;
+            for (int k = 0; k < 6; k++) moved += memcmp(gsst[k] + s * ss, sst0 + s * ss, ss * 4) != 0;
         }
     }
     printf("gdn_seq emu items=%d rows=%zu hk=%d hv=%d kc=%d n_snap=%d%s: max_err conv out/state/snap=%.2g/%.2g/%.2g "
-           "step out/S/snap=%.2g/%.2g/%.2g (tiles 1/2/4/auto) bad=%zu untouched_changed=%zu tiles_differ=%zu auto=%s rc=%d %s\n",
-           n_items, R, hk, hv, kc, n_snap, nosnap ? "(NULL)" : "", e[0], e[1], e[2], e[3], e[4], e[5], bad, moved, diff, names.c_str(), rc,
-           bad || moved || diff || !auto_ok || rc ? "FAIL" : "ok");
-    return bad || moved || diff || !auto_ok || rc;
+           "step out/S/snap=%.2g/%.2g/%.2g (tiles 1/2/4/auto/2+fused/4+fused) bad=%zu untouched_changed=%zu tiles_differ=%zu "
+           "counters_left=%zu auto=%s rc=%d %s\n",
+           n_items, R, hk, hv, kc, n_snap, nosnap ? "(NULL)" : "", e[0], e[1], e[2], e[3], e[4], e[5], bad, moved, diff, cnt_left,
+           names.c_str(), rc, bad || moved || diff || cnt_left || !auto_ok || rc ? "FAIL" : "ok");
+    return bad || moved || diff || cnt_left || !auto_ok || rc;
 }
 
 /* The chunked form (gdn_seq_step_chunked_cuda) against the reference: items of lens[i] rows,
@@ -175,8 +185,15 @@ static int run_chunked(const int *lens, int n_items, int hk, int hv, int min_row
     float *ws = fill(wsf, NAN, NAN);
     float *cout_ = fill(R * vw, NAN, NAN), *cst = dup(sst0, n_slots * ss), *csn = dup(ssn0, ns1 * ss);
     g_emu_launched.clear();
+    /* with the fused norm's counters, as the runner calls it */
+    unsigned *cnt = (unsigned *)calloc((size_t)n_items * hv, sizeof(unsigned));
     rc |= gdn_seq_step_chunked_cuda(cout_, cst, 0, csn, n_snap, qkv, z, a, b, alog, dtb, nw, ditems, n_items, hk, hv,
-                                    1e-6f, min_rows, max_rows, ws, rows, 0);
+                                    1e-6f, min_rows, max_rows, ws, rows, cnt, 0);
+    for (size_t i = 0; i < (size_t)n_items * hv; i++) rc |= cnt[i] != 0;
+    free(cnt);
+    /* items of at most GDN_SEQ_FUSE_ROWS rows: normalised by the step kernel, no norm launch */
+    const bool fuse_ok = max_rows > GDN_SEQ_FUSE_ROWS ||
+                         g_emu_launched.find("gdn_seq_norm_kernel") == std::string::npos;
     const bool chunk_ran = g_emu_launched.find("gdn_chunk_prep_kernel;gdn_chunk_state_kernel;") != std::string::npos;
     double e[3] = {0, 0, 0};
     size_t bad = cmp("chunked out", cout_, rout, R * vw, 1e-4, 1e-3, &e[0]);
@@ -190,7 +207,7 @@ static int run_chunked(const int *lens, int n_items, int hk, int hv, int min_row
         same += memcmp(cst + (size_t)it[2] * ss, sst + (size_t)it[2] * ss, ss * 4) != 0;
     }
     if (n_snap) same += memcmp(csn, ssn, ns1 * ss * 4) != 0;
-    const bool f = bad || same || rc || chunk_ran != (taken > 0);
+    const bool f = bad || same || rc || chunk_ran != (taken > 0) || !fuse_ok;
     printf("gdn_seq emu chunked items=%d rows=%zu hk=%d hv=%d min_rows=%d taken=%d%s: max_err out/S/snap=%.2g/%.2g/%.2g "
            "bad=%zu serial_items_differ=%zu launched=%s rc=%d %s\n", n_items, R, hk, hv, min_rows, taken,
            extreme ? " extreme" : "", e[0], e[1], e[2], bad, same, g_emu_launched.c_str(), rc, f ? "FAIL" : "ok");
@@ -246,9 +263,9 @@ static int run_strided(const int *lens, int n_items, int hk, int hv, int kc, int
             rc |= gdn_seq_conv_cuda(co, cs, 0, cn, nsnap, x, w, ditems, n_items, rows, ch, kc, 0);
             rc |= gdn_seq_conv_cuda(co2, cs2, (int64_t)cstr, cn2, nsnap, x, w, ditems, n_items, rows, ch, kc, 0);
             rc |= gdn_seq_step_chunked_cuda(so, sst, 0, sn, nsnap, co, z, a, b, alog, dtb, nw, ditems, n_items, hk, hv,
-                                            1e-6f, min_rows, max_rows, ws, rows, 0);
+                                            1e-6f, min_rows, max_rows, ws, rows, NULL, 0);
             rc |= gdn_seq_step_chunked_cuda(so2, sst2, (int64_t)sstr, sn2, nsnap, co, z, a, b, alog, dtb, nw, ditems,
-                                            n_items, hk, hv, 1e-6f, min_rows, max_rows, ws, rows, 0);
+                                            n_items, hk, hv, 1e-6f, min_rows, max_rows, ws, rows, NULL, 0);
         }
         diff += memcmp(co, co2, R * ch * 4) != 0;
         diff += memcmp(cn, cn2, ns1 * win * 4) != 0;
@@ -300,6 +317,9 @@ int main(int argc, char **argv)
         f += run_chunked(c2, 1, 2, 4, 16, 0, true);
         f += run_chunked(c3, 3, 2, 2, 1, 0x1u, false);       /* min 1: every item without snapshots */
         f += run_chunked(c3, 3, 2, 2, 0, 0, false);          /* min 0: nothing taken */
+        static const int d1[] = {1, 1, 1, 1}, v4[] = {4, 8, 1, 0}; /* decode, verify windows */
+        f += run_chunked(d1, 4, 2, 4, 64, 0, false);         /* 2 x 2 tiles: the fused norm */
+        f += run_chunked(v4, 4, 16, 32, 64, 0x3u, false);    /* 128 pairs: 4 tiles, snapshots */
         if (!quick) {
             static const int c4[] = {130};
             f += run_chunked(c4, 1, 16, 32, 64, 0, false);
@@ -322,9 +342,9 @@ int main(int argc, char **argv)
     inval += gdn_seq_conv_cuda(p, p, 0, NULL, 0, p, p, ip, 1, 1, 16, 9, 0) == ERR_INVAL;
     inval += gdn_seq_conv_cuda(p, p, 0, NULL, 0, p, p, ip, 65536, 1, 16, 4, 0) == ERR_INVAL;
     inval += gdn_seq_conv_cuda(p, p, 0, NULL, 0, p, p, ip, 0, 1, 16, 4, 0) == 0;
-    inval += gdn_seq_step_cuda_tiles(p, p, 0, NULL, 0, p, p, p, p, p, p, p, ip, 1, 2, 4, 1e-6f, 3, 0) == ERR_INVAL;
-    inval += gdn_seq_step_chunked_cuda(p, p, 0, NULL, 0, p, p, p, p, p, p, p, ip, 1, 2, 4, 1e-6f, 64, 128, NULL, 128, 0) == ERR_INVAL;
-    inval += gdn_seq_step_chunked_cuda(p, p, 0, NULL, 0, p, p, p, p, p, p, p, ip, 1, 2, 4, 1e-6f, 64, 128, (float *)4, 128, 0) == ERR_INVAL;
+    inval += gdn_seq_step_cuda_tiles(p, p, 0, NULL, 0, p, p, p, p, p, p, p, ip, 1, 2, 4, 1e-6f, 3, NULL, 0) == ERR_INVAL;
+    inval += gdn_seq_step_chunked_cuda(p, p, 0, NULL, 0, p, p, p, p, p, p, p, ip, 1, 2, 4, 1e-6f, 64, 128, NULL, 128, NULL, 0) == ERR_INVAL;
+    inval += gdn_seq_step_chunked_cuda(p, p, 0, NULL, 0, p, p, p, p, p, p, p, ip, 1, 2, 4, 1e-6f, 64, 128, (float *)4, 128, NULL, 0) == ERR_INVAL;
     printf("gdn_seq emu launcher checks: %d/7 ok, refused launches=%d\n", inval, g_emu_bad_launches);
     f += inval != 7 || g_emu_bad_launches != 0;
     printf("failures=%d\n", f);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cuda_runtime.h"
+#include "common/err.h"
 #include "argmax.h"
 #include "attn_decode.h"
 #include "attn_prefill.h"
@@ -153,8 +154,15 @@ size_t gdn_seq_chunk_ws_floats(int rows, int hv) { (void)rows; (void)hv; return 
 int gdn_seq_step_chunked_cuda(float *out, float *state, int64_t sst, float *snap, int ns, const float *qkv, const float *z,
                               const float *a, const float *b, const float *al, const float *dt, const float *nw,
                               const int32_t *it, int ni, int hk, int hv, float eps, int cmin, int mr, float *ws,
-                              int wr, cudaStream_t s)
-{ (void)cmin; (void)mr; (void)ws; (void)wr; (void)s; return gdn_seq_step_ref(out, state, sst, snap, ns, qkv, z, a, b, al, dt, nw, it, ni, hk, hv, eps); }
+                              int wr, unsigned *cnt, cudaStream_t s)
+{
+    (void)cmin; (void)mr; (void)ws; (void)wr; (void)s;
+    /* the fused norm's counters: (ni, hv), all zero between launches (ASan: sized for them) */
+    for (int64_t i = 0; cnt && i < (int64_t)ni * hv; i++)
+        if (cnt[i])
+            return ERR_INVAL;
+    return gdn_seq_step_ref(out, state, sst, snap, ns, qkv, z, a, b, al, dt, nw, it, ni, hk, hv, eps);
+}
 int logit_proc_cuda(float *l, int B, int V, const struct logit_proc_row *rows, const int32_t *bi, const float *bv,
                     const uint32_t *ban, const uint32_t *allow, cudaStream_t s)
 { (void)s; return logit_proc_ref(l, B, V, rows, bi, bv, ban, allow); }

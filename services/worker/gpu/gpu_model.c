@@ -622,6 +622,7 @@ static int alloc_acts(struct gpu_model *g, char *err, size_t errlen)
     g->sh_w = act(g, B * 2);
     g->sh_ids = (int32_t *)act(g, B * 2);
     g->router_counter = (unsigned *)act(g, 1);
+    g->gdn_norm_cnt = (unsigned *)act(g, (int64_t)g->o.n_slots * g->hv);
     /* the expert kernels' scratch, also the chunked GDN recurrence's (gdn_mixer: used before
      * the layer's MoE block on the same stream) */
     size_t ws = gpu_experts_ws_floats((int)B, g->K + 1, g->E + 1, g->I, g->H);
@@ -637,11 +638,12 @@ static int alloc_acts(struct gpu_model *g, char *err, size_t errlen)
         !g->go || (g->gdn_pad && (!g->qkv_p || !g->z_p || !g->o_p)) || !g->qg || !g->q ||
         !g->gate || !g->k || !g->v || !g->ao || !g->attn_ws || !g->moe_logits || !g->moe_w ||
         !g->moe_ids || !g->sh_logits || !g->sh_w || !g->sh_ids || !g->router_counter ||
-        !g->moe_ws || !g->xl ||
+        !g->gdn_norm_cnt || !g->moe_ws || !g->xl ||
         !g->logits || !g->argmax_ids || !g->d_in)
         return fail(err, errlen, ERR_NOMEM, "activations", "cudaMalloc failed");
     /* moe_router_cuda's counter starts at 0 and every launch leaves it there */
-    if (cudaMemset(g->router_counter, 0, sizeof(unsigned)))
+    if (cudaMemset(g->router_counter, 0, sizeof(unsigned)) ||
+        cudaMemset(g->gdn_norm_cnt, 0, sizeof(unsigned) * (size_t)g->o.n_slots * (size_t)g->hv))
         return fail(err, errlen, ERR_CUDA, "activations", "cudaMemset failed");
     /* the padded GDN buffers keep zeros in the pad lanes forever */
     if (g->gdn_pad &&
