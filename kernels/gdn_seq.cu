@@ -250,11 +250,10 @@ stage_rows(step_smem<T> &sm, const float *qkv, const float *z, const float *a, c
 template <int T>
 __global__ void __launch_bounds__(HEAD_THREADS / T, T)
     gdn_seq_step_kernel(float *out, float *state, int64_t sstride, float *snap, int n_snap,
-                        const float *qkv,
-                        const float *z, const float *a, const float *b, const float *a_log,
-                        const float *dt_bias, const float *norm_w, const int32_t *items,
-                        int n_k_heads, int n_v_heads, float eps, struct chunk_take take,
-                        unsigned *cnt)
+                        const float *qkv, const float *z, const float *a, const float *b,
+                        const float *a_log, const float *dt_bias, const float *norm_w,
+                        const int32_t *items, int n_k_heads, int n_v_heads, float eps,
+                        struct chunk_take take, unsigned *cnt)
 {
     kcuda_pdl_enter();
     constexpr int COLS = D / T, NW = COLS * LANES / 32, CH = step_smem<T>::CH;
@@ -702,16 +701,15 @@ static int auto_tiles(int n_items, int n_v_heads)
 
 template <int T>
 static void launch_step(float *out, float *state, int64_t sstride, float *snap, int n_snap,
-                        const float *qkv,
-                        const float *z, const float *a, const float *b, const float *a_log,
-                        const float *dt_bias, const float *norm_w, const int32_t *items,
-                        int n_items, int n_k_heads, int n_v_heads, float eps, chunk_take take,
-                        unsigned *cnt, cudaStream_t stream)
+                        const float *qkv, const float *z, const float *a, const float *b,
+                        const float *a_log, const float *dt_bias, const float *norm_w,
+                        const int32_t *items, int n_items, int n_k_heads, int n_v_heads, float eps,
+                        chunk_take take, unsigned *cnt, cudaStream_t stream)
 {
     dim3 grid(n_v_heads * T, n_items);
-    kcuda_launch_pdl(gdn_seq_step_kernel<T>, grid, HEAD_THREADS / T, 0, stream, out, state,
-                     sstride, snap, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w, items, n_k_heads, n_v_heads,
-                     eps, take, cnt);
+    kcuda_launch_pdl(gdn_seq_step_kernel<T>, grid, HEAD_THREADS / T, 0, stream, out, state, sstride,
+                     snap, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w, items, n_k_heads,
+                     n_v_heads, eps, take, cnt);
 }
 
 static bool step_args_ok(float *out, float *state, int64_t state_stride, int n_snap,
@@ -736,23 +734,23 @@ static int64_t step_stride(int64_t state_stride, int n_v_heads)
  * the fused norm's counters or NULL; short: every item has at most GDN_SEQ_FUSE_ROWS rows (no
  * norm launch with cnt). */
 static int run_serial(float *out, float *state, int64_t sstride, float *snap, int n_snap,
-                      const float *qkv,
-                      const float *z, const float *a, const float *b, const float *a_log,
-                      const float *dt_bias, const float *norm_w, const int32_t *items,
-                      int n_items, int n_k_heads, int n_v_heads, float eps, int tiles,
-                      chunk_take take, unsigned *cnt, bool short_items, cudaStream_t stream)
+                      const float *qkv, const float *z, const float *a, const float *b,
+                      const float *a_log, const float *dt_bias, const float *norm_w,
+                      const int32_t *items, int n_items, int n_k_heads, int n_v_heads, float eps,
+                      int tiles, chunk_take take, unsigned *cnt, bool short_items,
+                      cudaStream_t stream)
 {
     if (tiles == 0)
         tiles = auto_tiles(n_items, n_v_heads);
     if (tiles == 1)
-        launch_step<1>(out, state, sstride, snap, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w, items,
-                       n_items, n_k_heads, n_v_heads, eps, take, NULL, stream);
+        launch_step<1>(out, state, sstride, snap, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w,
+                       items, n_items, n_k_heads, n_v_heads, eps, take, NULL, stream);
     else if (tiles == 2)
-        launch_step<2>(out, state, sstride, snap, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w, items,
-                       n_items, n_k_heads, n_v_heads, eps, take, cnt, stream);
+        launch_step<2>(out, state, sstride, snap, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w,
+                       items, n_items, n_k_heads, n_v_heads, eps, take, cnt, stream);
     else
-        launch_step<4>(out, state, sstride, snap, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w, items,
-                       n_items, n_k_heads, n_v_heads, eps, take, cnt, stream);
+        launch_step<4>(out, state, sstride, snap, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w,
+                       items, n_items, n_k_heads, n_v_heads, eps, take, cnt, stream);
     int rc = kcuda_launch_status("gdn_seq_step");
     if (rc < 0 || tiles == 1 || (cnt && short_items))
         return rc;
@@ -762,12 +760,11 @@ static int run_serial(float *out, float *state, int64_t sstride, float *snap, in
     return kcuda_launch_status("gdn_seq_norm");
 }
 
-int gdn_seq_step_cuda_tiles(float *out, float *state, int64_t state_stride, float *snap,
-                            int n_snap, const float *qkv,
-                            const float *z, const float *a, const float *b, const float *a_log,
-                            const float *dt_bias, const float *norm_w, const int32_t *items,
-                            int n_items, int n_k_heads, int n_v_heads, float eps, int tiles,
-                            unsigned *norm_cnt, cudaStream_t stream)
+int gdn_seq_step_cuda_tiles(float *out, float *state, int64_t state_stride, float *snap, int n_snap,
+                            const float *qkv, const float *z, const float *a, const float *b,
+                            const float *a_log, const float *dt_bias, const float *norm_w,
+                            const int32_t *items, int n_items, int n_k_heads, int n_v_heads,
+                            float eps, int tiles, unsigned *norm_cnt, cudaStream_t stream)
 {
     if (!step_args_ok(out, state, state_stride, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w,
                       items, n_items, n_k_heads, n_v_heads) ||
@@ -776,8 +773,8 @@ int gdn_seq_step_cuda_tiles(float *out, float *state, int64_t state_stride, floa
     if (n_items == 0)
         return 0;
     const chunk_take none = {0, 0, 0};
-    return run_serial(out, state, step_stride(state_stride, n_v_heads), snap, n_snap, qkv, z, a,
-                      b, a_log, dt_bias, norm_w, items, n_items, n_k_heads, n_v_heads, eps, tiles,
+    return run_serial(out, state, step_stride(state_stride, n_v_heads), snap, n_snap, qkv, z, a, b,
+                      a_log, dt_bias, norm_w, items, n_items, n_k_heads, n_v_heads, eps, tiles,
                       none, norm_cnt, false, stream);
 }
 
@@ -798,10 +795,10 @@ size_t gdn_seq_chunk_ws_floats(int rows, int n_v_heads)
 }
 
 int gdn_seq_step_chunked_cuda(float *out, float *state, int64_t state_stride, float *snap,
-                              int n_snap, const float *qkv, const float *z, const float *a, const float *b,
-                              const float *a_log, const float *dt_bias, const float *norm_w,
-                              const int32_t *items, int n_items, int n_k_heads, int n_v_heads,
-                              float eps, int chunk_min_rows, int max_rows, float *ws,
+                              int n_snap, const float *qkv, const float *z, const float *a,
+                              const float *b, const float *a_log, const float *dt_bias,
+                              const float *norm_w, const int32_t *items, int n_items, int n_k_heads,
+                              int n_v_heads, float eps, int chunk_min_rows, int max_rows, float *ws,
                               int ws_rows, unsigned *norm_cnt, cudaStream_t stream)
 {
     if (!step_args_ok(out, state, state_stride, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w,
@@ -861,7 +858,7 @@ int gdn_seq_step_chunked_cuda(float *out, float *state, int64_t state_stride, fl
     if ((rc = kcuda_launch_status("gdn_chunk_state")) < 0)
         return rc;
     dim3 gn(CEIL_DIV(NORM_BLOCKS, n_items), n_items);
-    kcuda_launch_pdl(gdn_seq_norm_kernel, gn, 256, 0, stream, out, z, norm_w, items, n_v_heads,
-                     eps, take, 1, 0);
+    kcuda_launch_pdl(gdn_seq_norm_kernel, gn, 256, 0, stream, out, z, norm_w, items, n_v_heads, eps,
+                     take, 1, 0);
     return kcuda_launch_status("gdn_seq_norm");
 }

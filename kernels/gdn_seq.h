@@ -67,11 +67,11 @@ int gdn_seq_step_ref(float *out, float *state, int64_t state_stride, float *snap
  * blocks per (item, value head), or 0 (what gdn_seq_step_cuda does: 4 when n_items * n_v_heads
  * is below 132, an H200's SM count, 2 below 264, else 1). Every tile count gives the same bits.
  * Returns ERR_INVAL for another tiles value, else as gdn_seq_step_cuda. */
-int gdn_seq_step_cuda_tiles(float *out, float *state, int64_t state_stride, float *snap, int n_snap, const float *qkv,
-                            const float *z, const float *a, const float *b, const float *a_log,
-                            const float *dt_bias, const float *norm_w, const int32_t *items,
-                            int n_items, int n_k_heads, int n_v_heads, float eps, int tiles,
-                            unsigned *norm_cnt, cudaStream_t stream);
+int gdn_seq_step_cuda_tiles(float *out, float *state, int64_t state_stride, float *snap, int n_snap,
+                            const float *qkv, const float *z, const float *a, const float *b,
+                            const float *a_log, const float *dt_bias, const float *norm_w,
+                            const int32_t *items, int n_items, int n_k_heads, int n_v_heads,
+                            float eps, int tiles, unsigned *norm_cnt, cudaStream_t stream);
 
 /* The chunked form for items of many rows (prefill): the same results as gdn_seq_step_cuda (to
  * fp32 rounding: a different order of operations) with the recurrence run a chunk of 64 rows at
@@ -83,11 +83,11 @@ int gdn_seq_step_cuda_tiles(float *out, float *state, int64_t state_stride, floa
  * floats, 16-byte aligned, as is out. chunk_min_rows <= 0 (or max_rows below it): exactly
  * gdn_seq_step_cuda, ws unused. Returns 0, ERR_INVAL, ERR_CUDA. */
 size_t gdn_seq_chunk_ws_floats(int rows, int n_v_heads);
-int gdn_seq_step_chunked_cuda(float *out, float *state, int64_t state_stride, float *snap, int n_snap,
-                              const float *qkv, const float *z, const float *a, const float *b,
-                              const float *a_log, const float *dt_bias, const float *norm_w,
-                              const int32_t *items, int n_items, int n_k_heads, int n_v_heads,
-                              float eps, int chunk_min_rows, int max_rows, float *ws,
+int gdn_seq_step_chunked_cuda(float *out, float *state, int64_t state_stride, float *snap,
+                              int n_snap, const float *qkv, const float *z, const float *a,
+                              const float *b, const float *a_log, const float *dt_bias,
+                              const float *norm_w, const int32_t *items, int n_items, int n_k_heads,
+                              int n_v_heads, float eps, int chunk_min_rows, int max_rows, float *ws,
                               int ws_rows, unsigned *norm_cnt, cudaStream_t stream);
 
 #ifdef __cplusplus

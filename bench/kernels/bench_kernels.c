@@ -275,8 +275,8 @@ static void run_gdn_chunk(void *p)
 {
     struct gdn_arg *g = p;
     gdn_seq_step_chunked_cuda(g->out, g->st, 0, NULL, 0, g->qkv, g->z, g->a, g->b, g->alog, g->dtb,
-                              g->nw, g->items, g->n_items, 16, 32, 1e-6f, g->tiles, g->n_seq,
-                              g->ws, g->ws_rows, NULL, 0);
+                              g->nw, g->items, g->n_items, 16, 32, 1e-6f, g->tiles, g->n_seq, g->ws,
+                              g->ws_rows, NULL, 0);
 }
 
 /* token-serial (chunk_min_rows 0) vs chunked (1: every item without snapshots) for n_items items:

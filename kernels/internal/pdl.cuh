@@ -9,10 +9,10 @@
  * between them is a kcuda_pdl_enter kernel whose every block calls it (or a plain launch): a
  * grid is placed only once the one before has passed its enter, which returned only after the
  * one before that had completed. The stream kernel's COMBINE launch (routed experts' down) reads
- * the router's expert ids that way, past the gate_up launch between them (nvfp4_stream.cuh). In a CUDA graph captured from
- * such launches the edges are programmatic (gpu_graph.c can turn them back into full ones).
- * Without the launch attribute, or below sm_90, kcuda_pdl_enter does nothing. The CUDA emulator
- * (dev/cuda/emu/gen_inc.py) runs the launches as plain ones. */
+ * the router's expert ids that way, past the gate_up launch between them (nvfp4_stream.cuh). In a
+ * CUDA graph captured from such launches the edges are programmatic (gpu_graph.c can turn them back
+ * into full ones). Without the launch attribute, or below sm_90, kcuda_pdl_enter does nothing. The
+ * CUDA emulator (dev/cuda/emu/gen_inc.py) runs the launches as plain ones. */
 #pragma once
 
 #include <cuda_runtime.h>

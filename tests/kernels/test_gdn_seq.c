@@ -179,7 +179,7 @@ static void run(const int *lens, int n_items, int hk, int hv, int kc, bool gpu)
          * fused norm's counters (items of up to GDN_SEQ_FUSE_ROWS rows normalised by the last
          * tile block), each from the same start: against the loop, bit-identical to the first
          * (1 tile), the counters back at 0 */
-        static const int tiles[] = { 1, 2, 4, 0, 2, 4 };
+        static const int tiles[] = {1, 2, 4, 0, 2, 4};
         float *o1 = malloc(R * vw * 4 + 4), *s1 = malloc(nss * 4), *n1 = malloc(nsnap * ss * 4);
         float *zsnap = calloc(nsnap * ss, 4); /* snapshot indices no row writes stay 0 */
         unsigned *zcnt = calloc((size_t)n_items * hv + 1, sizeof(unsigned));
@@ -188,8 +188,8 @@ static void run(const int *lens, int n_items, int hk, int hv, int kc, bool gpu)
             float *dsst = ktest_dev_from(sst0, nss * 4), *dsout = ktest_dev_poison(R * vw + 1);
             float *dssnap = ktest_dev_from(zsnap, nsnap * ss * 4);
             CHECK_EQ_INT(gdn_seq_step_cuda_tiles(dsout, dsst, 0, dssnap, p.n_snap, dqkv, dz, da, db,
-                                                 dalog, ddtb, dnw, ditems, n_items, hk, hv,
-                                                 1e-6f, tiles[k], k >= 4 ? dcnt : NULL, 0),
+                                                 dalog, ddtb, dnw, ditems, n_items, hk, hv, 1e-6f,
+                                                 tiles[k], k >= 4 ? dcnt : NULL, 0),
                          0);
             if (k >= 4) {
                 unsigned *cnt = malloc(((size_t)n_items * hv + 1) * sizeof(unsigned));
@@ -287,8 +287,8 @@ static void chunked(const int *lens, int n_items, int hk, int hv, int min_rows,
     for (int pass = 0; pass < 2; pass++) { /* 0: token-serial, 1: chunked */
         float *dst = ktest_dev_from(st0, nss * 4), *dout = ktest_dev_poison(R * vw + 1);
         float *dsn = ktest_dev_from(zsn, nsn * 4);
-        CHECK_EQ_INT(gdn_seq_step_chunked_cuda(dout, dst, 0, nsnap ? dsn : NULL, nsnap, dqkv, dz, da,
-                                               db, dalog, ddtb, dnw, ditems, n_items, hk, hv,
+        CHECK_EQ_INT(gdn_seq_step_chunked_cuda(dout, dst, 0, nsnap ? dsn : NULL, nsnap, dqkv, dz,
+                                               da, db, dalog, ddtb, dnw, ditems, n_items, hk, hv,
                                                1e-6f, pass ? min_rows : 0, max_rows, dws, rows,
                                                pass ? dcnt : NULL, 0),
                      0);
@@ -398,15 +398,15 @@ int main(void)
         chunked(c5, 3, 2, 4, 64, 0, false); /* 4 heads: the CPU reference of 32 took ~7 s */
         /* decode rows and verify windows (at most GDN_SEQ_FUSE_ROWS rows: the fused norm, no
          * norm launch), 4 and 2 tiles */
-        const int d1[] = { 1, 1, 1, 1 }, v4[] = { 4, 8, 1, 0 }, d9[] = { 1, 1, 1, 1, 1 };
+        const int d1[] = {1, 1, 1, 1}, v4[] = {4, 8, 1, 0}, d9[] = {1, 1, 1, 1, 1};
         chunked(d1, 4, 2, 4, 64, 0, false);
         chunked(v4, 4, 16, 32, 64, 3u, false);
         chunked(d9, 5, 16, 32, 64, 0, false); /* 160 pairs: 2 tiles */
     }
-    CHECK_EQ_INT(gdn_seq_step_chunked_cuda((float *)8, (float *)8, 0, NULL, 0, (float *)8, (float *)8,
+    CHECK_EQ_INT(gdn_seq_step_chunked_cuda((float *)8, (float *)8, 0, NULL, 0, (float *)8,
                                            (float *)8, (float *)8, (float *)8, (float *)8,
-                                           (float *)8, (int32_t *)8, 1, 2, 4, 1e-6f, 64, 128, NULL,
-                                           128, NULL, 0),
+                                           (float *)8, (float *)8, (int32_t *)8, 1, 2, 4, 1e-6f, 64,
+                                           128, NULL, 128, NULL, 0),
                  ERR_INVAL);
     CHECK_EQ_INT(gdn_seq_step_cuda((float *)8, (float *)8, 0, NULL, 0, (float *)8, (float *)8,
                                    (float *)8, (float *)8, (float *)8, (float *)8, (float *)8,

@@ -76,11 +76,10 @@ static int gdn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_
      * idle until this layer's MoE block (same stream) */
     const int chunk = g->disp.gdn_chunk_rows;
     if (!g->gdn_pad) {
-        TRY(gdn_seq_step_chunked_cuda(g->go, L->ssm, g->o.state_in_pool ? g->state_stride : 0,
-                                      L->ssm_snap, g->n_snap, g->mix, g->gz, g->ga, g->gb, L->a_log,
-                                      L->dt_bias, L->gnorm, items, p->items, g->hk, g->hv,
-                                      g->gdn_eps, chunk, p->max_n, g->moe_ws, g->R,
-                                      g->gdn_norm_cnt, st));
+        TRY(gdn_seq_step_chunked_cuda(
+            g->go, L->ssm, g->o.state_in_pool ? g->state_stride : 0, L->ssm_snap, g->n_snap, g->mix,
+            g->gz, g->ga, g->gb, L->a_log, L->dt_bias, L->gnorm, items, p->items, g->hk, g->hv,
+            g->gdn_eps, chunk, p->max_n, g->moe_ws, g->R, g->gdn_norm_cnt, st));
     } else {
         const int D = GPU_GDN_D, wp = (2 * g->hk + g->hv) * D;
         if (g->dk == g->dv) {
@@ -95,11 +94,10 @@ static int gdn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_
             }
         }
         TRY(copy2d(g, g->z_p, D, g->gz, g->dv, g->dv, (int64_t)n * g->hv));
-        TRY(gdn_seq_step_chunked_cuda(g->o_p, L->ssm, g->o.state_in_pool ? g->state_stride : 0,
-                                      L->ssm_snap, g->n_snap, g->qkv_p, g->z_p, g->ga, g->gb,
-                                      L->a_log, L->dt_bias, L->gnorm, items, p->items, g->hk, g->hv,
-                                      g->gdn_eps, chunk, p->max_n, g->moe_ws, g->R,
-                                      g->gdn_norm_cnt, st));
+        TRY(gdn_seq_step_chunked_cuda(
+            g->o_p, L->ssm, g->o.state_in_pool ? g->state_stride : 0, L->ssm_snap, g->n_snap,
+            g->qkv_p, g->z_p, g->ga, g->gb, L->a_log, L->dt_bias, L->gnorm, items, p->items, g->hk,
+            g->hv, g->gdn_eps, chunk, p->max_n, g->moe_ws, g->R, g->gdn_norm_cnt, st));
         TRY(copy2d(g, g->go, g->dv, g->o_p, D, g->dv, (int64_t)n * g->hv));
     }
     return gpu_linear(g, g->y, &L->out, g->go, n);

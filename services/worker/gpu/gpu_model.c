@@ -634,12 +634,11 @@ static int alloc_acts(struct gpu_model *g, char *err, size_t errlen)
     g->logits = act(g, L * g->V);
     g->argmax_ids = (int32_t *)act(g, L);
     g->d_in = (int32_t *)act(g, gpu_in_count(g));
-    if (!g->h || !g->x || !g->y || !g->mix_raw || !g->mix || !g->gz || !g->ga || !g->gb ||
-        !g->go || (g->gdn_pad && (!g->qkv_p || !g->z_p || !g->o_p)) || !g->qg || !g->q ||
-        !g->gate || !g->k || !g->v || !g->ao || !g->attn_ws || !g->moe_logits || !g->moe_w ||
-        !g->moe_ids || !g->sh_logits || !g->sh_w || !g->sh_ids || !g->router_counter ||
-        !g->gdn_norm_cnt || !g->moe_ws || !g->xl ||
-        !g->logits || !g->argmax_ids || !g->d_in)
+    if (!g->h || !g->x || !g->y || !g->mix_raw || !g->mix || !g->gz || !g->ga || !g->gb || !g->go ||
+        (g->gdn_pad && (!g->qkv_p || !g->z_p || !g->o_p)) || !g->qg || !g->q || !g->gate || !g->k ||
+        !g->v || !g->ao || !g->attn_ws || !g->moe_logits || !g->moe_w || !g->moe_ids ||
+        !g->sh_logits || !g->sh_w || !g->sh_ids || !g->router_counter || !g->gdn_norm_cnt ||
+        !g->moe_ws || !g->xl || !g->logits || !g->argmax_ids || !g->d_in)
         return fail(err, errlen, ERR_NOMEM, "activations", "cudaMalloc failed");
     /* moe_router_cuda's counter starts at 0 and every launch leaves it there */
     if (cudaMemset(g->router_counter, 0, sizeof(unsigned)) ||
