@@ -5,10 +5,14 @@
  *
  * The tiny geometry (as tests/unit/services/test_sched_wk_kv.c works it out): 1 full-attention
  * layer of 2 KV heads x 32; 16-token blocks; GDN state 14,592 B per sequence; max_model_len 4096.
- *   bf16 K/V: 256 B/token, 4,096 B/block; 8 MiB, 16 seqs -> 16 slots, (8,388,608 - 16 x 14,592)
- *     / 4,096 = 1,991 blocks; 1 MiB is refused (one sequence = 1,063,168 B).
- *   fp8 K/V: 128 B/token, 2,048 B/block; 8 MiB -> (8,388,608 - 233,472) / 2,048 = 3,982 blocks;
- *     1 MiB now fits one sequence (524,288 + 14,592 B): the dtype reaches the plan.
+ * GDN states in the pool (the default, --gdn-state auto):
+ *   bf16 K/V: 256 B/token, 4,096 B/block; 8 MiB, 16 seqs -> 8,388,608 / 4,096 = 2,048 blocks, a
+ *     state ceil(14,592 / 4,096) = 4 blocks, 16 slots (a batch limit); 1 MiB is refused (one
+ *     sequence = (256 + 4) x 4,096 = 1,064,960 B).
+ *   fp8 K/V: 128 B/token, 2,048 B/block; 8 MiB -> 4,096 blocks, a state 8 blocks; 1 MiB now fits
+ *     one sequence ((256 + 8) x 2,048 B): the dtype reaches the plan.
+ * --gdn-state slots: 16 slots of 14,592 B first, (8,388,608 - 233,472) / 4,096 = 1,991 blocks
+ * (bf16), / 2,048 = 3,982 (fp8), no state blocks.
  * Checked: slots/blocks handed to the runner equal the plan's, kv_dtype is
  * kv_dtype_parse(--kv-cache-dtype) (0 = auto = bf16 in the runner), without a budget the runner
  * sizes the pool from device memory (mem_util = --gpu-memory-utilization, default 0.9, kv_blocks
@@ -107,11 +111,21 @@ int main(void)
     const char *b16[] = { "--kv-cache-memory-bytes", "8388608" };
     CHECK_EQ_INT(opts(m, b16, 2, 0, &in, &go), 0);
     CHECK_EQ_INT(go.n_slots, 16);
-    CHECK_EQ_INT(go.kv_blocks, 1991);
+    CHECK_EQ_INT(go.kv_blocks, 2048);
     CHECK_EQ_INT(in.n_slots, 16);
-    CHECK_EQ_INT(in.kv_blocks, 1991);
+    CHECK_EQ_INT(in.kv_blocks, 2048);
+    CHECK_EQ_INT(in.state_blocks, 4);
+    CHECK(go.state_in_pool);
     CHECK_EQ_INT(go.kv_dtype, KV_DTYPE_AUTO);
     CHECK(go.mem_util == 0.0); // a budget: no memory sizing
+    /* the states in slots: the slots' bytes first */
+    const char *b16s[] = { "--kv-cache-memory-bytes", "8388608", "--gdn-state", "slots" };
+    CHECK_EQ_INT(opts(m, b16s, 4, 0, &in, &go), 0);
+    CHECK_EQ_INT(go.n_slots, 16);
+    CHECK_EQ_INT(go.kv_blocks, 1991);
+    CHECK_EQ_INT(in.kv_blocks, 1991);
+    CHECK_EQ_INT(in.state_blocks, 0);
+    CHECK(!go.state_in_pool);
 
     /* --gpu-memory-utilization reaches the runner; outside (0, 1] the flags are refused */
     const char *u5[] = { "--gpu-memory-utilization", "0.5" };
@@ -133,6 +147,12 @@ int main(void)
     CHECK_EQ_INT(opts(m, b8, 4, 0, &in, &go), 0);
     CHECK_EQ_INT(go.kv_dtype, KV_DTYPE_FP8);
     CHECK_EQ_INT(go.n_slots, 16);
+    CHECK_EQ_INT(go.kv_blocks, 4096);
+    CHECK_EQ_INT(in.kv_blocks, 4096);
+    CHECK_EQ_INT(in.state_blocks, 8);
+    const char *b8s[] = { "--kv-cache-memory-bytes", "8388608", "--kv-cache-dtype", "fp8",
+                          "--gdn-state", "slots" };
+    CHECK_EQ_INT(opts(m, b8s, 6, 0, &in, &go), 0);
     CHECK_EQ_INT(go.kv_blocks, 3982);
     CHECK_EQ_INT(in.kv_blocks, 3982);
 
