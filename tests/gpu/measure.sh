@@ -9,6 +9,7 @@
 #     tiles    bench_linear experts (expert tile modes incl. experts_tiles) and quick (dense_tiles)
 #     decode   gpu_bench, prompt 128, batch 8, 16, 64
 #     decode_ab  the same with --dense-tiles -1 (the NVFP4 dense tiles off)
+#     decode1q gpu_bench, batch 1, prompt 2,048, 64 tokens: one run (a short call's check)
 #     decode1  gpu_bench, batch 1, prompts 512, 2,048, 8,192, 64 tokens (issue 17): default and
 #              --pdl -1 (the graphs' programmatic edges made full ones); FUSEOFF=1 adds --fuse -1
 #              (the few-row launches one by one)
@@ -123,6 +124,10 @@ for s in "${stages[@]}"; do
       bench pool_pool 90 --prompt-len 2048 --batch 1 --gen 64 --chunk 2048 --state-in-pool 1
       bench pool64_slots 90 --prompt-len 128 --batch 64 --gen 64 --chunk 2048 --state-in-pool 0
       bench pool64_pool 90 --prompt-len 128 --batch 64 --gen 64 --chunk 2048 --state-in-pool 1
+      ;;
+    decode1q)
+      build_benches || { note decode1q "build failed"; continue; }
+      bench decode1q 60 --prompt-len 2048 --batch 1 --gen 64 --chunk 2048
       ;;
     decode1)
       build_benches || { note decode1 "build failed"; continue; }
@@ -243,7 +248,7 @@ for s in "${stages[@]}"; do
       note_lines "  profile1" < <(head -30 "$logs/p1/profile_decode.txt" 2>/dev/null)
       rm -f "$logs"/p1/profile_*.csv
       ;;
-    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1 prefill gdn stack nvs profile profile1)" >&2; exit 2 ;;
+    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill gdn pool stack nvs nvsminb profile profile1)" >&2; exit 2 ;;
   esac
 done
 finish
