@@ -255,11 +255,16 @@ static int g_range(struct jrt *rt, const struct jargs *args, struct jinja_value 
     }
     if (v[2] == 0)
         return jrt_fail(rt, "range() arg 3 must not be zero");
-    int64_t count = v[2] > 0 ? (v[1] > v[0] ? (v[1] - v[0] + v[2] - 1) / v[2] : 0)
-                             : (v[0] > v[1] ? (v[0] - v[1] - v[2] - 1) / -v[2] : 0);
-    if (count > 100000) /* the sandbox's MAX_RANGE */
+    /* in unsigned arithmetic: the span and the step of any int64 bounds fit in a uint64_t */
+    const bool up = v[2] > 0;
+    const uint64_t span = up ? (v[1] > v[0] ? (uint64_t)v[1] - (uint64_t)v[0] : 0)
+                             : (v[0] > v[1] ? (uint64_t)v[0] - (uint64_t)v[1] : 0);
+    const uint64_t step = up ? (uint64_t)v[2] : (uint64_t)0 - (uint64_t)v[2];
+    const uint64_t ucount = span / step + (span % step != 0);
+    if (ucount > 100000) /* the sandbox's MAX_RANGE */
         return jrt_fail(rt,
                         "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+    const int64_t count = (int64_t)ucount;
     *out = jv_list_new(jrt_arena(rt), (size_t)count);
     for (int64_t i = 0; i < count; i++)
         jv_list_push(jrt_arena(rt), out->u.list, jv_int(v[0] + i * v[2]));
