@@ -205,8 +205,9 @@ static void test_render_errors(void)
                         "Range too big");
     expect_render_error("{{ range(9223372036854775807, -9223372036854775807, -1) | list }}", "{}",
                         "Range too big");
-    expect_out("{{ range(9223372036854775807, -9223372036854775807, -9223372036854775807) | list }}",
-               "{}", "[9223372036854775807, 0]");
+    expect_out(
+        "{{ range(9223372036854775807, -9223372036854775807, -9223372036854775807) | list }}", "{}",
+        "[9223372036854775807, 0]");
     expect_render_error("{{ d.a.b }}", "{\"d\": {}}", "'dict object' has no attribute 'a'");
     expect_render_error("{{ 1 + 'a' }}", "{}", "unsupported operand type(s) for +");
     expect_render_error("{% for x in none %}{% endfor %}", "{}", "not iterable");
