@@ -1,4 +1,5 @@
-/* moe_route: one warp per token; probabilities in shared memory, k rounds of a warp argmax. */
+/* moe_route: one warp per token (one block for moe_router's single-token launch); probabilities in
+ * shared memory, top-k by k rounds of a warp argmax (by ranks across the block). */
 #include "moe_route.h"
 
 #include <string.h>
@@ -61,6 +62,95 @@ static __device__ __forceinline__ void route_token(int32_t *ids, float *weights,
     if (sh && lane == 0) {
         ids[top_k] = n_experts;
         weights[top_k] = sigmoid_f32(__ldcg(sh));
+    }
+}
+
+/* One token's routing by the whole block (blockDim.x = ROUTER_THREADS, every thread calls it):
+ * the same selection and the same float operations as route_token, so the same ids and weights
+ * to the bit, with route_token's k rounds of a warp argmax (the tail of a batch-1 router launch,
+ * serial on one warp) replaced by ranks: each warp ranks the values of its 32-expert chunks by
+ * shuffles and keeps each chunk's top min(k, 32) as candidates (a member of the top k is in its
+ * chunk's top k); each candidate's rank among the candidates, by (value desc, expert asc) as
+ * route_token's first-max-wins rounds order them, is its slot. Values that route_token never
+ * selects (NaN probabilities, experts past E) rank last and give its "nothing left" slot
+ * (n_experts, -1 * inv). p: E floats; ck / ci: ceil(E / 32) * min(k, 32) candidate values / ids;
+ * red: blockDim.x / 32 + 1 floats; selw, seli: top_k each (all shared). */
+static __device__ __forceinline__ void
+route_token_block(int32_t *ids, float *weights, const float *l, int n_experts, int top_k,
+                  const float *sh, float *p, float *ck, int *ci, float *red, float *selw, int *seli)
+{
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
+    float mx = -INFINITY;
+    for (int e = tid; e < n_experts; e += blockDim.x) {
+        const float v = __ldcg(l + e);
+        p[e] = v;
+        mx = fmaxf(mx, v);
+    }
+    mx = warp_max(mx);
+    if (lane == 0)
+        red[warp] = mx;
+    __syncthreads();
+    mx = red[0];
+    for (int i = 1; i < nw; i++)
+        mx = fmaxf(mx, red[i]);
+    for (int e = tid; e < n_experts; e += blockDim.x)
+        p[e] = __expf(p[e] - mx); /* each thread its own experts: no barrier between */
+    __syncthreads();
+    /* warp 0: the sum in route_token's order (lane's experts in turn, then the butterfly) */
+    if (warp == 0) {
+        float sum = 0.0f;
+        for (int e = lane; e < n_experts; e += 32)
+            sum += p[e];
+        sum = warp_sum(sum);
+        if (lane == 0)
+            red[nw] = 1.0f / sum;
+    }
+    /* every warp: its chunks' top kk by rank within the chunk */
+    const int kk = top_k < 32 ? top_k : 32, n_chunks = (n_experts + 31) / 32;
+    for (int c = warp; c < n_chunks; c += nw) {
+        const int e = c * 32 + lane;
+        const float pv = e < n_experts ? p[e] : -3.0f;
+        const float key = isnan(pv) ? -1.0f : pv; /* NaN: never selected, as route_token */
+        int r = 0;
+#pragma unroll 8
+        for (int j = 0; j < 32; j++) {
+            const float kj = __shfl_sync(0xffffffffu, key, j);
+            r += kj > key || (kj == key && j < lane);
+        }
+        if (r < kk) {
+            ck[c * kk + r] = key;
+            ci[c * kk + r] = e;
+        }
+    }
+    __syncthreads();
+    const int n_cand = n_chunks * kk;
+    const float inv = red[nw];
+    for (int c = tid; c < n_cand; c += blockDim.x) {
+        const float key = ck[c];
+        const int e = ci[c];
+        int r = 0;
+        for (int j = 0; j < n_cand; j++) {
+            const float kj = ck[j];
+            r += kj > key || (kj == key && ci[j] < e);
+        }
+        if (r < top_k) {
+            seli[r] = key >= 0.0f ? e : n_experts;
+            selw[r] = (key >= 0.0f ? key : -1.0f) * inv;
+        }
+    }
+    __syncthreads();
+    if (tid == 0) {
+        float tot = 0.0f;
+        for (int j = 0; j < top_k; j++)
+            tot += selw[j];
+        for (int j = 0; j < top_k; j++) {
+            ids[j] = seli[j];
+            weights[j] = selw[j] / tot;
+        }
+        if (sh) {
+            ids[top_k] = n_experts;
+            weights[top_k] = sigmoid_f32(__ldcg(sh));
+        }
     }
 }
 
@@ -137,7 +227,11 @@ __global__ void __launch_bounds__(ROUTER_THREADS) moe_router_kernel(moe_router_a
     if (!last)
         return;
     __threadfence();
-    if (warp < a.n_tok) {
+    if (a.n_tok == 1) { /* batch-1 decode: the whole block routes the one token */
+        route_token_block(a.ids, a.weights, a.logits, a.n_experts, a.top_k,
+                          a.has_sh ? a.sh_logits : NULL, p[0], p[1], reinterpret_cast<int *>(p[2]),
+                          &red[0][0], selw[0], reinterpret_cast<int *>(selw[1]));
+    } else if (warp < a.n_tok) {
         const int stride = a.top_k + (a.has_sh ? 1 : 0);
         route_token(a.ids + (int64_t)warp * stride, a.weights + (int64_t)warp * stride,
                     a.logits + (int64_t)warp * a.n_experts, a.n_experts, a.top_k, a.has_sh ? a.sh_logits + (int64_t)warp * 2 : NULL, p[warp], selw[warp], lane);

@@ -5,6 +5,8 @@
  *          out), GB/s of weight bytes (data + scales) per call; weights rotate over copies
  *          totalling >= 512 MB so repeated calls do not hit the 60 MB L2
  *   moe_expert: 8 of 256 nvfp4/bf16 experts (2048 x 512), per token
+ *   moe_router (nvfp4 mode): the bf16 router + shared gate GEMV and top-8 in one launch, 1 and 4
+ *          tokens
  *   gdn_step / gdn_seq_step: the recurrence, state GB/s; gdn_seq_step also per row at a 512-row
  *          prefill, 1-row decode at 1 and 64 items and 4x4 rows (speculative verify), tiles 0/1/2/4
  *   gdn_chunk: gdn_seq_step token-serial vs chunked (gdn_seq_step_chunked_cuda, every item taken)
@@ -26,6 +28,7 @@
 #include "ktest.h"
 #include "kweights.h"
 #include "moe_expert.h"
+#include "moe_route.h"
 
 struct copy_arg {
     void *dst, *src;
@@ -173,6 +176,55 @@ static void bench_moe(int fmt, int n_tok, int path)
     ktest_free(a.ids), ktest_free(a.w), ktest_free(a.x), ktest_free(a.h), ktest_free(a.out);
     free(a.ids_host);
     free(wh);
+}
+
+struct router_arg {
+    struct kw_pair r[64], sg; /* 64 routers (64 MB of bf16): rotated past the 60 MB L2 */
+    float *x, *logits, *sh, *w;
+    int32_t *ids;
+    unsigned *counter;
+    int next, n_tok;
+};
+
+static void run_router(void *p)
+{
+    struct router_arg *a = p;
+    int rc = moe_router_cuda(a->ids, a->w, a->logits, a->sh, a->counter, a->x, &a->r[a->next].dev,
+                             &a->sg.dev, a->n_tok, 8, 0);
+    if (rc)
+        fprintf(stderr, "moe_router_cuda rc=%d\n", rc);
+    a->next = (a->next + 1) % 64;
+}
+
+/* the decode step's router launch: bf16 256 x 2048 router + the shared gate, GEMV and top-8 */
+static void bench_router(int n_tok)
+{
+    struct router_arg *a = calloc(1, sizeof(*a));
+    for (int i = 0; i < 64; i++)
+        kw_pair_make(&a->r[i], KW_FMT_BF16, 0, 1, 256, 2048);
+    kw_pair_make(&a->sg, KW_FMT_BF16, 0, 1, 2, 2048);
+    a->n_tok = n_tok;
+    a->x = ktest_dev_alloc((size_t)n_tok * 2048 * 4);
+    cudaMemset(a->x, 0x3c, (size_t)n_tok * 2048 * 4);
+    a->logits = ktest_dev_alloc((size_t)n_tok * 256 * 4);
+    a->sh = ktest_dev_alloc((size_t)n_tok * 2 * 4);
+    a->w = ktest_dev_alloc((size_t)n_tok * 9 * 4);
+    a->ids = ktest_dev_alloc((size_t)n_tok * 9 * 4);
+    a->counter = ktest_dev_alloc(4);
+    cudaMemset(a->counter, 0, 4);
+    double us = ktest_time_us(run_router, a, 5, 41);
+    double b2b = ktest_time_us_b2b(run_router, a, 5, 64);
+    double bytes = kw_pair_bytes(&a->r[0]) + kw_pair_bytes(&a->sg);
+    printf("moe_router bf16 E=256 H=2048 top8+shared tok=%d %8.1f us %6.0f GB/s %5.1f%% of copy "
+           "b2b %.1f us %.1f%%\n",
+           n_tok, us, bytes / us * 1e-3, 100.0 * bytes / us * 1e-3 / copy_bw, b2b,
+           100.0 * bytes / b2b * 1e-3 / copy_bw);
+    for (int i = 0; i < 64; i++)
+        kw_pair_free(&a->r[i]);
+    kw_pair_free(&a->sg);
+    ktest_free(a->x), ktest_free(a->logits), ktest_free(a->sh), ktest_free(a->w);
+    ktest_free(a->ids), ktest_free(a->counter);
+    free(a);
 }
 
 struct gdn_arg {
@@ -412,6 +464,8 @@ int main(int argc, char **argv)
         bench_gemv("expert_gate_up", KW_FMT_NVFP4, 1024, 2048);
         bench_gemv("expert_down", KW_FMT_NVFP4, 2048, 512);
         bench_moe(KW_FMT_NVFP4, 1, GEMV_PATH_STREAM);
+        bench_router(1);
+        bench_router(4);
         cudaError_t e = cudaDeviceSynchronize();
         printf("done: %s\n", cudaGetErrorString(e));
         return e == cudaSuccess ? 0 : 1;

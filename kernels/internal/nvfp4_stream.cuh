@@ -39,6 +39,7 @@
 #define NVS_WARPS 8
 #define NVS_U 4                      /* items (128-column chunks) in flight per warp */
 #define NVS_MAX_TOK 8                /* one mma n-tile */
+#define NVS_SB 2                     /* activation float4 groups staged per thread a round */
 #define NVS_MAX_DYN_SMEM (40 * 1024) /* + 4 KB static reduction buffer, under the 48 KB default */
 
 enum nvs_mode { NVS_PLAIN = 0, NVS_SLOT = 1, NVS_COMBINE = 2 };
@@ -394,42 +395,55 @@ static __global__ void __launch_bounds__(NVS_WARPS * 32, VEC16 ? NVS_MIN_BLOCKS 
         eseg[s] = e;
     }
     /* stage activations: float4 of columns c..c+3 (same lane slab t, word wd, half hi) goes to
-     * halves (wd*4 + t)*8 + 2j + hi, j = 0..3, of its chunk: the pair (x[8wd+j], x[8wd+j+4]) */
+     * halves (wd*4 + t)*8 + 2j + hi, j = 0..3, of its chunk: the pair (x[8wd+j], x[8wd+j+4]).
+     * The S*T rows' float4 groups are spread over the whole block, NVS_SB per thread a round
+     * with every load of the round issued before any store, so the L2 latency is paid once a
+     * round rather than once a row (COMBINE stages 9 rows of 512 columns from the SLOT
+     * launch's gate|up rows: a row at a time it cost more than its weights, dev/cuda/NOTES.md). */
+    if (MODE == NVS_COMBINE)
+        __syncthreads(); /* eseg (above) names each row's expert */
     {
         const int n4 = nch * 32; /* float4 groups per staged row */
-        for (int i = 0; i < S * T; i++) {
-            for (int c4 = threadIdx.x; c4 < n4; c4 += blockDim.x) {
-                const int c = c4 * 4;
-                float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-                if (c < K) {
-                    if (MODE == NVS_PLAIN) {
-                        v = __ldg(reinterpret_cast<const float4 *>(a.x + (int64_t)i * a.ldx + c));
-                    } else if (MODE == NVS_SLOT) {
-                        const float *xr = a.x + (int64_t)(blockIdx.y / a.top_k) * a.ldx;
-                        v = __ldg(reinterpret_cast<const float4 *>(xr + c));
-                    } else {
-                        const int slot = blockIdx.y * S + i;
-                        const int e = a.ids[slot];
-                        if (e >= 0 && e < a.n_experts) {
-                            const float *xr = a.x + (int64_t)slot * a.ldx;
-                            const float4 gt = __ldg(reinterpret_cast<const float4 *>(xr + c));
-                            const float4 up = __ldg(reinterpret_cast<const float4 *>(xr + K + c));
-                            v.x = silu_f32(gt.x) * up.x;
-                            v.y = silu_f32(gt.y) * up.y;
-                            v.z = silu_f32(gt.z) * up.z;
-                            v.w = silu_f32(gt.w) * up.w;
-                        }
-                    }
+        const int total = S * T * n4;
+        for (int u0 = threadIdx.x; u0 < total; u0 += NVS_SB * (int)blockDim.x) {
+            float4 v[NVS_SB];
+#pragma unroll
+            for (int j = 0; j < NVS_SB; j++) {
+                v[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                const int u = u0 + j * (int)blockDim.x;
+                const int i = u / n4, c = (u - i * n4) * 4;
+                if (u >= total || c >= K)
+                    continue;
+                if (MODE == NVS_PLAIN) {
+                    v[j] = __ldg(reinterpret_cast<const float4 *>(a.x + (int64_t)i * a.ldx + c));
+                } else if (MODE == NVS_SLOT) {
+                    const float *xr = a.x + (int64_t)(blockIdx.y / a.top_k) * a.ldx;
+                    v[j] = __ldg(reinterpret_cast<const float4 *>(xr + c));
+                } else if (eseg[i] >= 0) {
+                    const float *xr = a.x + ((int64_t)blockIdx.y * S + i) * a.ldx;
+                    const float4 gt = __ldg(reinterpret_cast<const float4 *>(xr + c));
+                    const float4 up = __ldg(reinterpret_cast<const float4 *>(xr + K + c));
+                    v[j].x = silu_f32(gt.x) * up.x;
+                    v[j].y = silu_f32(gt.y) * up.y;
+                    v[j].z = silu_f32(gt.z) * up.z;
+                    v[j].w = silu_f32(gt.w) * up.w;
                 }
+            }
+#pragma unroll
+            for (int j = 0; j < NVS_SB; j++) {
+                const int u = u0 + j * (int)blockDim.x;
+                if (u >= total)
+                    break;
+                const int i = u / n4, c = (u - i * n4) * 4;
                 const int ch = c >> 7, cc = c & 127;
                 const int tt = cc >> 5, wd = (cc >> 3) & 3, hi = (cc >> 2) & 1;
                 /* fp8: natural order inside the unit (pairs of adjacent columns) */
                 const int st = FP8 ? 1 : 2, off = FP8 ? 4 * hi : hi;
                 __half *p = xs + (int64_t)i * rs + ch * 128 + (wd * 4 + tt) * 8 + off;
-                p[0] = __float2half_rn(v.x);
-                p[st] = __float2half_rn(v.y);
-                p[2 * st] = __float2half_rn(v.z);
-                p[3 * st] = __float2half_rn(v.w);
+                p[0] = __float2half_rn(v[j].x);
+                p[st] = __float2half_rn(v[j].y);
+                p[2 * st] = __float2half_rn(v[j].z);
+                p[3 * st] = __float2half_rn(v[j].w);
             }
         }
     }

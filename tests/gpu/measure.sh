@@ -225,7 +225,7 @@ for s in "${stages[@]}"; do
       note_lines "  ncu" < <(grep -E 'nvs_kernel<|DRAM Throughput|Memory Throughput|^ +Duration|Achieved Occupancy|Registers Per Thread|Theoretical Occupancy|Waves Per SM|L2 Hit Rate|Mem Busy|Max Bandwidth|Issued Warp Per|No Eligible|Active Warps Per|Eligible Warps|Warp Cycles Per Issued|Dynamic Shared|Block Limit|Executed Instructions  ' "$logs/nvs_ncu.txt" | head -40)
       # the routed experts' two launches (SLOT gate_up of 8 slots, COMBINE down), L2 kept
       timeout 100 ncu --clock-control none --cache-control none --kernel-name-base demangled \
-        -k 'regex:nvs_kernel<[12],' -s 20 -c 2 \
+        -k 'regex:nvs_kernel<\(int\)[12],' -s 20 -c 2 \
         --section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats \
         --section InstructionStats \
         --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active.ratio \

@@ -230,6 +230,9 @@ int main(void)
     test_router(KW_FMT_BF16, 256, 8, 2048, 1, 1); /* the model's router + shared gate */
     test_router(KW_FMT_BF16, 256, 8, 2048, 8, 1);
     test_router(KW_FMT_BF16, 40, 4, 264, 3, 0);
+    test_router(KW_FMT_BF16, 40, 4, 264, 1, 0);  /* one token: the block-wide routing */
+    test_router(KW_FMT_BF16, 300, 8, 256, 1, 1); /* more experts than threads */
+    test_router(KW_FMT_BF16, 64, 32, 128, 1, 0); /* top_k 32 */
     test_router(KW_FMT_NVFP4, 48, 6, 256, 2, 1);
     test_expert(KW_FMT_NVFP4, 16, 8, 256, 64, RUNS({1, 0}));
     test_expert(KW_FMT_NVFP4, 16, 8, 512, 96, RUNS({5, 1}));

@@ -6,12 +6,12 @@
 #include "emu_kw.h"
 #include "moe_route_emu.inc"
 
-static int run(int fmt, int E, int K, int H, int n_tok, bool shared)
+static int run(int fmt, int E, int K, int H, int n_tok, bool shared, bool zero_x = false)
 {
     kweight r = kw_make(fmt, 0, 1, E, H, H), sg = kw_make(fmt, 0, 1, 2, H, H);
     const int stride = K + (shared ? 1 : 0);
     float *x = (float *)emu_alloc((size_t)n_tok * H * 4);
-    for (int i = 0; i < n_tok * H; i++) x[i] = runi(-1, 1);
+    for (int i = 0; i < n_tok * H; i++) x[i] = zero_x ? 0.0f : runi(-1, 1); /* zero: all logits tie */
     float *lg = (float *)emu_alloc((size_t)n_tok * E * 4), *sl = (float *)emu_alloc((size_t)n_tok * 2 * 4);
     float *w = (float *)emu_alloc((size_t)n_tok * stride * 4);
     int32_t *ids = (int32_t *)emu_alloc((size_t)n_tok * stride * 4);
@@ -32,8 +32,8 @@ static int run(int fmt, int E, int K, int H, int n_tok, bool shared)
         if (shared)
             for (int t = 0; t < n_tok; t++) bad += fabsf(sl[2 * t] - rsl[2 * t]) > 1e-4f * (1 + fabsf(rsl[2 * t]));
     }
-    printf("router emu fmt=%d E=%d K=%d H=%d tok=%d shared=%d: bad=%d counter=%u rc=%d %s\n", fmt, E, K, H, n_tok,
-           shared, bad, *cnt, rc, rc || bad ? "FAIL" : "ok");
+    printf("router emu fmt=%d E=%d K=%d H=%d tok=%d shared=%d zero=%d: bad=%d counter=%u rc=%d %s\n", fmt, E, K, H,
+           n_tok, shared, (int)zero_x, bad, *cnt, rc, rc || bad ? "FAIL" : "ok");
     return rc || bad;
 }
 
@@ -43,9 +43,15 @@ int main(int argc, char **argv)
     int f = 0;
     f += run(KW_FMT_BF16, 64, 8, 256, 1, true);
     f += run(KW_FMT_BF16, 40, 4, 128, 3, false);
+    /* one token: the whole block routes it (route_token_block), chunks of 32 experts ranked */
+    f += run(KW_FMT_BF16, 40, 4, 128, 1, false); /* E not a multiple of 32 */
+    f += run(KW_FMT_BF16, 64, 8, 128, 1, true, true); /* every logit equal: experts 0..7 */
     if (!quick) {
         f += run(KW_FMT_BF16, 256, 8, 512, 8, true); /* the model's E and top-k, 8 tokens */
         f += run(KW_FMT_NVFP4, 48, 6, 256, 2, true);
+        f += run(KW_FMT_BF16, 256, 8, 512, 1, true);  /* the model's batch-1 step */
+        f += run(KW_FMT_BF16, 300, 8, 256, 1, true);  /* more experts than threads */
+        f += run(KW_FMT_BF16, 64, 32, 128, 1, false); /* top_k 32: whole chunks are candidates */
     }
     /* the launcher refuses what it cannot do: nothing launched */
     {
