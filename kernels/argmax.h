@@ -3,6 +3,7 @@
 #ifndef KERNELS_ARGMAX_H
 #define KERNELS_ARGMAX_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kstream.h"
@@ -15,6 +16,17 @@ extern "C" {
  * Returns 0, ERR_INVAL, ERR_CUDA. */
 int argmax_cuda(int32_t *ids, const float *logits, int n_rows, int vocab, cudaStream_t stream);
 int argmax_ref(int32_t *ids, const float *logits, int n_rows, int vocab);
+
+/* argmax_split_cuda: the same ids, each row read by up to ARGMAX_MAX_PARTS blocks (a
+ * 248,320-entry vocabulary row is 1 MB: one block takes ~20 us over it), each folding its best
+ * (value, index) into the row's 64-bit key with an atomic max; the last block of a row (a
+ * counter) writes the id and zeroes the key and the counter. ws: argmax_ws_words(n_rows) 64-bit
+ * words, zero before the first launch; every launch leaves them zero (launches in stream order).
+ * Returns 0, ERR_INVAL, ERR_CUDA. */
+#define ARGMAX_MAX_PARTS 64
+size_t argmax_ws_words(int n_rows);
+int argmax_split_cuda(int32_t *ids, const float *logits, int n_rows, int vocab,
+                      unsigned long long *ws, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -192,7 +192,7 @@ for s in "${stages[@]}"; do
       build_benches || { note nvs "build failed"; continue; }
       timeout 90 "$b/bin/bench_kernels" nvfp4 > "$logs/nvs.txt" 2>&1
       note nvs "bench rc=$? ($(elapsed))"
-      note_lines "  nvs" < <(grep -E '^copy|^gemv nvfp4 stream|^moe' "$logs/nvs.txt")
+      note_lines "  nvs" < <(grep -E '^copy|^gemv nvfp4 stream|^moe|^argmax' "$logs/nvs.txt")
       # the register stream kernel's instructions (PLAIN, 16-byte loads): opcodes by count over
       # the whole kernel, what issue-bound time is spent on
       if command -v cuobjdump > /dev/null; then

@@ -1,4 +1,5 @@
 /* rmsnorm, fused_add_rmsnorm, embed, cast_bf16, argmax: GPU vs reference on odd shapes. */
+#include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,12 +97,15 @@ static void test_embed_cast(int vocab, int dim, int n_tok)
     free(tab), free(ids), free(ref), free(got), free(cr), free(cg);
 }
 
+/* argmax_cuda and argmax_split_cuda (twice: its key and counter words must be back at 0) vs
+ * argmax_ref. Row 0: ties between two maxima (one inside a 16-byte load, one far apart: in other
+ * blocks of the split form) -> the lower index; row 1: NaNs; row 2: -0 before +0 as the maximum
+ * (equal: the lower index); row 3: all NaN -> 0. */
 static void test_argmax(int rows, int vocab)
 {
     float *l = malloc((size_t)rows * vocab * 4);
     int32_t ref[16], got[16];
     ktest_fill(l, (size_t)rows * vocab, -10, 10);
-    /* row 0: a tie between two maxima -> lower index; row 1: NaNs around */
     l[vocab - 1] = 50;
     l[vocab / 3] = 50;
     if (vocab / 3 + 1 < vocab - 1)
@@ -110,16 +114,42 @@ static void test_argmax(int rows, int vocab)
         l[vocab + 5] = NAN;
         l[vocab + vocab - 2] = 60;
     }
+    if (rows > 2 && vocab > 8) {
+        for (int i = 0; i < vocab; i++)
+            l[2 * (size_t)vocab + i] = -1.0f - (float)(i % 7);
+        l[2 * (size_t)vocab + 7] = -0.0f;
+        l[2 * (size_t)vocab + vocab - 1] = 0.0f;
+    }
+    if (rows > 3)
+        for (int i = 0; i < vocab; i++)
+            l[3 * (size_t)vocab + i] = NAN;
     float *dl = ktest_dev_from(l, (size_t)rows * vocab * 4);
     int32_t *di = ktest_dev_alloc(64);
+    unsigned long long *dws = ktest_dev_alloc(argmax_ws_words(rows) * 8), hws[32];
+    cudaMemset(dws, 0, argmax_ws_words(rows) * 8);
     CHECK_EQ_INT(argmax_ref(ref, l, rows, vocab), 0);
-    CHECK_EQ_INT(argmax_cuda(di, dl, rows, vocab, 0), 0);
-    ktest_to_host(got, di, (size_t)rows * 4);
-    for (int r = 0; r < rows; r++)
-        CHECK_EQ_INT(got[r], ref[r]);
+    for (int form = 0; form < 3; form++) {
+        cudaMemset(di, 0xff, 64);
+        CHECK_EQ_INT(form == 0 ? argmax_cuda(di, dl, rows, vocab, 0)
+                               : argmax_split_cuda(di, dl, rows, vocab, dws, 0),
+                     0);
+        ktest_to_host(got, di, (size_t)rows * 4);
+        for (int r = 0; r < rows; r++)
+            CHECK_EQ_INT(got[r], ref[r]);
+        if (form > 0) {
+            ktest_to_host(hws, dws, argmax_ws_words(rows) * 8);
+            for (size_t i = 0; i < argmax_ws_words(rows); i++)
+                CHECK(hws[i] == 0);
+        }
+    }
     CHECK_EQ_INT(ref[0], vocab / 3);
+    if (rows > 2 && vocab > 8)
+        CHECK_EQ_INT(ref[2], 7);
+    if (rows > 3)
+        CHECK_EQ_INT(ref[3], 0);
+    CHECK_EQ_INT(argmax_split_cuda(di, dl, rows, vocab, NULL, 0), ERR_INVAL);
     fprintf(stderr, "argmax rows=%d vocab=%d done\n", rows, vocab);
-    ktest_free(dl), ktest_free(di);
+    ktest_free(dl), ktest_free(di), ktest_free(dws);
     free(l);
 }
 
@@ -137,7 +167,8 @@ int main(void)
     test_rmsnorm(2, 12288, 0.0f); /* the largest dim: 3 per thread, 1024 threads */
     test_embed_cast(1000, 2048, 7);
     test_embed_cast(37, 100, 3);
-    test_argmax(3, 248320);
+    test_argmax(4, 248320); /* the model's vocabulary: 31 blocks a row in the split form */
+    test_argmax(4, 1003);   /* unaligned rows: float loads */
     test_argmax(16, 1001);
     test_argmax(2, 1000); /* 16-byte loads: rows 4,000 bytes apart */
     test_argmax(1, 4);

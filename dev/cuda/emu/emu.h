@@ -94,6 +94,17 @@ static inline unsigned long long atomicAdd(unsigned long long *p, unsigned long 
 {
     return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
 }
+static inline unsigned long long atomicMax(unsigned long long *p, unsigned long long v)
+{
+    unsigned long long o = __atomic_load_n(p, __ATOMIC_SEQ_CST);
+    while (o < v && !__atomic_compare_exchange_n(p, &o, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+    }
+    return o;
+}
+static inline unsigned long long atomicExch(unsigned long long *p, unsigned long long v)
+{
+    return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST);
+}
 static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 template <class T> static inline T __ldcg(const T *p) { return *(const volatile T *)p; }
 /* __ldg also checks the type's natural alignment (a misaligned vector load faults on a GPU) */

@@ -34,16 +34,25 @@ static int run_argmax(int rows, int vocab)
 {
     float *l = (float *)emu_alloc((size_t)rows * vocab * 4);
     int32_t *ids = (int32_t *)emu_alloc((size_t)rows * 4), ref[8];
+    g_emu_launched.clear();
+    unsigned long long *ws = (unsigned long long *)emu_alloc(argmax_ws_words(rows) * 8);
+    memset(ws, 0, argmax_ws_words(rows) * 8);
     for (size_t i = 0; i < (size_t)rows * vocab; i++) l[i] = runi(-10, 10);
     l[vocab - 1] = 50; /* row 0: ties (one inside the 16-byte load of vocab/3) -> lower index */
     l[vocab / 3] = 50;
     if (vocab / 3 + 1 < vocab - 1) l[vocab / 3 + 1] = 50;
     if (rows > 1) { l[vocab + 1] = NAN; l[2 * vocab - 2] = 60; l[vocab + 3] = 60; }
+    if (rows > 2) /* -0 before +0 as the maximum: equal, the lower index */
+        for (int i = 0; i < vocab; i++) l[2 * (size_t)vocab + i] = i == 5 ? -0.0f : i == vocab - 2 ? 0.0f : -1.0f;
     int rc = argmax_ref(ref, l, rows, vocab);
-    rc |= argmax_cuda(ids, l, rows, vocab, 0);
-    int bad = ref[0] != vocab / 3;
-    for (int r = 0; r < rows; r++) bad += ids[r] != ref[r];
-    printf("argmax emu rows=%d vocab=%d: got %d ref %d, bad=%d rc=%d %s\n", rows, vocab, ids[0], ref[0], bad, rc,
+    int bad = ref[0] != vocab / 3 || (rows > 2 && ref[2] != 5);
+    for (int form = 0; form < 3; form++) { /* the one-block form, then the split form twice */
+        for (int r = 0; r < rows; r++) ids[r] = -7;
+        rc |= form == 0 ? argmax_cuda(ids, l, rows, vocab, 0) : argmax_split_cuda(ids, l, rows, vocab, ws, 0);
+        for (int r = 0; r < rows; r++) bad += ids[r] != ref[r];
+        for (size_t i = 0; i < argmax_ws_words(rows); i++) bad += ws[i] != 0;
+    }
+    printf("argmax emu rows=%d vocab=%d ran=%s: got %d ref %d, bad=%d rc=%d %s\n", rows, vocab, g_emu_launched.c_str(), ids[0], ref[0], bad, rc,
            rc || bad ? "FAIL" : "ok");
     return rc || bad;
 }
@@ -93,6 +102,7 @@ int main(int argc, char **argv)
     f += run_norm(2, 36, 0.0f);    /* 9 float4: one partial warp */
     f += run_argmax(2, 1000);
     f += run_argmax(3, 1001);
+    f += run_argmax(3, 40000); /* 5 blocks a row in the split form */
     f += run_prep(3, 4, 2, 40, 16, 1, KV_DTYPE_BF16);
     f += run_prep(2, 2, 1, 72, 72, 0, KV_DTYPE_FP8);
     if (!quick) {

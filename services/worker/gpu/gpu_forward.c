@@ -341,7 +341,7 @@ static int emit_logits(struct gpu_model *g, struct gpu_item *items, const int *r
         }
         TRY(gpu_lm_head(g, g->logits, g->xl, nb));
         if (want_argmax) {
-            TRY(argmax_cuda(g->argmax_ids, g->logits, nb, g->V, g->stream));
+            TRY(argmax_split_cuda(g->argmax_ids, g->logits, nb, g->V, g->argmax_ws, g->stream));
             TRY(gpu_cu(cudaMemcpyAsync(g->h_argmax, g->argmax_ids, sizeof(int32_t) * (size_t)nb,
                                    cudaMemcpyDeviceToHost, g->stream)));
         }

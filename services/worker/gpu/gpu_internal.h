@@ -146,6 +146,7 @@ struct gpu_model {
     unsigned *gdn_norm_cnt;    // (n_slots, hv) the GDN step's fused-norm counters (0 between)
     float *xl, *logits;        // (lrows, H), (lrows, V) rows that need logits
     int32_t *argmax_ids;       // (lrows)
+    unsigned long long *argmax_ws; // argmax_split_cuda's keys and counters (lrows rows)
     int64_t attn_ws_floats;    // attn_ws size: the most any pass of up to n_slots rows at
                                //  max_model_len takes (attn_decode_ws_floats)
     /* per step inputs: one device block and its pinned host mirror */

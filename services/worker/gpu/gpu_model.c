@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "argmax.h"
 #include "attn_decode.h"
 #include "common/err.h"
 #include "common/kv_plan.h"
@@ -633,15 +634,18 @@ static int alloc_acts(struct gpu_model *g, char *err, size_t errlen)
     g->xl = act(g, L * H);
     g->logits = act(g, L * g->V);
     g->argmax_ids = (int32_t *)act(g, L);
+    g->argmax_ws = (unsigned long long *)act(g, 2 * (int64_t)argmax_ws_words((int)L));
     g->d_in = (int32_t *)act(g, gpu_in_count(g));
     if (!g->h || !g->x || !g->y || !g->mix_raw || !g->mix || !g->gz || !g->ga || !g->gb || !g->go ||
         (g->gdn_pad && (!g->qkv_p || !g->z_p || !g->o_p)) || !g->qg || !g->q || !g->gate || !g->k ||
         !g->v || !g->ao || !g->attn_ws || !g->moe_logits || !g->moe_w || !g->moe_ids ||
         !g->sh_logits || !g->sh_w || !g->sh_ids || !g->router_counter || !g->gdn_norm_cnt ||
-        !g->moe_ws || !g->xl || !g->logits || !g->argmax_ids || !g->d_in)
+        !g->moe_ws || !g->xl || !g->logits || !g->argmax_ids || !g->argmax_ws || !g->d_in)
         return fail(err, errlen, ERR_NOMEM, "activations", "cudaMalloc failed");
-    /* moe_router_cuda's counter starts at 0 and every launch leaves it there */
+    /* moe_router_cuda's counter and argmax_split_cuda's words start at 0 and every launch
+     * leaves them there */
     if (cudaMemset(g->router_counter, 0, sizeof(unsigned)) ||
+        cudaMemset(g->argmax_ws, 0, sizeof(unsigned long long) * argmax_ws_words((int)L)) ||
         cudaMemset(g->gdn_norm_cnt, 0, sizeof(unsigned) * (size_t)g->o.n_slots * (size_t)g->hv))
         return fail(err, errlen, ERR_CUDA, "activations", "cudaMemset failed");
     /* the padded GDN buffers keep zeros in the pad lanes forever */
