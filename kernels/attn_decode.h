@@ -16,7 +16,7 @@
 extern "C" {
 #endif
 
-#define ATTN_DECODE_SPLIT 256
+#define ATTN_DECODE_SPLIT 64
 #define ATTN_DECODE_MAX_HEAD_DIM 256
 
 /* The split kernel's blocks per (sequence, head): one per chunk of ATTN_DECODE_SPLIT keys of
