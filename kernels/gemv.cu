@@ -224,22 +224,44 @@ int gemv_cuda(float *y, const struct kweight *w, int expert, const float *x, int
     return gemv_cuda_path(y, w, expert, x, n_tok, GEMV_PATH_AUTO, stream);
 }
 
+/* The stream kernel's share of these weights: ns (2..NVS_MULTI) nvfp4 weights it takes, each as
+ * gemv_cuda would, in one load form and with one expert index */
+static bool multi_stream_ok(const struct gemv_out *outs, int ns, int n_tok)
+{
+    if (ns < 2 || ns > NVS_MULTI || !GEMV_STREAM_AUTO || n_tok > NVS_MAX_TOK)
+        return false;
+    for (int i = 0; i < ns; i++) {
+        const struct kweight *w = outs[i].w;
+        if (!nvs_ok(w) || !nvs_fits(w->cols, n_tok, 1) || outs[i].expert != outs[0].expert ||
+            nvs_vec16(w) != nvs_vec16(outs[0].w))
+            return false;
+    }
+    return true;
+}
+
 int gemv_multi_kind(const struct gemv_out *outs, int n, int n_tok)
 {
     if (!outs || n < 1 || n > GEMV_MULTI_MAX || n_tok < 1)
         return GEMV_MULTI_NONE;
-    /* the stream kernel: what gemv_cuda takes for each of them, in one launch of one load form */
-    bool stream = n >= 2 && n <= NVS_MULTI, wide = n_tok <= GEMV_WIDE_MAX_TOK;
+    bool wide = n_tok <= GEMV_WIDE_MAX_TOK;
+    int ns = 0; /* leading nvfp4 weights */
     for (int i = 0; i < n; i++) {
         const struct kweight *w = outs[i].w;
         if (!w || w->cols != outs[0].w->cols)
             return GEMV_MULTI_NONE;
-        stream = stream && GEMV_STREAM_AUTO && nvs_ok(w) && n_tok <= NVS_MAX_TOK &&
-                 nvs_fits(w->cols, n_tok, 1) && outs[i].expert == outs[0].expert &&
-                 nvs_vec16(w) == nvs_vec16(outs[0].w);
         wide = wide && w->rows <= GEMV_WIDE_MAX_ROWS;
+        ns += ns == i && w->fmt == KW_FMT_NVFP4;
     }
-    return stream ? GEMV_MULTI_STREAM : wide ? GEMV_MULTI_WIDE : GEMV_MULTI_NONE;
+    /* the stream kernel: what gemv_cuda takes for each of them, in one launch of one load form */
+    if (ns == n && multi_stream_ok(outs, n, n_tok))
+        return GEMV_MULTI_STREAM;
+    /* ... followed by 1..NVS_MULTI_WIDE small bf16 weights, a warp per row in the same launch */
+    bool tail = ns < n && n - ns <= NVS_MULTI_WIDE && multi_stream_ok(outs, ns, n_tok);
+    for (int i = ns; tail && i < n; i++)
+        tail = outs[i].w->fmt == KW_FMT_BF16 && outs[i].w->rows <= GEMV_WIDE_MAX_ROWS;
+    if (tail)
+        return GEMV_MULTI_STREAM_WIDE;
+    return wide ? GEMV_MULTI_WIDE : GEMV_MULTI_NONE;
 }
 
 int gemv_multi_cuda(const struct gemv_out *outs, int n, const float *x, int n_tok,
@@ -261,16 +283,21 @@ int gemv_multi_cuda(const struct gemv_out *outs, int n, const float *x, int n_to
     const int kind = gemv_multi_kind(outs, n, n_tok);
     if (kind == GEMV_MULTI_NONE)
         return ERR_UNSUPPORTED;
-    if (kind == GEMV_MULTI_STREAM) {
-        const kweight *ws[NVS_MULTI];
-        float *ys[NVS_MULTI];
+    if (kind == GEMV_MULTI_STREAM || kind == GEMV_MULTI_STREAM_WIDE) {
+        const kweight *ws[GEMV_MULTI_MAX];
+        float *ys[GEMV_MULTI_MAX];
+        int es[GEMV_MULTI_MAX], ns = 0;
         for (int i = 0; i < n; i++) {
             ws[i] = outs[i].w;
             ys[i] = outs[i].y;
+            es[i] = outs[i].expert;
+            ns += ns == i && outs[i].w->fmt == KW_FMT_NVFP4;
         }
+        if (kind == GEMV_MULTI_STREAM)
+            ns = n;
         const struct nvs_args na = {outs[0].y, outs[0].w->rows, x, outs[0].w->cols, NULL, NULL,
                                     n_tok, 1, 1, outs[0].expert, 1, 0};
-        return nvs_launch_multi(ws, ys, n, na, stream);
+        return nvs_launch_multi(ws, ys, ns, ws + ns, ys + ns, es + ns, n - ns, na, stream);
     }
     for (int i = 0; i < n; i++) { /* GEMV_MULTI_WIDE */
         const struct kweight *w = outs[i].w;

@@ -41,7 +41,10 @@ int gemv_cuda_path(float *y, const struct kweight *w, int expert, const float *x
 /* gemv_multi_cuda: y_i = x W_i^T for up to GEMV_MULTI_MAX weights of the same cols on the same
  * activations, one launch (projections that read the same normed rows). Each output as gemv_cuda's
  * (pitch w->rows): 2..3 nvfp4 weights that gemv_cuda would each run on the stream kernel run on
- * it in one launch (the same numerics, bit for bit); otherwise weights of at most
+ * it in one launch (the same numerics, bit for bit), also when 1..2 bf16 weights of at most
+ * GEMV_WIDE_MAX_ROWS rows follow them (GEMV_MULTI_STREAM_WIDE: those a warp per row in the same
+ * launch, fp32 on the cores: gemv_cuda's numerics up to the order of the sums; the GDN layer's
+ * qkv, z, b and a); otherwise weights of at most
  * GEMV_WIDE_MAX_ROWS rows at up to GEMV_WIDE_MAX_TOK tokens take the wide kernel (gemv_cuda's
  * CUDA-core numerics). ERR_INVAL for bad arguments (cols differ, x not 16-byte aligned),
  * ERR_UNSUPPORTED for anything else (the caller runs them one by one). */
@@ -54,9 +57,15 @@ struct gemv_out {
 int gemv_multi_cuda(const struct gemv_out *outs, int n, const float *x, int n_tok,
                     cudaStream_t stream);
 /* The kernel gemv_multi_cuda launches for these weights at n_tok rows, from their descriptors
- * alone (no device access; the dispatch log names it): GEMV_MULTI_STREAM, GEMV_MULTI_WIDE, or
- * GEMV_MULTI_NONE where gemv_multi_cuda returns ERR_UNSUPPORTED (or ERR_INVAL). */
-enum gemv_multi_kind { GEMV_MULTI_NONE = 0, GEMV_MULTI_STREAM, GEMV_MULTI_WIDE };
+ * alone (no device access; the dispatch log names it): GEMV_MULTI_STREAM,
+ * GEMV_MULTI_STREAM_WIDE, GEMV_MULTI_WIDE, or GEMV_MULTI_NONE where gemv_multi_cuda returns
+ * ERR_UNSUPPORTED (or ERR_INVAL). */
+enum gemv_multi_kind {
+    GEMV_MULTI_NONE = 0,
+    GEMV_MULTI_STREAM,
+    GEMV_MULTI_WIDE,
+    GEMV_MULTI_STREAM_WIDE
+};
 int gemv_multi_kind(const struct gemv_out *outs, int n, int n_tok);
 int gemv_multi_ref(const struct gemv_out *outs, int n, const float *x, int n_tok);
 /* Same contract on host pointers. */

@@ -73,11 +73,14 @@ static __device__ __forceinline__ void route_token(int32_t *ids, float *weights,
  * chunk's top k); each candidate's rank among the candidates, by (value desc, expert asc) as
  * route_token's first-max-wins rounds order them, is its slot. Values that route_token never
  * selects (NaN probabilities, experts past E) rank last and give its "nothing left" slot
- * (n_experts, -1 * inv). p: E floats; ck / ci: ceil(E / 32) * min(k, 32) candidate values / ids;
+ * (n_experts, -1 * inv). p: E floats; ck: ceil(E / 32) * min(k, 32) candidate keys rounded up
+ * to 16;
  * red: blockDim.x / 32 + 1 floats; selw, seli: top_k each (all shared). */
-static __device__ __forceinline__ void
-route_token_block(int32_t *ids, float *weights, const float *l, int n_experts, int top_k,
-                  const float *sh, float *p, float *ck, int *ci, float *red, float *selw, int *seli)
+static __device__ __forceinline__ void route_token_block(int32_t *ids, float *weights,
+                                                         const float *l, int n_experts, int top_k,
+                                                         const float *sh, float *p,
+                                                         unsigned long long *ck, float *red,
+                                                         float *selw, int *seli)
 {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
     float mx = -INFINITY;
@@ -105,37 +108,42 @@ route_token_block(int32_t *ids, float *weights, const float *l, int n_experts, i
         if (lane == 0)
             red[nw] = 1.0f / sum;
     }
-    /* every warp: its chunks' top kk by rank within the chunk */
+    /* every warp: its chunks' top kk by rank within the chunk. An expert's key orders (value
+     * desc, expert asc) as route_token's rounds do, unique per expert: the value's bits with the
+     * top bit set (p >= 0) above the inverted expert index; NaN and past-E keys have the top bit
+     * clear (below every value, never selected). */
     const int kk = top_k < 32 ? top_k : 32, n_chunks = (n_experts + 31) / 32;
     for (int c = warp; c < n_chunks; c += nw) {
         const int e = c * 32 + lane;
-        const float pv = e < n_experts ? p[e] : -3.0f;
-        const float key = isnan(pv) ? -1.0f : pv; /* NaN: never selected, as route_token */
+        const float pv = e < n_experts ? p[e] : NAN;
+        const unsigned long long key =
+            ((unsigned long long)(isnan(pv) ? 0u : (__float_as_uint(pv) | 0x80000000u)) << 32) |
+            (0xffffffffu - (uint32_t)e);
         int r = 0;
 #pragma unroll 8
-        for (int j = 0; j < 32; j++) {
-            const float kj = __shfl_sync(0xffffffffu, key, j);
-            r += kj > key || (kj == key && j < lane);
-        }
-        if (r < kk) {
+        for (int j = 0; j < 32; j++)
+            r += __shfl_sync(0xffffffffu, key, j) > key;
+        if (r < kk)
             ck[c * kk + r] = key;
-            ci[c * kk + r] = e;
-        }
     }
+    /* the candidates padded with zero keys (below every key) to whole rounds of the rank loop */
+    const int n_cand = n_chunks * kk, n_pad = (n_cand + 15) / 16 * 16;
+    for (int c = n_cand + tid; c < n_pad; c += blockDim.x)
+        ck[c] = 0ull;
     __syncthreads();
-    const int n_cand = n_chunks * kk;
     const float inv = red[nw];
     for (int c = tid; c < n_cand; c += blockDim.x) {
-        const float key = ck[c];
-        const int e = ci[c];
+        const unsigned long long key = ck[c];
         int r = 0;
-        for (int j = 0; j < n_cand; j++) {
-            const float kj = ck[j];
-            r += kj > key || (kj == key && ci[j] < e);
+        for (int j0 = 0; j0 < n_pad; j0 += 16) {
+#pragma unroll
+            for (int j = 0; j < 16; j++)
+                r += ck[j0 + j] > key;
         }
         if (r < top_k) {
-            seli[r] = key >= 0.0f ? e : n_experts;
-            selw[r] = (key >= 0.0f ? key : -1.0f) * inv;
+            const bool valid = key >> 63;
+            seli[r] = valid ? (int)(0xffffffffu - (uint32_t)key) : n_experts;
+            selw[r] = (valid ? __uint_as_float((uint32_t)(key >> 32) & 0x7fffffffu) : -1.0f) * inv;
         }
     }
     __syncthreads();
@@ -188,7 +196,7 @@ __global__ void __launch_bounds__(ROUTER_THREADS) moe_router_kernel(moe_router_a
 {
     kcuda_pdl_enter();
     __shared__ float red[MOE_ROUTER_MAX_TOK][ROUTER_THREADS / 32];
-    __shared__ float p[MOE_ROUTER_MAX_TOK][MOE_ROUTER_MAX_EXPERTS];
+    __shared__ __align__(16) float p[MOE_ROUTER_MAX_TOK][MOE_ROUTER_MAX_EXPERTS];
     __shared__ float selw[MOE_ROUTER_MAX_TOK][MOE_ROUTE_MAX_TOPK];
     __shared__ bool last;
     const int r = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -229,8 +237,9 @@ __global__ void __launch_bounds__(ROUTER_THREADS) moe_router_kernel(moe_router_a
     __threadfence();
     if (a.n_tok == 1) { /* batch-1 decode: the whole block routes the one token */
         route_token_block(a.ids, a.weights, a.logits, a.n_experts, a.top_k,
-                          a.has_sh ? a.sh_logits : NULL, p[0], p[1], reinterpret_cast<int *>(p[2]),
-                          &red[0][0], selw[0], reinterpret_cast<int *>(selw[1]));
+                          a.has_sh ? a.sh_logits : NULL, p[0],
+                          reinterpret_cast<unsigned long long *>(p[2]), &red[0][0], selw[0],
+                          reinterpret_cast<int *>(selw[1]));
     } else if (warp < a.n_tok) {
         const int stride = a.top_k + (a.has_sh ? 1 : 0);
         route_token(a.ids + (int64_t)warp * stride, a.weights + (int64_t)warp * stride,

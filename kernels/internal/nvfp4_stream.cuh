@@ -35,6 +35,7 @@
 #include "kweight.h"
 #include "nvfp4_mma.cuh"
 #include "pdl.cuh"
+#include "wdot.cuh"
 
 #define NVS_WARPS 8
 #define NVS_U 4                      /* items (128-column chunks) in flight per warp */
@@ -63,10 +64,20 @@ struct nvs_args {
  * launch (the GDN qkv + z, attention q + k + v): blocks from b[i] on belong to weight i + 1
  * (weight 0 is the kernel's w, output a.y), each output's ldy its weight's rows. */
 #define NVS_MULTI 3
+/* After the stream blocks, up to NVS_MULTI_WIDE small bf16 weights of the same cols on the same
+ * activations, a warp per row (blocks from wb on, NVS_WARPS rows a block; fp32 on the cores as
+ * gemv's CUDA-core path, its sums in another order): the GDN b and a beside qkv and z, so the
+ * four input projections of a GDN layer are one launch. */
+#define NVS_MULTI_WIDE 2
 struct nvs_more {
     kweight w[NVS_MULTI - 1];
     float *y[NVS_MULTI - 1];
     int b[NVS_MULTI - 1]; // first block of weight i + 1; INT_MAX past the last weight
+    kweight ww[NVS_MULTI_WIDE];
+    float *wy[NVS_MULTI_WIDE];
+    int we[NVS_MULTI_WIDE]; // their expert indices
+    int wb;                 // first block of the warp-per-row weights; INT_MAX: none
+    int wn;                 // how many (0..NVS_MULTI_WIDE)
 };
 
 /* no further weights (every launch but nvs_launch_multi's) */
@@ -75,7 +86,37 @@ static inline nvs_more nvs_more_none(void)
     nvs_more m;
     memset(&m, 0, sizeof m);
     m.b[0] = m.b[1] = INT_MAX;
+    m.wb = INT_MAX;
     return m;
+}
+
+/* A block from more.wb on: its NVS_WARPS rows of the bf16 weights, a warp per row (wdot over
+ * the lanes, a warp sum per token; no block barrier). */
+static __device__ __forceinline__ void nvs_wide_rows(const nvs_more &m, const nvs_args &a)
+{
+    kcuda_pdl_enter();
+    const int lane = threadIdx.x & 31;
+    int r = ((int)blockIdx.x - m.wb) * NVS_WARPS + (int)(threadIdx.x >> 5);
+    const bool second = r >= m.ww[0].rows;
+    if (second)
+        r -= m.ww[0].rows;
+    if ((second && (m.wn < 2 || r >= m.ww[1].rows)))
+        return;
+    const kweight &w = second ? m.ww[1] : m.ww[0];
+    const int e = second ? m.we[1] : m.we[0];
+    float *const y = second ? m.wy[1] : m.wy[0];
+    float acc[NVS_MAX_TOK];
+#pragma unroll
+    for (int t = 0; t < NVS_MAX_TOK; t++)
+        acc[t] = 0.0f;
+    wdot<NVS_MAX_TOK, 1, KF_BF16>(w, e, r, 1, 1, a.x, a.ldx, a.n_tok, lane, 32, acc);
+    const float sc = kw_row_scale(w, e, r);
+#pragma unroll
+    for (int t = 0; t < NVS_MAX_TOK; t++) {
+        const float v = warp_sum(acc[t]);
+        if (lane == 0 && t < a.n_tok)
+            y[(int64_t)t * w.rows + r] = v * sc;
+    }
 }
 
 /* Shapes the kernel accepts (the launchers have run kweight_check_dev already). */
@@ -336,6 +377,10 @@ template <int MODE, bool VEC16, bool FP8 = false, bool MULTI = false>
 static __global__ void __launch_bounds__(NVS_WARPS * 32, VEC16 ? NVS_MIN_BLOCKS : 2)
     nvs_kernel(const kweight w_in, const nvs_args a, const nvs_more more)
 {
+    if (MULTI && (int)blockIdx.x >= more.wb) { /* block-uniform, before any barrier */
+        nvs_wide_rows(more, a);
+        return;
+    }
     /* MULTI: this block's weight, output and block index within that weight (block-uniform) */
     const int wi = !MULTI ? 0 : (int)blockIdx.x < more.b[0] ? 0 : (int)blockIdx.x < more.b[1] ? 1 : 2;
     const kweight w = !MULTI ? w_in : wi == 0 ? w_in : wi == 1 ? more.w[0] : more.w[1];
@@ -567,16 +612,22 @@ static inline int nvs_launch(const kweight *w, nvs_args a, int grid_y, int n_seg
 }
 
 /* PLAIN over n (2..NVS_MULTI) nvfp4 weights of the same cols and load form (nvs_vec16) on the
- * same activations, one launch: output i is ys[i] (ldy = ws[i]->rows). ERR_UNSUPPORTED as
- * nvs_launch's, or when the weights differ in cols or load form. */
-static inline int nvs_launch_multi(const kweight *const *ws, float *const *ys, int n, nvs_args a,
-                                   cudaStream_t stream)
+ * same activations, one launch: output i is ys[i] (ldy = ws[i]->rows); then nw (0..NVS_MULTI_WIDE)
+ * bf16 weights wws (experts wes, outputs wys, pitch their rows) of the same cols, a warp per row
+ * (nvs_wide_rows). ERR_UNSUPPORTED as nvs_launch's, or when the weights differ in cols or load
+ * form, or a wide one is not bf16. */
+static inline int nvs_launch_multi(const kweight *const *ws, float *const *ys, int n,
+                                   const kweight *const *wws, float *const *wys, const int *wes,
+                                   int nw, nvs_args a, cudaStream_t stream)
 {
-    if (n < 2 || n > NVS_MULTI)
+    if (n < 2 || n > NVS_MULTI || nw < 0 || nw > NVS_MULTI_WIDE)
         return ERR_UNSUPPORTED;
     const bool v16 = nvs_vec16(ws[0]);
     for (int i = 0; i < n; i++)
         if (!nvs_ok(ws[i]) || ws[i]->cols != ws[0]->cols || nvs_vec16(ws[i]) != v16)
+            return ERR_UNSUPPORTED;
+    for (int i = 0; i < nw; i++)
+        if (wws[i]->fmt != KW_FMT_BF16 || wws[i]->cols != ws[0]->cols || wes[i] < 0)
             return ERR_UNSUPPORTED;
     if (a.n_tok < 1 || a.n_tok > NVS_MAX_TOK || !nvs_fits(ws[0]->cols, a.n_tok, 1))
         return ERR_UNSUPPORTED;
@@ -592,6 +643,18 @@ static inline int nvs_launch_multi(const kweight *const *ws, float *const *ys, i
         more.y[i - 1] = ys[i];
         more.b[i - 1] = blocks;
         blocks += (ws[i]->rows + rows_per_block - 1) / rows_per_block;
+    }
+    if (nw > 0) {
+        int wrows = 0;
+        for (int i = 0; i < nw; i++) {
+            more.ww[i] = *wws[i];
+            more.wy[i] = wys[i];
+            more.we[i] = wes[i];
+            wrows += wws[i]->rows;
+        }
+        more.wn = nw;
+        more.wb = blocks;
+        blocks += (wrows + NVS_WARPS - 1) / NVS_WARPS;
     }
     const dim3 grid((unsigned)blocks, 1), blk(NVS_WARPS * 32);
     const size_t smem = nvs_smem_bytes(ws[0]->cols, a.n_tok, 1);

@@ -97,7 +97,8 @@ static void run_case(int fmt, int scale_kind, int n_experts, int expert, int row
 
 /* gemv_multi_cuda: n weights (bf16, then the formats in fmts) of the same cols in one launch vs
  * gemv_ref of each, at the CUDA-core tolerance (the wide kernel is fp32 on the cores) */
-static void run_multi(int n, const int *fmts, const int *rows, int cols, int n_tok, int same_e)
+static void run_multi_kind(int n, const int *fmts, const int *rows, int cols, int n_tok, int same_e,
+                           int want_kind)
 {
     struct kw_pair w[GEMV_MULTI_MAX];
     struct gemv_out o[GEMV_MULTI_MAX];
@@ -111,11 +112,14 @@ static void run_multi(int n, const int *fmts, const int *rows, int cols, int n_t
                                   ktest_dev_poison((size_t)n_tok * rows[i]) };
     }
     CHECK_EQ_INT(gemv_multi_cuda(o, n, dx, n_tok, 0), 0);
-    /* 2..3 nvfp4 weights with one expert index run the stream kernel (fp16 activations) */
-    bool f16 = n >= 2 && n <= 3;
-    for (int i = 0; i < n; i++)
-        f16 = f16 && fmts[i] == KW_FMT_NVFP4 && o[i].expert == o[0].expert;
+    /* 2..3 nvfp4 weights with one expert index run the stream kernel (fp16 activations), also
+     * when bf16 weights follow them (those a warp per row, fp32) */
+    const int kind = gemv_multi_kind(o, n, n_tok);
+    if (want_kind >= 0)
+        CHECK_EQ_INT(kind, want_kind);
     for (int i = 0; i < n; i++) {
+        const bool f16 = (kind == GEMV_MULTI_STREAM || kind == GEMV_MULTI_STREAM_WIDE) &&
+                         fmts[i] == KW_FMT_NVFP4;
         const size_t ny = (size_t)n_tok * rows[i];
         float *ref = malloc(sizeof(float) * ny), *got = malloc(sizeof(float) * ny);
         double amax = 0;
@@ -143,6 +147,11 @@ static void run_multi(int n, const int *fmts, const int *rows, int cols, int n_t
     }
     ktest_free(dx);
     free(x);
+}
+
+static void run_multi(int n, const int *fmts, const int *rows, int cols, int n_tok, int same_e)
+{
+    run_multi_kind(n, fmts, rows, cols, n_tok, same_e, -1);
 }
 
 int main(void)
@@ -211,6 +220,26 @@ int main(void)
         run_multi(3, nn, qkv, 2048, 2, 1);
         run_multi(3, nn, odd, 208, 8, 1);
         run_multi(2, nn, odd, 256, 1, 0); /* experts differ: the wide kernel */
+        /* nvfp4 then bf16 (the GDN qkv, z, b, a): one stream launch, the bf16 rows a warp each */
+        const int nnbb[4] = {KW_FMT_NVFP4, KW_FMT_NVFP4, KW_FMT_BF16, KW_FMT_BF16};
+        const int nnnb[4] = {KW_FMT_NVFP4, KW_FMT_NVFP4, KW_FMT_NVFP4, KW_FMT_BF16};
+        const int qzba[4] = {1024, 512, 32, 32}, odd4[4] = {33, 70, 17, 13};
+        run_multi_kind(4, nnbb, qzba, 2048, 1, 1, GEMV_MULTI_STREAM_WIDE);
+        run_multi_kind(4, nnbb, qzba, 2048, 3, 1, GEMV_MULTI_STREAM_WIDE);
+        run_multi_kind(3, nnbb, odd4, 208, 8, 1, GEMV_MULTI_STREAM_WIDE); /* 8-byte loads */
+        run_multi_kind(4, nnnb, odd4, 256, 2, 1, GEMV_MULTI_STREAM_WIDE);
+        const int big[4] = {64, 64, 513, 32}; /* a bf16 weight past GEMV_WIDE_MAX_ROWS */
+        struct kw_pair w[4];
+        struct gemv_out o[4];
+        for (int i = 0; i < 4; i++) {
+            kw_pair_make(&w[i], nnbb[i], 0, 1, big[i], 256);
+            o[i] = (struct gemv_out){&w[i].dev, 0, NULL};
+        }
+        CHECK_EQ_INT(gemv_multi_kind(o, 4, 1), GEMV_MULTI_NONE);
+        o[1].expert = 1; /* stream weights of two experts: no stream launch */
+        CHECK_EQ_INT(gemv_multi_kind(o, 3, 1), GEMV_MULTI_NONE);
+        for (int i = 0; i < 4; i++)
+            kw_pair_free(&w[i]);
     }
 
     /* bad arguments */

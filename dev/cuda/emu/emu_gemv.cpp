@@ -82,7 +82,7 @@ static int run_multi(int n, int f0, int f1, int f2, int r0, int r1, int cols, in
         const kw_cmp c = kw_compare(o[i].y, ref[i], ny[i], f16 ? 1e-3 : 1e-5, f16 ? 1e-3 : 1e-4);
         bad += (int)c.bad;
         guard &= kw_guard_ok(o[i].y, ny[i]);
-        if (f16) { /* the same bits as gemv_cuda's own launch of this weight */
+        if (f16 && fmts[i] == KW_FMT_NVFP4) { /* the same bits as gemv_cuda's own launch */
             float *y1 = kw_out(ny[i]);
             rc |= gemv_cuda(y1, &w[i], o[i].expert, x, n_tok, 0);
             bad += memcmp(y1, o[i].y, ny[i] * 4) != 0;
@@ -91,7 +91,8 @@ static int run_multi(int n, int f0, int f1, int f2, int r0, int r1, int cols, in
     const bool one = launched.find(expect) != std::string::npos && launched.find(';') == launched.rfind(';');
     /* the dispatch log's source: gemv_multi_kind names the kernel that ran */
     const int kind = gemv_multi_kind(o, n, n_tok);
-    const bool named = kind == (f16 ? GEMV_MULTI_STREAM : GEMV_MULTI_WIDE);
+    const bool tail = fmts[n - 1] == KW_FMT_BF16; /* nvfp4 weights, then bf16 a warp per row */
+    const bool named = kind == (f16 ? (tail ? GEMV_MULTI_STREAM_WIDE : GEMV_MULTI_STREAM) : GEMV_MULTI_WIDE);
     const int fail = rc || bad || !guard || !one || !named;
     printf("gemv_multi emu n=%d fmts=%d,%d,%d rows=%d,%d cols=%d tok=%d ran=%s: bad=%d guard=%d rc=%d %s\n", n,
            f0, f1, f2, r0, r1, cols, n_tok, launched.c_str(), bad, guard, rc, fail ? "FAIL" : "ok");
@@ -166,6 +167,10 @@ int main(int argc, char **argv)
     f += run_multi(2, NV, NV, NV, 40, 24, 160, 3, NVM, 1);   /* K % 128 != 0: the register path */
     f += run_multi(3, NV, NV, NV, 33, 70, 208, 8, NVM8, 1); /* K % 32 == 16: 8-byte loads */
     f += run_multi(2, NV, NV, NV, 40, 40, 256, 1, "gemv_wide_kernel", 0); /* experts differ: wide */
+    /* nvfp4 then bf16 (the GDN qkv, z, b, a): one stream launch, the bf16 rows a warp each */
+    f += run_multi(4, NV, NV, BF, 600, 45, 256, 1, NVM, 1);
+    f += run_multi(3, NV, NV, BF, 33, 70, 208, 8, NVM8, 1);   /* 8-byte loads; 73 bf16 rows */
+    f += run_multi(4, NV, NV, BF, 40, 24, 160, 3, NVM, 1);
     {
         kweight a = kw_make(BF, 0, 1, 8, 256, 256), b = kw_make(BF, 0, 1, 8, 128, 128),
                 c = kw_make(BF, 0, 1, 513, 256, 256);

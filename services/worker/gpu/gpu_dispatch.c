@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "attn_prefill.h"
 #include "attn_prep.h"
@@ -182,8 +183,8 @@ static bool gemv_path(const struct gpu_model *g, const struct kweight *w, int n)
 }
 
 /* y_i = x W_i^T (n_w <= GEMV_MULTI_MAX weights on the same rows) in one gemv_multi launch when
- * the step has at most multi_rows rows and every weight would run as a GEMV; else, or where
- * gemv_multi declines the set, one by one */
+ * the step has at most multi_rows rows and every weight would run as a GEMV; where gemv_multi
+ * declines a set of more than two, its first two and the rest the same way; else one by one */
 int gpu_linear_multi(struct gpu_model *g, int n_w, float *const *ys,
                      const struct kweight *const *ws, const float *x, int n)
 {
@@ -197,6 +198,10 @@ int gpu_linear_multi(struct gpu_model *g, int n_w, float *const *ys,
         const int rc = gemv_multi_cuda(o, n_w, x, n, g->stream);
         if (rc != ERR_UNSUPPORTED)
             return rc;
+        if (n_w > 2) {
+            const int r1 = gpu_linear_multi(g, 2, ys, ws, x, n);
+            return r1 < 0 ? r1 : gpu_linear_multi(g, n_w - 2, ys + 2, ws + 2, x, n);
+        }
     }
     for (int i = 0; i < n_w; i++) {
         const int rc = gpu_linear(g, ys[i], ws[i], x, n);
@@ -352,9 +357,11 @@ static const char *multi_name(const struct gpu_model *g, const struct kweight *c
         o[i] = (struct gemv_out){ ws[i], 0, NULL };
     }
     const int kind = one ? gemv_multi_kind(o, n, 1) : GEMV_MULTI_NONE;
-    return kind == GEMV_MULTI_STREAM ? "rows<=8:one nvfp4 stream launch"
-           : kind == GEMV_MULTI_WIDE ? "rows<=8:one gemv_wide launch"
-                                     : "one launch each";
+    return kind == GEMV_MULTI_STREAM        ? "rows<=8:one nvfp4 stream launch"
+           : kind == GEMV_MULTI_STREAM_WIDE ? "rows<=8:one nvfp4 stream launch, the bf16 "
+                                              "weights a warp per row in it"
+           : kind == GEMV_MULTI_WIDE        ? "rows<=8:one gemv_wide launch"
+                                            : "one launch each";
 }
 
 void gpu_dispatch_log(const struct gpu_model *g)
@@ -377,9 +384,14 @@ void gpu_dispatch_log(const struct gpu_model *g)
              paths(b, sizeof b, "gemv", "gemm_cublaslt_fp32",
                    g->lin && L0->router_f32 ? g->disp.router_rows : INT_MAX));
     if (gdn) {
-        const struct kweight *qz[2] = { &gdn->qkv, &gdn->z }, *ba[2] = { &gdn->b, &gdn->a };
-        LOG_INFO("gpu_dispatch", "class=linear_attn_inputs path=\"qkv+z: %s; b+a: %s\"",
-                 multi_name(g, qz, 2), multi_name(g, ba, 2));
+        /* gdn_mixer: the four in one gpu_linear_multi; declined, qkv + z and b + a */
+        const struct kweight *all[4] = {&gdn->qkv, &gdn->z, &gdn->b, &gdn->a};
+        const char *four = multi_name(g, all, 4);
+        if (strncmp(four, "rows<=", 6) == 0)
+            LOG_INFO("gpu_dispatch", "class=linear_attn_inputs path=\"qkv+z+b+a: %s\"", four);
+        else
+            LOG_INFO("gpu_dispatch", "class=linear_attn_inputs path=\"qkv+z: %s; b+a: %s\"",
+                     multi_name(g, all, 2), multi_name(g, all + 2, 2));
     }
     if (att) {
         const struct kweight *qkv[3] = { &att->q, &att->k, &att->v };

@@ -64,10 +64,11 @@ static int gdn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_
     const int n = p->rows;
     const int32_t *items = p->gitems;
     {
-        float *const y1[2] = { g->mix_raw, g->gz }, *const y2[2] = { g->gb, g->ga };
-        const struct kweight *const w1[2] = { &L->qkv, &L->z }, *const w2[2] = { &L->b, &L->a };
-        TRY(gpu_linear_multi(g, 2, y1, w1, g->x, n));
-        TRY(gpu_linear_multi(g, 2, y2, w2, g->x, n));
+        /* one launch where a kernel takes all four (nvfp4 qkv + z on the stream kernel, bf16
+         * b + a a warp per row beside them), else qkv + z and b + a (gpu_linear_multi) */
+        float *const ys[4] = {g->mix_raw, g->gz, g->gb, g->ga};
+        const struct kweight *const ws[4] = {&L->qkv, &L->z, &L->b, &L->a};
+        TRY(gpu_linear_multi(g, 4, ys, ws, g->x, n));
     }
     TRY(gdn_seq_conv_cuda(g->mix, L->conv_state, g->o.state_in_pool ? g->state_stride : 0,
                           L->conv_snap, g->n_snap, g->mix_raw, L->conv_w, items, p->items, n, g->cd,
