@@ -172,19 +172,24 @@ __global__ void __launch_bounds__(THREADS)
 }
 
 /* Merges the min(n_parts, ceil(len / SPLIT)) partials of sequence b (the blocks past its chunks
- * returned at once and wrote nothing). Any multiple of 32 threads. Warp 0 turns each partial's
- * max into its factor exp(m_s - M) / L in shared memory, so the output loop is one load and one
- * multiply-add a partial, 8 loads in flight (a 2,048-token context has 32 partials a head). */
+ * returned at once and wrote nothing). THREADS threads. Warp 0 turns each partial's max into its
+ * factor exp(m_s - M) / L in shared memory; then warp w sums the partials w, w + WARPS, .. (a
+ * lane 8 dims, as 8-byte loads: a partial's row is head_dim + 2 floats), all of a warp's loads
+ * issued together, and the warps' sums meet in shared memory: a 2,048-token context's 32
+ * partials a head cost one round of loads, not one per partial. */
 #define MERGE_MAX_PARTS ATTN_DECODE_WAVE_BLOCKS
-__global__ void attn_merge_kernel(float *out, const float *ws, const float *gate,
-                                  const int32_t *seq_lens, int n_q_heads, int head_dim, int n_parts)
+__global__ void __launch_bounds__(THREADS)
+    attn_merge_kernel(float *out, const float *ws, const float *gate, const int32_t *seq_lens,
+                      int n_q_heads, int head_dim, int n_parts)
 {
     kcuda_pdl_enter();
     __shared__ float fac[MERGE_MAX_PARTS];
-    const int h = blockIdx.x, b = blockIdx.y, lane = threadIdx.x & 31, ld = head_dim + 2;
+    __shared__ float part[WARPS][MAXD];
+    const int h = blockIdx.x, b = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int ld = head_dim + 2;
     const float *w = ws + ((int64_t)b * n_q_heads + h) * n_parts * ld;
     const int n = min(n_parts, CEIL_DIV(max(seq_lens[b], 0), SPLIT));
-    if (threadIdx.x < 32) {
+    if (warp == 0) {
         float M = -INFINITY;
         for (int s = lane; s < n; s += KCUDA_WARP)
             M = fmaxf(M, w[s * ld + head_dim]);
@@ -201,11 +206,32 @@ __global__ void attn_merge_kernel(float *out, const float *ws, const float *gate
             fac[s] *= inv;
     }
     __syncthreads();
-    for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
+    for (int d0 = lane * 8; d0 < head_dim; d0 += KCUDA_WARP * 8) {
+        float o[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            o[i] = 0.0f;
+#pragma unroll 4
+        for (int s = warp; s < n; s += WARPS) {
+            const float2 *p = reinterpret_cast<const float2 *>(w + s * ld + d0);
+            const float f = fac[s];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const float2 v = p[i];
+                o[2 * i] += v.x * f;
+                o[2 * i + 1] += v.y * f;
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            part[warp][d0 + i] = o[i];
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < head_dim; i += THREADS) {
         float o = 0.0f;
-#pragma unroll 8
-        for (int s = 0; s < n; s++)
-            o += w[s * ld + i] * fac[s];
+#pragma unroll
+        for (int k = 0; k < WARPS; k++)
+            o += part[k][i];
         const int64_t idx = ((int64_t)b * n_q_heads + h) * head_dim + i;
         if (gate)
             o *= sigmoid_f32(gate[idx]);

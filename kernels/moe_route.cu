@@ -191,7 +191,8 @@ struct moe_router_args {
     int n_tok, n_experts, top_k, has_sh;
 };
 
-template <int KF>
+/* NT: the token count the GEMV part is built for (1: the batch-1 step, no idle token lanes) */
+template <int KF, int NT>
 __global__ void __launch_bounds__(ROUTER_THREADS) moe_router_kernel(moe_router_args a)
 {
     kcuda_pdl_enter();
@@ -203,14 +204,13 @@ __global__ void __launch_bounds__(ROUTER_THREADS) moe_router_kernel(moe_router_a
     const bool shr = r >= a.n_experts; /* the shared gate's block */
     const kweight w = shr ? a.sh : a.w;
     const int row = shr ? 0 : r;
-    float acc[MOE_ROUTER_MAX_TOK];
+    float acc[NT];
 #pragma unroll
-    for (int t = 0; t < MOE_ROUTER_MAX_TOK; t++)
+    for (int t = 0; t < NT; t++)
         acc[t] = 0.0f;
-    wdot<MOE_ROUTER_MAX_TOK, 1, KF>(w, 0, row, 1, 1, a.x, w.cols, a.n_tok, threadIdx.x,
-                                    ROUTER_THREADS, acc);
+    wdot<NT, 1, KF>(w, 0, row, 1, 1, a.x, w.cols, a.n_tok, threadIdx.x, ROUTER_THREADS, acc);
 #pragma unroll
-    for (int t = 0; t < MOE_ROUTER_MAX_TOK; t++) {
+    for (int t = 0; t < NT; t++) {
         const float v = warp_sum(acc[t]);
         if (lane == 0)
             red[t][warp] = v;
@@ -310,11 +310,14 @@ int moe_router_cuda(int32_t *ids, float *weights, float *logits, float *sh_logit
     a.has_sh = sh_gate != NULL;
     const int blocks = E + (sh_gate ? 1 : 0);
     const int kf = kw_kf_of(router);
-    if (sh_gate && kw_kf_of(sh_gate) != kf)
-        kcuda_launch_pdl(moe_router_kernel<KF_ANY>, blocks, ROUTER_THREADS, 0, stream, a);
-    else if (kf == KF_BF16)
-        kcuda_launch_pdl(moe_router_kernel<KF_BF16>, blocks, ROUTER_THREADS, 0, stream, a);
+    const bool bf16 = kf == KF_BF16 && (!sh_gate || kw_kf_of(sh_gate) == kf);
+    if (bf16 && n_tok == 1)
+        kcuda_launch_pdl(moe_router_kernel<KF_BF16, 1>, blocks, ROUTER_THREADS, 0, stream, a);
+    else if (bf16)
+        kcuda_launch_pdl(moe_router_kernel<KF_BF16, MOE_ROUTER_MAX_TOK>, blocks, ROUTER_THREADS, 0,
+                         stream, a);
     else
-        kcuda_launch_pdl(moe_router_kernel<KF_ANY>, blocks, ROUTER_THREADS, 0, stream, a);
+        kcuda_launch_pdl(moe_router_kernel<KF_ANY, MOE_ROUTER_MAX_TOK>, blocks, ROUTER_THREADS, 0,
+                         stream, a);
     return kcuda_launch_status("moe_router");
 }

@@ -154,8 +154,13 @@ static int decode_cases(bool quick)
     /* grids narrower than the chunks: blocks walk 3 (2 parts) or 2 and 1 (4 parts) chunks */
     f += run_decode(3, 8, 1, 256, 16, lb, 4096, 2, KV_DTYPE_FP8, 0.02f, 0.03f, 1);
     f += run_decode(3, 8, 1, 128, 32, lb, 1337, 4, KV_DTYPE_BF16, 1, 1, 0);
+    /* batch 1 in the graph (33 parts a head): a 2,048-token context's 32 partials, 4 a merge
+     * warp; 2 heads (264 parts): 79 partials, more than a warp's lanes in the merge's max */
+    static const int l1[] = {2048}, l2[] = {5000};
+    f += run_decode(1, 16, 2, 256, 16, l1, 262144, 0, KV_DTYPE_BF16, 1, 1, 1);
     if (quick)
         return f;
+    f += run_decode(1, 2, 1, 128, 16, l2, 262144, 0, KV_DTYPE_BF16, 1, 1, 0);
     f += run_decode(7, 16, 2, 256, 16, la, 262144, 0, KV_DTYPE_FP8, 0.05f, 0.1f, 1);
     /* the launcher's grid of 2 parts (3 * 96 heads): blocks walk up to 3 chunks */
     f += run_decode(3, 96, 12, 64, 16, lb, 8192, 0, KV_DTYPE_BF16, 1, 1, 1);
