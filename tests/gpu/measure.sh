@@ -25,6 +25,8 @@
 #     nvs      bench_kernels nvfp4 (the model's nvfp4 shapes against the copy bandwidth), the
 #              stream kernel's SASS opcodes by count, ncu sections of one of its launches
 #     profile1 tests/gpu/profile.sh of batch-1 decode steps at a 2,048-token context (issue 17)
+#     smoke    gpu_smoke on CONFIG: batch-1 decode with MTP upkeep, verify steps of k = 1..4 rows
+#              against a plain step, spec windows (issue 16's verify-cost floor)
 #     nvsminb  the NVFP4 stream kernel at 3 blocks per SM (the default, NVS_MIN_BLOCKS) against 2
 #              (a second build with -DNVS_MIN_BLOCKS=2 in $BUILD_DIR-minb2): bench_kernels nvfp4
 #              and gpu_bench batch 1 at 2,048 from each build (the same tokens_hash)
@@ -238,6 +240,16 @@ for s in "${stages[@]}"; do
       note_lines "  stall" < <(grep -E 'issue_stalled' "$logs/nvs_ncu.txt" |
         awk '{ v = $NF + 0; if (v >= 0.2) printf "%-60s %s\n", $1, $NF }' | sort -k2,2nr | head -12)
       ;;
+    smoke)
+      # gpu_smoke on the NVFP4 config (MTP head declared, dummy weights): batch-1 decode with the
+      # MTP upkeep, the k = 1..4 verify steps against a plain step and the spec windows (issue 16:
+      # a k = 3 verify at most 1.3x a plain step)
+      build_benches && { [ -x "$b/bin/gpu_smoke" ] || cmake --build "$b" -j"$(nproc)" \
+          --target gpu_smoke > "$logs/build_smoke.log" 2>&1; } || { note smoke "build failed"; continue; }
+      (cd "$root" && timeout 200 "$b/bin/gpu_smoke" "$cfg" 64 4096 4) > "$logs/smoke.txt" 2>&1
+      note smoke "rc=$? ($(elapsed))"
+      note_lines "  smoke" < <(grep -E '^batch1 (plain|verify|window|spec)|^batch1:' "$logs/smoke.txt")
+      ;;
     profile1)
       build_benches || { note profile1 "build failed"; continue; }
       # 9 decode steps in the range (gpu_bench's warm-ups included)
@@ -248,7 +260,7 @@ for s in "${stages[@]}"; do
       note_lines "  profile1" < <(head -30 "$logs/p1/profile_decode.txt" 2>/dev/null)
       rm -f "$logs"/p1/profile_*.csv
       ;;
-    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill gdn pool stack nvs nvsminb profile profile1)" >&2; exit 2 ;;
+    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill gdn pool stack nvs nvsminb profile profile1 smoke)" >&2; exit 2 ;;
   esac
 done
 finish
