@@ -1,99 +1,11 @@
-/* argmax: one 1024-thread block per row (16-byte loads, four in flight per thread); (value, index)
- * pairs reduced with ties -> lower index. argmax_split: a row over several blocks, each folding
- * its best into an order-preserving 64-bit key (atomicMax), the row's last block writing the id. */
+/* argmax: a row over several 512-thread blocks (16-byte loads, four in flight per thread), each
+ * folding its best (value, index) into an order-preserving 64-bit key (ties -> lower index) with
+ * atomicMax, the row's last block writing the id. */
 #include "argmax.h"
 
 #include "common/xalloc.h"
 #include "internal/kcuda.cuh"
 #include "internal/pdl.cuh"
-
-static __device__ __forceinline__ bool better(float v, int i, float bv, int bi)
-{
-    /* bi < 0 means "nothing yet" */
-    return bi < 0 || v > bv || (v == bv && i < bi);
-}
-
-__global__ void __launch_bounds__(1024) argmax_kernel(int32_t *ids, const float *logits, int vocab)
-{
-    kcuda_pdl_enter();
-    __shared__ float sv[32];
-    __shared__ int si[32];
-    const float *l = logits + (int64_t)blockIdx.x * vocab;
-    float bv = -INFINITY;
-    int bi = -1;
-    /* 16-byte loads, AU of them in flight per thread, when the rows allow (a thread's indices
-     * still rise in the order it compares them: ties keep the lower index) */
-    constexpr int AU = 4;
-    const int n4 = vocab % 4 == 0 && ((uintptr_t)logits) % 16 == 0 ? vocab / 4 : 0;
-    const float4 *l4 = reinterpret_cast<const float4 *>(l);
-    for (int i0 = threadIdx.x; i0 < n4; i0 += AU * blockDim.x) {
-        float4 q[AU];
-#pragma unroll
-        for (int u = 0; u < AU; u++) {
-            const int i = i0 + u * blockDim.x;
-            q[u] = i < n4 ? __ldg(l4 + i) : make_float4(NAN, NAN, NAN, NAN);
-        }
-#pragma unroll
-        for (int u = 0; u < AU; u++) {
-            const int i = 4 * (i0 + u * blockDim.x);
-            const float v[4] = { q[u].x, q[u].y, q[u].z, q[u].w };
-#pragma unroll
-            for (int j = 0; j < 4; j++)
-                if (!isnan(v[j]) && better(v[j], i + j, bv, bi)) {
-                    bv = v[j];
-                    bi = i + j;
-                }
-        }
-    }
-    for (int i = 4 * n4 + threadIdx.x; i < vocab; i += blockDim.x) {
-        float v = l[i];
-        if (!isnan(v) && better(v, i, bv, bi)) {
-            bv = v;
-            bi = i;
-        }
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-        int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-        if (oi >= 0 && better(ov, oi, bv, bi)) {
-            bv = ov;
-            bi = oi;
-        }
-    }
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    if (lane == 0) {
-        sv[warp] = bv;
-        si[warp] = bi;
-    }
-    __syncthreads();
-    if (warp == 0) {
-        const int nw = blockDim.x >> 5;
-        bv = lane < nw ? sv[lane] : -INFINITY;
-        bi = lane < nw ? si[lane] : -1;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-            int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-            if (oi >= 0 && better(ov, oi, bv, bi)) {
-                bv = ov;
-                bi = oi;
-            }
-        }
-        if (lane == 0)
-            ids[blockIdx.x] = bi < 0 ? 0 : bi;
-    }
-}
-
-int argmax_cuda(int32_t *ids, const float *logits, int n_rows, int vocab, cudaStream_t stream)
-{
-    if (!ids || !logits || n_rows < 0 || vocab <= 0)
-        return ERR_INVAL;
-    if (n_rows == 0)
-        return 0;
-    kcuda_launch_pdl(argmax_kernel, n_rows, 1024, 0, stream, ids, logits, vocab);
-    return kcuda_launch_status("argmax");
-}
 
 /* (value, index) -> a key whose unsigned order is value ascending, then index descending (ties
  * -> the lower index wins a max); -0 counts as +0 (equal values); never 0 for a non-NaN value
@@ -103,6 +15,15 @@ static __device__ __forceinline__ unsigned long long argmax_key(float v, int i)
     const uint32_t u = __float_as_uint(v == 0.0f ? 0.0f : v);
     const uint32_t ord = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
     return ((unsigned long long)ord << 32) | (0xffffffffu - (uint32_t)i);
+}
+
+/* best = max(best, key of (v, i)); NaN is never chosen */
+static __device__ __forceinline__ void argmax_fold(unsigned long long &best, float v, int i)
+{
+    if (!isnan(v)) {
+        const unsigned long long k = argmax_key(v, i);
+        best = k > best ? k : best;
+    }
 }
 
 static __device__ __forceinline__ unsigned long long warp_max_u64(unsigned long long k)
@@ -121,7 +42,7 @@ static __device__ __forceinline__ unsigned long long warp_max_u64(unsigned long 
  * 0: aligned rows) or of floats (n4 == 0); the floats past the last whole unit go to the last
  * block. ws[r]: the row's key; ws[n_rows + r]: its block counter. */
 __global__ void __launch_bounds__(SPLIT_THREADS)
-    argmax_split_kernel(int32_t *ids, const float *logits, int vocab, int n4,
+    argmax_kernel(int32_t *ids, const float *logits, int vocab, int n4,
                         unsigned long long *ws)
 {
     kcuda_pdl_enter();
@@ -147,25 +68,16 @@ __global__ void __launch_bounds__(SPLIT_THREADS)
                 const float v[4] = {q[u].x, q[u].y, q[u].z, q[u].w};
 #pragma unroll
                 for (int j = 0; j < 4; j++)
-                    if (!isnan(v[j])) {
-                        const unsigned long long k = argmax_key(v[j], i + j);
-                        best = k > best ? k : best;
-                    }
+                    argmax_fold(best, v[j], i + j);
             }
         }
         if (b == parts - 1)
             for (int i = 4 * n4 + (int)threadIdx.x; i < vocab; i += SPLIT_THREADS)
-                if (!isnan(l[i])) {
-                    const unsigned long long k = argmax_key(l[i], i);
-                    best = k > best ? k : best;
-                }
+                argmax_fold(best, l[i], i);
     } else {
         const int per = (vocab + parts - 1) / parts, lo = b * per, hi = min(vocab, lo + per);
         for (int i = lo + (int)threadIdx.x; i < hi; i += SPLIT_THREADS)
-            if (!isnan(l[i])) {
-                const unsigned long long k = argmax_key(l[i], i);
-                best = k > best ? k : best;
-            }
+            argmax_fold(best, l[i], i);
     }
     best = warp_max_u64(best);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -193,8 +105,8 @@ size_t argmax_ws_words(int n_rows)
     return n_rows > 0 ? 2 * (size_t)n_rows : 0;
 }
 
-int argmax_split_cuda(int32_t *ids, const float *logits, int n_rows, int vocab,
-                      unsigned long long *ws, cudaStream_t stream)
+int argmax_cuda(int32_t *ids, const float *logits, int n_rows, int vocab, unsigned long long *ws,
+                cudaStream_t stream)
 {
     if (!ids || !logits || !ws || n_rows < 0 || n_rows > 65535 || vocab <= 0)
         return ERR_INVAL;
@@ -204,7 +116,7 @@ int argmax_split_cuda(int32_t *ids, const float *logits, int n_rows, int vocab,
     /* about 8,192 floats a block (four 16-byte loads a thread), at most ARGMAX_MAX_PARTS */
     int parts = (int)CEIL_DIV(vocab, 4 * AU_SPLIT * SPLIT_THREADS);
     parts = parts < 1 ? 1 : parts > ARGMAX_MAX_PARTS ? ARGMAX_MAX_PARTS : parts;
-    kcuda_launch_pdl(argmax_split_kernel, dim3((unsigned)parts, (unsigned)n_rows), SPLIT_THREADS, 0,
+    kcuda_launch_pdl(argmax_kernel, dim3((unsigned)parts, (unsigned)n_rows), SPLIT_THREADS, 0,
                      stream, ids, logits, vocab, n4, ws);
-    return kcuda_launch_status("argmax_split");
+    return kcuda_launch_status("argmax");
 }

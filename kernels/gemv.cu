@@ -239,19 +239,27 @@ static bool multi_stream_ok(const struct gemv_out *outs, int ns, int n_tok)
     return true;
 }
 
+/* How many weights lead the set in nvfp4 (the stream kernel's share, when it takes them) */
+static int multi_lead_nvfp4(const struct gemv_out *outs, int n)
+{
+    int ns = 0;
+    while (ns < n && outs[ns].w && outs[ns].w->fmt == KW_FMT_NVFP4)
+        ns++;
+    return ns;
+}
+
 int gemv_multi_kind(const struct gemv_out *outs, int n, int n_tok)
 {
     if (!outs || n < 1 || n > GEMV_MULTI_MAX || n_tok < 1)
         return GEMV_MULTI_NONE;
     bool wide = n_tok <= GEMV_WIDE_MAX_TOK;
-    int ns = 0; /* leading nvfp4 weights */
     for (int i = 0; i < n; i++) {
         const struct kweight *w = outs[i].w;
         if (!w || w->cols != outs[0].w->cols)
             return GEMV_MULTI_NONE;
         wide = wide && w->rows <= GEMV_WIDE_MAX_ROWS;
-        ns += ns == i && w->fmt == KW_FMT_NVFP4;
     }
+    const int ns = multi_lead_nvfp4(outs, n);
     /* the stream kernel: what gemv_cuda takes for each of them, in one launch of one load form */
     if (ns == n && multi_stream_ok(outs, n, n_tok))
         return GEMV_MULTI_STREAM;
@@ -286,15 +294,13 @@ int gemv_multi_cuda(const struct gemv_out *outs, int n, const float *x, int n_to
     if (kind == GEMV_MULTI_STREAM || kind == GEMV_MULTI_STREAM_WIDE) {
         const kweight *ws[GEMV_MULTI_MAX];
         float *ys[GEMV_MULTI_MAX];
-        int es[GEMV_MULTI_MAX], ns = 0;
+        int es[GEMV_MULTI_MAX];
         for (int i = 0; i < n; i++) {
             ws[i] = outs[i].w;
             ys[i] = outs[i].y;
             es[i] = outs[i].expert;
-            ns += ns == i && outs[i].w->fmt == KW_FMT_NVFP4;
         }
-        if (kind == GEMV_MULTI_STREAM)
-            ns = n;
+        const int ns = multi_lead_nvfp4(outs, n); /* == n for GEMV_MULTI_STREAM */
         const struct nvs_args na = {outs[0].y, outs[0].w->rows, x, outs[0].w->cols, NULL, NULL,
                                     n_tok, 1, 1, outs[0].expert, 1, 0};
         return nvs_launch_multi(ws, ys, ns, ws + ns, ys + ns, es + ns, n - ns, na, stream);

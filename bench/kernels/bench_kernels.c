@@ -5,7 +5,7 @@
  *          out), GB/s of weight bytes (data + scales) per call; weights rotate over copies
  *          totalling >= 512 MB so repeated calls do not hit the 60 MB L2
  *   moe_expert: 8 of 256 nvfp4/bf16 experts (2048 x 512), per token
- *   argmax (nvfp4 mode): one 248,320-entry row, one block vs the split form
+ *   argmax (nvfp4 mode): one 248,320-entry row
  *   moe_router (nvfp4 mode): the bf16 router + shared gate GEMV and top-8 in one launch, 1 and 4
  *          tokens
  *   gdn_step / gdn_seq_step: the recurrence, state GB/s; gdn_seq_step also per row at a 512-row
@@ -233,20 +233,18 @@ struct argmax_arg {
     float *l;
     int32_t *ids;
     unsigned long long *ws;
-    int split;
 };
 
 static void run_argmax(void *p)
 {
     struct argmax_arg *a = p;
-    int rc = a->split ? argmax_split_cuda(a->ids, a->l, 1, 248320, a->ws, 0)
-                      : argmax_cuda(a->ids, a->l, 1, 248320, 0);
+    int rc = argmax_cuda(a->ids, a->l, 1, 248320, a->ws, 0);
     if (rc)
         fprintf(stderr, "argmax rc=%d\n", rc);
 }
 
 /* greedy sampling of one 248,320-entry row (1 MB of fp32 logits, hot in L2 after the lm_head as
- * in the step): one block a row against the split form */
+ * in the step) */
 static void bench_argmax(void)
 {
     struct argmax_arg a;
@@ -255,12 +253,9 @@ static void bench_argmax(void)
     a.ids = ktest_dev_alloc(4);
     a.ws = ktest_dev_alloc(argmax_ws_words(1) * 8);
     cudaMemset(a.ws, 0, argmax_ws_words(1) * 8);
-    for (a.split = 0; a.split < 2; a.split++) {
-        double us = ktest_time_us(run_argmax, &a, 5, 41);
-        double b2b = ktest_time_us_b2b(run_argmax, &a, 5, 64);
-        printf("argmax %-5s vocab=248320 rows=1 %8.1f us b2b %.1f us\n",
-               a.split ? "split" : "block", us, b2b);
-    }
+    double us = ktest_time_us(run_argmax, &a, 5, 41);
+    double b2b = ktest_time_us_b2b(run_argmax, &a, 5, 64);
+    printf("argmax vocab=248320 rows=1 %8.1f us b2b %.1f us\n", us, b2b);
     ktest_free(a.l), ktest_free(a.ids), ktest_free(a.ws);
 }
 

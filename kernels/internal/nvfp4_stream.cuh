@@ -100,8 +100,8 @@ static __device__ __forceinline__ void nvs_wide_rows(const nvs_more &m, const nv
     const bool second = r >= m.ww[0].rows;
     if (second)
         r -= m.ww[0].rows;
-    if ((second && (m.wn < 2 || r >= m.ww[1].rows)))
-        return;
+    if (second && (m.wn < 2 || r >= m.ww[1].rows))
+        return; /* past the last row */
     const kweight &w = second ? m.ww[1] : m.ww[0];
     const int e = second ? m.we[1] : m.we[0];
     float *const y = second ? m.wy[1] : m.wy[0];

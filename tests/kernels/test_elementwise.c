@@ -97,9 +97,9 @@ static void test_embed_cast(int vocab, int dim, int n_tok)
     free(tab), free(ids), free(ref), free(got), free(cr), free(cg);
 }
 
-/* argmax_cuda and argmax_split_cuda (twice: its key and counter words must be back at 0) vs
- * argmax_ref. Row 0: ties between two maxima (one inside a 16-byte load, one far apart: in other
- * blocks of the split form) -> the lower index; row 1: NaNs; row 2: -0 before +0 as the maximum
+/* argmax_cuda (twice: its key and counter words must be back at 0) vs argmax_ref. Row 0: ties
+ * between two maxima (one inside a 16-byte load, one far apart: in other blocks) -> the lower
+ * index; row 1: NaNs; row 2: -0 before +0 as the maximum
  * (equal: the lower index); row 3: all NaN -> 0. */
 static void test_argmax(int rows, int vocab)
 {
@@ -128,26 +128,22 @@ static void test_argmax(int rows, int vocab)
     unsigned long long *dws = ktest_dev_alloc(argmax_ws_words(rows) * 8), hws[32];
     cudaMemset(dws, 0, argmax_ws_words(rows) * 8);
     CHECK_EQ_INT(argmax_ref(ref, l, rows, vocab), 0);
-    for (int form = 0; form < 3; form++) {
+    for (int rep = 0; rep < 2; rep++) {
         cudaMemset(di, 0xff, 64);
-        CHECK_EQ_INT(form == 0 ? argmax_cuda(di, dl, rows, vocab, 0)
-                               : argmax_split_cuda(di, dl, rows, vocab, dws, 0),
-                     0);
+        CHECK_EQ_INT(argmax_cuda(di, dl, rows, vocab, dws, 0), 0);
         ktest_to_host(got, di, (size_t)rows * 4);
         for (int r = 0; r < rows; r++)
             CHECK_EQ_INT(got[r], ref[r]);
-        if (form > 0) {
-            ktest_to_host(hws, dws, argmax_ws_words(rows) * 8);
-            for (size_t i = 0; i < argmax_ws_words(rows); i++)
-                CHECK(hws[i] == 0);
-        }
+        ktest_to_host(hws, dws, argmax_ws_words(rows) * 8);
+        for (size_t i = 0; i < argmax_ws_words(rows); i++)
+            CHECK(hws[i] == 0);
     }
     CHECK_EQ_INT(ref[0], vocab / 3);
     if (rows > 2 && vocab > 8)
         CHECK_EQ_INT(ref[2], 7);
     if (rows > 3)
         CHECK_EQ_INT(ref[3], 0);
-    CHECK_EQ_INT(argmax_split_cuda(di, dl, rows, vocab, NULL, 0), ERR_INVAL);
+    CHECK_EQ_INT(argmax_cuda(di, dl, rows, vocab, NULL, 0), ERR_INVAL);
     fprintf(stderr, "argmax rows=%d vocab=%d done\n", rows, vocab);
     ktest_free(dl), ktest_free(di), ktest_free(dws);
     free(l);
@@ -167,7 +163,7 @@ int main(void)
     test_rmsnorm(2, 12288, 0.0f); /* the largest dim: 3 per thread, 1024 threads */
     test_embed_cast(1000, 2048, 7);
     test_embed_cast(37, 100, 3);
-    test_argmax(4, 248320); /* the model's vocabulary: 31 blocks a row in the split form */
+    test_argmax(4, 248320); /* the model's vocabulary: 31 blocks a row */
     test_argmax(4, 1003);   /* unaligned rows: float loads */
     test_argmax(16, 1001);
     test_argmax(2, 1000); /* 16-byte loads: rows 4,000 bytes apart */

@@ -81,9 +81,8 @@ int gdn_seq_step_cuda(float *out, float *state, int64_t sst, float *snap, int ns
                       const float *b, const float *al, const float *dt, const float *nw, const int32_t *it, int ni,
                       int hk, int hv, float eps, cudaStream_t s)
 { (void)s; return gdn_seq_step_ref(out, state, sst, snap, ns, qkv, z, a, b, al, dt, nw, it, ni, hk, hv, eps); }
-int argmax_cuda(int32_t *ids, const float *l, int n, int v, cudaStream_t s) { (void)s; return argmax_ref(ids, l, n, v); }
 size_t argmax_ws_words(int n) { return n > 0 ? 2 * (size_t)n : 0; }
-int argmax_split_cuda(int32_t *ids, const float *l, int n, int v, unsigned long long *ws, cudaStream_t s)
+int argmax_cuda(int32_t *ids, const float *l, int n, int v, unsigned long long *ws, cudaStream_t s)
 {
     (void)s;
     for (size_t i = 0; ws && i < argmax_ws_words(n); i++)

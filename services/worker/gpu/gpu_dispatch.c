@@ -10,7 +10,6 @@
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "attn_prefill.h"
 #include "attn_prep.h"
@@ -182,26 +181,32 @@ static bool gemv_path(const struct gpu_model *g, const struct kweight *w, int n)
     return dense_path(g, w, n, true) == LINEAR_PATH_GEMV;
 }
 
-/* y_i = x W_i^T (n_w <= GEMV_MULTI_MAX weights on the same rows) in one gemv_multi launch when
- * the step has at most multi_rows rows and every weight would run as a GEMV; where gemv_multi
- * declines a set of more than two, its first two and the rest the same way; else one by one */
+int gpu_linear_multi_kind(const struct gpu_model *g, int n_w, const struct kweight *const *ws,
+                          int n)
+{
+    if (n > g->disp.multi_rows || n_w < 1 || n_w > GEMV_MULTI_MAX)
+        return GEMV_MULTI_NONE;
+    struct gemv_out o[GEMV_MULTI_MAX];
+    for (int i = 0; i < n_w; i++) {
+        if (!gemv_path(g, ws[i], n) || ws[i]->cols != ws[0]->cols)
+            return GEMV_MULTI_NONE;
+        o[i] = (struct gemv_out){ ws[i], 0, NULL };
+    }
+    return gemv_multi_kind(o, n_w, n);
+}
+
+/* y_i = x W_i^T in the one launch gpu_linear_multi_kind names; else (or where gemv_multi declines
+ * the set) one by one */
 int gpu_linear_multi(struct gpu_model *g, int n_w, float *const *ys,
                      const struct kweight *const *ws, const float *x, int n)
 {
-    bool one = n <= g->disp.multi_rows && n_w >= 1 && n_w <= GEMV_MULTI_MAX;
-    struct gemv_out o[GEMV_MULTI_MAX];
-    for (int i = 0; one && i < n_w; i++) {
-        one = gemv_path(g, ws[i], n) && ws[i]->cols == ws[0]->cols;
-        o[i] = (struct gemv_out){ ws[i], 0, ys[i] };
-    }
-    if (one) {
+    if (gpu_linear_multi_kind(g, n_w, ws, n) != GEMV_MULTI_NONE) {
+        struct gemv_out o[GEMV_MULTI_MAX];
+        for (int i = 0; i < n_w; i++)
+            o[i] = (struct gemv_out){ ws[i], 0, ys[i] };
         const int rc = gemv_multi_cuda(o, n_w, x, n, g->stream);
         if (rc != ERR_UNSUPPORTED)
             return rc;
-        if (n_w > 2) {
-            const int r1 = gpu_linear_multi(g, 2, ys, ws, x, n);
-            return r1 < 0 ? r1 : gpu_linear_multi(g, n_w - 2, ys + 2, ws + 2, x, n);
-        }
     }
     for (int i = 0; i < n_w; i++) {
         const int rc = gpu_linear(g, ys[i], ws[i], x, n);
@@ -342,21 +347,15 @@ static void log_experts(const struct gpu_model *g, const char *cls, const struct
              paths(b, sizeof b, "moe_expert", many, g->disp.grouped_rows[w->fmt]));
 }
 
-/* what gpu_linear_multi launches for these weights at one row: its own condition, then the
- * kernel gemv_multi_cuda picks (gemv_multi_kind) */
+/* what gpu_linear_multi launches for these weights at one row (gpu_linear_multi_kind) */
 static const char *multi_name(const struct gpu_model *g, const struct kweight *const *ws, int n)
 {
     if (g->disp.multi_rows < 1)
         return "one launch each (fuse off)";
-    bool one = n >= 1 && n <= GEMV_MULTI_MAX;
-    struct gemv_out o[GEMV_MULTI_MAX];
-    for (int i = 0; one && i < n; i++) {
+    for (int i = 0; i < n; i++)
         if (!ws[i]->data)
             return "absent";
-        one = gemv_path(g, ws[i], 1) && ws[i]->cols == ws[0]->cols;
-        o[i] = (struct gemv_out){ ws[i], 0, NULL };
-    }
-    const int kind = one ? gemv_multi_kind(o, n, 1) : GEMV_MULTI_NONE;
+    const int kind = gpu_linear_multi_kind(g, n, ws, 1);
     return kind == GEMV_MULTI_STREAM        ? "rows<=8:one nvfp4 stream launch"
            : kind == GEMV_MULTI_STREAM_WIDE ? "rows<=8:one nvfp4 stream launch, the bf16 "
                                               "weights a warp per row in it"
@@ -384,11 +383,12 @@ void gpu_dispatch_log(const struct gpu_model *g)
              paths(b, sizeof b, "gemv", "gemm_cublaslt_fp32",
                    g->lin && L0->router_f32 ? g->disp.router_rows : INT_MAX));
     if (gdn) {
-        /* gdn_mixer: the four in one gpu_linear_multi; declined, qkv + z and b + a */
-        const struct kweight *all[4] = {&gdn->qkv, &gdn->z, &gdn->b, &gdn->a};
-        const char *four = multi_name(g, all, 4);
-        if (strncmp(four, "rows<=", 6) == 0)
-            LOG_INFO("gpu_dispatch", "class=linear_attn_inputs path=\"qkv+z+b+a: %s\"", four);
+        /* gdn_mixer's choice: the four in one launch where a kernel takes them at one row, else
+         * qkv + z and b + a */
+        const struct kweight *all[4] = { &gdn->qkv, &gdn->z, &gdn->b, &gdn->a };
+        if (gpu_linear_multi_kind(g, 4, all, 1) != GEMV_MULTI_NONE)
+            LOG_INFO("gpu_dispatch", "class=linear_attn_inputs path=\"qkv+z+b+a: %s\"",
+                     multi_name(g, all, 4));
         else
             LOG_INFO("gpu_dispatch", "class=linear_attn_inputs path=\"qkv+z: %s; b+a: %s\"",
                      multi_name(g, all, 2), multi_name(g, all + 2, 2));

@@ -29,6 +29,7 @@
 #include "embed.h"
 #include "fused_add_rmsnorm.h"
 #include "gdn_seq.h"
+#include "gemv.h"
 #include "kv_write.h"
 #include "moe_route.h"
 #include "rmsnorm.h"
@@ -65,10 +66,15 @@ static int gdn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_
     const int32_t *items = p->gitems;
     {
         /* one launch where a kernel takes all four (nvfp4 qkv + z on the stream kernel, bf16
-         * b + a a warp per row beside them), else qkv + z and b + a (gpu_linear_multi) */
-        float *const ys[4] = {g->mix_raw, g->gz, g->gb, g->ga};
-        const struct kweight *const ws[4] = {&L->qkv, &L->z, &L->b, &L->a};
-        TRY(gpu_linear_multi(g, 4, ys, ws, g->x, n));
+         * b + a a warp per row beside them), else qkv + z and b + a */
+        float *const ys[4] = { g->mix_raw, g->gz, g->gb, g->ga };
+        const struct kweight *const ws[4] = { &L->qkv, &L->z, &L->b, &L->a };
+        if (gpu_linear_multi_kind(g, 4, ws, n) != GEMV_MULTI_NONE) {
+            TRY(gpu_linear_multi(g, 4, ys, ws, g->x, n));
+        } else {
+            TRY(gpu_linear_multi(g, 2, ys, ws, g->x, n));
+            TRY(gpu_linear_multi(g, 2, ys + 2, ws + 2, g->x, n));
+        }
     }
     TRY(gdn_seq_conv_cuda(g->mix, L->conv_state, g->o.state_in_pool ? g->state_stride : 0,
                           L->conv_snap, g->n_snap, g->mix_raw, L->conv_w, items, p->items, n, g->cd,
@@ -342,7 +348,7 @@ static int emit_logits(struct gpu_model *g, struct gpu_item *items, const int *r
         }
         TRY(gpu_lm_head(g, g->logits, g->xl, nb));
         if (want_argmax) {
-            TRY(argmax_split_cuda(g->argmax_ids, g->logits, nb, g->V, g->argmax_ws, g->stream));
+            TRY(argmax_cuda(g->argmax_ids, g->logits, nb, g->V, g->argmax_ws, g->stream));
             TRY(gpu_cu(cudaMemcpyAsync(g->h_argmax, g->argmax_ids, sizeof(int32_t) * (size_t)nb,
                                    cudaMemcpyDeviceToHost, g->stream)));
         }

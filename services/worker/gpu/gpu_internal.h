@@ -146,7 +146,7 @@ struct gpu_model {
     unsigned *gdn_norm_cnt;    // (n_slots, hv) the GDN step's fused-norm counters (0 between)
     float *xl, *logits;        // (lrows, H), (lrows, V) rows that need logits
     int32_t *argmax_ids;       // (lrows)
-    unsigned long long *argmax_ws; // argmax_split_cuda's keys and counters (lrows rows)
+    unsigned long long *argmax_ws; // argmax_cuda's keys and counters (lrows rows)
     int64_t attn_ws_floats;    // attn_ws size: the most any pass of up to n_slots rows at
                                //  max_model_len takes (attn_decode_ws_floats)
     /* per step inputs: one device block and its pinned host mirror */
@@ -217,10 +217,14 @@ void gpu_dispatch_destroy(struct gpu_model *g);
 void gpu_dispatch_log(const struct gpu_model *g);
 /* y = x W^T over n rows on the path g->disp names for w's format and n (gpu_lm_head: the
  * lm_head's thresholds; gpu_router: L's router logits of g->x into g->moe_logits;
- * gpu_linear_multi: weights on the same rows, one launch when g->disp.multi_rows allows). */
+ * gpu_linear_multi: weights on the same rows, one launch when g->disp.multi_rows allows and
+ * gpu_linear_multi_kind names a kernel for them: enum gemv_multi_kind, GEMV_MULTI_NONE when n
+ * rows or the set take no single launch). */
 int gpu_linear(struct gpu_model *g, float *y, const struct kweight *w, const float *x, int n);
 int gpu_linear_multi(struct gpu_model *g, int n_w, float *const *ys,
                      const struct kweight *const *ws, const float *x, int n);
+int gpu_linear_multi_kind(const struct gpu_model *g, int n_w, const struct kweight *const *ws,
+                          int n);
 int gpu_lm_head(struct gpu_model *g, float *y, const float *x, int n);
 int gpu_router(struct gpu_model *g, struct gpu_layer *L, int n);
 /* out (+)= the SwiGLU experts ids/weights of n rows (moe_expert or moe_grouped by g->disp). */

@@ -642,7 +642,7 @@ static int alloc_acts(struct gpu_model *g, char *err, size_t errlen)
         !g->sh_logits || !g->sh_w || !g->sh_ids || !g->router_counter || !g->gdn_norm_cnt ||
         !g->moe_ws || !g->xl || !g->logits || !g->argmax_ids || !g->argmax_ws || !g->d_in)
         return fail(err, errlen, ERR_NOMEM, "activations", "cudaMalloc failed");
-    /* moe_router_cuda's counter and argmax_split_cuda's words start at 0 and every launch
+    /* moe_router_cuda's counter and argmax_cuda's words start at 0 and every launch
      * leaves them there */
     if (cudaMemset(g->router_counter, 0, sizeof(unsigned)) ||
         cudaMemset(g->argmax_ws, 0, sizeof(unsigned long long) * argmax_ws_words((int)L)) ||

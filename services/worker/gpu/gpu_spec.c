@@ -300,7 +300,7 @@ static int window_run(struct gpu_model *g, int slot, int pos, int32_t x, int k,
     const float *y = g->x + (int64_t)(n1 - 1) * H;
     for (int j = 0; j < k; j++) {
         TRY(gemv_cuda(g->logits, &g->lm_head, 0, y, 1, g->stream));
-        TRY(argmax_split_cuda(g->argmax_ids + j, g->logits, 1, g->V, g->argmax_ws, g->stream));
+        TRY(argmax_cuda(g->argmax_ids + j, g->logits, 1, g->V, g->argmax_ws, g->stream));
         if (j + 1 == k)
             break;
         TRY(d2d(g, s->hid, y, H)); // the MTP output feeds the next draft step
