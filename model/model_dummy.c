@@ -4,6 +4,7 @@
  * config.json alone, e.g. for kernel benchmarks. Buffers are owned by the model. With
  * header_only, nothing is allocated: shapes, formats and byte counts only (data stays NULL). */
 #include "common/err.h"
+#include "common/tpool.h"
 #include "common/xalloc.h"
 #include "model/dtype.h"
 #include "model_load_internal.h"
@@ -66,21 +67,62 @@ static void *dummy_alloc(struct model_loader *L, const char *name, int64_t n)
     return p;
 }
 
-/* Random bytes; mask clears bits of each byte (e.g. e4m3 codes without NaN). */
-static void dummy_bytes(uint8_t *p, int64_t n, uint64_t seed, uint8_t mask, uint8_t add)
+/* The values are splitmix64's stream: 8-byte block j of a tensor comes from
+ * mix64(seed + (j + 1) * golden), so any range of blocks is computed alone and the fill splits
+ * over the loader's thread pool (the full-size BF16 model is 66 GiB: one thread took 65 s). */
+#define DUMMY_GOLDEN 0x9e3779b97f4a7c15ull
+#define DUMMY_MIN_BLOCKS ((int64_t)1 << 16) // 512 KiB of bytes a chunk at least
+
+struct dummy_fill {
+    void *p;
+    int64_t n; // elements
+    uint64_t seed;
+    uint8_t mask, add;      // bytes: ((random & mask) + add)
+    enum qw_format fmt;     // floats: QW_F32 / QW_F16 / QW_BF16
+    const float *lf;        // floats: the 256 levels as f32
+    const uint16_t *lh;     // floats: the 256 levels as f16 / bf16
+};
+
+static void dummy_bytes_range(void *ctx, int64_t b0, int64_t b1)
 {
-    uint64_t x = seed;
-    for (int64_t i = 0; i < n; i += 8) {
-        x = mix64(x + 0x9e3779b97f4a7c15ull);
-        for (int k = 0; k < 8 && i + k < n; k++)
-            p[i + k] = (uint8_t)(((x >> (8 * k)) & mask) + add);
+    const struct dummy_fill *f = ctx;
+    uint8_t *p = f->p;
+    for (int64_t j = b0; j < b1; j++) {
+        uint64_t x = mix64(f->seed + (uint64_t)(j + 1) * DUMMY_GOLDEN);
+        for (int64_t k = 0, i = 8 * j; k < 8 && i + k < f->n; k++)
+            p[i + k] = (uint8_t)(((x >> (8 * k)) & f->mask) + f->add);
     }
 }
 
-/* Values uniform in [-amp, amp) written as bf16 / f32. */
+/* Random bytes; mask clears bits of each byte (e.g. e4m3 codes without NaN). */
+static void dummy_bytes(struct model_loader *L, uint8_t *p, int64_t n, uint64_t seed,
+                        uint8_t mask, uint8_t add)
+{
+    struct dummy_fill f = {.p = p, .n = n, .seed = seed, .mask = mask, .add = add};
+    tpool_for(L->tp, CEIL_DIV(n, 8), DUMMY_MIN_BLOCKS, dummy_bytes_range, &f);
+}
+
+static void dummy_floats_range(void *ctx, int64_t b0, int64_t b1)
+{
+    const struct dummy_fill *f = ctx;
+    float *pf = f->p;
+    uint16_t *ph = f->p;
+    for (int64_t j = b0; j < b1; j++) {
+        uint64_t x = mix64(f->seed + (uint64_t)(j + 1) * DUMMY_GOLDEN);
+        for (int64_t k = 0, i = 8 * j; k < 8 && i + k < f->n; k++) {
+            unsigned v = (unsigned)(x >> (8 * k)) & 0xff;
+            if (f->fmt == QW_F32)
+                pf[i + k] = f->lf[v];
+            else
+                ph[i + k] = f->lh[v];
+        }
+    }
+}
+
 /* Values uniform over 256 levels in [-amp, amp), written as f32 / f16 / bf16: one table of the
- * 256 encoded values, indexed by random bytes (fast enough for tens of GB). */
-static void dummy_floats(void *p, enum qw_format fmt, int64_t n, uint64_t seed, float amp)
+ * 256 encoded values, indexed by random bytes. */
+static void dummy_floats(struct model_loader *L, void *p, enum qw_format fmt, int64_t n,
+                         uint64_t seed, float amp)
 {
     float lf[256];
     uint16_t lh[256];
@@ -88,26 +130,8 @@ static void dummy_floats(void *p, enum qw_format fmt, int64_t n, uint64_t seed, 
         lf[i] = ((float)i / 128.0f - 1.0f) * amp;
         lh[i] = fmt == QW_F16 ? dtype_f32_to_f16(lf[i]) : dtype_f32_to_bf16(lf[i]);
     }
-    uint64_t x = seed;
-    float *pf = p;
-    uint16_t *ph = p;
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        x = mix64(x + 0x9e3779b97f4a7c15ull);
-        if (fmt == QW_F32)
-            for (int k = 0; k < 8; k++)
-                pf[i + k] = lf[(x >> (8 * k)) & 0xff];
-        else
-            for (int k = 0; k < 8; k++)
-                ph[i + k] = lh[(x >> (8 * k)) & 0xff];
-    }
-    x = mix64(x + 0x9e3779b97f4a7c15ull);
-    for (int k = 0; i < n; i++, k++) {
-        if (fmt == QW_F32)
-            pf[i] = lf[(x >> (8 * k)) & 0xff];
-        else
-            ph[i] = lh[(x >> (8 * k)) & 0xff];
-    }
+    struct dummy_fill f = {.p = p, .n = n, .seed = seed, .fmt = fmt, .lf = lf, .lh = lh};
+    tpool_for(L->tp, CEIL_DIV(n, 8), DUMMY_MIN_BLOCKS, dummy_floats_range, &f);
 }
 
 static enum qw_format dummy_dense_fmt(const struct model_config *c)
@@ -127,7 +151,7 @@ int model_dummy_vec(struct model_loader *L, const char *name, int64_t n, float *
         return 0;
     if (!v)
         return ERR_NOMEM;
-    dummy_floats(v, QW_F32, n, name_seed(L, name), 0.1f);
+    dummy_floats(L, v, QW_F32, n, name_seed(L, name), 0.1f);
     *out = v;
     return 0;
 }
@@ -146,7 +170,7 @@ int model_dummy_dense(struct model_loader *L, const char *name, int64_t rows, in
         return 0;
     if (!p)
         return ERR_NOMEM;
-    dummy_floats(p, w->fmt, rows * cols, name_seed(L, name), 0.05f);
+    dummy_floats(L, p, w->fmt, rows * cols, name_seed(L, name), 0.05f);
     w->data = p;
     return 0;
 }
@@ -172,8 +196,8 @@ int model_dummy_linear(struct model_loader *L, const char *module, const struct 
         if (!b && !L->header_only)
             return ERR_NOMEM;
         if (!L->header_only) {
-            dummy_bytes(d, rows * cols / 2, seed, 0xff, 0);
-            dummy_bytes(b, rows * cols / 16, seed ^ 1, 0x0f, 0x30); /* e4m3 0.5 .. 1.875 */
+            dummy_bytes(L, d, rows * cols / 2, seed, 0xff, 0);
+            dummy_bytes(L, b, rows * cols / 16, seed ^ 1, 0x0f, 0x30); /* e4m3 0.5 .. 1.875 */
         }
         /* the global scale(s): scalar tensors in a real checkpoint, counted the same way */
         dummy_count(L, name, 4 + (s->act_fp4 ? 4 : 0));
@@ -191,7 +215,7 @@ int model_dummy_linear(struct model_loader *L, const char *module, const struct 
         if (!d && !L->header_only)
             return ERR_NOMEM;
         if (d)
-            dummy_bytes(d, rows * cols, seed, 0xbf, 0); /* clears bit 6: no NaN, |v| < 2 */
+            dummy_bytes(L, d, rows * cols, seed, 0xbf, 0); /* clears bit 6: no NaN, |v| < 2 */
         w->fmt = QW_FP8;
         w->data = d;
         int64_t ns = 1;

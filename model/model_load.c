@@ -7,6 +7,7 @@
 
 #include "common/err.h"
 #include "common/log.h"
+#include "common/tpool.h"
 #include "common/xalloc.h"
 #include "model/config_load.h"
 #include "model/dtype.h"
@@ -783,7 +784,10 @@ int model_load(struct model **out, const char *dir, const struct model_load_opts
     } else {
         p->stats.shapes_known = true;
     }
+    if (o.dummy && !o.header_only)
+        L.tp = tpool_create(0); // NULL: the fill runs on this thread
     rc = load_all(&L, &o);
+    tpool_destroy(L.tp);
     if (rc < 0)
         goto fail_model;
     *out = m;

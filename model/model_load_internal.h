@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct tpool;
+
 struct model_load_priv {
     struct st_set *st;
     struct quant *q;
@@ -27,6 +29,7 @@ struct model_loader {
     bool dummy;    // random weights from the config alone (no files)
     bool header_only; // shapes and formats only: no tensor data (dummy: nothing allocated)
     uint64_t seed; // dummy seed
+    struct tpool *tp; // dummy: the fill's threads (NULL: the caller alone)
     char *err;
     size_t errlen;
 };
