@@ -64,6 +64,25 @@ final=()
 result() { final+=("$(printf '%-28s %-12s %s' "$1" "$2" "$3")"); }
 secs() { awk -v ms="$1" 'BEGIN { printf "%.1f s", ms / 1000 }'; }
 t_start=$(date +%s)
+# The end of every run, also one stopped by a TERM or INT (a device call's time limit): the
+# summary of what finished, then every other file of $out in one logs.tgz (a device call brings
+# back few files: summary.txt and logs.tgz are all it needs).
+done_all=0
+finish() {
+  trap - EXIT TERM INT
+  [ $done_all = 1 ] || { fail=1; result stopped FAIL "a TERM/INT ended the run here"; }
+  result overall "$([ "${fail:-1}" = 0 ] && echo PASS || echo FAIL)" "$(( $(date +%s) - t_start )) s"
+  { echo "==== summary ($([ $quick = 1 ] && echo quick || echo full), $(sed -n 2p "$out/nvidia-smi.txt" 2>/dev/null | cut -d, -f1)) ===="
+    printf '%s\n' "${final[@]}"; } | tee -a "$summary"
+  (cd "$out" && find . -maxdepth 1 -type f ! -name summary.txt ! -name logs.tgz -printf '%P\n' |
+     LC_ALL=C sort > /tmp/tern-runsh-logs.$$ &&
+   [ -s /tmp/tern-runsh-logs.$$ ] && tar czf logs.tgz -T /tmp/tern-runsh-logs.$$ &&
+   xargs rm -f < /tmp/tern-runsh-logs.$$; rm -f /tmp/tern-runsh-logs.$$)
+  exit "${fail:-1}"
+}
+trap finish EXIT
+trap 'exit 1' TERM INT
+fail=1
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv > "$out/nvidia-smi.txt" 2>&1
 say "gpu: $(sed -n 2p "$out/nvidia-smi.txt")"
@@ -71,7 +90,7 @@ say "nvcc: $(nvcc --version | tail -1)"
 
 t0=$(date +%s)
 if ! cmake -S "$root/tests/gpu" -B "$build" -DCMAKE_CUDA_ARCHITECTURES="$arch" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_WERROR="${TERN_WERROR:-ON}" > "$out/build.log" 2>&1; then
-  say "CONFIGURE FAILED (see build.log)"; tail -30 "$out/build.log"; exit 1
+  say "CONFIGURE FAILED (see build.log)"; tail -30 "$out/build.log"; done_all=1; result build FAIL "see build.log"; exit 1
 fi
 # --quick: the test programs of tests/kernels/model other than ktest_gpu_model and
 # ktest_gpu_spec are left out
@@ -85,7 +104,7 @@ else
   build_args=()
 fi
 if ! cmake --build "$build" -j "$(nproc)" "${build_args[@]}" >> "$out/build.log" 2>&1; then
-  say "BUILD FAILED (see build.log)"; tail -30 "$out/build.log"; exit 1
+  say "BUILD FAILED (see build.log)"; tail -30 "$out/build.log"; done_all=1; result build FAIL "see build.log"; exit 1
 fi
 say "build: ok in $(( $(date +%s) - t0 )) s (sm_$arch); warnings: $(grep -ci warning "$out/build.log")"
 result build ok "$(( $(date +%s) - t0 )) s"
@@ -176,11 +195,12 @@ fi
 
 if [ $sanitize = 1 ] && command -v compute-sanitizer > /dev/null; then
   san_ok=0; san_bad=""; race_ok=0; race_bad=""
+  san_lim=${SAN_TIMEOUT:-180} # seconds a sanitizer run may take (rc 124: over it, a failure)
   for t in ${SAN_TESTS:-"$build"/bin/ktest_*}; do
     [ -x "$t" ] || t="$build/bin/$t"
     n=$(basename "$t")
     (cd "$root" && TERN_SOURCE_DIR="$root" KTEST_GPU_MODEL_ONLY=hf_b,small_nvfp4 \
-       compute-sanitizer --tool memcheck --error-exitcode 99 "$t") > "$out/san_$n.log" 2>&1
+       timeout "$san_lim" compute-sanitizer --tool memcheck --error-exitcode 99 "$t") > "$out/san_$n.log" 2>&1
     rc=$?
     errs=$(grep -m1 'ERROR SUMMARY' "$out/san_$n.log" || echo 'no summary')
     [ $rc -eq 0 ] && st=PASS || { st="FAIL(rc=$rc)"; fail=1; }
@@ -188,7 +208,7 @@ if [ $sanitize = 1 ] && command -v compute-sanitizer > /dev/null; then
     [ $rc -eq 0 ] && san_ok=$((san_ok + 1)) || san_bad="$san_bad $n"
   done
   for n in ${RACECHECK-ktest_gemv ktest_moe ktest_moe_grouped ktest_gdn_seq ktest_sample}; do
-    (cd "$root" && compute-sanitizer --tool racecheck --error-exitcode 99 "$build/bin/$n") > "$out/san_race_$n.log" 2>&1
+    (cd "$root" && KTEST_SMALL=1 timeout "$san_lim" compute-sanitizer --tool racecheck --error-exitcode 99 "$build/bin/$n") > "$out/san_race_$n.log" 2>&1
     rc=$?
     errs=$(grep -m1 'RACECHECK SUMMARY' "$out/san_race_$n.log" || echo 'no summary')
     [ $rc -eq 0 ] && st=PASS || { st="FAIL(rc=$rc)"; fail=1; }
@@ -235,9 +255,5 @@ if [ $stack = 1 ]; then
   tee -a "$summary" < "$out/runsh.txt"
   result run.sh "$([ $rc -eq 0 ] && echo PASS || echo "FAIL(rc=$rc)")" "$(( $(date +%s) - t1 )) s"
 fi
-# keep the per-test logs in one file (the transfer back takes few files)
-cat "$out"/test_*.log "$out"/ktest_*.log > "$out/tests.log" 2>/dev/null; rm -f "$out"/test_*.log "$out"/ktest_*.log
-result overall "$([ $fail = 0 ] && echo PASS || echo FAIL)" "$(( $(date +%s) - t_start )) s"
-{ echo "==== summary ($([ $quick = 1 ] && echo quick || echo full), $(sed -n 2p "$out/nvidia-smi.txt" | cut -d, -f1)) ===="
-  printf '%s\n' "${final[@]}"; } | tee -a "$summary"
+done_all=1
 exit $fail
