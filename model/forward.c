@@ -7,6 +7,7 @@
 #include "model/gdn.h"
 #include "model/state.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +34,7 @@ struct forward_ctx *forward_ctx_create(const struct model *m, int n_tok_max, int
     const int64_t inter = max64(c->moe_inter, c->shared_inter);
     struct forward_ctx *fc = xcalloc(1, sizeof(*fc));
     fc->tp = tp;
+    fc->route_gap = INFINITY;
     fc->n_tok_max = n_tok_max;
     fc->ctx_max = ctx_max;
     fc->act_quant = true;

@@ -45,6 +45,9 @@ struct forward_ctx {
     float *moe_u;              // (T, max(I, Is)) up
     float *moe_d;              // (T, H) down output
     float *moe_sg;             // (T) shared expert gate logits
+    /* forward_route_gap_take: the smallest top-k margin of the routes since the last take */
+    bool route_track;          // measure it (off: no cost)
+    float route_gap;           // logit k-th minus logit (k+1)-th, over tokens and layers
     /* mtp */
     float *mtp_cat;            // (T, 2H) or NULL without MTP
     /* per call (forward_run / mtp_run flags) */

@@ -6,6 +6,7 @@
 #ifndef MODEL_FORWARD_H
 #define MODEL_FORWARD_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct model;
@@ -40,5 +41,13 @@ void forward_ctx_destroy(struct forward_ctx *fc);
 int forward_run(struct forward_ctx *fc, const struct model *m, struct seq_state *st,
                 const int32_t *tokens, int n_tok, float *logits_out, float *hidden_out,
                 int flags);
+
+/* Route margins (a test's view of the MoE's discontinuity): with tracking on, every route of
+ * forward_run / mtp_run records the gap between its k-th and (k+1)-th router logits; take returns
+ * the smallest since the previous take (INFINITY: none, or tracking off) and starts over. Two
+ * engines that differ by rounding may pick different experts where this gap is about their
+ * difference. */
+void forward_route_track(struct forward_ctx *fc, bool on);
+float forward_route_gap_take(struct forward_ctx *fc);
 
 #endif

@@ -1,5 +1,5 @@
 /* Pieces of the forward pass against closed forms: partial neox RoPE, the MoE router, and the
- * MoE block against a direct per-token evaluation. */
+ * MoE block against a direct per-token evaluation (and its route margin, forward_route_gap_take). */
 #include "forward_internal.h"
 
 #include "common/tpool.h"
@@ -113,7 +113,12 @@ static void test_moe_block(void)
     struct trng r = { 77 };
     for (int i = 0; i < N * H; i++)
         x[i] = trng_normal(&r, 1.0f);
+    CHECK(forward_route_gap_take(fc) == INFINITY); /* tracking off: nothing recorded */
+    forward_route_track(fc, true);
     moe_forward(fc, c, w, x, N, out);
+    const float gap = forward_route_gap_take(fc);
+    CHECK(forward_route_gap_take(fc) == INFINITY); /* the take starts over */
+    double want_gap = INFINITY;                    /* k-th minus (k+1)-th router logit, min */
     double *ref = calloc((size_t)H, sizeof(double));
     double *lg = calloc((size_t)E, sizeof(double)), *hm = calloc((size_t)I, sizeof(double));
     for (int t = 0; t < N; t++) {
@@ -125,7 +130,7 @@ static void test_moe_block(void)
                 lg[e] += W(w->router, e, j) * xt[j];
         }
         // top-K by value (all distinct with random data)
-        int sel[8];
+        int sel[8] = {0};
         double pw[8], tot = 0;
         for (int s = 0; s < K; s++) {
             int best = -1;
@@ -140,6 +145,15 @@ static void test_moe_block(void)
             pw[s] = exp(lg[best]);
             tot += pw[s];
         }
+        double next = -INFINITY;
+        for (int e = 0; e < E; e++) {
+            int used = 0;
+            for (int u = 0; u < K; u++)
+                used |= sel[u] == e;
+            if (!used)
+                next = fmax(next, lg[e]);
+        }
+        want_gap = fmin(want_gap, lg[sel[K - 1]] - next);
         for (int j = 0; j < H; j++)
             ref[j] = 0;
         for (int s = 0; s < K; s++) {
@@ -181,6 +195,8 @@ static void test_moe_block(void)
         for (int j = 0; j < H; j++)
             CHECK_NEAR(out[t * H + j], ref[j], 1e-5 + 1e-5 * fabs(ref[j]));
     }
+    CHECK(K < E && want_gap > 0.0);
+    CHECK_NEAR(gap, want_gap, 1e-5 + 1e-5 * fabs(want_gap)); /* fp32 logits vs double */
     free(ref);
     free(lg);
     free(hm);
