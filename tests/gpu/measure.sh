@@ -11,6 +11,8 @@
 #     decode_ab  the same with --dense-tiles -1 (the NVFP4 dense tiles off)
 #     decode1q gpu_bench, batch 1, prompt 2,048, 64 tokens: one run (a short call's check; the
 #              FP8 and BF16 configs load for more than 60 s: its limit is 150 s)
+#     formats1 gpu_bench, batch 1, prompt 2,048, 64 tokens, for the FP8, BF16 and NVFP4 configs
+#              (issue 17's three floors; 120 s each, most of it the dummy model's load)
 #     decode1  gpu_bench, batch 1, prompts 512, 2,048, 8,192, 64 tokens (issue 17): default and
 #              --pdl -1 (the graphs' programmatic edges made full ones); FUSEOFF=1 adds --fuse -1
 #              (the few-row launches one by one)
@@ -134,6 +136,15 @@ for s in "${stages[@]}"; do
     decode1q)
       build_benches || { note decode1q "build failed"; continue; }
       bench decode1q 150 --prompt-len 2048 --batch 1 --gen 64 --chunk 2048
+      ;;
+    formats1)
+      build_benches || { note formats1 "build failed"; continue; }
+      cfg0=$cfg
+      for f in fp8 bf16 nvfp4; do
+        cfg=$root/tests/configs/qwen3.6-35b-a3b$([ $f = bf16 ] || echo "-$f").json
+        bench "formats1_$f" 120 --prompt-len 2048 --batch 1 --gen 64 --chunk 2048
+      done
+      cfg=$cfg0
       ;;
     decode1)
       build_benches || { note decode1 "build failed"; continue; }
