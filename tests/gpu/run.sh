@@ -4,8 +4,9 @@
 # run every kernel test, run them again under compute-sanitizer (memcheck), run the benchmark, and
 # print a summary. Then the whole model on the GPU: ktest_gpu_model (the runner vs the CPU pass
 # and the transformers fixtures; also under memcheck on two fixtures) and gpu_smoke (full-size
-# 35B-A3B with dummy weights, bf16 and NVFP4: resident bytes, KV pool, tokens/s). Logs go to
-# $OUT (or ./gpu-logs). The model library needs cJSON + PCRE2, which the GPU machine lacks:
+# 35B-A3B with dummy weights, bf16 and NVFP4: resident bytes, KV pool, tokens/s). $OUT (or
+# ./gpu-logs) receives summary.txt and logs.tgz (every other log), also when a TERM or INT (a
+# device call's time limit) stops the run: the summary then says what finished and "stopped". The model library needs cJSON + PCRE2, which the GPU machine lacks:
 # run tests/gpu/sysroot.sh here first and carry .gpu (git-ignored) with the call.
 #   tests/gpu/run.sh [--quick] [--arch 90] [--no-sanitizer] [--no-bench] [--no-smoke] [--bench-model]
 #                    [--stack]
@@ -26,6 +27,8 @@
 # BENCH_TIMEOUT (600 s per config).
 # Env: TEST_JOBS (4: test programs run at once on the GPU; 1 for one by one),
 # SAN_TESTS="ktest_a ktest_b" (memcheck only those), RACECHECK="" (no racecheck),
+# SAN_TIMEOUT (180 s a sanitizer run; over it counts as a failure; racecheck runs with
+# KTEST_SMALL=1, which leaves out the test cases whose size only costs time under it),
 # SMOKE_CONFIGS (tests/configs names), SMOKE_TOKENS (256), SMOKE_TIMEOUT (240 s),
 # TERN_WERROR=OFF, BUILD_DIR.
 set -uo pipefail
@@ -70,7 +73,15 @@ t_start=$(date +%s)
 done_all=0
 finish() {
   trap - EXIT TERM INT
-  [ $done_all = 1 ] || { fail=1; result stopped FAIL "a TERM/INT ended the run here"; }
+  if [ $done_all = 0 ]; then
+    fail=1
+    # a sanitizer loop the stop cut short: what it had passed
+    [ -n "${san_ok:-}" ] && [ "${san_mem_done:-0}" = 0 ] &&
+      result memcheck FAIL "$san_ok passed${san_bad:+; failed:$san_bad}; stopped"
+    [ -n "${race_ok:-}" ] && [ "${san_mem_done:-0}" = 1 ] && [ "${san_race_done:-0}" = 0 ] &&
+      result racecheck FAIL "$race_ok passed${race_bad:+; failed:$race_bad}; stopped"
+    result stopped FAIL "a TERM/INT ended the run here"
+  fi
   result overall "$([ "${fail:-1}" = 0 ] && echo PASS || echo FAIL)" "$(( $(date +%s) - t_start )) s"
   { echo "==== summary ($([ $quick = 1 ] && echo quick || echo full), $(sed -n 2p "$out/nvidia-smi.txt" 2>/dev/null | cut -d, -f1)) ===="
     printf '%s\n' "${final[@]}"; } | tee -a "$summary"
@@ -207,6 +218,7 @@ if [ $sanitize = 1 ] && command -v compute-sanitizer > /dev/null; then
     say "memcheck $n: $st ($errs)"
     [ $rc -eq 0 ] && san_ok=$((san_ok + 1)) || san_bad="$san_bad $n"
   done
+  san_mem_done=1
   for n in ${RACECHECK-ktest_gemv ktest_moe ktest_moe_grouped ktest_gdn_seq ktest_sample}; do
     (cd "$root" && KTEST_SMALL=1 timeout "$san_lim" compute-sanitizer --tool racecheck --error-exitcode 99 "$build/bin/$n") > "$out/san_race_$n.log" 2>&1
     rc=$?
@@ -215,6 +227,7 @@ if [ $sanitize = 1 ] && command -v compute-sanitizer > /dev/null; then
     say "racecheck $n: $st ($errs)"
     [ $rc -eq 0 ] && race_ok=$((race_ok + 1)) || race_bad="$race_bad $n"
   done
+  san_race_done=1
   cat "$out"/san_*.log > "$out/sanitizer.log"; rm -f "$out"/san_*.log
   result memcheck "$([ -z "$san_bad" ] && echo PASS || echo FAIL)" "$san_ok passed${san_bad:+; failed:$san_bad}"
   result racecheck "$([ -z "$race_bad" ] && echo PASS || echo FAIL)" "$race_ok passed${race_bad:+; failed:$race_bad}"
