@@ -25,7 +25,7 @@ struct forward_ctx *forward_ctx_create(const struct model *m, int n_tok_max, int
                                        struct tpool *tp)
 {
     const struct model_config *c = &m->cfg;
-    if (n_tok_max <= 0 || ctx_max <= 0 || c->hidden_size <= 0)
+    if (n_tok_max <= 0 || ctx_max <= 0 || c->hidden_size <= 0 || m->device_only)
         return NULL;
     const int64_t T = n_tok_max, H = c->hidden_size;
     const int64_t key_dim = (int64_t)c->lin_n_k_heads * c->lin_k_head_dim;

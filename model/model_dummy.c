@@ -2,7 +2,11 @@
  * its real shape and format (the quantization scheme of the config) and filled with values that
  * depend only on (seed, tensor name), so the full-size model can be instantiated from
  * config.json alone, e.g. for kernel benchmarks. Buffers are owned by the model. With
- * header_only, nothing is allocated: shapes, formats and byte counts only (data stays NULL). */
+ * header_only, nothing is allocated: shapes, formats and byte counts only (data stays NULL).
+ * With dummy_device, the large BF16 / FP8 / NVFP4 weights are described, not filled
+ * (qweight.dummy): model_dummy_streams tells the GPU runner what to write, the same stream
+ * (common/dummy_gen.h) the host fill below writes. */
+#include "common/dummy_gen.h"
 #include "common/err.h"
 #include "common/tpool.h"
 #include "common/xalloc.h"
@@ -13,21 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 static uint64_t name_seed(const struct model_loader *L, const char *name)
 {
     uint64_t h = 1469598103934665603ull ^ L->seed;
     for (const char *c = name; *c; c++)
         h = (h ^ (uint8_t)*c) * 1099511628211ull;
-    return mix64(h);
+    return dummy_gen_mix64(h);
 }
 
 /* Count n bytes of tensor name in its group. */
@@ -67,10 +62,9 @@ static void *dummy_alloc(struct model_loader *L, const char *name, int64_t n)
     return p;
 }
 
-/* The values are splitmix64's stream: 8-byte block j of a tensor comes from
- * mix64(seed + (j + 1) * golden), so any range of blocks is computed alone and the fill splits
- * over the loader's thread pool (the full-size BF16 model is 66 GiB: one thread took 65 s). */
-#define DUMMY_GOLDEN 0x9e3779b97f4a7c15ull
+/* The values are dummy_gen's stream: unit j of a tensor is dummy_gen_unit(seed, j), so any range
+ * of units is computed alone and the fill splits over the loader's thread pool (the full-size
+ * BF16 model is 66 GiB: one thread took 65 s). */
 #define DUMMY_MIN_BLOCKS ((int64_t)1 << 16) // 512 KiB of bytes a chunk at least
 
 struct dummy_fill {
@@ -88,7 +82,7 @@ static void dummy_bytes_range(void *ctx, int64_t b0, int64_t b1)
     const struct dummy_fill *f = ctx;
     uint8_t *p = f->p;
     for (int64_t j = b0; j < b1; j++) {
-        uint64_t x = mix64(f->seed + (uint64_t)(j + 1) * DUMMY_GOLDEN);
+        const uint64_t x = dummy_gen_unit(f->seed, j);
         for (int64_t k = 0, i = 8 * j; k < 8 && i + k < f->n; k++)
             p[i + k] = (uint8_t)(((x >> (8 * k)) & f->mask) + f->add);
     }
@@ -108,7 +102,7 @@ static void dummy_floats_range(void *ctx, int64_t b0, int64_t b1)
     float *pf = f->p;
     uint16_t *ph = f->p;
     for (int64_t j = b0; j < b1; j++) {
-        uint64_t x = mix64(f->seed + (uint64_t)(j + 1) * DUMMY_GOLDEN);
+        const uint64_t x = dummy_gen_unit(f->seed, j);
         for (int64_t k = 0, i = 8 * j; k < 8 && i + k < f->n; k++) {
             unsigned v = (unsigned)(x >> (8 * k)) & 0xff;
             if (f->fmt == QW_F32)
@@ -121,15 +115,20 @@ static void dummy_floats_range(void *ctx, int64_t b0, int64_t b1)
 
 /* Values uniform over 256 levels in [-amp, amp), written as f32 / f16 / bf16: one table of the
  * 256 encoded values, indexed by random bytes. */
+static void dummy_levels(enum qw_format fmt, float amp, float *lf, uint16_t *lh)
+{
+    for (int i = 0; i < 256; i++) {
+        lf[i] = ((float)i / 128.0f - 1.0f) * amp;
+        lh[i] = fmt == QW_F16 ? dtype_f32_to_f16(lf[i]) : dtype_f32_to_bf16(lf[i]);
+    }
+}
+
 static void dummy_floats(struct model_loader *L, void *p, enum qw_format fmt, int64_t n,
                          uint64_t seed, float amp)
 {
     float lf[256];
     uint16_t lh[256];
-    for (int i = 0; i < 256; i++) {
-        lf[i] = ((float)i / 128.0f - 1.0f) * amp;
-        lh[i] = fmt == QW_F16 ? dtype_f32_to_f16(lf[i]) : dtype_f32_to_bf16(lf[i]);
-    }
+    dummy_levels(fmt, amp, lf, lh);
     struct dummy_fill f = {.p = p, .n = n, .seed = seed, .fmt = fmt, .lf = lf, .lh = lh};
     tpool_for(L->tp, CEIL_DIV(n, 8), DUMMY_MIN_BLOCKS, dummy_floats_range, &f);
 }
@@ -141,6 +140,53 @@ static enum qw_format dummy_dense_fmt(const struct model_config *c)
     if (strcmp(c->dtype, "float16") == 0)
         return QW_F16;
     return QW_BF16;
+}
+
+#define DUMMY_DENSE_AMP 0.05f
+#define DUMMY_NVFP4_MASK 0xff /* every e2m1 pair */
+#define DUMMY_SCALE_MASK 0x0f /* e4m3 block scales 0.5 .. 1.875: */
+#define DUMMY_SCALE_ADD 0x30
+#define DUMMY_FP8_MASK 0xbf /* bit 6 clear: no NaN, |v| < 2 */
+
+/* Is this weight left to the device (dummy_device)? The BF16, FP8 and NVFP4 matrices, but not
+ * a router (the GPU runner reads it on the host for its fp32 copy). */
+static bool dummy_deferred(const struct model_loader *L, const char *name, enum qw_format fmt)
+{
+    if (!L->dummy_device || L->header_only)
+        return false;
+    if (fmt != QW_BF16 && fmt != QW_FP8 && fmt != QW_NVFP4)
+        return false;
+    const size_t n = strlen(name), k = strlen(".mlp.gate.weight");
+    return !(n >= k && strcmp(name + n - k, ".mlp.gate.weight") == 0);
+}
+
+int model_dummy_streams(const struct qweight *w, struct model_dummy_stream *data,
+                        struct model_dummy_stream *bscale)
+{
+    if (!w || !w->dummy || !data || !bscale)
+        return ERR_INVAL;
+    memset(data, 0, sizeof *data);
+    memset(bscale, 0, sizeof *bscale);
+    data->seed = w->dummy_seed;
+    if (w->fmt == QW_BF16) {
+        float lf[256];
+        data->n = w->rows * w->cols;
+        data->u16 = true;
+        dummy_levels(QW_BF16, w->dummy_amp, lf, data->table);
+    } else if (w->fmt == QW_FP8) {
+        data->n = w->rows * w->cols;
+        data->mask = DUMMY_FP8_MASK;
+    } else if (w->fmt == QW_NVFP4) {
+        data->n = w->rows * w->cols / 2;
+        data->mask = DUMMY_NVFP4_MASK;
+        bscale->n = w->rows * w->cols / 16;
+        bscale->seed = w->dummy_seed ^ 1;
+        bscale->mask = DUMMY_SCALE_MASK;
+        bscale->add = DUMMY_SCALE_ADD;
+    } else {
+        return ERR_INVAL;
+    }
+    return 0;
 }
 
 int model_dummy_vec(struct model_loader *L, const char *name, int64_t n, float **out)
@@ -165,12 +211,19 @@ int model_dummy_dense(struct model_loader *L, const char *name, int64_t rows, in
     w->cols = cols;
     w->row_stride = cols;
     int64_t es = w->fmt == QW_F32 ? 4 : 2;
+    if (dummy_deferred(L, name, w->fmt)) {
+        dummy_count(L, name, rows * cols * es);
+        w->dummy = true;
+        w->dummy_seed = name_seed(L, name);
+        w->dummy_amp = DUMMY_DENSE_AMP;
+        return 0;
+    }
     void *p = dummy_alloc(L, name, rows * cols * es);
     if (L->header_only)
         return 0;
     if (!p)
         return ERR_NOMEM;
-    dummy_floats(L, p, w->fmt, rows * cols, name_seed(L, name), 0.05f);
+    dummy_floats(L, p, w->fmt, rows * cols, name_seed(L, name), DUMMY_DENSE_AMP);
     w->data = p;
     return 0;
 }
@@ -191,13 +244,22 @@ int model_dummy_linear(struct model_loader *L, const char *module, const struct 
         if (cols % 16)
             return model_load_fail(L, "module '%s': NVFP4 needs in_features %% 16 == 0, got %lld",
                                    module, (long long)cols);
-        uint8_t *d = dummy_alloc(L, name, rows * cols / 2);
-        uint8_t *b = d || L->header_only ? dummy_alloc(L, name, rows * cols / 16) : NULL;
-        if (!b && !L->header_only)
-            return ERR_NOMEM;
-        if (!L->header_only) {
-            dummy_bytes(L, d, rows * cols / 2, seed, 0xff, 0);
-            dummy_bytes(L, b, rows * cols / 16, seed ^ 1, 0x0f, 0x30); /* e4m3 0.5 .. 1.875 */
+        const bool defer = dummy_deferred(L, name, QW_NVFP4);
+        uint8_t *d = NULL, *b = NULL;
+        if (defer) {
+            dummy_count(L, name, rows * cols / 2);
+            dummy_count(L, name, rows * cols / 16);
+            w->dummy = true;
+            w->dummy_seed = seed;
+        } else {
+            d = dummy_alloc(L, name, rows * cols / 2);
+            b = d || L->header_only ? dummy_alloc(L, name, rows * cols / 16) : NULL;
+            if (!b && !L->header_only)
+                return ERR_NOMEM;
+        }
+        if (!L->header_only && !defer) {
+            dummy_bytes(L, d, rows * cols / 2, seed, DUMMY_NVFP4_MASK, 0);
+            dummy_bytes(L, b, rows * cols / 16, seed ^ 1, DUMMY_SCALE_MASK, DUMMY_SCALE_ADD);
         }
         /* the global scale(s): scalar tensors in a real checkpoint, counted the same way */
         dummy_count(L, name, 4 + (s->act_fp4 ? 4 : 0));
@@ -211,11 +273,18 @@ int model_dummy_linear(struct model_loader *L, const char *module, const struct 
         return 0;
     }
     if (s->kind == QUANT_KIND_FP8) {
-        uint8_t *d = dummy_alloc(L, name, rows * cols);
-        if (!d && !L->header_only)
-            return ERR_NOMEM;
+        uint8_t *d = NULL;
+        if (dummy_deferred(L, name, QW_FP8)) {
+            dummy_count(L, name, rows * cols);
+            w->dummy = true;
+            w->dummy_seed = seed;
+        } else {
+            d = dummy_alloc(L, name, rows * cols);
+            if (!d && !L->header_only)
+                return ERR_NOMEM;
+        }
         if (d)
-            dummy_bytes(L, d, rows * cols, seed, 0xbf, 0); /* clears bit 6: no NaN, |v| < 2 */
+            dummy_bytes(L, d, rows * cols, seed, DUMMY_FP8_MASK, 0);
         w->fmt = QW_FP8;
         w->data = d;
         int64_t ns = 1;

@@ -16,7 +16,7 @@
 
 bool qweight_present(const struct qweight *w)
 {
-    return w && w->data != NULL;
+    return w && (w->data != NULL || w->dummy);
 }
 
 // ---- dequantization ----

@@ -1,9 +1,12 @@
 /* gpu_bench: prefill and decode timing of the full-size model on the GPU with dummy weights
  * (--load-format dummy from a config.json alone), against the HBM roofline measured in the
- * same run.
+ * same run. The dummy weights are written on the GPU (model_load_opts.dummy_device, the values
+ * the host fill writes: ktest_gpu_model checks); --host-fill fills them on the host and uploads
+ * them, as before (about a minute for the BF16 config on the H200 machine).
  *   gpu_bench CONFIG.json [--prompt-len N[,N..]] [--gen N] [--batch B[,B..]] [--chunk R]
  *             [--graphs 0|1] [--json FILE] [--seed S] [--few-row-paths] [--grouped-small N]
  *             [--grouped-pipe64 -1|0|1|2] [--dense-tiles N] [--gdn-chunk N] [--pdl 1|-1]
+ *             [--host-fill]
  *   gpu_bench CONFIG.json --roofline-only [--prompt-len ..] [--gen ..] [--batch ..]  (no GPU)
  * For every (batch, prompt length): B sequences get distinct pseudo-random prompts of N tokens,
  * prefilled together in steps of at most R rows (R/B per sequence; default R = 2048; the runner
@@ -72,6 +75,7 @@ struct bench_opts {
     int pdl;            // gpu_model_opts.pdl
     int state_in_pool;  // gpu_model_opts.state_in_pool
     unsigned seed;
+    bool host_fill; // dummy weights filled on the host (not on the device, the default)
     const char *json;
     int roofline_only;
 };
@@ -165,13 +169,16 @@ static int parse_args(struct bench_opts *o, int argc, char **argv)
         ARGS_INT("--state-in-pool", "0|1", &o->state_in_pool, 0, 1,
                  "GDN states as blocks of the K/V pool (1, tern-worker's default) or in slots (0)"),
         ARGS_BOOL("--roofline-only", &roofline_only, "print the roofline lines and exit"),
+        ARGS_BOOL("--host-fill", &o->host_fill,
+                  "dummy weights filled on the host and uploaded (default: written on the GPU, "
+                  "the same values)"),
     };
     const struct args_spec spec = {
         "gpu_bench",
         "CONFIG.json [--prompt-len N[,N..]] [--batch B[,B..]] [--gen N] [--chunk ROWS] "
         "[--graphs 0|1] [--json FILE] [--seed S] [--few-row-paths] [--grouped-small N] "
         "[--grouped-pipe64 -1|0|1|2] [--dense-tiles N] [--fuse -1|0] [--gdn-chunk N] "
-        "[--pdl 1|-1] [--state-in-pool 0|1] [--roofline-only]",
+        "[--pdl 1|-1] [--state-in-pool 0|1] [--roofline-only] [--host-fill]",
         opts, ARRAY_LEN(opts), NULL};
     int rc = args_parse(&spec, argc, argv);
     if (rc != 0)
@@ -512,7 +519,8 @@ int main(int argc, char **argv)
         status = 0;
         goto cleanup;
     }
-    struct model_load_opts lo = { .dummy = true, .dummy_seed = o.seed, .skip_mtp = true };
+    struct model_load_opts lo = {
+        .dummy = true, .dummy_seed = o.seed, .skip_mtp = true, .dummy_device = !o.host_fill};
     double t0 = now_s();
     rc = model_load(&m, dir, &lo, err, sizeof err);
     const double t_load = now_s() - t0;

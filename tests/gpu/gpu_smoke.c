@@ -145,7 +145,8 @@ int main(int argc, char **argv)
     }
     char err[512];
     struct model *m = NULL;
-    struct model_load_opts lo = { .dummy = true, .dummy_seed = 1, .skip_mtp = spec_k <= 0 };
+    struct model_load_opts lo = {
+        .dummy = true, .dummy_seed = 1, .skip_mtp = spec_k <= 0, .dummy_device = true};
     double t0 = now_s();
     int rc = model_load(&m, dir, &lo, err, sizeof err);
     double t_load = now_s() - t0;

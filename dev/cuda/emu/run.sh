@@ -6,7 +6,7 @@
 # (with EMU_SAN: out-of-bounds accesses, shared-memory races between barriers); not FTZ /
 # fast-math effects, hardware conversion corner cases, performance or cuBLASLt behaviour.
 # Usage: dev/cuda/emu/run.sh BUILD_DIR [TESTS]  (a tests/gpu build with tern_kernels_ref built;
-# TESTS default "emu_moe emu_tiles emu_attn emu_misc emu_sample emu_logit emu_gdn emu_gemv emu_moe_expert emu_norm emu_route"; the last
+# TESTS default "emu_moe emu_tiles emu_attn emu_misc emu_sample emu_logit emu_gdn emu_gemv emu_moe_expert emu_norm emu_route emu_fill"; the last
 # three run the real launchers too: gen_inc.py rewrites their <<<>>> launches (and
 # kcuda_launch_pdl calls) into emu_launch_cfg, which checks CUDA's launch limits and logs the
 # kernel names). EMU_SAN=address
@@ -21,7 +21,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 b=${1:?usage: run.sh BUILD_DIR}
 out=$b/emu${EMU_SAN:+-$EMU_SAN}
-tests=${2:-emu_moe emu_tiles emu_attn emu_misc emu_sample emu_logit emu_gdn emu_gemv emu_moe_expert emu_norm emu_route}
+tests=${2:-emu_moe emu_tiles emu_attn emu_misc emu_sample emu_logit emu_gdn emu_gemv emu_moe_expert emu_norm emu_route emu_fill}
 san=${EMU_SAN:+-fsanitize=$EMU_SAN}
 mkdir -p "$out"
 python3 "$here/gen_inc.py" "$root/kernels" "$out"

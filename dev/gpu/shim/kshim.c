@@ -8,6 +8,7 @@
 #include "attn_decode.h"
 #include "attn_prefill.h"
 #include "attn_prep.h"
+#include "dummy_fill.h"
 #include "embed.h"
 #include "fused_add_rmsnorm.h"
 #include "gdn_conv.h"
@@ -55,6 +56,8 @@ int moe_route_cuda(int32_t *ids, float *w, const float *l, int n, int E, int k, 
 int moe_expert_cuda(float *out, float *ws, const float *x, const int32_t *ids, const float *w, int n, int k, int E,
                     const struct kweight *gu, const struct kweight *dn, int acc, cudaStream_t s)
 { (void)s; return moe_expert_ref(out, ws, x, ids, w, n, k, E, gu, dn, acc); }
+int dummy_fill_bytes_cuda(uint8_t *o, int64_t n, uint64_t seed, uint8_t mask, uint8_t add, cudaStream_t s) { (void)s; return dummy_fill_bytes_ref(o, n, seed, mask, add); }
+int dummy_fill_u16_cuda(uint16_t *o, int64_t n, uint64_t seed, const uint16_t *t, cudaStream_t s) { (void)s; return dummy_fill_u16_ref(o, n, seed, t); }
 int rmsnorm_cuda(float *o, const float *x, const float *w, int n, int d, float eps, float off, cudaStream_t s) { (void)s; return rmsnorm_ref(o, x, w, n, d, eps, off); }
 int fused_add_rmsnorm_cuda(float *o, float *r, const float *x, const float *w, int n, int d, float eps, float off, cudaStream_t s) { (void)s; return fused_add_rmsnorm_ref(o, r, x, w, n, d, eps, off); }
 int embed_cuda(float *o, const uint16_t *t, const int32_t *ids, int n, int d, int v, cudaStream_t s) { (void)s; return embed_ref(o, t, ids, n, d, v); }

@@ -70,6 +70,8 @@ struct model {
     bool has_mtp;              // mtp.* tensors present and loaded
     struct mtp_w mtp;
     void *priv;                // loader-private: mappings, owned buffers
+    bool device_only;          // dummy weights left to the device (model_load_opts.dummy_device):
+                               // no CPU forward pass (forward_ctx_create refuses)
 };
 
 #endif

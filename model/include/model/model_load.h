@@ -23,6 +23,9 @@ struct model_load_opts {
                          // shapes and formats (quant config) from config.json alone,
                          // owned by the model; MTP when the config declares it
     uint64_t dummy_seed; // dummy: values depend only on (seed, tensor name)
+    bool dummy_device;   // dummy: the large BF16 / FP8 / NVFP4 weights are not filled here
+                         // (qweight.dummy: the GPU runner writes the same values on the device,
+                         // model_dummy_streams); the model is device_only
 };
 
 /* Byte accounting groups, computed from every tensor of the checkpoint by name. */
@@ -65,6 +68,19 @@ struct model_load_stats {
 int model_load(struct model **out, const char *dir, const struct model_load_opts *opts, char *err,
                size_t errlen);
 void model_destroy(struct model *m);
+/* What the device writes for a dummy weight w (w->dummy): data as bytes ((r & mask) + add) or
+ * 16-bit table values over data.n elements, and for NVFP4 the block scales as bytes too
+ * (bscale.n 0 otherwise); the values are those the host fill writes for the same tensor.
+ * 0 or ERR_INVAL (not a dummy weight). */
+struct model_dummy_stream {
+    int64_t n;         // elements (bytes, or 16-bit values when u16)
+    uint64_t seed;     // common/dummy_gen.h
+    bool u16;          // 16-bit values from table; else bytes
+    uint8_t mask, add; // bytes
+    uint16_t table[256];
+};
+int model_dummy_streams(const struct qweight *w, struct model_dummy_stream *data,
+                        struct model_dummy_stream *bscale);
 /* cb(w, ctx) for every linear weight of the main model: lm_head, then per layer the attention
  * (q, k, v, o) or GDN (qkv, z, b, a, out) projections, router, shared expert (gate, up, down,
  * expert gate) and routed experts (gate, up, down per expert). Not the embedding, not the MTP

@@ -45,9 +45,14 @@ struct qweight {
     /* W4A4 activation emulation */
     bool act_fp4;
     float act_gscale;          // g_in, compressed-tensors sense
+    /* --load-format dummy on the device (model_load_opts.dummy_device): data (and bscale) stay
+     * NULL, the GPU runner writes the values (model_dummy_streams) */
+    bool dummy;
+    uint64_t dummy_seed; // the tensor's stream (common/dummy_gen.h)
+    float dummy_amp;     // BF16: values in [-amp, amp)
 };
 
-/* True when w->data is set. */
+/* True when w->data is set, or w is a dummy weight the device fills (w->dummy). */
 bool qweight_present(const struct qweight *w);
 /* Dequantize row r into out[cols] (fp32). */
 void qweight_dequant_row(const struct qweight *w, int64_t r, float *out);

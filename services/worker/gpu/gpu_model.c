@@ -13,6 +13,7 @@
 #include "common/kv_plan.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "dummy_fill.h"
 #include "gdn_seq.h"
 #include "kv_write.h"
 #include "model/dtype.h"
@@ -42,6 +43,23 @@ static void *dev_alloc(struct gpu_model *g, size_t bytes, int64_t *acct)
 static int put(void *dst, const void *src, size_t bytes)
 {
     return cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice) == cudaSuccess ? 0 : ERR_CUDA;
+}
+
+/* A dummy weight's values written on the device (model_dummy_streams): its data at d and, for
+ * NVFP4, its block scales at b (the same bits the loader's host fill writes). */
+static int fill_dummy(const struct qweight *w, void *d, uint8_t *b)
+{
+    struct model_dummy_stream sd, sb;
+    int rc = model_dummy_streams(w, &sd, &sb);
+    if (rc == 0)
+        rc = sd.u16 ? dummy_fill_u16_cuda(d, sd.n, sd.seed, sd.table, 0)
+                    : dummy_fill_bytes_cuda(d, sd.n, sd.seed, sd.mask, sd.add, 0);
+    if (rc == 0 && sb.n > 0)
+        rc = dummy_fill_bytes_cuda(b, sb.n, sb.seed, sb.mask, sb.add, 0);
+    /* done before any kernel of the runner's (non-blocking) stream reads it */
+    if (rc == 0 && cudaStreamSynchronize(0) != cudaSuccess)
+        rc = ERR_CUDA;
+    return rc;
 }
 
 /* A device copy of n host floats (n_pad >= n: the rest zero), counted in acct. */
@@ -119,6 +137,11 @@ static int upload_stack(struct gpu_model *g, const struct stack_src *s, int64_t 
                 if (w->fmt != QW_BF16 && e == 0 && p == 0)
                     LOG_WARN("gpu_weight_as_bf16", "weight=%s from=%s note=\"the GPU GEMVs read "
                              "bf16: rounded at upload\"", what, qweight_format_name(w));
+                if (w->fmt == QW_BF16 && w->dummy) {
+                    rc = fill_dummy(w, d + r_out * cols, NULL);
+                    r_out += w->rows;
+                    continue;
+                }
                 if (w->fmt == QW_BF16 && w->row_stride == cols) {
                     rc = put(d + r_out * cols, w->data, sizeof(uint16_t) * (size_t)(w->rows * cols));
                     r_out += w->rows;
@@ -158,7 +181,8 @@ static int upload_stack(struct gpu_model *g, const struct stack_src *s, int64_t 
                     break;
                 }
                 for (int64_t r = 0; r < w->rows && rc == 0; r++, r_out++) {
-                    const uint8_t *src = (const uint8_t *)w->data + r * w->row_stride;
+                    const uint8_t *src =
+                        w->dummy ? NULL : (const uint8_t *)w->data + r * w->row_stride;
                     for (int64_t cb = 0; cb < ncb; cb++) {
                         float v;
                         if (block)
@@ -171,10 +195,12 @@ static int upload_stack(struct gpu_model *g, const struct stack_src *s, int64_t 
                             v = 1.0f;
                         sc[r_out * ncb + cb] = v;
                     }
-                    if (w->row_stride != cols)
+                    if (w->row_stride != cols && !w->dummy)
                         rc = put(d + r_out * cols, src, (size_t)cols);
                 }
-                if (w->row_stride == cols && rc == 0)
+                if (w->dummy && rc == 0)
+                    rc = fill_dummy(w, d + (r_out - w->rows) * cols, NULL);
+                else if (w->row_stride == cols && rc == 0)
                     rc = put(d + (r_out - w->rows) * cols, w->data, (size_t)(w->rows * cols));
             }
             for (int z = 0; z < s->zero_rows && rc == 0; z++, r_out++) {
@@ -205,16 +231,30 @@ static int upload_stack(struct gpu_model *g, const struct stack_src *s, int64_t 
         float *ge = xcalloc((size_t)E, sizeof(float));
         uint8_t *bs = xcalloc((size_t)(rows * cols / 16), 1);
         int n_rescaled = 0;
+        bool dummy_bs = false; /* the last expert's parts wrote their own scales */
         for (int e = 0; e < E && rc == 0; e++) {
             float gmax = 0.0f;
             for (int p = 0; p < s->np; p++)
                 gmax = fmaxf(gmax, s->parts[e * s->np + p]->gscale);
             ge[e] = gmax;
             int64_t r_out = 0;
+            dummy_bs = false;
             uint8_t *de = d + (int64_t)e * rows * cols / 2;
             for (int p = 0; p < s->np && rc == 0; p++) {
                 const struct qweight *w = s->parts[e * s->np + p];
                 const float ratio = gmax > 0.0f ? w->gscale / gmax : 1.0f;
+                if (w->dummy) { /* its values and scales on the device, the scales as they are */
+                    if (ratio != 1.0f) {
+                        rc = fail(err, errlen, ERR_UNSUPPORTED, what,
+                                  "dummy parts with different global scales");
+                        break;
+                    }
+                    rc = fill_dummy(w, de + r_out * cols / 2,
+                                    db + (int64_t)e * rows * cols / 16 + r_out * cols / 16);
+                    dummy_bs = true;
+                    r_out += w->rows;
+                    continue;
+                }
                 if (ratio != 1.0f)
                     n_rescaled++;
                 for (int64_t r = 0; r < w->rows; r++)
@@ -238,8 +278,14 @@ static int upload_stack(struct gpu_model *g, const struct stack_src *s, int64_t 
                 rc = put(de + r_out * cols / 2, zero, (size_t)(s->zero_rows * cols / 2));
                 free(zero);
             }
-            if (rc == 0)
+            /* the host-built scales (zero rows: zero), or only the zero rows' after dummy parts */
+            if (rc == 0 && !dummy_bs)
                 rc = put(db + (int64_t)e * rows * cols / 16, bs, (size_t)(rows * cols / 16));
+            else if (rc == 0 && s->zero_rows)
+                rc = cudaMemset(db + (int64_t)e * rows * cols / 16 + r_out * cols / 16, 0,
+                                (size_t)(s->zero_rows * cols / 16)) == cudaSuccess
+                         ? 0
+                         : ERR_CUDA;
         }
         if (n_rescaled)
             LOG_WARN("gpu_nvfp4_gscale_merged", "weight=%s parts=%d note=\"stacked parts had "

@@ -202,8 +202,11 @@ int wk_engine_cuda_create(const struct wk_cfg *cfg, wk_engine_progress_cb progre
     e->ops = &CUDA_OPS;
     e->name = "cuda";
     e->impl = c;
-    struct model_load_opts lo = {.dummy = strcmp(cfg->load_format, "dummy") == 0};
-    /* the MTP head, when present, is loaded too: uploaded only when speculation is on */
+    /* dummy weights are written on the device (the model is destroyed after the upload: no
+     * CPU pass needs their host copies); the MTP head, when present, is loaded too: uploaded
+     * only when speculation is on */
+    const bool dummy = strcmp(cfg->load_format, "dummy") == 0;
+    struct model_load_opts lo = {.dummy = dummy, .dummy_device = dummy};
     int rc = model_load(&m, cfg->model, &lo, err, sizeof err);
     if (rc < 0) {
         LOG_ERR("model_load_failed", "dir=%s err=%s msg=\"%s\"", cfg->model, err_str(rc), err);

@@ -809,6 +809,68 @@ static void run_dummy(const char *src, const char *name)
     model_destroy(m);
 }
 
+/* --load-format dummy on the device (model_load_opts.dummy_device): a runner built from the
+ * model whose large weights it writes itself (dummy_fill, the loader's stream) gives the same
+ * logits, bit for bit, as one built from the host-filled model, over a prefill and a decode step;
+ * the CPU pass refuses the device-only model. */
+static void run_dummy_device(const char *src, const char *where, const char *name)
+{
+    char dir[1024], err[512];
+    snprintf(dir, sizeof dir, "%s/%s/%s", src, where, name);
+    struct model *mh = NULL, *md = NULL;
+    struct model_load_opts lh = {.dummy = true, .dummy_seed = 7}, ld = lh;
+    ld.dummy_device = true;
+    int rc = model_load(&mh, dir, &lh, err, sizeof err);
+    if (rc == 0)
+        rc = model_load(&md, dir, &ld, err, sizeof err);
+    CHECK_EQ_INT(rc, 0);
+    if (rc < 0) {
+        printf("fixture=%s+dummy_device model_load: %s FAIL\n", name, err);
+        model_destroy(mh);
+        return;
+    }
+    CHECK(md->device_only && !mh->device_only);
+    CHECK(forward_ctx_create(md, 1, 16, NULL) == NULL);
+    const int V = mh->cfg.vocab_size;
+    enum { NP = 9 };
+    int32_t tok[NP + 1];
+    for (int i = 0; i <= NP; i++)
+        tok[i] = (int32_t)((i * 7919 + 13) % V);
+    float *lg[2] = {xcalloc(2 * (size_t)V, sizeof(float)), xcalloc(2 * (size_t)V, sizeof(float))};
+    for (int k = 0; k < 2 && rc == 0; k++) {
+        struct gpu_model *g = NULL;
+        struct gpu_model_opts o = {.n_slots = 1, .max_model_len = 32, .block_tokens = 4};
+        rc = gpu_model_create(&g, k ? md : mh, &o, err, sizeof err);
+        CHECK_EQ_INT(rc, 0);
+        if (rc < 0) {
+            printf("fixture=%s+dummy_device gpu_model_create: %s FAIL\n", name, err);
+            break;
+        }
+        CHECK_EQ_INT(gpu_model_seq_open(g, 0), 0);
+        struct gpu_item it = {.slot = 0, .tokens = tok, .n = NP, .pos = 0, .logits = lg[k]};
+        CHECK_EQ_INT(gpu_model_step(g, &it, 1), 0);
+        CHECK_EQ_INT(it.rc, 0);
+        struct gpu_item dec = {
+            .slot = 0, .tokens = &tok[NP], .n = 1, .pos = NP, .logits = lg[k] + V};
+        CHECK_EQ_INT(gpu_model_step(g, &dec, 1), 0);
+        CHECK_EQ_INT(dec.rc, 0);
+        gpu_model_destroy(g);
+    }
+    if (rc == 0) {
+        const bool same = memcmp(lg[0], lg[1], sizeof(float) * 2 * (size_t)V) == 0;
+        bool finite = true;
+        for (size_t i = 0; i < 2 * (size_t)V; i++)
+            finite = finite && isfinite(lg[1][i]);
+        printf("fixture=%s+dummy_device check=device_fill rows=2 identical=%d finite=%d %s\n", name,
+               same, finite, same && finite ? "ok" : "FAIL");
+        CHECK(same && finite);
+    }
+    free(lg[0]);
+    free(lg[1]);
+    model_destroy(md);
+    model_destroy(mh);
+}
+
 /* KTEST_GPU_MODEL_ONLY=a,b limits the run to those models (the memcheck pass uses it). */
 static bool selected(const char *name)
 {
@@ -845,6 +907,13 @@ int main(void)
         run_dummy(src, "small_bf16");
     if (selected("small_nvfp4"))
         run_dummy(src, "small_nvfp4");
+    /* dummy weights written on the device: bf16, nvfp4 and fp8 (block scales) formats */
+    if (selected("small_bf16"))
+        run_dummy_device(src, "tests/kernels/model", "small_bf16");
+    if (selected("small_nvfp4"))
+        run_dummy_device(src, "tests/kernels/model", "small_nvfp4");
+    if (selected("q_fp8_block")) /* its config with dummy weights */
+        run_dummy_device(src, "tests/reference/fixtures", "q_fp8_block");
     /* the same runner replaying CUDA graphs (the default launches eagerly) */
     graphs = 1;
     if (selected("q_bf16"))

@@ -2,7 +2,10 @@
  * BF16 with the "model." prefix, compressed-tensors NVFP4 W4A16; MTP present / absent /
  * partial; header-only; and the one-line errors for missing tensors, wrong shapes and a
  * quantization config that disagrees with the stored tensors. */
+#include "common/dummy_gen.h"
+#include "common/err.h"
 #include "model/dtype.h"
+#include "model/forward.h"
 #include "model/inspect.h"
 #include "model/model_load.h"
 #include "model/safetensors.h"
@@ -10,6 +13,7 @@
 #include "test.h"
 
 #include <cjson/cJSON.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -388,6 +392,85 @@ static void test_dummy(void)
     model_destroy(c);
 }
 
+/* The bytes a dummy stream describes, made here from common/dummy_gen.h (what the device's
+ * dummy_fill writes) */
+static void stream_bytes(const struct model_dummy_stream *st, void *out)
+{
+    for (int64_t i = 0; i < st->n; i++) {
+        const unsigned r = (unsigned)(dummy_gen_unit(st->seed, i / 8) >> (8 * (i % 8))) & 0xff;
+        if (st->u16)
+            ((uint16_t *)out)[i] = st->table[r];
+        else
+            ((uint8_t *)out)[i] = (uint8_t)((r & st->mask) + st->add);
+    }
+}
+
+/* A weight left to the device (dummy_device) against the same weight filled on the host: its
+ * streams describe the host's bytes exactly. */
+static void check_deferred(const struct qweight *h, const struct qweight *d, const char *what)
+{
+    CHECK(d->dummy && d->data == NULL && d->bscale == NULL && qweight_present(d));
+    CHECK(!h->dummy && h->data != NULL);
+    CHECK(d->fmt == h->fmt && d->rows == h->rows && d->cols == h->cols);
+    struct model_dummy_stream sd, sb;
+    CHECK_EQ_INT(model_dummy_streams(d, &sd, &sb), 0);
+    CHECK_EQ_INT(model_dummy_streams(h, &sd, &sb), ERR_INVAL);
+    CHECK_EQ_INT(model_dummy_streams(d, &sd, &sb), 0);
+    const size_t es = sd.u16 ? 2 : 1;
+    void *buf = malloc((size_t)sd.n * es + 1);
+    stream_bytes(&sd, buf);
+    const bool data_ok = memcmp(buf, h->data, (size_t)sd.n * es) == 0;
+    bool scale_ok = h->fmt != QW_NVFP4 || sb.n == h->rows * h->cols / 16;
+    if (scale_ok && sb.n > 0) {
+        void *bb = malloc((size_t)sb.n);
+        stream_bytes(&sb, bb);
+        scale_ok = memcmp(bb, h->bscale, (size_t)sb.n) == 0;
+        free(bb);
+    }
+    if (!data_ok || !scale_ok)
+        fprintf(stderr, "dummy_device: %s data %d scales %d\n", what, data_ok, scale_ok);
+    CHECK(data_ok && scale_ok);
+    free(buf);
+}
+
+/* dummy_device: the large matrices are described, not filled (the GPU runner writes them);
+ * the same byte counts; the model refuses a CPU pass */
+static void test_dummy_device(void)
+{
+    char dir[512];
+    struct fixture_ckpt o = {.kind = FIX_CT_NVFP4A16, .mtp = true};
+    mkcase(dir, sizeof(dir), "dummy_dev", &o);
+    char p[600];
+    snprintf(p, sizeof(p), "%s/model.safetensors", dir);
+    CHECK(unlink(p) == 0);
+    struct model_load_opts oh = {.dummy = true, .dummy_seed = 5}, od = oh;
+    od.dummy_device = true;
+    struct model *h = NULL, *d = NULL;
+    char err[512] = "";
+    CHECK_EQ_INT(model_load(&h, dir, &oh, err, sizeof(err)), 0);
+    CHECK_EQ_INT(model_load(&d, dir, &od, err, sizeof(err)), 0);
+    if (!h || !d) {
+        fprintf(stderr, "%s\n", err);
+        model_destroy(h);
+        model_destroy(d);
+        return;
+    }
+    CHECK(d->device_only && !h->device_only);
+    CHECK(forward_ctx_create(d, 1, 8, NULL) == NULL);
+    CHECK(model_load_stats(d)->total_bytes == model_load_stats(h)->total_bytes);
+    check_deferred(&h->layers[1].moe.down[3], &d->layers[1].moe.down[3], "nvfp4 expert");
+    check_deferred(&h->layers[1].attn.q, &d->layers[1].attn.q, "nvfp4 attention");
+    check_deferred(&h->layers[0].gdn.qkv, &d->layers[0].gdn.qkv, "bf16 gdn");
+    check_deferred(&h->embed, &d->embed, "bf16 embedding");
+    check_deferred(&h->mtp.fc, &d->mtp.fc, "mtp fc");
+    /* the router stays on the host (the GPU runner's fp32 copy reads it) */
+    CHECK(!d->layers[0].moe.router.dummy && d->layers[0].moe.router.data != NULL);
+    CHECK(memcmp(d->layers[0].moe.router.data, h->layers[0].moe.router.data,
+                 (size_t)(h->layers[0].moe.router.rows * h->layers[0].moe.router.cols * 2)) == 0);
+    model_destroy(h);
+    model_destroy(d);
+}
+
 int main(void)
 {
     if (stf_mkdtemp(root, sizeof(root)) < 0)
@@ -397,6 +480,7 @@ int main(void)
     test_ct_nvfp4();
     test_errors();
     test_dummy();
+    test_dummy_device();
     /* cleanup: each case dir holds only plain files */
     const char *cases[] = {"fused",  "perexp",  "ct",    "drop", "shape",
                            "wrongq", "mtppart", "dummy", "ctmtp"};
