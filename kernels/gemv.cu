@@ -224,26 +224,32 @@ int gemv_cuda(float *y, const struct kweight *w, int expert, const float *x, int
     return gemv_cuda_path(y, w, expert, x, n_tok, GEMV_PATH_AUTO, stream);
 }
 
-/* The stream kernel's share of these weights: ns (2..NVS_MULTI) nvfp4 weights it takes, each as
- * gemv_cuda would, in one load form and with one expert index */
+/* The stream kernel's share of these weights: ns (2..NVS_MULTI) nvfp4 weights, or ns fp8 ones,
+ * it takes, each as gemv_cuda would, in one load form and with one expert index */
 static bool multi_stream_ok(const struct gemv_out *outs, int ns, int n_tok)
 {
-    if (ns < 2 || ns > NVS_MULTI || !GEMV_STREAM_AUTO || n_tok > NVS_MAX_TOK)
+    const bool fp8 = ns > 0 && outs[0].w->fmt == KW_FMT_FP8;
+    if (ns < 2 || ns > NVS_MULTI || !(fp8 ? GEMV_STREAM_FP8_AUTO : GEMV_STREAM_AUTO) ||
+        n_tok > NVS_MAX_TOK)
         return false;
     for (int i = 0; i < ns; i++) {
         const struct kweight *w = outs[i].w;
-        if (!nvs_ok(w) || !nvs_fits(w->cols, n_tok, 1) || outs[i].expert != outs[0].expert ||
-            nvs_vec16(w) != nvs_vec16(outs[0].w))
+        if (!(fp8 ? nvs_ok_fp8(w) : nvs_ok(w) && nvs_vec16(w) == nvs_vec16(outs[0].w)) ||
+            !nvs_fits(w->cols, n_tok, 1) || outs[i].expert != outs[0].expert)
             return false;
     }
     return true;
 }
 
-/* How many weights lead the set in nvfp4 (the stream kernel's share, when it takes them) */
-static int multi_lead_nvfp4(const struct gemv_out *outs, int n)
+/* How many weights lead the set in the first one's format when it is the stream kernel's (nvfp4
+ * or fp8; its share, when it takes them) */
+static int multi_lead_stream(const struct gemv_out *outs, int n)
 {
+    const int f = n > 0 && outs[0].w ? outs[0].w->fmt : -1;
+    if (f != KW_FMT_NVFP4 && f != KW_FMT_FP8)
+        return 0;
     int ns = 0;
-    while (ns < n && outs[ns].w && outs[ns].w->fmt == KW_FMT_NVFP4)
+    while (ns < n && outs[ns].w && outs[ns].w->fmt == f)
         ns++;
     return ns;
 }
@@ -259,7 +265,7 @@ int gemv_multi_kind(const struct gemv_out *outs, int n, int n_tok)
             return GEMV_MULTI_NONE;
         wide = wide && w->rows <= GEMV_WIDE_MAX_ROWS;
     }
-    const int ns = multi_lead_nvfp4(outs, n);
+    const int ns = multi_lead_stream(outs, n);
     /* the stream kernel: what gemv_cuda takes for each of them, in one launch of one load form */
     if (ns == n && multi_stream_ok(outs, n, n_tok))
         return GEMV_MULTI_STREAM;
@@ -300,10 +306,11 @@ int gemv_multi_cuda(const struct gemv_out *outs, int n, const float *x, int n_to
             ys[i] = outs[i].y;
             es[i] = outs[i].expert;
         }
-        const int ns = multi_lead_nvfp4(outs, n); /* == n for GEMV_MULTI_STREAM */
+        const int ns = multi_lead_stream(outs, n); /* == n for GEMV_MULTI_STREAM */
         const struct nvs_args na = {outs[0].y, outs[0].w->rows, x, outs[0].w->cols, NULL, NULL,
                                     n_tok, 1, 1, outs[0].expert, 1, 0};
-        return nvs_launch_multi(ws, ys, ns, ws + ns, ys + ns, es + ns, n - ns, na, stream);
+        return nvs_launch_multi(ws, ys, ns, ws + ns, ys + ns, es + ns, n - ns, na,
+                                outs[0].w->fmt == KW_FMT_FP8, stream);
     }
     for (int i = 0; i < n; i++) { /* GEMV_MULTI_WIDE */
         const struct kweight *w = outs[i].w;

@@ -40,8 +40,9 @@ int gemv_cuda_path(float *y, const struct kweight *w, int expert, const float *x
 #define GEMV_WIDE_MAX_TOK 8
 /* gemv_multi_cuda: y_i = x W_i^T for up to GEMV_MULTI_MAX weights of the same cols on the same
  * activations, one launch (projections that read the same normed rows). Each output as gemv_cuda's
- * (pitch w->rows): 2..3 nvfp4 weights that gemv_cuda would each run on the stream kernel run on
- * it in one launch (the same numerics, bit for bit), also when 1..2 bf16 weights of at most
+ * (pitch w->rows): 2..3 nvfp4 weights (or 2..3 fp8 ones) that gemv_cuda would each run on the
+ * stream kernel run on it in one launch (the same numerics, bit for bit), also when 1..2 bf16
+ * weights of at most
  * GEMV_WIDE_MAX_ROWS rows follow them (GEMV_MULTI_STREAM_WIDE: those a warp per row in the same
  * launch, fp32 on the cores: gemv_cuda's numerics up to the order of the sums; the GDN layer's
  * qkv, z, b and a); otherwise weights of at most

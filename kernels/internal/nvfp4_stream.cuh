@@ -611,20 +611,22 @@ static inline int nvs_launch(const kweight *w, nvs_args a, int grid_y, int n_seg
     return kcuda_launch_status("nvfp4_stream");
 }
 
-/* PLAIN over n (2..NVS_MULTI) nvfp4 weights of the same cols and load form (nvs_vec16) on the
- * same activations, one launch: output i is ys[i] (ldy = ws[i]->rows); then nw (0..NVS_MULTI_WIDE)
- * bf16 weights wws (experts wes, outputs wys, pitch their rows) of the same cols, a warp per row
- * (nvs_wide_rows). ERR_UNSUPPORTED as nvs_launch's, or when the weights differ in cols or load
- * form, or a wide one is not bf16. */
+/* PLAIN over n (2..NVS_MULTI) nvfp4 weights of the same cols and load form (nvs_vec16), or n fp8
+ * weights (fp8: nvs_ok_fp8, one expert index a.expert), on the same activations, one launch:
+ * output i is ys[i] (ldy = ws[i]->rows); then nw (0..NVS_MULTI_WIDE) bf16 weights wws (experts
+ * wes, outputs wys, pitch their rows) of the same cols, a warp per row (nvs_wide_rows).
+ * ERR_UNSUPPORTED as nvs_launch's, or when the weights differ in cols, format or load form, or a
+ * wide one is not bf16. */
 static inline int nvs_launch_multi(const kweight *const *ws, float *const *ys, int n,
                                    const kweight *const *wws, float *const *wys, const int *wes,
-                                   int nw, nvs_args a, cudaStream_t stream)
+                                   int nw, nvs_args a, bool fp8, cudaStream_t stream)
 {
     if (n < 2 || n > NVS_MULTI || nw < 0 || nw > NVS_MULTI_WIDE)
         return ERR_UNSUPPORTED;
-    const bool v16 = nvs_vec16(ws[0]);
+    const bool v16 = fp8 || nvs_vec16(ws[0]);
     for (int i = 0; i < n; i++)
-        if (!nvs_ok(ws[i]) || ws[i]->cols != ws[0]->cols || nvs_vec16(ws[i]) != v16)
+        if (!(fp8 ? nvs_ok_fp8(ws[i]) : nvs_ok(ws[i]) && nvs_vec16(ws[i]) == v16) ||
+            ws[i]->cols != ws[0]->cols)
             return ERR_UNSUPPORTED;
     for (int i = 0; i < nw; i++)
         if (wws[i]->fmt != KW_FMT_BF16 || wws[i]->cols != ws[0]->cols || wes[i] < 0)
@@ -632,7 +634,7 @@ static inline int nvs_launch_multi(const kweight *const *ws, float *const *ys, i
     if (a.n_tok < 1 || a.n_tok > NVS_MAX_TOK || !nvs_fits(ws[0]->cols, a.n_tok, 1))
         return ERR_UNSUPPORTED;
     const int nch = (ws[0]->cols + 127) / 128;
-    a.wk = nvs_pick_wk(nch, NVS_U);
+    a.wk = nvs_pick_wk(nch, fp8 ? NVS_U / 2 : NVS_U);
     const int rows_per_block = 16 * (NVS_WARPS / a.wk);
     nvs_more more = nvs_more_none();
     a.y = ys[0];
@@ -658,7 +660,10 @@ static inline int nvs_launch_multi(const kweight *const *ws, float *const *ys, i
     }
     const dim3 grid((unsigned)blocks, 1), blk(NVS_WARPS * 32);
     const size_t smem = nvs_smem_bytes(ws[0]->cols, a.n_tok, 1);
-    if (v16)
+    if (fp8)
+        kcuda_launch_pdl(nvs_kernel<NVS_PLAIN, true, true, true>, grid, blk, smem, stream, *ws[0],
+                         a, more);
+    else if (v16)
         kcuda_launch_pdl(nvs_kernel<NVS_PLAIN, true, false, true>, grid, blk, smem, stream, *ws[0],
                          a, more);
     else

@@ -112,14 +112,14 @@ static void run_multi_kind(int n, const int *fmts, const int *rows, int cols, in
                                   ktest_dev_poison((size_t)n_tok * rows[i]) };
     }
     CHECK_EQ_INT(gemv_multi_cuda(o, n, dx, n_tok, 0), 0);
-    /* 2..3 nvfp4 weights with one expert index run the stream kernel (fp16 activations), also
-     * when bf16 weights follow them (those a warp per row, fp32) */
+    /* 2..3 nvfp4 (or fp8) weights with one expert index run the stream kernel (fp16
+     * activations), also when bf16 weights follow them (those a warp per row, fp32) */
     const int kind = gemv_multi_kind(o, n, n_tok);
     if (want_kind >= 0)
         CHECK_EQ_INT(kind, want_kind);
     for (int i = 0; i < n; i++) {
         const bool f16 = (kind == GEMV_MULTI_STREAM || kind == GEMV_MULTI_STREAM_WIDE) &&
-                         fmts[i] == KW_FMT_NVFP4;
+                         (fmts[i] == KW_FMT_NVFP4 || fmts[i] == KW_FMT_FP8);
         const size_t ny = (size_t)n_tok * rows[i];
         float *ref = malloc(sizeof(float) * ny), *got = malloc(sizeof(float) * ny);
         double amax = 0;
@@ -228,6 +228,14 @@ int main(void)
         run_multi_kind(4, nnbb, qzba, 2048, 3, 1, GEMV_MULTI_STREAM_WIDE);
         run_multi_kind(3, nnbb, odd4, 208, 8, 1, GEMV_MULTI_STREAM_WIDE); /* 8-byte loads */
         run_multi_kind(4, nnnb, odd4, 256, 2, 1, GEMV_MULTI_STREAM_WIDE);
+        /* fp8 (channel scales): the same, the stream kernel's fp8 form in one launch */
+        const int ff[3] = {KW_FMT_FP8, KW_FMT_FP8, KW_FMT_FP8};
+        const int ffbb[4] = {KW_FMT_FP8, KW_FMT_FP8, KW_FMT_BF16, KW_FMT_BF16};
+        run_multi_kind(2, ff, qz, 2048, 1, 1, GEMV_MULTI_STREAM);
+        run_multi_kind(3, ff, qkv, 2048, 2, 1, GEMV_MULTI_STREAM);
+        run_multi_kind(3, ff, odd, 208, 8, 1, GEMV_MULTI_STREAM); /* K % 128 != 0 */
+        run_multi_kind(4, ffbb, qzba, 2048, 1, 1, GEMV_MULTI_STREAM_WIDE);
+        run_multi_kind(4, ffbb, odd4, 208, 3, 1, GEMV_MULTI_STREAM_WIDE);
         const int big[4] = {64, 64, 513, 32}; /* a bf16 weight past GEMV_WIDE_MAX_ROWS */
         struct kw_pair w[4];
         struct gemv_out o[4];

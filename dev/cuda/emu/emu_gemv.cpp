@@ -82,7 +82,7 @@ static int run_multi(int n, int f0, int f1, int f2, int r0, int r1, int cols, in
         const kw_cmp c = kw_compare(o[i].y, ref[i], ny[i], f16 ? 1e-3 : 1e-5, f16 ? 1e-3 : 1e-4);
         bad += (int)c.bad;
         guard &= kw_guard_ok(o[i].y, ny[i]);
-        if (f16 && fmts[i] == KW_FMT_NVFP4) { /* the same bits as gemv_cuda's own launch */
+        if (f16 && fmts[i] != KW_FMT_BF16) { /* the same bits as gemv_cuda's own launch */
             float *y1 = kw_out(ny[i]);
             rc |= gemv_cuda(y1, &w[i], o[i].expert, x, n_tok, 0);
             bad += memcmp(y1, o[i].y, ny[i] * 4) != 0;
@@ -91,7 +91,7 @@ static int run_multi(int n, int f0, int f1, int f2, int r0, int r1, int cols, in
     const bool one = launched.find(expect) != std::string::npos && launched.find(';') == launched.rfind(';');
     /* the dispatch log's source: gemv_multi_kind names the kernel that ran */
     const int kind = gemv_multi_kind(o, n, n_tok);
-    const bool tail = fmts[n - 1] == KW_FMT_BF16; /* nvfp4 weights, then bf16 a warp per row */
+    const bool tail = fmts[n - 1] == KW_FMT_BF16; /* nvfp4 / fp8 weights, then bf16 a warp per row */
     const bool named = kind == (f16 ? (tail ? GEMV_MULTI_STREAM_WIDE : GEMV_MULTI_STREAM) : GEMV_MULTI_WIDE);
     const int fail = rc || bad || !guard || !one || !named;
     printf("gemv_multi emu n=%d fmts=%d,%d,%d rows=%d,%d cols=%d tok=%d ran=%s: bad=%d guard=%d rc=%d %s\n", n,
@@ -171,6 +171,12 @@ int main(int argc, char **argv)
     f += run_multi(4, NV, NV, BF, 600, 45, 256, 1, NVM, 1);
     f += run_multi(3, NV, NV, BF, 33, 70, 208, 8, NVM8, 1);   /* 8-byte loads; 73 bf16 rows */
     f += run_multi(4, NV, NV, BF, 40, 24, 160, 3, NVM, 1);
+    /* fp8 (channel scales) the same way: the stream kernel's fp8 form, MULTI */
+    const char *F8M = "nvs_kernel<NVS_PLAIN, true, true, true>";
+    f += run_multi(2, F8, F8, F8, 600, 45, 256, 1, F8M, 1);
+    f += run_multi(3, F8, F8, F8, 33, 70, 208, 8, F8M, 1); /* K % 128 != 0 */
+    f += run_multi(4, F8, F8, BF, 600, 45, 256, 1, F8M, 1);
+    f += run_multi(3, F8, F8, BF, 40, 24, 160, 3, F8M, 1);
     {
         kweight a = kw_make(BF, 0, 1, 8, 256, 256), b = kw_make(BF, 0, 1, 8, 128, 128),
                 c = kw_make(BF, 0, 1, 513, 256, 256);

@@ -356,8 +356,8 @@ static const char *multi_name(const struct gpu_model *g, const struct kweight *c
         if (!ws[i]->data)
             return "absent";
     const int kind = gpu_linear_multi_kind(g, n, ws, 1);
-    return kind == GEMV_MULTI_STREAM        ? "rows<=8:one nvfp4 stream launch"
-           : kind == GEMV_MULTI_STREAM_WIDE ? "rows<=8:one nvfp4 stream launch, the bf16 "
+    return kind == GEMV_MULTI_STREAM        ? "rows<=8:one stream launch"
+           : kind == GEMV_MULTI_STREAM_WIDE ? "rows<=8:one stream launch, the bf16 "
                                               "weights a warp per row in it"
            : kind == GEMV_MULTI_WIDE        ? "rows<=8:one gemv_wide launch"
                                             : "one launch each";
