@@ -29,6 +29,7 @@
 # SAN_TESTS="ktest_a ktest_b" (memcheck only those), RACECHECK="" (no racecheck),
 # SAN_TIMEOUT (180 s a sanitizer run; over it counts as a failure; racecheck runs with
 # KTEST_SMALL=1, which leaves out the test cases whose size only costs time under it),
+# SAN_JOBS (TEST_JOBS: sanitizer runs at once),
 # SMOKE_CONFIGS (tests/configs names), SMOKE_TOKENS (256), SMOKE_TIMEOUT (240 s),
 # TERN_WERROR=OFF, BUILD_DIR.
 set -uo pipefail
@@ -75,11 +76,18 @@ finish() {
   trap - EXIT TERM INT
   if [ $done_all = 0 ]; then
     fail=1
-    # a sanitizer loop the stop cut short: what it had passed
-    [ -n "${san_ok:-}" ] && [ "${san_mem_done:-0}" = 0 ] &&
-      result memcheck FAIL "$san_ok passed${san_bad:+; failed:$san_bad}; stopped"
-    [ -n "${race_ok:-}" ] && [ "${san_mem_done:-0}" = 1 ] && [ "${san_race_done:-0}" = 0 ] &&
-      result racecheck FAIL "$race_ok passed${race_bad:+; failed:$race_bad}; stopped"
+    # sanitizer runs the stop cut short: how many had finished, and passed
+    if [ -n "${san_lim:-}" ] && [ "${san_race_done:-0}" = 0 ]; then
+      for tool in memcheck racecheck; do
+        local ok=0 bad=""
+        for f in "$out"/san_${tool}_*.rc; do
+          [ -e "$f" ] || continue
+          local nm=${f##*/san_${tool}_}
+          [ "$(cat "$f")" = 0 ] && ok=$((ok + 1)) || bad="$bad ${nm%.rc}"
+        done
+        result "$tool" FAIL "$ok passed${bad:+; failed:$bad}; stopped before the rest"
+      done
+    fi
     result stopped FAIL "a TERM/INT ended the run here"
   fi
   result overall "$([ "${fail:-1}" = 0 ] && echo PASS || echo FAIL)" "$(( $(date +%s) - t_start )) s"
@@ -207,28 +215,57 @@ fi
 if [ $sanitize = 1 ] && command -v compute-sanitizer > /dev/null; then
   san_ok=0; san_bad=""; race_ok=0; race_bad=""
   san_lim=${SAN_TIMEOUT:-180} # seconds a sanitizer run may take (rc 124: over it, a failure)
+  # one sanitizer run: TOOL NAME PROGRAM [ENV=V..]; its log and exit status in $out
+  san_one() {
+    local tool=$1 n=$2 t=$3
+    shift 3
+    (cd "$root" && env TERN_SOURCE_DIR="$root" "$@" timeout "$san_lim" compute-sanitizer \
+       --tool "$tool" --error-exitcode 99 "$t") > "$out/san_${tool}_$n.log" 2>&1
+    echo $? > "$out/san_${tool}_$n.rc"
+  }
+  # SAN_JOBS (TEST_JOBS) runs at once, as the test programs (the sanitizers' time is mostly
+  # the host's), then the results in name order
+  san_jobs=${SAN_JOBS:-$jobs_max}
+  san_names=()
+  running=0
   for t in ${SAN_TESTS:-"$build"/bin/ktest_*}; do
     [ -x "$t" ] || t="$build/bin/$t"
     n=$(basename "$t")
-    (cd "$root" && TERN_SOURCE_DIR="$root" KTEST_GPU_MODEL_ONLY=hf_b,small_nvfp4 \
-       timeout "$san_lim" compute-sanitizer --tool memcheck --error-exitcode 99 "$t") > "$out/san_$n.log" 2>&1
-    rc=$?
-    errs=$(grep -m1 'ERROR SUMMARY' "$out/san_$n.log" || echo 'no summary')
-    [ $rc -eq 0 ] && st=PASS || { st="FAIL(rc=$rc)"; fail=1; }
+    san_names+=("$n")
+    if [ "$running" -ge "$san_jobs" ]; then
+      wait -n
+      running=$((running - 1))
+    fi
+    san_one memcheck "$n" "$t" KTEST_GPU_MODEL_ONLY=hf_b,small_nvfp4 &
+    running=$((running + 1))
+  done
+  race_names=(${RACECHECK-ktest_gemv ktest_moe ktest_moe_grouped ktest_gdn_seq ktest_sample})
+  for n in "${race_names[@]}"; do
+    if [ "$running" -ge "$san_jobs" ]; then
+      wait -n
+      running=$((running - 1))
+    fi
+    san_one racecheck "$n" "$build/bin/$n" KTEST_SMALL=1 &
+    running=$((running + 1))
+  done
+  wait
+  for n in "${san_names[@]}"; do
+    read -r rc < "$out/san_memcheck_$n.rc" 2>/dev/null || rc=1
+    errs=$(grep -m1 'ERROR SUMMARY' "$out/san_memcheck_$n.log" || echo 'no summary')
+    [ "$rc" -eq 0 ] && st=PASS || { st="FAIL(rc=$rc)"; fail=1; }
     say "memcheck $n: $st ($errs)"
-    [ $rc -eq 0 ] && san_ok=$((san_ok + 1)) || san_bad="$san_bad $n"
+    [ "$rc" -eq 0 ] && san_ok=$((san_ok + 1)) || san_bad="$san_bad $n"
   done
   san_mem_done=1
-  for n in ${RACECHECK-ktest_gemv ktest_moe ktest_moe_grouped ktest_gdn_seq ktest_sample}; do
-    (cd "$root" && KTEST_SMALL=1 timeout "$san_lim" compute-sanitizer --tool racecheck --error-exitcode 99 "$build/bin/$n") > "$out/san_race_$n.log" 2>&1
-    rc=$?
-    errs=$(grep -m1 'RACECHECK SUMMARY' "$out/san_race_$n.log" || echo 'no summary')
-    [ $rc -eq 0 ] && st=PASS || { st="FAIL(rc=$rc)"; fail=1; }
+  for n in "${race_names[@]}"; do
+    read -r rc < "$out/san_racecheck_$n.rc" 2>/dev/null || rc=1
+    errs=$(grep -m1 'RACECHECK SUMMARY' "$out/san_racecheck_$n.log" || echo 'no summary')
+    [ "$rc" -eq 0 ] && st=PASS || { st="FAIL(rc=$rc)"; fail=1; }
     say "racecheck $n: $st ($errs)"
-    [ $rc -eq 0 ] && race_ok=$((race_ok + 1)) || race_bad="$race_bad $n"
+    [ "$rc" -eq 0 ] && race_ok=$((race_ok + 1)) || race_bad="$race_bad $n"
   done
   san_race_done=1
-  cat "$out"/san_*.log > "$out/sanitizer.log"; rm -f "$out"/san_*.log
+  cat "$out"/san_*.log > "$out/sanitizer.log"; rm -f "$out"/san_*.log "$out"/san_*.rc
   result memcheck "$([ -z "$san_bad" ] && echo PASS || echo FAIL)" "$san_ok passed${san_bad:+; failed:$san_bad}"
   result racecheck "$([ -z "$race_bad" ] && echo PASS || echo FAIL)" "$race_ok passed${race_bad:+; failed:$race_bad}"
 elif [ $sanitize = 1 ]; then
