@@ -281,11 +281,12 @@ static int upload_stack(struct gpu_model *g, const struct stack_src *s, int64_t 
             /* the host-built scales (zero rows: zero), or only the zero rows' after dummy parts */
             if (rc == 0 && !dummy_bs)
                 rc = put(db + (int64_t)e * rows * cols / 16, bs, (size_t)(rows * cols / 16));
-            else if (rc == 0 && s->zero_rows)
-                rc = cudaMemset(db + (int64_t)e * rows * cols / 16 + r_out * cols / 16, 0,
-                                (size_t)(s->zero_rows * cols / 16)) == cudaSuccess
-                         ? 0
-                         : ERR_CUDA;
+            else if (rc == 0 && s->zero_rows) {
+                uint8_t *zero = xcalloc((size_t)(s->zero_rows * cols / 16), 1);
+                rc = put(db + (int64_t)e * rows * cols / 16 + r_out * cols / 16, zero,
+                         (size_t)(s->zero_rows * cols / 16));
+                free(zero);
+            }
         }
         if (n_rescaled)
             LOG_WARN("gpu_nvfp4_gscale_merged", "weight=%s parts=%d note=\"stacked parts had "
