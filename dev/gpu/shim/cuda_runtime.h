@@ -23,6 +23,7 @@ cudaError_t cudaMemset(void *d, int v, size_t n);
 cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t st);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *st, unsigned f);
 cudaError_t cudaStreamSynchronize(cudaStream_t st);
+cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaStreamDestroy(cudaStream_t st);
 cudaError_t cudaSetDevice(int d);
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d);

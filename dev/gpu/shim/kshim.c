@@ -43,6 +43,7 @@ cudaError_t cudaMemset(void *d, int v, size_t n) { memset(d, v, n); return 0; }
 cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t st) { (void)st; memset(d, v, n); return 0; }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *st, unsigned f) { (void)f; *st = (cudaStream_t)(uintptr_t)1; return 0; }
 cudaError_t cudaStreamSynchronize(cudaStream_t st) { (void)st; return 0; }
+cudaError_t cudaDeviceSynchronize(void) { return 0; }
 cudaError_t cudaStreamDestroy(cudaStream_t st) { (void)st; return 0; }
 cudaError_t cudaSetDevice(int d) { (void)d; return 0; }
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d) { (void)d; p->major = 9; p->minor = 0; strcpy(p->name, "shim H200"); return 0; }

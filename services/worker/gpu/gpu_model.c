@@ -57,7 +57,7 @@ static int fill_dummy(const struct qweight *w, void *d, uint8_t *b)
     if (rc == 0 && sb.n > 0)
         rc = dummy_fill_bytes_cuda(b, sb.n, sb.seed, sb.mask, sb.add, 0);
     /* done before any kernel of the runner's (non-blocking) stream reads it */
-    if (rc == 0 && cudaStreamSynchronize(0) != cudaSuccess)
+    if (rc == 0 && cudaDeviceSynchronize() != cudaSuccess)
         rc = ERR_CUDA;
     return rc;
 }
