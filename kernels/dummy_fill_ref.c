@@ -8,8 +8,7 @@ int dummy_fill_bytes_ref(uint8_t *out, int64_t n, uint64_t seed, uint8_t mask, u
 {
     if ((!out && n > 0) || n < 0)
         return ERR_INVAL;
-    for (int64_t i = 0; i < n; i++)
-        out[i] = (uint8_t)(((dummy_gen_unit(seed, i / 8) >> (8 * (i % 8))) & mask) + add);
+    dummy_gen_bytes(out, n, seed, mask, add, 0, dummy_gen_units(n));
     return 0;
 }
 
@@ -17,7 +16,6 @@ int dummy_fill_u16_ref(uint16_t *out, int64_t n, uint64_t seed, const uint16_t *
 {
     if ((!out && n > 0) || n < 0 || !table)
         return ERR_INVAL;
-    for (int64_t i = 0; i < n; i++)
-        out[i] = table[(dummy_gen_unit(seed, i / 8) >> (8 * (i % 8))) & 0xff];
+    dummy_gen_u16(out, n, seed, table, 0, dummy_gen_units(n));
     return 0;
 }

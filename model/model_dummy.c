@@ -71,66 +71,56 @@ struct dummy_fill {
     void *p;
     int64_t n; // elements
     uint64_t seed;
-    uint8_t mask, add;      // bytes: ((random & mask) + add)
-    enum qw_format fmt;     // floats: QW_F32 / QW_F16 / QW_BF16
-    const float *lf;        // floats: the 256 levels as f32
-    const uint16_t *lh;     // floats: the 256 levels as f16 / bf16
+    uint8_t mask, add;       // bytes: ((random & mask) + add)
+    const uint16_t *t16;     // 16-bit values: the 256 levels (f16 / bf16)
+    const uint32_t *t32;     // 32-bit values: the 256 levels (f32 bits)
 };
 
-static void dummy_bytes_range(void *ctx, int64_t b0, int64_t b1)
+static void dummy_range(void *ctx, int64_t j0, int64_t j1)
 {
     const struct dummy_fill *f = ctx;
-    uint8_t *p = f->p;
-    for (int64_t j = b0; j < b1; j++) {
-        const uint64_t x = dummy_gen_unit(f->seed, j);
-        for (int64_t k = 0, i = 8 * j; k < 8 && i + k < f->n; k++)
-            p[i + k] = (uint8_t)(((x >> (8 * k)) & f->mask) + f->add);
-    }
+    if (f->t32)
+        dummy_gen_u32(f->p, f->n, f->seed, f->t32, j0, j1);
+    else if (f->t16)
+        dummy_gen_u16(f->p, f->n, f->seed, f->t16, j0, j1);
+    else
+        dummy_gen_bytes(f->p, f->n, f->seed, f->mask, f->add, j0, j1);
+}
+
+static void dummy_fill_run(struct model_loader *L, const struct dummy_fill *f)
+{
+    tpool_for(L->tp, dummy_gen_units(f->n), DUMMY_MIN_BLOCKS, dummy_range, (void *)f);
 }
 
 /* Random bytes; mask clears bits of each byte (e.g. e4m3 codes without NaN). */
 static void dummy_bytes(struct model_loader *L, uint8_t *p, int64_t n, uint64_t seed,
                         uint8_t mask, uint8_t add)
 {
-    struct dummy_fill f = {.p = p, .n = n, .seed = seed, .mask = mask, .add = add};
-    tpool_for(L->tp, CEIL_DIV(n, 8), DUMMY_MIN_BLOCKS, dummy_bytes_range, &f);
-}
-
-static void dummy_floats_range(void *ctx, int64_t b0, int64_t b1)
-{
-    const struct dummy_fill *f = ctx;
-    float *pf = f->p;
-    uint16_t *ph = f->p;
-    for (int64_t j = b0; j < b1; j++) {
-        const uint64_t x = dummy_gen_unit(f->seed, j);
-        for (int64_t k = 0, i = 8 * j; k < 8 && i + k < f->n; k++) {
-            unsigned v = (unsigned)(x >> (8 * k)) & 0xff;
-            if (f->fmt == QW_F32)
-                pf[i + k] = f->lf[v];
-            else
-                ph[i + k] = f->lh[v];
-        }
-    }
+    const struct dummy_fill f = {.p = p, .n = n, .seed = seed, .mask = mask, .add = add};
+    dummy_fill_run(L, &f);
 }
 
 /* Values uniform over 256 levels in [-amp, amp), written as f32 / f16 / bf16: one table of the
- * 256 encoded values, indexed by random bytes. */
-static void dummy_levels(enum qw_format fmt, float amp, float *lf, uint16_t *lh)
+ * 256 encoded values (t32: f32 bits; t16: f16 / bf16), indexed by random bytes. */
+static void dummy_levels(enum qw_format fmt, float amp, uint32_t *t32, uint16_t *t16)
 {
     for (int i = 0; i < 256; i++) {
-        lf[i] = ((float)i / 128.0f - 1.0f) * amp;
-        lh[i] = fmt == QW_F16 ? dtype_f32_to_f16(lf[i]) : dtype_f32_to_bf16(lf[i]);
+        const float v = ((float)i / 128.0f - 1.0f) * amp;
+        memcpy(&t32[i], &v, sizeof v);
+        t16[i] = fmt == QW_F16 ? dtype_f32_to_f16(v) : dtype_f32_to_bf16(v);
     }
 }
 
 static void dummy_floats(struct model_loader *L, void *p, enum qw_format fmt, int64_t n,
                          uint64_t seed, float amp)
 {
-    float lf[256];
-    uint16_t lh[256];
-    dummy_levels(fmt, amp, lf, lh);
-    struct dummy_fill f = {.p = p, .n = n, .seed = seed, .fmt = fmt, .lf = lf, .lh = lh};
-    tpool_for(L->tp, CEIL_DIV(n, 8), DUMMY_MIN_BLOCKS, dummy_floats_range, &f);
+    uint32_t t32[256];
+    uint16_t t16[256];
+    dummy_levels(fmt, amp, t32, t16);
+    const struct dummy_fill f = {.p = p, .n = n, .seed = seed,
+                                 .t16 = fmt == QW_F32 ? NULL : t16,
+                                 .t32 = fmt == QW_F32 ? t32 : NULL};
+    dummy_fill_run(L, &f);
 }
 
 static enum qw_format dummy_dense_fmt(const struct model_config *c)
@@ -152,7 +142,7 @@ static enum qw_format dummy_dense_fmt(const struct model_config *c)
  * a router (the GPU runner reads it on the host for its fp32 copy). */
 static bool dummy_deferred(const struct model_loader *L, const char *name, enum qw_format fmt)
 {
-    if (!L->dummy_device || L->header_only)
+    if (!L->dummy_device)
         return false;
     if (fmt != QW_BF16 && fmt != QW_FP8 && fmt != QW_NVFP4)
         return false;
@@ -169,10 +159,10 @@ int model_dummy_streams(const struct qweight *w, struct model_dummy_stream *data
     memset(bscale, 0, sizeof *bscale);
     data->seed = w->dummy_seed;
     if (w->fmt == QW_BF16) {
-        float lf[256];
+        uint32_t t32[256];
         data->n = w->rows * w->cols;
         data->u16 = true;
-        dummy_levels(QW_BF16, w->dummy_amp, lf, data->table);
+        dummy_levels(QW_BF16, w->dummy_amp, t32, data->table);
     } else if (w->fmt == QW_FP8) {
         data->n = w->rows * w->cols;
         data->mask = DUMMY_FP8_MASK;
@@ -244,9 +234,8 @@ int model_dummy_linear(struct model_loader *L, const char *module, const struct 
         if (cols % 16)
             return model_load_fail(L, "module '%s': NVFP4 needs in_features %% 16 == 0, got %lld",
                                    module, (long long)cols);
-        const bool defer = dummy_deferred(L, name, QW_NVFP4);
         uint8_t *d = NULL, *b = NULL;
-        if (defer) {
+        if (dummy_deferred(L, name, QW_NVFP4)) {
             dummy_count(L, name, rows * cols / 2);
             dummy_count(L, name, rows * cols / 16);
             w->dummy = true;
@@ -256,10 +245,10 @@ int model_dummy_linear(struct model_loader *L, const char *module, const struct 
             b = d || L->header_only ? dummy_alloc(L, name, rows * cols / 16) : NULL;
             if (!b && !L->header_only)
                 return ERR_NOMEM;
-        }
-        if (!L->header_only && !defer) {
-            dummy_bytes(L, d, rows * cols / 2, seed, DUMMY_NVFP4_MASK, 0);
-            dummy_bytes(L, b, rows * cols / 16, seed ^ 1, DUMMY_SCALE_MASK, DUMMY_SCALE_ADD);
+            if (!L->header_only) {
+                dummy_bytes(L, d, rows * cols / 2, seed, DUMMY_NVFP4_MASK, 0);
+                dummy_bytes(L, b, rows * cols / 16, seed ^ 1, DUMMY_SCALE_MASK, DUMMY_SCALE_ADD);
+            }
         }
         /* the global scale(s): scalar tensors in a real checkpoint, counted the same way */
         dummy_count(L, name, 4 + (s->act_fp4 ? 4 : 0));

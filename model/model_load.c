@@ -761,7 +761,7 @@ int model_load(struct model **out, const char *dir, const struct model_load_opts
                              .dummy = o.dummy,
                              .header_only = o.header_only,
                              .seed = o.dummy_seed,
-                             .dummy_device = o.dummy && o.dummy_device,
+                             .dummy_device = o.dummy && o.dummy_device && !o.header_only,
                              .err = err,
                              .errlen = errlen};
     *out = NULL;
@@ -787,7 +787,7 @@ int model_load(struct model **out, const char *dir, const struct model_load_opts
     }
     if (o.dummy && !o.header_only)
         L.tp = tpool_create(0); // NULL: the fill runs on this thread
-    m->device_only = L.dummy_device && !o.header_only;
+    m->device_only = L.dummy_device;
     rc = load_all(&L, &o);
     tpool_destroy(L.tp);
     if (rc < 0)

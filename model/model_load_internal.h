@@ -29,7 +29,7 @@ struct model_loader {
     bool dummy;    // random weights from the config alone (no files)
     bool header_only; // shapes and formats only: no tensor data (dummy: nothing allocated)
     uint64_t seed; // dummy seed
-    bool dummy_device; // dummy: the large matrices left to the device (qweight.dummy)
+    bool dummy_device; // dummy, not header_only: the large matrices left to the device (qweight.dummy)
     struct tpool *tp; // dummy: the fill's threads (NULL: the caller alone)
     char *err;
     size_t errlen;

@@ -33,4 +33,43 @@ DUMMY_GEN_HD uint64_t dummy_gen_unit(uint64_t seed, int64_t j)
     return dummy_gen_mix64(seed + (uint64_t)(j + 1) * DUMMY_GEN_GOLDEN);
 }
 
+/* Host fills of units [j0, j1) of a tensor of n elements (the CPU side: the loader's fill over
+ * its threads, dummy_fill's reference, tests): bytes ((r & mask) + add), or 16- / 32-bit values
+ * table[r], r the unit's byte of the element. */
+static inline void dummy_gen_bytes(uint8_t *p, int64_t n, uint64_t seed, uint8_t mask,
+                                   uint8_t add, int64_t j0, int64_t j1)
+{
+    for (int64_t j = j0; j < j1; j++) {
+        const uint64_t x = dummy_gen_unit(seed, j);
+        for (int64_t k = 0, i = 8 * j; k < 8 && i + k < n; k++)
+            p[i + k] = (uint8_t)(((x >> (8 * k)) & mask) + add);
+    }
+}
+
+static inline void dummy_gen_u16(uint16_t *p, int64_t n, uint64_t seed, const uint16_t *table,
+                                 int64_t j0, int64_t j1)
+{
+    for (int64_t j = j0; j < j1; j++) {
+        const uint64_t x = dummy_gen_unit(seed, j);
+        for (int64_t k = 0, i = 8 * j; k < 8 && i + k < n; k++)
+            p[i + k] = table[(x >> (8 * k)) & 0xff];
+    }
+}
+
+static inline void dummy_gen_u32(uint32_t *p, int64_t n, uint64_t seed, const uint32_t *table,
+                                 int64_t j0, int64_t j1)
+{
+    for (int64_t j = j0; j < j1; j++) {
+        const uint64_t x = dummy_gen_unit(seed, j);
+        for (int64_t k = 0, i = 8 * j; k < 8 && i + k < n; k++)
+            p[i + k] = table[(x >> (8 * k)) & 0xff];
+    }
+}
+
+/* the units of n elements */
+static inline int64_t dummy_gen_units(int64_t n)
+{
+    return (n + 7) / 8;
+}
+
 #endif

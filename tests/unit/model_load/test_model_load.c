@@ -392,17 +392,13 @@ static void test_dummy(void)
     model_destroy(c);
 }
 
-/* The bytes a dummy stream describes, made here from common/dummy_gen.h (what the device's
- * dummy_fill writes) */
+/* The bytes a dummy stream describes (common/dummy_gen.h: what the device's dummy_fill writes) */
 static void stream_bytes(const struct model_dummy_stream *st, void *out)
 {
-    for (int64_t i = 0; i < st->n; i++) {
-        const unsigned r = (unsigned)(dummy_gen_unit(st->seed, i / 8) >> (8 * (i % 8))) & 0xff;
-        if (st->u16)
-            ((uint16_t *)out)[i] = st->table[r];
-        else
-            ((uint8_t *)out)[i] = (uint8_t)((r & st->mask) + st->add);
-    }
+    if (st->u16)
+        dummy_gen_u16(out, st->n, st->seed, st->table, 0, dummy_gen_units(st->n));
+    else
+        dummy_gen_bytes(out, st->n, st->seed, st->mask, st->add, 0, dummy_gen_units(st->n));
 }
 
 /* A weight left to the device (dummy_device) against the same weight filled on the host: its
