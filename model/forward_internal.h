@@ -96,7 +96,8 @@ void attn_rope(float *x, int rot_dim, float theta, int pos);
 void moe_forward(struct forward_ctx *fc, const struct model_config *c, const struct moe_w *w,
                  const float *x, int n, float *out);
 /* Router for one token: fp32 softmax over logits (E; replaced by the probabilities), top-k
- * (ties: lower id first; idx in descending probability), renormalised weights w (k). */
-void moe_route(float *logits, int n_experts, int k, int *idx, float *w);
+ * (ties: lower id first; idx in descending probability), renormalised weights w (k); gap (NULL:
+ * not computed): the k-th minus the (k+1)-th logit (INFINITY when k == E), the route's margin. */
+void moe_route(float *logits, int n_experts, int k, int *idx, float *w, float *gap);
 
 #endif

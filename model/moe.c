@@ -7,9 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-#define MOE_GAP_MAX_K 64 // route_gap_note: the top k + 1 it keeps (MOE_ROUTE_MAX_TOPK-like)
-
-void moe_route(float *logits, int n_experts, int k, int *idx, float *w)
+void moe_route(float *logits, int n_experts, int k, int *idx, float *w, float *gap)
 {
     float mx = -INFINITY;
     for (int e = 0; e < n_experts; e++)
@@ -33,29 +31,15 @@ void moe_route(float *logits, int n_experts, int k, int *idx, float *w)
         top += w[s];
         logits[best] = -1.0f;  // taken
     }
+    if (gap) { /* log p_k - log p_(k+1) = logit k-th - logit (k+1)-th */
+        float next = -1.0f;
+        for (int e = 0; e < n_experts; e++)
+            if (logits[e] > next)
+                next = logits[e];
+        *gap = next < 0.0f ? INFINITY : logf(w[k - 1]) - logf(next);
+    }
     for (int s = 0; s < k; s++)
         w[s] /= top;
-}
-
-/* fc->route_gap = min(itself, logit k-th - logit (k+1)-th of this row); k < E */
-static void route_gap_note(struct forward_ctx *fc, const float *l, int E, int k)
-{
-    if (k >= E || k > MOE_GAP_MAX_K)
-        return;
-    float top[MOE_GAP_MAX_K + 1];
-    int n = 0; // top[0..n): the largest logits so far, descending, at most k + 1 of them
-    for (int e = 0; e < E; e++) {
-        const float v = l[e];
-        if (n == k + 1 && !(v > top[k]))
-            continue;
-        int i = n < k + 1 ? n++ : k; // append, or replace the smallest
-        for (; i > 0 && top[i - 1] < v; i--)
-            top[i] = top[i - 1];
-        top[i] = v;
-    }
-    const float gap = top[k - 1] - top[k];
-    if (gap < fc->route_gap)
-        fc->route_gap = gap;
 }
 
 void forward_route_track(struct forward_ctx *fc, bool on)
@@ -84,10 +68,13 @@ void moe_forward(struct forward_ctx *fc, const struct model_config *c, const str
     const int E = c->n_experts, K = c->n_experts_per_tok, H = c->hidden_size;
     const int I = c->moe_inter, Is = c->shared_inter;
     fwd_matmul(fc, &w->router, x, n, fc->moe_logits);
-    for (int t = 0; t < n && fc->route_track; t++)
-        route_gap_note(fc, fc->moe_logits + (int64_t)t * E, E, K);
-    for (int t = 0; t < n; t++)
-        moe_route(fc->moe_logits + (int64_t)t * E, E, K, fc->moe_idx + t * K, fc->moe_w + t * K);
+    for (int t = 0; t < n; t++) {
+        float gap;
+        moe_route(fc->moe_logits + (int64_t)t * E, E, K, fc->moe_idx + t * K, fc->moe_w + t * K,
+                  fc->route_track ? &gap : NULL);
+        if (fc->route_track && gap < fc->route_gap)
+            fc->route_gap = gap;
+    }
     memset(out, 0, sizeof(float) * (size_t)n * (size_t)H);
 
     for (int e = 0; e < E; e++) {

@@ -65,7 +65,8 @@ static void test_route(void)
         for (int e = 0; e < E; e++)
             lg[e] = trng_normal(&r, 2.0f);
         memcpy(pr, lg, sizeof(lg));
-        moe_route(pr, E, K, idx, w);
+        float gap;
+        moe_route(pr, E, K, idx, w, &gap);
         double sum = 0;
         for (int s = 0; s < K; s++) {
             sum += w[s];
@@ -79,6 +80,7 @@ static void test_route(void)
             z += exp((double)lg[idx[s]]);
         for (int s = 0; s < K; s++)
             CHECK_NEAR(w[s], exp((double)lg[idx[s]]) / z, 1e-6);
+        double next = -INFINITY; // the route's margin: the K-th minus the best unchosen logit
         for (int e = 0; e < E; e++) {
             int chosen = 0;
             for (int s = 0; s < K; s++)
@@ -86,16 +88,24 @@ static void test_route(void)
             if (!chosen)
                 for (int s = 0; s < K; s++)
                     CHECK(lg[e] <= lg[idx[s]]);
+            if (!chosen)
+                next = fmax(next, lg[e]);
         }
+        CHECK_NEAR(gap, (double)lg[idx[K - 1]] - next, 1e-5);
     }
     // exact ties go to the lower expert id
     float t[6] = { 1.0f, 3.0f, 3.0f, 0.5f, 3.0f, 2.0f };
     int idx[2];
     float w[2];
-    moe_route(t, 6, 2, idx, w);
+    float gap;
+    moe_route(t, 6, 2, idx, w, &gap);
     CHECK_EQ_INT(idx[0], 1);
     CHECK_EQ_INT(idx[1], 2);
     CHECK_NEAR(w[0], 0.5, 1e-7);
+    CHECK(gap == 0.0f); // the third 3.0 ties the second
+    float all[2] = { 1.0f, 2.0f };
+    moe_route(all, 2, 2, idx, w, &gap);
+    CHECK(gap == INFINITY); // k == E: no expert left out
 }
 
 /* The MoE block against a direct double-precision evaluation, token by token. */
