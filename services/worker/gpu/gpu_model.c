@@ -46,7 +46,8 @@ static int put(void *dst, const void *src, size_t bytes)
 }
 
 /* A dummy weight's values written on the device (model_dummy_streams): its data at d and, for
- * NVFP4, its block scales at b (the same bits the loader's host fill writes). */
+ * NVFP4, its block scales at b (the same bits the loader's host fill writes). Asynchronous:
+ * upload_stack waits for its fills. */
 static int fill_dummy(const struct qweight *w, void *d, uint8_t *b)
 {
     struct model_dummy_stream sd, sb;
@@ -56,9 +57,6 @@ static int fill_dummy(const struct qweight *w, void *d, uint8_t *b)
                     : dummy_fill_bytes_cuda(d, sd.n, sd.seed, sd.mask, sd.add, 0);
     if (rc == 0 && sb.n > 0)
         rc = dummy_fill_bytes_cuda(b, sb.n, sb.seed, sb.mask, sb.add, 0);
-    /* done before any kernel of the runner's (non-blocking) stream reads it */
-    if (rc == 0 && cudaDeviceSynchronize() != cudaSuccess)
-        rc = ERR_CUDA;
     return rc;
 }
 
@@ -99,8 +97,10 @@ static int upload_stack(struct gpu_model *g, const struct stack_src *s, int64_t 
     int64_t rows = s->zero_rows;
     for (int p = 0; p < s->np; p++)
         rows += s->parts[p]->rows;
+    bool filled = false; /* parts written by fill_dummy: waited for at the end */
     for (int i = 0; i < s->n_experts * s->np; i++) {
         const struct qweight *w = s->parts[i];
+        filled = filled || w->dummy;
         if (!qweight_present(w) || w->cols != cols || w->fmt != w0->fmt ||
             w->rows != s->parts[i % s->np]->rows)
             return fail(err, errlen, ERR_UNSUPPORTED, what, "parts differ in format or shape");
@@ -313,6 +313,9 @@ static int upload_stack(struct gpu_model *g, const struct stack_src *s, int64_t 
     } else {
         return fail(err, errlen, ERR_UNSUPPORTED, what, "weight format");
     }
+    /* the fills done before any kernel of the runner's (non-blocking) stream reads them */
+    if (rc == 0 && filled && cudaDeviceSynchronize() != cudaSuccess)
+        rc = ERR_CUDA;
     if (rc < 0 && err[0] == '\0')
         snprintf(err, errlen, "%s: upload failed (%s)", what, err_str(rc));
     return rc;
