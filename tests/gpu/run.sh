@@ -148,14 +148,21 @@ run_one() {
   rc=$?
   echo "$rc $(( ($(date +%s%N) - t1) / 1000000 ))" > "$out/$n.rc"
 }
+# spawn MAX CMD...: CMD in the background once fewer than MAX spawned ones run (the caller
+# waits for the last ones; running starts at 0)
 running=0
-for t in "${tests[@]}"; do
-  if [ "$running" -ge "$jobs_max" ]; then
+spawn() {
+  local max=$1
+  shift
+  if [ "$running" -ge "$max" ]; then
     wait -n
     running=$((running - 1))
   fi
-  run_one "$t" &
+  "$@" &
   running=$((running + 1))
+}
+for t in "${tests[@]}"; do
+  spawn "$jobs_max" run_one "$t"
 done
 wait
 for t in "${tests[@]}"; do
@@ -237,21 +244,11 @@ if [ $sanitize = 1 ] && command -v compute-sanitizer > /dev/null; then
     [ -x "$t" ] || t="$build/bin/$t"
     n=$(basename "$t")
     san_names+=("$n")
-    if [ "$running" -ge "$san_jobs" ]; then
-      wait -n
-      running=$((running - 1))
-    fi
-    san_one memcheck "$n" "$t" KTEST_GPU_MODEL_ONLY=hf_b,small_nvfp4 &
-    running=$((running + 1))
+    spawn "$san_jobs" san_one memcheck "$n" "$t" KTEST_GPU_MODEL_ONLY=hf_b,small_nvfp4
   done
   race_names=(${RACECHECK-ktest_gemv ktest_moe ktest_moe_grouped ktest_gdn_seq ktest_sample})
   for n in "${race_names[@]}"; do
-    if [ "$running" -ge "$san_jobs" ]; then
-      wait -n
-      running=$((running - 1))
-    fi
-    san_one racecheck "$n" "$build/bin/$n" KTEST_SMALL=1 &
-    running=$((running + 1))
+    spawn "$san_jobs" san_one racecheck "$n" "$build/bin/$n" KTEST_SMALL=1
   done
   wait
   for n in "${san_names[@]}"; do
