@@ -166,11 +166,20 @@ static int upload_stack(struct gpu_model *g, const struct stack_src *s, int64_t 
         uint8_t *d = dev_alloc(g, (size_t)n_el, acct);
         if (!d)
             return fail(err, errlen, ERR_NOMEM, what, "cudaMalloc failed");
-        /* scales: TENSOR / CHANNEL -> one per row (exact for stacked parts); BLOCK -> one
+        /* scales: TENSOR / CHANNEL -> one per row (exact for stacked parts); BLOCK -> the
+         * checkpoint's blocks where every part (and the zero rows) is whole blocks of the same
+         * height, as the stream kernel reads them (a 16 x 128 item inside one block), else one
          * block row per weight row (block_rows = 1), so parts of any height stack exactly */
         const bool block = w0->scale_kind == QW_SCALE_BLOCK;
         const int64_t ncb = block ? CEIL_DIV(cols, (int64_t)w0->block_cols) : 1;
-        float *sc = xcalloc((size_t)(E * rows * ncb), sizeof(float));
+        int64_t br = block && w0->block_rows > 0 && s->zero_rows % w0->block_rows == 0
+                         ? w0->block_rows
+                         : 1;
+        for (int i = 0; i < E * s->np && br > 1; i++)
+            if (s->parts[i]->block_rows != br || s->parts[i]->rows % br)
+                br = 1;
+        const int64_t nrb = rows / br; /* block rows per expert */
+        float *sc = xcalloc((size_t)(E * nrb * ncb), sizeof(float));
         uint8_t *zero = xcalloc((size_t)cols, 1);
         int64_t r_out = 0;
         for (int e = 0; e < E && rc == 0; e++) {
@@ -183,7 +192,7 @@ static int upload_stack(struct gpu_model *g, const struct stack_src *s, int64_t 
                 for (int64_t r = 0; r < w->rows && rc == 0; r++, r_out++) {
                     const uint8_t *src =
                         w->dummy ? NULL : (const uint8_t *)w->data + r * w->row_stride;
-                    for (int64_t cb = 0; cb < ncb; cb++) {
+                    for (int64_t cb = 0; cb < ncb && r % br == 0; cb++) {
                         float v;
                         if (block)
                             v = w->scale[(r / w->block_rows) * ncb + cb];
@@ -193,7 +202,7 @@ static int upload_stack(struct gpu_model *g, const struct stack_src *s, int64_t 
                             v = w->scale[0];
                         else
                             v = 1.0f;
-                        sc[r_out * ncb + cb] = v;
+                        sc[(r_out / br) * ncb + cb] = v;
                     }
                     if (w->row_stride != cols && !w->dummy)
                         rc = put(d + r_out * cols, src, (size_t)cols);
@@ -204,22 +213,22 @@ static int upload_stack(struct gpu_model *g, const struct stack_src *s, int64_t 
                     rc = put(d + (r_out - w->rows) * cols, w->data, (size_t)(w->rows * cols));
             }
             for (int z = 0; z < s->zero_rows && rc == 0; z++, r_out++) {
-                for (int64_t cb = 0; cb < ncb; cb++)
-                    sc[r_out * ncb + cb] = 1.0f;
+                for (int64_t cb = 0; cb < ncb && z % br == 0; cb++)
+                    sc[(r_out / br) * ncb + cb] = 1.0f;
                 rc = put(d + r_out * cols, zero, (size_t)cols);
             }
         }
-        float *dsc = rc == 0 ? dev_alloc(g, sizeof(float) * (size_t)(E * rows * ncb), acct) : NULL;
-        if (rc == 0 && (!dsc || put(dsc, sc, sizeof(float) * (size_t)(E * rows * ncb)) < 0))
+        float *dsc = rc == 0 ? dev_alloc(g, sizeof(float) * (size_t)(E * nrb * ncb), acct) : NULL;
+        if (rc == 0 && (!dsc || put(dsc, sc, sizeof(float) * (size_t)(E * nrb * ncb)) < 0))
             rc = fail(err, errlen, ERR_NOMEM, what, "scale upload failed");
         free(sc);
         free(zero);
         kw->data = d;
         kw->scale = dsc;
         kw->scale_kind = block ? KW_SCALE_BLOCK : KW_SCALE_CHANNEL;
-        kw->block_rows = 1;
+        kw->block_rows = (int)br;
         kw->block_cols = block ? w0->block_cols : 0;
-        kw->scale_expert_stride = rows * ncb;
+        kw->scale_expert_stride = nrb * ncb;
     } else if (w0->fmt == QW_NVFP4) {
         kw->fmt = KW_FMT_NVFP4;
         if (cols % 16)
