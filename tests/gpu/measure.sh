@@ -28,6 +28,10 @@
 #     nvs      bench_kernels nvfp4 (the model's nvfp4 shapes against the copy bandwidth), the
 #              stream kernel's SASS opcodes by count, ncu sections of one of its launches
 #     profile1 tests/gpu/profile.sh of batch-1 decode steps at a 2,048-token context (issue 17)
+#     trace1   the kernels' timeline of gpu_bench's batch-1 decode steps at 2,048 (libktrace.so,
+#              a CUPTI injection: graph launches as they run, not one kernel at a time as ncu):
+#              per kernel its share of the step's critical path (tests/gpu/ktrace.py)
+#     trace64  the same for batch 64 at a 128-token prompt (issue 16's many-stream step)
 #     smoke    gpu_smoke on CONFIG: batch-1 decode with MTP upkeep, verify steps of k = 1..4 rows
 #              against a plain step, spec windows (issue 16's verify-cost floor)
 #     nvsminb  the NVFP4 stream kernel at 3 blocks per SM (the default, NVS_MIN_BLOCKS) against 2
@@ -275,7 +279,17 @@ for s in "${stages[@]}"; do
       note_lines "  profile1" < <(head -30 "$logs/p1/profile_decode.txt" 2>/dev/null)
       rm -f "$logs"/p1/profile_*.csv
       ;;
-    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill gdn pool stack nvs nvsminb profile profile1 smoke)" >&2; exit 2 ;;
+    trace1|trace64)
+      build_benches || { note "$s" "build failed"; continue; }
+      cmake --build "$b" --target ktrace >> "$logs/build.log" 2>&1 ||
+        { note "$s" "no libktrace (CUPTI not found by CMake)"; continue; }
+      if [ "$s" = trace1 ]; then targs=(--prompt-len 2048 --batch 1 --gen 32 --chunk 2048)
+      else targs=(--prompt-len 128 --batch 64 --gen 16); fi
+      CUDA_INJECTION64_PATH="$b/lib/libktrace.so" KTRACE_OUT="$logs/$s.csv" bench "$s" 150 "${targs[@]}"
+      note_lines "  $s" < <(python3 "$root/tests/gpu/ktrace.py" "$logs/$s.csv" --top 24 2>&1)
+      gzip -f "$logs/$s.csv"
+      ;;
+    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill gdn pool stack nvs nvsminb profile profile1 trace1 trace64 smoke)" >&2; exit 2 ;;
   esac
 done
 finish

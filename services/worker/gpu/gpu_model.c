@@ -172,9 +172,8 @@ static int upload_stack(struct gpu_model *g, const struct stack_src *s, int64_t 
          * block row per weight row (block_rows = 1), so parts of any height stack exactly */
         const bool block = w0->scale_kind == QW_SCALE_BLOCK;
         const int64_t ncb = block ? CEIL_DIV(cols, (int64_t)w0->block_cols) : 1;
-        int64_t br = block && w0->block_rows > 0 && s->zero_rows % w0->block_rows == 0
-                         ? w0->block_rows
-                         : 1;
+        int64_t br =
+            block && w0->block_rows > 0 && s->zero_rows % w0->block_rows == 0 ? w0->block_rows : 1;
         for (int i = 0; i < E * s->np && br > 1; i++)
             if (s->parts[i]->block_rows != br || s->parts[i]->rows % br)
                 br = 1;
