@@ -37,8 +37,20 @@
 #include "pdl.cuh"
 #include "wdot.cuh"
 
+#ifndef NVS_WARPS
 #define NVS_WARPS 8
-#define NVS_U 4                      /* items (128-column chunks) in flight per warp */
+#endif
+#ifndef NVS_U
+#define NVS_U 4 /* items (128-column chunks) in flight per warp */
+#endif
+/* The wide form: 16 warps a block, 2 items a warp round (the same 32 KB in flight a block), for
+ * the nvfp4 PLAIN and COMBINE launches whose 8-warp grid leaves at most one block an SM (the
+ * out projections, the down projection of the routed experts at batch 1: 128 blocks of 16 rows).
+ * There the issue of one block's decode was the limit (2 warps a scheduler); twice the warps,
+ * each with half the items, measured 445 -> 329 us (COMBINE) and 199 -> 160 us (PLAIN) a
+ * batch-1 step on the H200, where the grids of several blocks an SM got slower (docs/PERF.md). */
+#define NVS_WIDE_WARPS 16
+#define NVS_WIDE_U (NVS_U * NVS_WARPS / NVS_WIDE_WARPS)
 #define NVS_MAX_TOK 8                /* one mma n-tile */
 #define NVS_SB 2                     /* activation float4 groups staged per thread a round */
 #define NVS_MAX_DYN_SMEM (40 * 1024) /* + 4 KB static reduction buffer, under the 48 KB default */
@@ -183,10 +195,10 @@ template <int MODE> static __device__ __forceinline__ int nvs_item_seg(int it, i
     return MODE == NVS_COMBINE ? it / nch : 0;
 }
 
-/* Issue the loads of NVS_U items g0.. for lane (g, t): 16 bytes (two 8-byte halves unless VEC16)
+/* Issue the loads of NU items g0.. for lane (g, t): 16 bytes (two 8-byte halves unless VEC16)
  * of rows ra and rb per item and their two scale bytes each; zeros where the item, the row or
  * the 16 columns of a half lie outside the weight. */
-template <int MODE, bool VEC16>
+template <int MODE, bool VEC16, int NU>
 static __device__ __forceinline__ void
 nvs_load_round(const kweight &w, const nvs_args &a, int g0, int n_items, int nch, int t, int ra,
                int rb, bool va, bool vb, uint4 *qa, uint4 *qb, uint32_t *sc)
@@ -194,7 +206,7 @@ nvs_load_round(const kweight &w, const nvs_args &a, int g0, int n_items, int nch
     const int K = w.cols;
     const int64_t rowb = w.row_stride / 2; /* bytes per weight row */
 #pragma unroll
-    for (int u = 0; u < NVS_U; u++) {
+    for (int u = 0; u < NU; u++) {
         qa[u] = make_uint4(0, 0, 0, 0);
         qb[u] = make_uint4(0, 0, 0, 0);
         sc[u] = 0;
@@ -373,10 +385,16 @@ static __device__ __forceinline__ void nvs_item_nvfp4(uint4 qa, uint4 qb, uint32
 #define NVS_MIN_BLOCKS 3
 #endif
 
-template <int MODE, bool VEC16, bool FP8 = false, bool MULTI = false>
-static __global__ void __launch_bounds__(NVS_WARPS * 32, VEC16 ? NVS_MIN_BLOCKS : 2)
+/* W: warps a block (NVS_WARPS, or NVS_WIDE_WARPS for nvfp4 PLAIN / COMBINE without MULTI) */
+template <int MODE, bool VEC16, bool FP8 = false, bool MULTI = false, int W = NVS_WARPS>
+static __global__ void __launch_bounds__(W * 32, W != NVS_WARPS ? 1
+                                                 : VEC16        ? NVS_MIN_BLOCKS
+                                                                : 2)
     nvs_kernel(const kweight w_in, const nvs_args a, const nvs_more more)
 {
+    static_assert(W == NVS_WARPS || (W == NVS_WIDE_WARPS && !FP8 && !MULTI),
+                  "the wide form is nvfp4 PLAIN / COMBINE");
+    constexpr int UW = NVS_U * NVS_WARPS / W;  /* nvfp4 items a warp round */
     if (MULTI && (int)blockIdx.x >= more.wb) { /* block-uniform, before any barrier */
         nvs_wide_rows(more, a);
         return;
@@ -388,7 +406,7 @@ static __global__ void __launch_bounds__(NVS_WARPS * 32, VEC16 ? NVS_MIN_BLOCKS 
     float *const y_out = !MULTI || wi == 0 ? a.y : more.y[wi - 1];
     const int64_t ldy = !MULTI ? a.ldy : wi == 0 ? a.ldy : (int64_t)w.rows;
     extern __shared__ __align__(16) unsigned char nvs_smem[];
-    __shared__ float red[NVS_WARPS][4][32];
+    __shared__ float red[W][4][32];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
     const int K = w.cols, nch = (K + 127) / 128, rs = nvs_row_halves(K);
@@ -411,19 +429,19 @@ static __global__ void __launch_bounds__(NVS_WARPS * 32, VEC16 ? NVS_MIN_BLOCKS 
             return; /* whole block, before any barrier */
     }
     const int wk = a.wk, wr = warp / wk, kw = warp - wr * wk;
-    const int m0 = (bx * (NVS_WARPS / wk) + wr) * 16;
+    const int m0 = (bx * (W / wk) + wr) * 16;
     const int ra = m0 + g, rb = m0 + g + 8;
     const bool va = ra < w.rows, vb = rb < w.rows;
     const int n_items = S * nch;
-    constexpr int NU = FP8 ? NVS_U / 2 : NVS_U; /* items per round */
-    uint4 qa[NVS_U], qb[NVS_U];
-    uint32_t sc[NVS_U]; /* bytes: row g half 0, half 1, row g+8 half 0, half 1 (nvfp4) */
+    constexpr int NU = FP8 ? UW / 2 : UW; /* items per round */
+    uint4 qa[UW], qb[UW];
+    uint32_t sc[UW]; /* bytes: row g half 0, half 1, row g+8 half 0, half 1 (nvfp4) */
     /* the first round's weights in flight while the activations are staged; before this point
      * PLAIN reads nothing another kernel writes, COMBINE only the ids (two launches back) */
     if (FP8)
         nvs_load_round_fp8(w, a.expert, kw * NU, n_items, t, ra, rb, va, vb, qa, qb);
     else
-        nvs_load_round<MODE, VEC16>(w, a, kw * NU, n_items, nch, t, ra, rb, va, vb, qa, qb, sc);
+        nvs_load_round<MODE, VEC16, NU>(w, a, kw * NU, n_items, nch, t, ra, rb, va, vb, qa, qb, sc);
     if (MODE != NVS_SLOT)
         kcuda_pdl_enter();
 
@@ -501,7 +519,8 @@ static __global__ void __launch_bounds__(NVS_WARPS * 32, VEC16 ? NVS_MIN_BLOCKS 
             if (FP8)
                 nvs_load_round_fp8(w, a.expert, g0, n_items, t, ra, rb, va, vb, qa, qb);
             else
-                nvs_load_round<MODE, VEC16>(w, a, g0, n_items, nch, t, ra, rb, va, vb, qa, qb, sc);
+                nvs_load_round<MODE, VEC16, NU>(w, a, g0, n_items, nch, t, ra, rb, va, vb, qa, qb,
+                                                sc);
         }
 #pragma unroll
         for (int u = 0; u < NU; u++) {
@@ -575,14 +594,24 @@ static __global__ void __launch_bounds__(NVS_WARPS * 32, VEC16 ? NVS_MIN_BLOCKS 
     }
 }
 
-/* WK: split K over as many warps (power of two <= 8) as there are rounds of nu items. */
-static inline int nvs_pick_wk(int n_items, int nu)
+/* WK: split K over as many warps (power of two <= nw) as there are rounds of nu items. */
+static inline int nvs_pick_wk(int n_items, int nu, int nw = NVS_WARPS)
 {
     const int rounds = (n_items + nu - 1) / nu;
     int wk = 1;
-    while (wk < NVS_WARPS && wk * 2 <= rounds)
+    while (wk < nw && wk * 2 <= rounds)
         wk *= 2;
     return wk;
+}
+
+/* SMs of the current device (0 when the runtime cannot tell: the wide form is then not taken) */
+static inline int nvs_sm_count(void)
+{
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+        return 0;
+    return n;
 }
 
 /* Launch over grid (row blocks, grid_y) with n_seg segments and n_xrows staged activation rows.
@@ -599,11 +628,25 @@ static inline int nvs_launch(const kweight *w, nvs_args a, int grid_y, int n_seg
         return ERR_INVAL;
     const int nch = (w->cols + 127) / 128;
     a.wk = nvs_pick_wk(n_seg * nch, NVS_U);
-    const int rows_per_block = 16 * (NVS_WARPS / a.wk);
-    const dim3 grid((unsigned)((w->rows + rows_per_block - 1) / rows_per_block), (unsigned)grid_y);
-    const dim3 blk(NVS_WARPS * 32);
+    int rows_per_block = 16 * (NVS_WARPS / a.wk);
     const size_t smem = nvs_smem_bytes(w->cols, n_xrows, n_seg);
     const nvs_more none = nvs_more_none();
+    const int64_t blocks = (int64_t)(w->rows + rows_per_block - 1) / rows_per_block * grid_y;
+    /* the wide form where the 8-warp grid leaves at most one block an SM (its 16 x 4 KB
+     * reduction buffer in the static 48 KB with the staged activations) */
+    if constexpr (MODE != NVS_SLOT) {
+        if (nvs_vec16(w) && smem + 4096 <= NVS_MAX_DYN_SMEM && blocks <= nvs_sm_count()) {
+            a.wk = nvs_pick_wk(n_seg * nch, NVS_WIDE_U, NVS_WIDE_WARPS);
+            rows_per_block = 16 * (NVS_WIDE_WARPS / a.wk);
+            const dim3 grid((unsigned)((w->rows + rows_per_block - 1) / rows_per_block),
+                            (unsigned)grid_y);
+            kcuda_launch_pdl(nvs_kernel<MODE, true, false, false, NVS_WIDE_WARPS>, grid,
+                             dim3(NVS_WIDE_WARPS * 32), smem, stream, *w, a, none);
+            return kcuda_launch_status("nvfp4_stream");
+        }
+    }
+    const dim3 grid((unsigned)((w->rows + rows_per_block - 1) / rows_per_block), (unsigned)grid_y);
+    const dim3 blk(NVS_WARPS * 32);
     if (nvs_vec16(w))
         kcuda_launch_pdl(nvs_kernel<MODE, true>, grid, blk, smem, stream, *w, a, none);
     else

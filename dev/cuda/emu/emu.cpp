@@ -105,6 +105,25 @@ extern "C" const char *cudaGetErrorString(cudaError_t e)
     return e == cudaSuccess ? "no error" : "invalid configuration argument (emulated launch check)";
 }
 
+/* The device the launchers ask about: one, of EMU_SMS streaming multiprocessors (default 132,
+ * an H100 / H200; 0 makes the launchers take the forms they use where the count is unknown,
+ * the nvfp4 stream kernel's 8-warp one). */
+extern "C" cudaError_t cudaGetDevice(int *dev)
+{
+    *dev = 0;
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev)
+{
+    (void)dev;
+    if (attr != cudaDevAttrMultiProcessorCount)
+        return cudaErrorInvalidValue;
+    const char *e = getenv("EMU_SMS");
+    *value = e && atoi(e) >= 0 ? atoi(e) : 132; /* 0: no SM count, as a failed query */
+    return cudaSuccess;
+}
+
 /* The largest dynamic shared memory opted into so far (any kernel: the emulator does not tell
  * kernels apart here), at most an sm_120's 101,376 bytes, the smallest of the targets. */
 static int g_emu_smem_optin = 48 * 1024;

@@ -82,9 +82,13 @@ static int run_multi(int n, int f0, int f1, int f2, int r0, int r1, int cols, in
         const kw_cmp c = kw_compare(o[i].y, ref[i], ny[i], f16 ? 1e-3 : 1e-5, f16 ? 1e-3 : 1e-4);
         bad += (int)c.bad;
         guard &= kw_guard_ok(o[i].y, ny[i]);
-        if (f16 && fmts[i] != KW_FMT_BF16) { /* the same bits as gemv_cuda's own launch */
+        if (f16 && fmts[i] != KW_FMT_BF16) {
+            /* the same bits as gemv_cuda's own launch in its 8-warp form (no SM count: the
+             * small grids here would take the 16-warp form, another order of the K-split) */
             float *y1 = kw_out(ny[i]);
+            setenv("EMU_SMS", "0", 1);
             rc |= gemv_cuda(y1, &w[i], o[i].expert, x, n_tok, 0);
+            unsetenv("EMU_SMS");
             bad += memcmp(y1, o[i].y, ny[i] * 4) != 0;
         }
     }
@@ -105,7 +109,9 @@ int main(int argc, char **argv)
     const int S = GEMV_PATH_STREAM, A = GEMV_PATH_AUTO, C = GEMV_PATH_CORES;
     const int NV = KW_FMT_NVFP4, F8 = KW_FMT_FP8, BF = KW_FMT_BF16;
     const int TS = KW_SCALE_TENSOR, CS = KW_SCALE_CHANNEL, BS = KW_SCALE_BLOCK;
-    const char *NVS = "nvs_kernel<MODE, true>", *NVS8 = "nvs_kernel<MODE, false>"; /* source text */
+    /* source text; NVS: the 16-warp form these small grids take on the emulated 132 SMs */
+    const char *NVS = "nvs_kernel<MODE, true, false, false, NVS_WIDE_WARPS>",
+               *NVS8 = "nvs_kernel<MODE, false>";
     const char *FP8S = "nvs_kernel<NVS_PLAIN, true, true>";
     int f = 0;
     /* nvfp4 stream (the non-VEC16 instance: K, row or expert stride % 32 == 16) */
@@ -115,6 +121,10 @@ int main(int argc, char **argv)
     f += run(NV, 0, 1, 0, 97, 512, 528, 1, S, NVS8);
     f += run(NV, 0, 2, 1, 33, 256, 288, 4, S, NVS);
     f += run(NV, 0, 1, 0, 1, 48, 48, 1, A, NVS8);
+    setenv("EMU_SMS", "0", 1); /* no SM count: the 8-warp form */
+    f += run(NV, 0, 1, 0, 45, 96, 96, 3, S, "nvs_kernel<MODE, true>");
+    f += run(NV, 0, 2, 1, 33, 256, 288, 4, A, "nvs_kernel<MODE, true>");
+    unsetenv("EMU_SMS");
     /* fp8 stream */
     f += run(F8, TS, 1, 0, 133, 272, 272, 1, S, FP8S);
     f += run(F8, BS, 1, 0, 259, 400, 400, 2, A, FP8S);

@@ -85,7 +85,10 @@ int main(int argc, char **argv)
     const int S = GEMV_PATH_STREAM, A = GEMV_PATH_AUTO, C = GEMV_PATH_CORES, T = GEMV_PATH_TENSOR;
     const int NV = KW_FMT_NVFP4;
     /* source text of the launches (template arguments as written) */
-    const char *ST = "nvs_kernel<MODE, true>;nvs_kernel<MODE, true>;";
+    /* SLOT at 8 warps, then COMBINE in the wide form (16 warps: the down projection's grid
+     * fits the 132 SMs of the emulated device) */
+    const char *ST = "nvs_kernel<MODE, true>;nvs_kernel<MODE, true, false, false, NVS_WIDE_WARPS>;";
+    const char *ST_8 = "nvs_kernel<MODE, true>;nvs_kernel<MODE, true>;";
     const char *ST8 = "nvs_kernel<MODE, false>;nvs_kernel<MODE, false>;";
     const char *CO = "moe_gate_up_kernel<", *TE = "nvfp4_mma_kernel<1, true>";
     int f = 0;
@@ -110,6 +113,12 @@ int main(int argc, char **argv)
         f += run(KW_FMT_FP8, 1, 8, 8, 512, 96, 0, A, CO);
         f += run(KW_FMT_BF16, 1, 4, 2, 136, 24, 1, A, CO);
     }
+    /* a device of 2 SMs: the COMBINE grids fill it, the 8-warp form runs (the same sums up to
+     * the order of the K-split warps) */
+    setenv("EMU_SMS", "2", 1);
+    f += run(NV, 1, 16, 8, 256, 64, 0, A, ST_8);
+    f += run(NV, 2, 17, 9, 256, 64, 1, A, ST_8);
+    unsetenv("EMU_SMS");
     {
         /* the stream path refuses top_k * inter beyond its shared memory; nothing launched */
         kweight gu = kw_make(NV, 0, 2, 2 * 3072, 64, 64), dn = kw_make(NV, 0, 2, 64, 3072, 3072);
