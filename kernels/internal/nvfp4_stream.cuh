@@ -1,9 +1,10 @@
 /* nvfp4_stream.cuh: the NVFP4 (and FP8) weight-only decode kernel (W4A16 / W8A16, 1..8
  * activation rows), built for memory bandwidth; shared by gemv.cu and moe_expert.cu.
  *
- * Block = 8 warps. A warp owns a 16-row tile; the block's warps form WR row tiles x WK K-splits
- * (WR * WK = 8, WK picked on the host from the work per tile). The K dimension of a tile is a list
- * of items (segment s, 128-column chunk ch); a warp takes NVS_U consecutive items per round and
+ * Block = 8 warps (16 in the wide form, NVS_WIDE_WARPS, below). A warp owns a 16-row tile; the
+ * block's warps form WR row tiles x WK K-splits (WR * WK = 8, WK picked on the host from the work
+ * per tile). The K dimension of a tile is a list of items (segment s, 128-column chunk ch); a
+ * warp takes NVS_U consecutive items per round (NVS_WIDE_U in the wide form) and
  * issues all their weight loads (per lane: 16 bytes of row g and of row g + 8 per item, plus the
  * scale bytes) before decoding any of them, so 8 x 16 B per lane are in flight.
  * Activations are staged once per block in shared memory as fp16, already permuted into the
