@@ -11,6 +11,9 @@ launches a step, its mean duration, and its share of the critical path: a kernel
 the later of its own start and the previous kernels' last end up to its own end (with
 programmatic edges a kernel starts before the one before it ends, then waits for it: that wait is
 the earlier kernel's time, not its own). The charges and the idle time add up to the span.
+Then, between one step's graph and the next: the cycle (graph start to graph start), the kernels
+outside the graph (lm_head, sampling, copies) charged the same way, and the idle time (the GPU
+ran nothing of the program: host work and synchronisation).
 """
 import collections
 import csv
@@ -95,7 +98,8 @@ def main():
         print('ktrace: %d graph launches of %d kernels, none left after --skip %d' %
               (len([l for l in launches if len(l) == size]), size, skip))
         return 1
-    names = demangle({k[4] for l in steps for k in l})
+    others = sorted(k for k in ks if k[2] == 0)
+    names = demangle({k[4] for l in steps for k in l} | {k[4] for k in others})
     charge, dur, cnt = collections.Counter(), collections.Counter(), collections.Counter()
     span_sum = idle_sum = 0
     for l in steps:
@@ -117,6 +121,37 @@ def main():
         print('  %-44s %6.0f %10.1f %9.2f %6.1f%%' %
               (nm[:44], cnt[nm] / ns, c / ns / 1e3, dur[nm] / cnt[nm] / 1e3,
                100.0 * c / max(1, span_sum)))
+    # between a step's graph and the next one's: the kernels outside the graph (the lm_head,
+    # sampling, copies) and the time the GPU ran nothing of this program (host work, syncs)
+    ocharge, ocnt = collections.Counter(), collections.Counter()
+    cyc_sum = gap_idle = n_gaps = 0
+    j = 0
+    for a, b in zip(steps, steps[1:]):
+        g_end, nxt = max(k[1] for k in a), b[0][0]
+        if nxt - a[0][0] > 10 * max(1, g_end - a[0][0]):
+            continue  # not consecutive (a launch of another size between them)
+        n_gaps += 1
+        cyc_sum += nxt - a[0][0]
+        t_end = g_end
+        while j < len(others) and others[j][0] < g_end:
+            j += 1
+        while j < len(others) and others[j][0] < nxt:
+            s0, e0, n = others[j][0], others[j][1], others[j][4]
+            if s0 > t_end:
+                gap_idle += s0 - t_end
+            nm = short(names[n])
+            ocharge[nm] += max(0, min(e0, nxt) - max(s0, t_end))
+            ocnt[nm] += 1
+            t_end = max(t_end, e0)
+            j += 1
+        gap_idle += max(0, nxt - t_end)
+    if n_gaps:
+        busy = sum(ocharge.values())
+        print('ktrace between_steps=%d cycle_us=%.1f graph_us=%.1f outside_us=%.1f idle_us=%.1f' %
+              (n_gaps, cyc_sum / n_gaps / 1e3, span_sum / ns / 1e3, busy / n_gaps / 1e3,
+               gap_idle / n_gaps / 1e3))
+        for nm, c in ocharge.most_common(8):
+            print('  outside %-36s %6.1f %10.1f' % (nm[:36], ocnt[nm] / n_gaps, c / n_gaps / 1e3))
     return 0
 
 
