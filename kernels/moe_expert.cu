@@ -18,6 +18,10 @@
 
 #define MOE_TENSOR_MAX_TOK 2 /* GEMV_PATH_AUTO takes the tensor path up to this many tokens */
 #define MOE_STREAM_MAX_TOK 8 /* ... and the stream path (before the tensor one) up to this many */
+/* FP8 experts on the stream kernel's SLOT / COMBINE modes under GEMV_PATH_AUTO: 0 until measured
+ * against the CUDA-core kernels on the H200 (bench_kernels' "moe fp8" rows; GEMV_PATH_STREAM
+ * forces it). The FP8 step's experts were 41% of its graph on the cores (docs/PERF.md). */
+#define MOE_STREAM_FP8_AUTO 0
 #define MOE_DOWN_ROWS 4      /* down rows per lane group: each expert activation chunk used 4x */
 
 template <int KF>
@@ -120,14 +124,19 @@ int moe_expert_cuda_path(float *out, float *ws, const float *x, const int32_t *i
         return ERR_UNSUPPORTED;
     if (path < GEMV_PATH_AUTO || path > GEMV_PATH_STREAM)
         return ERR_INVAL;
+    /* nvfp4, or fp8 (COMBINE: tensor or block scales on down) */
+    const bool fp8 = gate_up->fmt == KW_FMT_FP8 && down->fmt == KW_FMT_FP8;
     const bool stream_ok =
-        nvs_ok(gate_up) && nvs_ok(down) && nvs_fits(hidden, 1, 1) && nvs_fits(inter, top_k, top_k);
+        (fp8 ? nvs_ok_fp8(gate_up) && nvs_ok_fp8(down) && down->scale_kind != KW_SCALE_CHANNEL
+             : nvs_ok(gate_up) && nvs_ok(down)) &&
+        nvs_fits(hidden, 1, 1) && nvs_fits(inter, top_k, top_k);
     if (path == GEMV_PATH_STREAM && !stream_ok)
         return ERR_UNSUPPORTED;
     if (n_tok == 0)
         return 0;
     if (path == GEMV_PATH_STREAM ||
-        (path == GEMV_PATH_AUTO && stream_ok && n_tok <= MOE_STREAM_MAX_TOK)) {
+        (path == GEMV_PATH_AUTO && stream_ok && (!fp8 || MOE_STREAM_FP8_AUTO) &&
+         n_tok <= MOE_STREAM_MAX_TOK)) {
         /* launch 1: gate|up rows of every slot's expert into ws (n_slots, 2*inter); launch 2: the
          * down rows of all top_k slots of a token in one block, SwiGLU while staging, weighted sum.
          * Launch 2 reads ids and issues its first weight loads before its PDL wait: ids were
@@ -136,13 +145,15 @@ int moe_expert_cuda_path(float *out, float *ws, const float *x, const int32_t *i
             return ERR_INVAL;
         const struct nvs_args a1 = {ws,    2 * (int64_t)inter, x, hidden, ids, weights, 1,
                                     top_k, n_experts,          0, 1,      0};
-        rc = nvs_launch<NVS_SLOT>(gate_up, a1, n_tok * top_k, 1, 1, stream);
+        rc = fp8 ? nvs_launch_fp8_moe<NVS_SLOT>(gate_up, a1, n_tok * top_k, 1, 1, stream)
+                 : nvs_launch<NVS_SLOT>(gate_up, a1, n_tok * top_k, 1, 1, stream);
         if (rc < 0)
             return rc;
         const struct nvs_args a2 = {out,       hidden,  ws, 2 * (int64_t)inter,
                                     ids,       weights, 1,  top_k,
                                     n_experts, 0,       1,  accumulate};
-        return nvs_launch<NVS_COMBINE>(down, a2, n_tok, top_k, top_k, stream);
+        return fp8 ? nvs_launch_fp8_moe<NVS_COMBINE>(down, a2, n_tok, top_k, top_k, stream)
+                   : nvs_launch<NVS_COMBINE>(down, a2, n_tok, top_k, top_k, stream);
     }
     /* measured on H200 (dev/cuda/NOTES.md): tensor path faster at 1 token (30 vs 41 us), the
      * CUDA-core path at 8 tokens (119 vs 156 us) */

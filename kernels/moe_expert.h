@@ -31,10 +31,12 @@ int moe_expert_cuda(float *out, float *ws, const float *x, const int32_t *ids, c
                     const struct kweight *down, int accumulate, cudaStream_t stream);
 /* moe_expert_cuda with an explicit path (tests, benchmarks): GEMV_PATH_AUTO (the stream kernel
  * when both weights are nvfp4 and n_tok <= 8, else tensor cores when both are nvfp4 with
- * cols % 128 == 0 and n_tok <= 2, CUDA cores otherwise), GEMV_PATH_STREAM (nvfp4, cols % 16 == 0,
- * top_k*inter <= ~19000: launch 1 = gate/up of every slot into ws, launch 2 = down of the top_k
- * slots of each token with SwiGLU applied while staging and the weighted sum, activations rounded
- * to fp16; else ERR_UNSUPPORTED),
+ * cols % 128 == 0 and n_tok <= 2, CUDA cores otherwise), GEMV_PATH_STREAM (nvfp4, or fp8 with
+ * tensor / channel / 128-multiple block scales on gate_up and tensor / block ones on down;
+ * cols % 16 == 0, top_k*inter <= ~19000: launch 1 = gate/up of every slot into ws, launch 2 =
+ * down of the top_k slots of each token with SwiGLU applied while staging and the weighted sum,
+ * activations rounded to fp16; else ERR_UNSUPPORTED; AUTO takes it for fp8 only where
+ * moe_expert.cu's MOE_STREAM_FP8_AUTO says so, 0 until measured),
  * GEMV_PATH_CORES (fp32 CUDA-core dots, two launches), GEMV_PATH_TENSOR (nvfp4 mma path of gemv,
  * activations rounded to fp16, three launches: gate/up per slot, down on silu(gate)*up per slot,
  * weighted combine; else ERR_UNSUPPORTED). */

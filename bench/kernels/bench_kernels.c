@@ -4,7 +4,8 @@
  *          path (nvfp4: cores, tensor, stream; fp8: cores, stream; rows a path refuses are left
  *          out), GB/s of weight bytes (data + scales) per call; weights rotate over copies
  *          totalling >= 512 MB so repeated calls do not hit the 60 MB L2
- *   moe_expert: 8 of 256 nvfp4/bf16 experts (2048 x 512), per token
+ *   moe_expert: 8 of 256 nvfp4/bf16/fp8 experts (2048 x 512), per token, per path (fp8: cores
+ *          and the stream kernel, which moe_expert.cu's MOE_STREAM_FP8_AUTO waits on)
  *   argmax (nvfp4 mode): one 248,320-entry row
  *   moe_router (nvfp4 mode): the bf16 router + shared gate GEMV and top-8 in one launch, 1 and 4
  *          tokens
@@ -136,7 +137,9 @@ static void bench_moe(int fmt, int n_tok, int path)
     memset(&a, 0, sizeof(a));
     a.path = path;
     kw_pair_make(&a.gu, fmt, KW_SCALE_CHANNEL, 256, 1024, 2048);
-    kw_pair_make(&a.dn, fmt, KW_SCALE_CHANNEL, 256, 2048, 512);
+    /* fp8: the checkpoints' 128 x 128 blocks on down (the stream path's COMBINE takes no
+     * channel scales) */
+    kw_pair_make(&a.dn, fmt, fmt == KW_FMT_FP8 ? KW_SCALE_BLOCK : KW_SCALE_CHANNEL, 256, 2048, 512);
     a.n_tok = n_tok;
     size_t nids = (size_t)16 * n_tok * 8;
     a.ids_host = malloc(nids * 4);
@@ -167,7 +170,9 @@ static void bench_moe(int fmt, int n_tok, int path)
     double gbs = experts * per / us * 1e-3;
     printf("moe_expert %-5s %-6s tok=%2d top8/256 H=2048 I=512 %8.1f us %5.1f experts %6.0f GB/s "
            "%5.1f%% of copy b2b %.1f us %.1f%%\n",
-           fmt == KW_FMT_BF16 ? "bf16" : "nvfp4",
+           fmt == KW_FMT_BF16  ? "bf16"
+           : fmt == KW_FMT_FP8 ? "fp8"
+                               : "nvfp4",
            path == GEMV_PATH_TENSOR   ? "tensor"
            : path == GEMV_PATH_STREAM ? "stream"
                                       : "cores",
@@ -496,6 +501,8 @@ int main(int argc, char **argv)
         bench_gemv("expert_gate_up", KW_FMT_NVFP4, 1024, 2048);
         bench_gemv("expert_down", KW_FMT_NVFP4, 2048, 512);
         bench_moe(KW_FMT_NVFP4, 1, GEMV_PATH_STREAM);
+        bench_moe(KW_FMT_FP8, 1, GEMV_PATH_CORES); /* MOE_STREAM_FP8_AUTO's question */
+        bench_moe(KW_FMT_FP8, 1, GEMV_PATH_STREAM);
         bench_router(1);
         bench_router(4);
         bench_argmax();
@@ -525,6 +532,10 @@ int main(int argc, char **argv)
     bench_moe(KW_FMT_NVFP4, 8, GEMV_PATH_STREAM);
     bench_moe(KW_FMT_BF16, 1, GEMV_PATH_CORES);
     bench_moe(KW_FMT_BF16, 8, GEMV_PATH_CORES);
+    bench_moe(KW_FMT_FP8, 1, GEMV_PATH_CORES);
+    bench_moe(KW_FMT_FP8, 1, GEMV_PATH_STREAM);
+    bench_moe(KW_FMT_FP8, 8, GEMV_PATH_CORES);
+    bench_moe(KW_FMT_FP8, 8, GEMV_PATH_STREAM);
     bench_gdn(1);
     bench_gdn(16);
     for (int t = 0; t <= 4; t += t ? t : 1) {

@@ -23,10 +23,11 @@
  *   NVS_COMBINE: blockIdx.y = token t; segment s < top_k is slot t*top_k + s with its expert, the
  *                activation silu(x[slot][c]) * x[slot][c + cols] (x rows hold [gate | up]) and
  *                the multiplier weights[slot]; y[t][r] (+)= sum over segments.
- * FP8 = true (PLAIN only): e4m3 weights, 2 items per round (32 bytes per row per lane per item),
- * pairs of adjacent columns decoded exactly to fp16 (activations staged in natural order inside
- * each 16-byte unit); tensor scale in the multiplier, block scale per item (a block must hold
- * whole 16 x 128 items), channel scale applied to the finished row. */
+ * FP8 = true: e4m3 weights, 2 items per round (32 bytes per row per lane per item), pairs of
+ * adjacent columns decoded exactly to fp16 (activations staged in natural order inside each
+ * 16-byte unit); tensor scale in the multiplier, block scale per item (a block must hold whole
+ * 16 x 128 items), channel scale applied to the finished row (PLAIN and SLOT: one expert a
+ * block; COMBINE takes tensor or block scales only). */
 #pragma once
 
 #include <limits.h>
@@ -266,18 +267,24 @@ nvs_load_round(const kweight &w, const nvs_args &a, int g0, int n_items, int nch
     }
 }
 
-/* FP8 (PLAIN): NVS_U / 2 items g0.. per round; item u's 32 codes of row ra / rb in
- * qa/qb[2u] (columns c0..c0+15) and [2u+1] (c0+16..c0+31), zeros past K or the last row. */
-static __device__ __forceinline__ void nvs_load_round_fp8(const kweight &w, int e, int g0,
-                                                          int n_items, int t, int ra, int rb,
-                                                          bool va, bool vb, uint4 *qa, uint4 *qb)
+/* FP8: NVS_U / 2 items g0.. per round; item u's 32 codes of row ra / rb in qa/qb[2u] (columns
+ * c0..c0+15) and [2u+1] (c0+16..c0+31), zeros past K, past the last row or for an empty slot.
+ * The item's expert: its segment's (nvs_seg_expert; PLAIN: a.expert). */
+template <int MODE>
+static __device__ __forceinline__ void
+nvs_load_round_fp8(const kweight &w, const nvs_args &a, int g0, int n_items, int nch, int t, int ra,
+                   int rb, bool va, bool vb, uint4 *qa, uint4 *qb)
 {
     const int K = w.cols;
 #pragma unroll
     for (int u = 0; u < NVS_U / 2; u++) {
         qa[2 * u] = qa[2 * u + 1] = qb[2 * u] = qb[2 * u + 1] = make_uint4(0, 0, 0, 0);
-        const int ch = g0 + u;
-        if (ch >= n_items)
+        const int it = g0 + u;
+        if (it >= n_items)
+            continue;
+        const int sg = nvs_item_seg<MODE>(it, nch), ch = it - sg * nch;
+        const int e = nvs_seg_expert<MODE>(a, sg);
+        if (e < 0)
             continue;
         const int c0 = ch * 128 + 32 * t;
         const bool h0 = c0 + 16 <= K, h1 = c0 + 32 <= K;
@@ -440,7 +447,7 @@ static __global__ void __launch_bounds__(W * 32, W != NVS_WARPS ? 1
     /* the first round's weights in flight while the activations are staged; before this point
      * PLAIN reads nothing another kernel writes, COMBINE only the ids (two launches back) */
     if (FP8)
-        nvs_load_round_fp8(w, a.expert, kw * NU, n_items, t, ra, rb, va, vb, qa, qb);
+        nvs_load_round_fp8<MODE>(w, a, kw * NU, n_items, nch, t, ra, rb, va, vb, qa, qb);
     else
         nvs_load_round<MODE, VEC16, NU>(w, a, kw * NU, n_items, nch, t, ra, rb, va, vb, qa, qb, sc);
     if (MODE != NVS_SLOT)
@@ -450,8 +457,9 @@ static __global__ void __launch_bounds__(W * 32, W != NVS_WARPS ? 1
         const int e = nvs_seg_expert<MODE>(a, s);
         float m = 0.0f;
         if (e >= 0 && FP8)
-            m = w.scale_kind == KW_SCALE_TENSOR ? w.scale[(int64_t)e * w.scale_expert_stride]
-                                                : 1.0f;
+            m = (MODE == NVS_COMBINE ? a.weights[blockIdx.y * S + s] : 1.0f) *
+                (w.scale_kind == KW_SCALE_TENSOR ? w.scale[(int64_t)e * w.scale_expert_stride]
+                                                 : 1.0f);
         else if (e >= 0)
             m = (MODE == NVS_COMBINE ? a.weights[blockIdx.y * S + s] : 1.0f) *
                 (w.gscale_e ? w.gscale_e[e] : w.gscale) * 16384.0f;
@@ -518,7 +526,7 @@ static __global__ void __launch_bounds__(W * 32, W != NVS_WARPS ? 1
     for (int g0 = kw * NU; g0 < n_items; g0 += wk * NU) {
         if (g0 != kw * NU) {
             if (FP8)
-                nvs_load_round_fp8(w, a.expert, g0, n_items, t, ra, rb, va, vb, qa, qb);
+                nvs_load_round_fp8<MODE>(w, a, g0, n_items, nch, t, ra, rb, va, vb, qa, qb);
             else
                 nvs_load_round<MODE, VEC16, NU>(w, a, g0, n_items, nch, t, ra, rb, va, vb, qa, qb,
                                                 sc);
@@ -557,7 +565,7 @@ static __global__ void __launch_bounds__(W * 32, W != NVS_WARPS ? 1
             float m = mult[s];
             if (FP8 && w.scale_kind == KW_SCALE_BLOCK) /* one block holds the 16 x 128 item */
                 m *= m0 < w.rows /* an idle tile must not read past the scales */
-                         ? __ldg(w.scale + (int64_t)a.expert * w.scale_expert_stride +
+                         ? __ldg(w.scale + (int64_t)eseg[s] * w.scale_expert_stride +
                                  (int64_t)(m0 / w.block_rows) *
                                      ((K + w.block_cols - 1) / w.block_cols) +
                                  (ch * 128) / w.block_cols)
@@ -581,8 +589,8 @@ static __global__ void __launch_bounds__(W * 32, W != NVS_WARPS ? 1
             const int tok = 2 * t + (c & 1);
             if (row >= w.rows || tok >= T)
                 continue;
-            if (FP8 && w.scale_kind == KW_SCALE_CHANNEL)
-                v *= __ldg(w.scale + (int64_t)a.expert * w.scale_expert_stride + row);
+            if (FP8 && MODE != NVS_COMBINE && w.scale_kind == KW_SCALE_CHANNEL)
+                v *= __ldg(w.scale + (int64_t)eseg[0] * w.scale_expert_stride + row);
             if (MODE == NVS_PLAIN) {
                 y_out[(int64_t)tok * ldy + row] = v;
             } else if (MODE == NVS_SLOT) {
@@ -714,6 +722,30 @@ static inline int nvs_launch_multi(const kweight *const *ws, float *const *ys, i
         kcuda_launch_pdl(nvs_kernel<NVS_PLAIN, false, false, true>, grid, blk, smem, stream,
                          *ws[0], a, more);
     return kcuda_launch_status("nvfp4_stream_multi");
+}
+
+/* FP8 weights in SLOT or COMBINE mode (the routed experts): nvs_launch's contract, with
+ * nvs_ok_fp8 weights; COMBINE takes tensor or block scales (a channel scale would have to be
+ * applied per segment), else ERR_UNSUPPORTED. */
+template <int MODE>
+static inline int nvs_launch_fp8_moe(const kweight *w, nvs_args a, int grid_y, int n_seg,
+                                     int n_xrows, cudaStream_t stream)
+{
+    static_assert(MODE == NVS_SLOT || MODE == NVS_COMBINE, "PLAIN: nvs_launch_fp8");
+    if (!nvs_ok_fp8(w) || n_seg <= 0 || n_xrows <= 0 || !nvs_fits(w->cols, n_xrows, n_seg) ||
+        (MODE == NVS_COMBINE && w->scale_kind == KW_SCALE_CHANNEL))
+        return ERR_UNSUPPORTED;
+    if (grid_y <= 0 || grid_y > 65535)
+        return ERR_INVAL;
+    const int nch = (w->cols + 127) / 128;
+    a.wk = nvs_pick_wk(n_seg * nch, NVS_U / 2);
+    const int rows_per_block = 16 * (NVS_WARPS / a.wk);
+    const dim3 grid((unsigned)((w->rows + rows_per_block - 1) / rows_per_block), (unsigned)grid_y);
+    const size_t smem = nvs_smem_bytes(w->cols, n_xrows, n_seg);
+    const nvs_more none = nvs_more_none();
+    kcuda_launch_pdl(nvs_kernel<MODE, true, true>, grid, dim3(NVS_WARPS * 32), smem, stream, *w, a,
+                     none);
+    return kcuda_launch_status("fp8_stream_moe");
 }
 
 /* FP8 weights, PLAIN mode (gemv): same contract as nvs_launch. */

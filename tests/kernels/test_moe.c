@@ -159,7 +159,9 @@ static void test_expert(int fmt, int n_exp, int k, int hidden, int inter, const 
     paths[n_paths++] = GEMV_PATH_CORES;
     if (fmt == KW_FMT_NVFP4 && hidden % 128 == 0 && inter % 128 == 0)
         paths[n_paths++] = GEMV_PATH_TENSOR;
-    if (fmt == KW_FMT_NVFP4) /* any token count: the stream path loops over tokens in the grid */
+    /* any token count: the stream path loops over tokens in the grid; fp8 there only when
+     * forced (AUTO keeps it on the cores until measured: moe_expert.cu MOE_STREAM_FP8_AUTO) */
+    if (fmt == KW_FMT_NVFP4 || fmt == KW_FMT_FP8)
         paths[n_paths++] = GEMV_PATH_STREAM;
     paths[n_paths++] = GEMV_PATH_AUTO;
     for (int r = 0; r < n_runs; r++) {
@@ -250,6 +252,7 @@ int main(void)
     test_expert(KW_FMT_BF16, 9, 9, 264, 40, RUNS({2, 0}));
     /* full-size shapes at 1, 2 and 8 tokens (32 experts of 1024x2048 + 2048x512), one set */
     test_expert(KW_FMT_NVFP4, 32, 8, 2048, 512, RUNS({1, 0}, {2, 0}, {8, 1}));
+    test_expert(KW_FMT_FP8, 16, 9, 2048, 512, RUNS({1, 0}, {8, 1})); /* fp8 stream, full size */
     {
         /* the stream path refuses top_k * inter beyond its shared memory */
         struct kw_pair gu, dn;

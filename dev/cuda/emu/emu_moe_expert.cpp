@@ -6,6 +6,8 @@
 //     hidden / inter with K % 32 == 16 (non-VEC16 instance), empty (-1) and out-of-range slots,
 //     the shared-expert form (E = 1, top_k = 1), 9 tokens (grid over tokens), a 32-expert
 //     2048 x 512 shape at 1 token;
+//   - fp8 forced onto the stream path (channel-scaled gate_up in SLOT, block-scaled down in
+//     COMBINE), 1, 2 and 8 tokens;
 //   - AUTO: the path picked (by kernel name) and its result; the CUDA-core path (moe_gate_up /
 //     moe_down kernels, per-format wdot) for bf16, fp8 (channel gate_up, block down) and narrow
 //     nvfp4; the nvfp4 tensor path once.
@@ -99,6 +101,12 @@ int main(int argc, char **argv)
     f += run(NV, 1, 8, 8, 288, 96, 0, A, ST);  /* K % 128 != 0, 16-byte loads */
     f += run(KW_FMT_BF16, 3, 8, 4, 264, 40, 0, A, CO);
     f += run(KW_FMT_FP8, 2, 6, 2, 272, 48, 1, A, CO);
+    /* fp8 on the stream kernel (GEMV_PATH_STREAM; AUTO keeps the cores until measured):
+     * gate_up channel scales (SLOT), down 128 x 128 blocks (COMBINE, routing weights in the
+     * multiplier, block scale per item of the segment's expert) */
+    const char *F8 = "nvs_kernel<MODE, true, true>;nvs_kernel<MODE, true, true>;";
+    f += run(KW_FMT_FP8, 1, 16, 8, 256, 64, 0, S, F8);
+    f += run(KW_FMT_FP8, 2, 17, 9, 272, 48, 1, S, F8); /* K % 32 == 16, empty and out-of-range slots */
     if (!quick) {
         f += run(NV, 5, 16, 8, 512, 96, 1, S, ST);
         f += run(NV, 1, 8, 8, 272, 48, 0, S, ST8);
@@ -111,6 +119,7 @@ int main(int argc, char **argv)
         f += run(NV, 2, 8, 4, 256, 128, 1, T, TE);
         f += run(NV, 2, 8, 4, 272, 48, 1, C, CO);    /* narrow nvfp4 on the cores */
         f += run(KW_FMT_FP8, 1, 8, 8, 512, 96, 0, A, CO);
+        f += run(KW_FMT_FP8, 8, 16, 8, 512, 256, 1, S, F8); /* 8 tokens, two down chunks */
         f += run(KW_FMT_BF16, 1, 4, 2, 136, 24, 1, A, CO);
     }
     /* a device of 2 SMs: the COMBINE grids fill it, the 8-warp form runs (the same sums up to
