@@ -21,7 +21,9 @@
 /* FP8 experts on the stream kernel's SLOT / COMBINE modes under GEMV_PATH_AUTO: 0 until measured
  * against the CUDA-core kernels on the H200 (bench_kernels' "moe fp8" rows; GEMV_PATH_STREAM
  * forces it). The FP8 step's experts were 41% of its graph on the cores (docs/PERF.md). */
-#define MOE_STREAM_FP8_AUTO 0
+#ifndef MOE_STREAM_FP8_AUTO
+#define MOE_STREAM_FP8_AUTO 0 /* -DMOE_STREAM_FP8_AUTO=1: tests/gpu/measure.sh fp8moe's A/B build */
+#endif
 #define MOE_DOWN_ROWS 4      /* down rows per lane group: each expert activation chunk used 4x */
 
 template <int KF>
