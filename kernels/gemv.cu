@@ -188,7 +188,7 @@ int gemv_cuda_path(float *y, const struct kweight *w, int expert, const float *x
     if ((path == GEMV_PATH_STREAM && w->fmt == KW_FMT_FP8) ||
         (path == GEMV_PATH_AUTO && stream_fp8_ok)) {
         struct nvs_args a = {y, w->rows, x, w->cols, NULL, NULL, n_tok, 1, 1, expert, 1, 0};
-        return nvs_launch_fp8(w, a, stream);
+        return nvs_launch<NVS_PLAIN>(w, a, 1, 1, n_tok, stream);
     }
     if (path == GEMV_PATH_STREAM || (path == GEMV_PATH_AUTO && stream_ok)) {
         struct nvs_args a = {y, w->rows, x, w->cols, NULL, NULL, n_tok, 1, 1, expert, 1, 0};

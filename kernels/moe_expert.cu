@@ -147,15 +147,13 @@ int moe_expert_cuda_path(float *out, float *ws, const float *x, const int32_t *i
             return ERR_INVAL;
         const struct nvs_args a1 = {ws,    2 * (int64_t)inter, x, hidden, ids, weights, 1,
                                     top_k, n_experts,          0, 1,      0};
-        rc = fp8 ? nvs_launch_fp8_moe<NVS_SLOT>(gate_up, a1, n_tok * top_k, 1, 1, stream)
-                 : nvs_launch<NVS_SLOT>(gate_up, a1, n_tok * top_k, 1, 1, stream);
+        rc = nvs_launch<NVS_SLOT>(gate_up, a1, n_tok * top_k, 1, 1, stream);
         if (rc < 0)
             return rc;
         const struct nvs_args a2 = {out,       hidden,  ws, 2 * (int64_t)inter,
                                     ids,       weights, 1,  top_k,
                                     n_experts, 0,       1,  accumulate};
-        return fp8 ? nvs_launch_fp8_moe<NVS_COMBINE>(down, a2, n_tok, top_k, top_k, stream)
-                   : nvs_launch<NVS_COMBINE>(down, a2, n_tok, top_k, top_k, stream);
+        return nvs_launch<NVS_COMBINE>(down, a2, n_tok, top_k, top_k, stream);
     }
     /* measured on H200 (dev/cuda/NOTES.md): tensor path faster at 1 token (30 vs 41 us), the
      * CUDA-core path at 8 tokens (119 vs 156 us) */

@@ -623,44 +623,49 @@ static inline int nvs_sm_count(void)
     return n;
 }
 
-/* Launch over grid (row blocks, grid_y) with n_seg segments and n_xrows staged activation rows.
- * 0, ERR_UNSUPPORTED (shape or shared memory), ERR_INVAL (grid) or ERR_CUDA. */
+/* Launch over grid (row blocks, grid_y) with n_seg segments and n_xrows staged activation rows,
+ * nvfp4 (nvs_ok) or fp8 (nvs_ok_fp8; COMBINE takes tensor or block scales: a channel scale
+ * would have to be applied per segment) weights. The nvfp4 PLAIN and COMBINE launches whose
+ * 8-warp grid leaves at most one block an SM take the wide form (its 16 x 4 KB reduction buffer
+ * in the static 48 KB with the staged activations).
+ * 0, ERR_UNSUPPORTED (format, shape or shared memory), ERR_INVAL (grid) or ERR_CUDA. */
 template <int MODE>
 static inline int nvs_launch(const kweight *w, nvs_args a, int grid_y, int n_seg, int n_xrows,
                              cudaStream_t stream)
 {
-    if (!nvs_ok(w) || n_seg <= 0 || n_xrows <= 0 || !nvs_fits(w->cols, n_xrows, n_seg))
+    const bool fp8 = w->fmt == KW_FMT_FP8;
+    if (!(fp8 ? nvs_ok_fp8(w) && !(MODE == NVS_COMBINE && w->scale_kind == KW_SCALE_CHANNEL)
+              : nvs_ok(w)) ||
+        n_seg <= 0 || n_xrows <= 0 || !nvs_fits(w->cols, n_xrows, n_seg))
         return ERR_UNSUPPORTED;
     if (MODE == NVS_PLAIN && (a.n_tok < 1 || a.n_tok > NVS_MAX_TOK))
         return ERR_UNSUPPORTED;
     if (grid_y <= 0 || grid_y > 65535)
         return ERR_INVAL;
     const int nch = (w->cols + 127) / 128;
-    a.wk = nvs_pick_wk(n_seg * nch, NVS_U);
-    int rows_per_block = 16 * (NVS_WARPS / a.wk);
     const size_t smem = nvs_smem_bytes(w->cols, n_xrows, n_seg);
-    const nvs_more none = nvs_more_none();
-    const int64_t blocks = (int64_t)(w->rows + rows_per_block - 1) / rows_per_block * grid_y;
-    /* the wide form where the 8-warp grid leaves at most one block an SM (its 16 x 4 KB
-     * reduction buffer in the static 48 KB with the staged activations) */
-    if constexpr (MODE != NVS_SLOT) {
-        if (nvs_vec16(w) && smem + 4096 <= NVS_MAX_DYN_SMEM && blocks <= nvs_sm_count()) {
-            a.wk = nvs_pick_wk(n_seg * nch, NVS_WIDE_U, NVS_WIDE_WARPS);
-            rows_per_block = 16 * (NVS_WIDE_WARPS / a.wk);
-            const dim3 grid((unsigned)((w->rows + rows_per_block - 1) / rows_per_block),
-                            (unsigned)grid_y);
-            kcuda_launch_pdl(nvs_kernel<MODE, true, false, false, NVS_WIDE_WARPS>, grid,
-                             dim3(NVS_WIDE_WARPS * 32), smem, stream, *w, a, none);
-            return kcuda_launch_status("nvfp4_stream");
-        }
-    }
+    a.wk = nvs_pick_wk(n_seg * nch, fp8 ? NVS_U / 2 : NVS_U);
+    const int64_t row_blocks = (w->rows + 16 * (NVS_WARPS / a.wk) - 1) / (16 * (NVS_WARPS / a.wk));
+    const bool wide = MODE != NVS_SLOT && !fp8 && nvs_vec16(w) && smem + 4096 <= NVS_MAX_DYN_SMEM &&
+                      row_blocks * grid_y <= nvs_sm_count();
+    const int nw = wide ? NVS_WIDE_WARPS : NVS_WARPS;
+    constexpr int WIDE_W = MODE == NVS_SLOT ? NVS_WARPS : NVS_WIDE_WARPS; /* SLOT: never wide */
+    if (wide)
+        a.wk = nvs_pick_wk(n_seg * nch, NVS_WIDE_U, NVS_WIDE_WARPS);
+    const int rows_per_block = 16 * (nw / a.wk);
     const dim3 grid((unsigned)((w->rows + rows_per_block - 1) / rows_per_block), (unsigned)grid_y);
-    const dim3 blk(NVS_WARPS * 32);
-    if (nvs_vec16(w))
-        kcuda_launch_pdl(nvs_kernel<MODE, true>, grid, blk, smem, stream, *w, a, none);
-    else
+    const dim3 blk(nw * 32);
+    const nvs_more none = nvs_more_none();
+    if (fp8)
+        kcuda_launch_pdl(nvs_kernel<MODE, true, true>, grid, blk, smem, stream, *w, a, none);
+    else if (!nvs_vec16(w))
         kcuda_launch_pdl(nvs_kernel<MODE, false>, grid, blk, smem, stream, *w, a, none);
-    return kcuda_launch_status("nvfp4_stream");
+    else if (wide)
+        kcuda_launch_pdl(nvs_kernel<MODE, true, false, false, WIDE_W>, grid, blk, smem, stream, *w,
+                         a, none);
+    else
+        kcuda_launch_pdl(nvs_kernel<MODE, true>, grid, blk, smem, stream, *w, a, none);
+    return kcuda_launch_status(fp8 ? "fp8_stream" : "nvfp4_stream");
 }
 
 /* PLAIN over n (2..NVS_MULTI) nvfp4 weights of the same cols and load form (nvs_vec16), or n fp8
@@ -722,44 +727,4 @@ static inline int nvs_launch_multi(const kweight *const *ws, float *const *ys, i
         kcuda_launch_pdl(nvs_kernel<NVS_PLAIN, false, false, true>, grid, blk, smem, stream,
                          *ws[0], a, more);
     return kcuda_launch_status("nvfp4_stream_multi");
-}
-
-/* FP8 weights in SLOT or COMBINE mode (the routed experts): nvs_launch's contract, with
- * nvs_ok_fp8 weights; COMBINE takes tensor or block scales (a channel scale would have to be
- * applied per segment), else ERR_UNSUPPORTED. */
-template <int MODE>
-static inline int nvs_launch_fp8_moe(const kweight *w, nvs_args a, int grid_y, int n_seg,
-                                     int n_xrows, cudaStream_t stream)
-{
-    static_assert(MODE == NVS_SLOT || MODE == NVS_COMBINE, "PLAIN: nvs_launch_fp8");
-    if (!nvs_ok_fp8(w) || n_seg <= 0 || n_xrows <= 0 || !nvs_fits(w->cols, n_xrows, n_seg) ||
-        (MODE == NVS_COMBINE && w->scale_kind == KW_SCALE_CHANNEL))
-        return ERR_UNSUPPORTED;
-    if (grid_y <= 0 || grid_y > 65535)
-        return ERR_INVAL;
-    const int nch = (w->cols + 127) / 128;
-    a.wk = nvs_pick_wk(n_seg * nch, NVS_U / 2);
-    const int rows_per_block = 16 * (NVS_WARPS / a.wk);
-    const dim3 grid((unsigned)((w->rows + rows_per_block - 1) / rows_per_block), (unsigned)grid_y);
-    const size_t smem = nvs_smem_bytes(w->cols, n_xrows, n_seg);
-    const nvs_more none = nvs_more_none();
-    kcuda_launch_pdl(nvs_kernel<MODE, true, true>, grid, dim3(NVS_WARPS * 32), smem, stream, *w, a,
-                     none);
-    return kcuda_launch_status("fp8_stream_moe");
-}
-
-/* FP8 weights, PLAIN mode (gemv): same contract as nvs_launch. */
-static inline int nvs_launch_fp8(const kweight *w, nvs_args a, cudaStream_t stream)
-{
-    if (!nvs_ok_fp8(w) || a.n_tok < 1 || a.n_tok > NVS_MAX_TOK || !nvs_fits(w->cols, a.n_tok, 1))
-        return ERR_UNSUPPORTED;
-    const int nch = (w->cols + 127) / 128;
-    a.wk = nvs_pick_wk(nch, NVS_U / 2);
-    const int rows_per_block = 16 * (NVS_WARPS / a.wk);
-    const dim3 grid((unsigned)((w->rows + rows_per_block - 1) / rows_per_block), 1);
-    const size_t smem = nvs_smem_bytes(w->cols, a.n_tok, 1);
-    const nvs_more none = nvs_more_none();
-    kcuda_launch_pdl(nvs_kernel<NVS_PLAIN, true, true>, grid, dim3(NVS_WARPS * 32), smem, stream,
-                     *w, a, none);
-    return kcuda_launch_status("fp8_stream");
 }

@@ -1,4 +1,4 @@
-// gemv through its real launcher (gemv_cuda_path: path selection, nvs_launch / nvs_launch_fp8 /
+// gemv through its real launcher (gemv_cuda_path: path selection, nvs_launch (nvfp4 and fp8) /
 // CUDA-core launches; kernels on the host emulator) vs gemv_ref:
 //   - the NVFP4 stream kernel (internal/nvfp4_stream.cuh, PLAIN mode) at 1..8 tokens: K % 128 != 0,
 //     K % 32 == 16 (8-byte loads, byte scales), padded row strides (views), expert stacks with
@@ -110,9 +110,9 @@ int main(int argc, char **argv)
     const int NV = KW_FMT_NVFP4, F8 = KW_FMT_FP8, BF = KW_FMT_BF16;
     const int TS = KW_SCALE_TENSOR, CS = KW_SCALE_CHANNEL, BS = KW_SCALE_BLOCK;
     /* source text; NVS: the 16-warp form these small grids take on the emulated 132 SMs */
-    const char *NVS = "nvs_kernel<MODE, true, false, false, NVS_WIDE_WARPS>",
+    const char *NVS = "nvs_kernel<MODE, true, false, false, WIDE_W>",
                *NVS8 = "nvs_kernel<MODE, false>";
-    const char *FP8S = "nvs_kernel<NVS_PLAIN, true, true>";
+    const char *FP8S = "nvs_kernel<MODE, true, true>";
     int f = 0;
     /* nvfp4 stream (the non-VEC16 instance: K, row or expert stride % 32 == 16) */
     f += run(NV, 0, 1, 0, 45, 96, 96, 3, S, NVS);
@@ -121,6 +121,10 @@ int main(int argc, char **argv)
     f += run(NV, 0, 1, 0, 97, 512, 528, 1, S, NVS8);
     f += run(NV, 0, 2, 1, 33, 256, 288, 4, S, NVS);
     f += run(NV, 0, 1, 0, 1, 48, 48, 1, A, NVS8);
+    /* the wide form over several row blocks: one K chunk (256 rows a block, 3 blocks), and
+     * 8 chunks split over 4 warps (64 rows a block, 5 blocks) */
+    f += run(NV, 0, 1, 0, 600, 96, 96, 1, S, NVS);
+    f += run(NV, 0, 2, 1, 300, 1024, 1024, 2, A, NVS);
     setenv("EMU_SMS", "0", 1); /* no SM count: the 8-warp form */
     f += run(NV, 0, 1, 0, 45, 96, 96, 3, S, "nvs_kernel<MODE, true>");
     f += run(NV, 0, 2, 1, 33, 256, 288, 4, A, "nvs_kernel<MODE, true>");

@@ -89,7 +89,7 @@ int main(int argc, char **argv)
     /* source text of the launches (template arguments as written) */
     /* SLOT at 8 warps, then COMBINE in the wide form (16 warps: the down projection's grid
      * fits the 132 SMs of the emulated device) */
-    const char *ST = "nvs_kernel<MODE, true>;nvs_kernel<MODE, true, false, false, NVS_WIDE_WARPS>;";
+    const char *ST = "nvs_kernel<MODE, true>;nvs_kernel<MODE, true, false, false, WIDE_W>;";
     const char *ST_8 = "nvs_kernel<MODE, true>;nvs_kernel<MODE, true>;";
     const char *ST8 = "nvs_kernel<MODE, false>;nvs_kernel<MODE, false>;";
     const char *CO = "moe_gate_up_kernel<", *TE = "nvfp4_mma_kernel<1, true>";
