@@ -133,7 +133,13 @@ int main(int argc, char **argv)
         kweight gu = kw_make(NV, 0, 2, 2 * 3072, 64, 64), dn = kw_make(NV, 0, 2, 64, 3072, 3072);
         float *d = (float *)emu_alloc(4096 * 4);
         int32_t *di = (int32_t *)emu_alloc(64 * 4);
-        const int ok = moe_expert_cuda_path(d, d, d, di, d, 1, 8, 2, &gu, &dn, 0, S, 0) == ERR_UNSUPPORTED;
+        int ok = moe_expert_cuda_path(d, d, d, di, d, 1, 8, 2, &gu, &dn, 0, S, 0) == ERR_UNSUPPORTED;
+        /* fp8 down with channel scales: COMBINE cannot apply them per segment */
+        kweight fgu = kw_make(KW_FMT_FP8, KW_SCALE_CHANNEL, 2, 128, 256, 256),
+                fdn = kw_make(KW_FMT_FP8, KW_SCALE_CHANNEL, 2, 256, 64, 64);
+        g_emu_launched.clear();
+        ok = ok && moe_expert_cuda_path(d, d, d, di, d, 1, 8, 2, &fgu, &fdn, 0, S, 0) == ERR_UNSUPPORTED &&
+             g_emu_launched.empty(); /* refused before the SLOT launch, not after it */
         printf("moe_expert emu launcher checks: %s, refused launches=%d\n", ok ? "ok" : "FAIL", g_emu_bad_launches);
         f += !ok || g_emu_bad_launches != 0;
     }
