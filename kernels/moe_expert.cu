@@ -18,11 +18,13 @@
 
 #define MOE_TENSOR_MAX_TOK 2 /* GEMV_PATH_AUTO takes the tensor path up to this many tokens */
 #define MOE_STREAM_MAX_TOK 8 /* ... and the stream path (before the tensor one) up to this many */
-/* FP8 experts on the stream kernel's SLOT / COMBINE modes under GEMV_PATH_AUTO: 0 until measured
- * against the CUDA-core kernels on the H200 (bench_kernels' "moe fp8" rows; GEMV_PATH_STREAM
- * forces it). The FP8 step's experts were 41% of its graph on the cores (docs/PERF.md). */
+/* FP8 experts on the stream kernel's SLOT / COMBINE modes under GEMV_PATH_AUTO: measured on the
+ * H200 against the CUDA-core kernels (docs/PERF.md, fourteenth session): one token's experts
+ * 29.9 -> 25.4 us in bench_kernels, FP8 batch-1 decode 320.8 -> 338.3 tok/s, batch 8 the same
+ * (100.8 / 100.6 tok/s a stream). -DMOE_STREAM_FP8_AUTO=0 builds the cores form
+ * (tests/gpu/measure.sh fp8moe's A/B). */
 #ifndef MOE_STREAM_FP8_AUTO
-#define MOE_STREAM_FP8_AUTO 0 /* -DMOE_STREAM_FP8_AUTO=1: tests/gpu/measure.sh fp8moe's A/B build */
+#define MOE_STREAM_FP8_AUTO 1
 #endif
 #define MOE_DOWN_ROWS 4      /* down rows per lane group: each expert activation chunk used 4x */
 

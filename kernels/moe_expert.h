@@ -35,8 +35,8 @@ int moe_expert_cuda(float *out, float *ws, const float *x, const int32_t *ids, c
  * tensor / channel / 128-multiple block scales on gate_up and tensor / block ones on down;
  * cols % 16 == 0, top_k*inter <= ~19000: launch 1 = gate/up of every slot into ws, launch 2 =
  * down of the top_k slots of each token with SwiGLU applied while staging and the weighted sum,
- * activations rounded to fp16; else ERR_UNSUPPORTED; AUTO takes it for fp8 only where
- * moe_expert.cu's MOE_STREAM_FP8_AUTO says so, 0 until measured),
+ * activations rounded to fp16; else ERR_UNSUPPORTED; AUTO takes it for fp8 where
+ * moe_expert.cu's MOE_STREAM_FP8_AUTO says so: 1, measured faster on the H200),
  * GEMV_PATH_CORES (fp32 CUDA-core dots, two launches), GEMV_PATH_TENSOR (nvfp4 mma path of gemv,
  * activations rounded to fp16, three launches: gate/up per slot, down on silu(gate)*up per slot,
  * weighted combine; else ERR_UNSUPPORTED). */

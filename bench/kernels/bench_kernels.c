@@ -5,7 +5,7 @@
  *          out), GB/s of weight bytes (data + scales) per call; weights rotate over copies
  *          totalling >= 512 MB so repeated calls do not hit the 60 MB L2
  *   moe_expert: 8 of 256 nvfp4/bf16/fp8 experts (2048 x 512), per token, per path (fp8: cores
- *          and the stream kernel, which moe_expert.cu's MOE_STREAM_FP8_AUTO waits on)
+ *          and the stream kernel: moe_expert.cu's MOE_STREAM_FP8_AUTO, chosen from these rows)
  *   argmax (nvfp4 mode): one 248,320-entry row
  *   moe_router (nvfp4 mode): the bf16 router + shared gate GEMV and top-8 in one launch, 1 and 4
  *          tokens
@@ -501,7 +501,7 @@ int main(int argc, char **argv)
         bench_gemv("expert_gate_up", KW_FMT_NVFP4, 1024, 2048);
         bench_gemv("expert_down", KW_FMT_NVFP4, 2048, 512);
         bench_moe(KW_FMT_NVFP4, 1, GEMV_PATH_STREAM);
-        bench_moe(KW_FMT_FP8, 1, GEMV_PATH_CORES); /* MOE_STREAM_FP8_AUTO's question */
+        bench_moe(KW_FMT_FP8, 1, GEMV_PATH_CORES); /* MOE_STREAM_FP8_AUTO's evidence */
         bench_moe(KW_FMT_FP8, 1, GEMV_PATH_STREAM);
         bench_router(1);
         bench_router(4);

@@ -34,8 +34,9 @@
 #     trace64  the same for batch 64 at a 128-token prompt (issue 16's many-stream step)
 #     smoke    gpu_smoke on CONFIG: batch-1 decode with MTP upkeep, verify steps of k = 1..4 rows
 #              against a plain step, spec windows (issue 16's verify-cost floor)
-#     fp8moe   the FP8 routed experts on the stream kernel (a second build, -DMOE_STREAM_FP8_AUTO=1)
-#              against the CUDA-core kernels: bench_kernels' moe rows, gpu_bench FP8 at batch 1, 8
+#     fp8moe   the FP8 routed experts on the stream kernel (the default) against the CUDA-core
+#              kernels (a second build, -DMOE_STREAM_FP8_AUTO=0): bench_kernels' moe rows,
+#              gpu_bench FP8 at batch 1, 8
 #     nvsminb  the NVFP4 stream kernel at 3 blocks per SM (the default, NVS_MIN_BLOCKS) against 2
 #              (a second build with -DNVS_MIN_BLOCKS=2 in $BUILD_DIR-minb2): bench_kernels nvfp4
 #              and gpu_bench batch 1 at 2,048 from each build (the same tokens_hash)
@@ -212,14 +213,14 @@ for s in "${stages[@]}"; do
       done
       ;;
     fp8moe)
-      # the FP8 routed experts on the stream kernel (a build with -DMOE_STREAM_FP8_AUTO=1) vs the
-      # CUDA-core expert kernels (the default build): bench_kernels' moe rows, then gpu_bench on
-      # the FP8 config at batch 1 and 8 (the tokens may differ: fp16 activations on the stream)
+      # the FP8 routed experts on the stream kernel (the default build) vs the CUDA-core expert
+      # kernels (a build with -DMOE_STREAM_FP8_AUTO=0): bench_kernels' moe rows, then gpu_bench
+      # on the FP8 config at batch 1 and 8 (the tokens may differ: fp16 activations on the stream)
       build_benches || { note fp8moe "build failed"; continue; }
       b2=$b-fp8moe
       if [ ! -x "$b2/bin/gpu_bench" ]; then
         cmake -S "$root/tests/gpu" -B "$b2" -DCMAKE_CUDA_ARCHITECTURES=90 \
-          -DCMAKE_CUDA_FLAGS=-DMOE_STREAM_FP8_AUTO=1 -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+          -DCMAKE_CUDA_FLAGS=-DMOE_STREAM_FP8_AUTO=0 -DCMAKE_BUILD_TYPE=RelWithDebInfo \
           -DTERN_WERROR="${TERN_WERROR:-OFF}" > "$logs/cfg_fp8moe.log" 2>&1 &&
           cmake --build "$b2" -j"$(nproc)" --target gpu_bench > "$logs/build_fp8moe.log" 2>&1 ||
           { note fp8moe "fp8moe build failed"; continue; }
@@ -230,7 +231,7 @@ for s in "${stages[@]}"; do
       f8=$root/tests/configs/qwen3.6-35b-a3b-fp8.json
       for v in cores stream; do
         bb=$b
-        [ $v = stream ] && bb=$b2
+        [ $v = cores ] && bb=$b2
         for bt in 1 8; do
           timeout 90 "$bb/bin/gpu_bench" "$f8" --prompt-len 2048 --batch $bt --gen 64 --chunk 2048 \
             > "$logs/fp8moe_${v}_$bt.txt" 2>&1

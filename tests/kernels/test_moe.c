@@ -159,8 +159,8 @@ static void test_expert(int fmt, int n_exp, int k, int hidden, int inter, const 
     paths[n_paths++] = GEMV_PATH_CORES;
     if (fmt == KW_FMT_NVFP4 && hidden % 128 == 0 && inter % 128 == 0)
         paths[n_paths++] = GEMV_PATH_TENSOR;
-    /* any token count: the stream path loops over tokens in the grid; fp8 there only when
-     * forced (AUTO keeps it on the cores until measured: moe_expert.cu MOE_STREAM_FP8_AUTO) */
+    /* any token count: the stream path loops over tokens in the grid (fp8 too; AUTO takes it up
+     * to 8 tokens where moe_expert.cu's MOE_STREAM_FP8_AUTO is 1, its default) */
     if (fmt == KW_FMT_NVFP4 || fmt == KW_FMT_FP8)
         paths[n_paths++] = GEMV_PATH_STREAM;
     paths[n_paths++] = GEMV_PATH_AUTO;

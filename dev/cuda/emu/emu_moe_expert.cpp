@@ -6,11 +6,11 @@
 //     hidden / inter with K % 32 == 16 (non-VEC16 instance), empty (-1) and out-of-range slots,
 //     the shared-expert form (E = 1, top_k = 1), 9 tokens (grid over tokens), a 32-expert
 //     2048 x 512 shape at 1 token;
-//   - fp8 forced onto the stream path (channel-scaled gate_up in SLOT, block-scaled down in
-//     COMBINE), 1, 2 and 8 tokens;
+//   - fp8 on the stream path (channel-scaled gate_up in SLOT, block-scaled down in COMBINE), 1,
+//     2 and 8 tokens, by AUTO up to 8 tokens and forced;
 //   - AUTO: the path picked (by kernel name) and its result; the CUDA-core path (moe_gate_up /
-//     moe_down kernels, per-format wdot) for bf16, fp8 (channel gate_up, block down) and narrow
-//     nvfp4; the nvfp4 tensor path once.
+//     moe_down kernels, per-format wdot) for bf16, fp8 past 8 tokens or with a channel-scaled
+//     down, and narrow nvfp4; the nvfp4 tensor path once.
 // Tolerances (test_moe.c's): stream / tensor 2e-3 * amax + 2e-3 |ref|, cores 1e-5 * amax +
 // 1e-4 |ref|; plus for stream / tensor a tight check, 1e-4 * amax, against a reference with the
 // kernels' fp16 roundings (x, and silu(g) * u after fp32 gate/up). out's guard must stay NaN.
@@ -100,11 +100,11 @@ int main(int argc, char **argv)
     f += run(NV, 2, 17, 9, 256, 64, 0, A, ST); /* top-8 + a folded shared expert's slot */
     f += run(NV, 1, 8, 8, 288, 96, 0, A, ST);  /* K % 128 != 0, 16-byte loads */
     f += run(KW_FMT_BF16, 3, 8, 4, 264, 40, 0, A, CO);
-    f += run(KW_FMT_FP8, 2, 6, 2, 272, 48, 1, A, CO);
-    /* fp8 on the stream kernel (GEMV_PATH_STREAM; AUTO keeps the cores until measured):
-     * gate_up channel scales (SLOT), down 128 x 128 blocks (COMBINE, routing weights in the
-     * multiplier, block scale per item of the segment's expert) */
+    /* fp8 on the stream kernel (AUTO up to 8 tokens: MOE_STREAM_FP8_AUTO, measured faster on
+     * the H200): gate_up channel scales (SLOT), down 128 x 128 blocks (COMBINE, routing weights
+     * in the multiplier, block scale per item of the segment's expert) */
     const char *F8 = "nvs_kernel<MODE, true, true>;nvs_kernel<MODE, true, true>;";
+    f += run(KW_FMT_FP8, 2, 6, 2, 272, 48, 1, A, F8);
     f += run(KW_FMT_FP8, 1, 16, 8, 256, 64, 0, S, F8);
     f += run(KW_FMT_FP8, 2, 17, 9, 272, 48, 1, S, F8); /* K % 32 == 16, empty and out-of-range slots */
     if (!quick) {
@@ -118,7 +118,9 @@ int main(int argc, char **argv)
         f += run(NV, 1, 32, 8, 2048, 512, 0, A, ST); /* 32 experts of 1024 x 2048 + 2048 x 512 */
         f += run(NV, 2, 8, 4, 256, 128, 1, T, TE);
         f += run(NV, 2, 8, 4, 272, 48, 1, C, CO);    /* narrow nvfp4 on the cores */
-        f += run(KW_FMT_FP8, 1, 8, 8, 512, 96, 0, A, CO);
+        f += run(KW_FMT_FP8, 1, 8, 8, 512, 96, 0, A, F8);
+        f += run(KW_FMT_FP8, 9, 16, 4, 256, 128, 1, A, CO); /* AUTO beyond 8 tokens: cores */
+        f += run(KW_FMT_FP8, 3, 8, 4, 256, 128, 0, C, CO);
         f += run(KW_FMT_FP8, 8, 16, 8, 512, 256, 1, S, F8); /* 8 tokens, two down chunks */
         f += run(KW_FMT_BF16, 1, 4, 2, 136, 24, 1, A, CO);
     }
@@ -140,6 +142,10 @@ int main(int argc, char **argv)
         g_emu_launched.clear();
         ok = ok && moe_expert_cuda_path(d, d, d, di, d, 1, 8, 2, &fgu, &fdn, 0, S, 0) == ERR_UNSUPPORTED &&
              g_emu_launched.empty(); /* refused before the SLOT launch, not after it */
+        /* ... and AUTO runs those on the CUDA cores */
+        g_emu_launched.clear();
+        ok = ok && moe_expert_cuda_path(d, d, d, di, d, 1, 8, 2, &fgu, &fdn, 0, A, 0) == 0 &&
+             g_emu_launched.rfind("moe_gate_up_kernel<", 0) == 0;
         printf("moe_expert emu launcher checks: %s, refused launches=%d\n", ok ? "ok" : "FAIL", g_emu_bad_launches);
         f += !ok || g_emu_bad_launches != 0;
     }
