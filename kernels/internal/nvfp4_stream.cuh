@@ -197,16 +197,45 @@ template <int MODE> static __device__ __forceinline__ int nvs_item_seg(int it, i
     return MODE == NVS_COMBINE ? it / nch : 0;
 }
 
+/* A lane's row pointers, computed once a warp: the weight bytes of rows ra and rb at the lane's
+ * 32-column slab of chunk 0, and (nvfp4) their block-scale bytes, of expert e (PLAIN and SLOT:
+ * the block's; COMBINE: 0, each item adding its segment's expert). A row past the weight points
+ * at row 0 (never read: va / vb guard every load). Per item a round then adds the chunk's
+ * offset only: the per-item expert lookup and 64-bit row arithmetic (about 60 instructions an
+ * item, a quarter of the item's issue, in the SLOT kernel's SASS) leave the item loop. */
+struct nvs_rowp {
+    const uint8_t *wa, *wb, *sa, *sb;
+};
+
+template <bool FP8>
+static __device__ __forceinline__ nvs_rowp nvs_rows(const kweight &w, int e, int t, int ra, int rb,
+                                                    bool va, bool vb)
+{
+    nvs_rowp p;
+    const int64_t rowb = FP8 ? w.row_stride : w.row_stride / 2; /* bytes per weight row */
+    const uint8_t *d = (const uint8_t *)w.data +
+                       (int64_t)e * (FP8 ? w.expert_stride : w.expert_stride / 2) +
+                       (FP8 ? 32 : 16) * t;
+    p.wa = d + (int64_t)(va ? ra : 0) * rowb;
+    p.wb = d + (int64_t)(vb ? rb : 0) * rowb;
+    p.sa = p.sb = NULL;
+    if (!FP8) {
+        const uint8_t *sc = w.bscale + (int64_t)e * w.bscale_expert_stride + 2 * t;
+        p.sa = sc + (int64_t)(va ? ra : 0) * w.bscale_stride;
+        p.sb = sc + (int64_t)(vb ? rb : 0) * w.bscale_stride;
+    }
+    return p;
+}
+
 /* Issue the loads of NU items g0.. for lane (g, t): 16 bytes (two 8-byte halves unless VEC16)
- * of rows ra and rb per item and their two scale bytes each; zeros where the item, the row or
- * the 16 columns of a half lie outside the weight. */
+ * of rows ra and rb per item (rp: nvs_rows) and their two scale bytes each; zeros where the
+ * item, the row or the 16 columns of a half lie outside the weight. */
 template <int MODE, bool VEC16, int NU>
 static __device__ __forceinline__ void
-nvs_load_round(const kweight &w, const nvs_args &a, int g0, int n_items, int nch, int t, int ra,
-               int rb, bool va, bool vb, uint4 *qa, uint4 *qb, uint32_t *sc)
+nvs_load_round(const kweight &w, const nvs_args &a, const nvs_rowp &rp, int g0, int n_items,
+               int nch, int t, bool va, bool vb, uint4 *qa, uint4 *qb, uint32_t *sc)
 {
     const int K = w.cols;
-    const int64_t rowb = w.row_stride / 2; /* bytes per weight row */
 #pragma unroll
     for (int u = 0; u < NU; u++) {
         qa[u] = make_uint4(0, 0, 0, 0);
@@ -216,64 +245,64 @@ nvs_load_round(const kweight &w, const nvs_args &a, int g0, int n_items, int nch
         if (it >= n_items)
             continue;
         const int s = nvs_item_seg<MODE>(it, nch), ch = it - s * nch;
-        const int e = nvs_seg_expert<MODE>(a, s);
-        if (e < 0)
-            continue;
+        int64_t off = (int64_t)ch * 64, soff = ch * 8;
+        if (MODE == NVS_COMBINE) {
+            const int e = nvs_seg_expert<MODE>(a, s);
+            if (e < 0)
+                continue;
+            off += (int64_t)e * (w.expert_stride / 2);
+            soff += (int64_t)e * w.bscale_expert_stride;
+        }
         const int c0 = ch * 128 + 32 * t;
         const bool h0 = c0 + 16 <= K, h1 = c0 + 32 <= K;
-        const uint8_t *wb = (const uint8_t *)w.data + (int64_t)e * (w.expert_stride / 2) +
-                            (int64_t)ch * 64 + 16 * t;
-        const uint8_t *sbp = w.bscale + (int64_t)e * w.bscale_expert_stride + ch * 8 + 2 * t;
         if (VEC16) { /* K % 32 == 0 here, so h0 == h1 */
             if (va && h1)
-                qa[u] = __ldg(reinterpret_cast<const uint4 *>(wb + ra * rowb));
+                qa[u] = __ldg(reinterpret_cast<const uint4 *>(rp.wa + off));
             if (vb && h1)
-                qb[u] = __ldg(reinterpret_cast<const uint4 *>(wb + rb * rowb));
+                qb[u] = __ldg(reinterpret_cast<const uint4 *>(rp.wb + off));
         } else {
             uint2 l = make_uint2(0, 0), h = make_uint2(0, 0);
             if (va && h0)
-                l = __ldg(reinterpret_cast<const uint2 *>(wb + ra * rowb));
+                l = __ldg(reinterpret_cast<const uint2 *>(rp.wa + off));
             if (va && h1)
-                h = __ldg(reinterpret_cast<const uint2 *>(wb + ra * rowb + 8));
+                h = __ldg(reinterpret_cast<const uint2 *>(rp.wa + off + 8));
             qa[u] = make_uint4(l.x, l.y, h.x, h.y);
             l = make_uint2(0, 0);
             h = make_uint2(0, 0);
             if (vb && h0)
-                l = __ldg(reinterpret_cast<const uint2 *>(wb + rb * rowb));
+                l = __ldg(reinterpret_cast<const uint2 *>(rp.wb + off));
             if (vb && h1)
-                h = __ldg(reinterpret_cast<const uint2 *>(wb + rb * rowb + 8));
+                h = __ldg(reinterpret_cast<const uint2 *>(rp.wb + off + 8));
             qb[u] = make_uint4(l.x, l.y, h.x, h.y);
         }
         uint32_t s4 = 0;
         if (VEC16) { /* the two scale bytes of the slab as one aligned 2-byte load per row */
             if (va && h1)
-                s4 = __ldg(reinterpret_cast<const uint16_t *>(sbp + ra * w.bscale_stride));
+                s4 = __ldg(reinterpret_cast<const uint16_t *>(rp.sa + soff));
             if (vb && h1)
-                s4 |=
-                    (uint32_t)__ldg(reinterpret_cast<const uint16_t *>(sbp + rb * w.bscale_stride))
-                    << 16;
+                s4 |= (uint32_t)__ldg(reinterpret_cast<const uint16_t *>(rp.sb + soff)) << 16;
             sc[u] = s4;
             continue;
         }
         if (va && h0)
-            s4 |= (uint32_t)__ldg(sbp + ra * w.bscale_stride);
+            s4 |= (uint32_t)__ldg(rp.sa + soff);
         if (va && h1)
-            s4 |= (uint32_t)__ldg(sbp + ra * w.bscale_stride + 1) << 8;
+            s4 |= (uint32_t)__ldg(rp.sa + soff + 1) << 8;
         if (vb && h0)
-            s4 |= (uint32_t)__ldg(sbp + rb * w.bscale_stride) << 16;
+            s4 |= (uint32_t)__ldg(rp.sb + soff) << 16;
         if (vb && h1)
-            s4 |= (uint32_t)__ldg(sbp + rb * w.bscale_stride + 1) << 24;
+            s4 |= (uint32_t)__ldg(rp.sb + soff + 1) << 24;
         sc[u] = s4;
     }
 }
 
-/* FP8: NVS_U / 2 items g0.. per round; item u's 32 codes of row ra / rb in qa/qb[2u] (columns
- * c0..c0+15) and [2u+1] (c0+16..c0+31), zeros past K, past the last row or for an empty slot.
- * The item's expert: its segment's (nvs_seg_expert; PLAIN: a.expert). */
+/* FP8: NVS_U / 2 items g0.. per round; item u's 32 codes of row ra / rb (rp: nvs_rows<true>) in
+ * qa/qb[2u] (columns c0..c0+15) and [2u+1] (c0+16..c0+31), zeros past K, past the last row or
+ * for an empty slot. The item's expert: its segment's (COMBINE), else the block's. */
 template <int MODE>
 static __device__ __forceinline__ void
-nvs_load_round_fp8(const kweight &w, const nvs_args &a, int g0, int n_items, int nch, int t, int ra,
-                   int rb, bool va, bool vb, uint4 *qa, uint4 *qb)
+nvs_load_round_fp8(const kweight &w, const nvs_args &a, const nvs_rowp &rp, int g0, int n_items,
+                   int nch, int t, bool va, bool vb, uint4 *qa, uint4 *qb)
 {
     const int K = w.cols;
 #pragma unroll
@@ -283,20 +312,23 @@ nvs_load_round_fp8(const kweight &w, const nvs_args &a, int g0, int n_items, int
         if (it >= n_items)
             continue;
         const int sg = nvs_item_seg<MODE>(it, nch), ch = it - sg * nch;
-        const int e = nvs_seg_expert<MODE>(a, sg);
-        if (e < 0)
-            continue;
+        int64_t off = (int64_t)ch * 128;
+        if (MODE == NVS_COMBINE) {
+            const int e = nvs_seg_expert<MODE>(a, sg);
+            if (e < 0)
+                continue;
+            off += (int64_t)e * w.expert_stride;
+        }
         const int c0 = ch * 128 + 32 * t;
         const bool h0 = c0 + 16 <= K, h1 = c0 + 32 <= K;
-        const uint8_t *wb = (const uint8_t *)w.data + (int64_t)e * w.expert_stride + c0;
         if (va && h0)
-            qa[2 * u] = __ldg(reinterpret_cast<const uint4 *>(wb + ra * w.row_stride));
+            qa[2 * u] = __ldg(reinterpret_cast<const uint4 *>(rp.wa + off));
         if (va && h1)
-            qa[2 * u + 1] = __ldg(reinterpret_cast<const uint4 *>(wb + ra * w.row_stride + 16));
+            qa[2 * u + 1] = __ldg(reinterpret_cast<const uint4 *>(rp.wa + off + 16));
         if (vb && h0)
-            qb[2 * u] = __ldg(reinterpret_cast<const uint4 *>(wb + rb * w.row_stride));
+            qb[2 * u] = __ldg(reinterpret_cast<const uint4 *>(rp.wb + off));
         if (vb && h1)
-            qb[2 * u + 1] = __ldg(reinterpret_cast<const uint4 *>(wb + rb * w.row_stride + 16));
+            qb[2 * u + 1] = __ldg(reinterpret_cast<const uint4 *>(rp.wb + off + 16));
     }
 }
 
@@ -349,7 +381,7 @@ static __device__ __forceinline__ void nvs_mma_item(const uint32_t A[2][16], con
 /* d += the 16x8 product of one NVFP4 16 x 128 item, a word of the lane's 32 codes at a time (sc:
  * the scale bytes row g half 0, half 1, row g+8 half 0, half 1; e2m1 * 2^-14 * e4m3 exact in
  * fp16): that word's A fragments (rows g and g + 8: 4 pairs each, as nvfp4_a_frag decodes them),
- * its B fragments (one 16-byte ld.shared, zeros past the T staged tokens) and its two
+ * its B fragments (one 16-byte ld.shared; token 0's for the lanes past the T staged tokens) and its two
  * m16n8k16 steps, so that 12 fragment registers are live instead of 48; the same products in
  * the same order as nvfp4_a_frag (nvfp4_mma.cuh) + nvs_b_frag + nvs_mma_item, which the FP8
  * path still takes. */
@@ -361,8 +393,10 @@ static __device__ __forceinline__ void nvs_item_nvfp4(uint4 qa, uint4 qb, uint32
                             nvfp4_e4m3_h2((uint8_t)((sc >> 8) & 0xff))};
     const __half2 scb[2] = {nvfp4_e4m3_h2((uint8_t)((sc >> 16) & 0xff)),
                             nvfp4_e4m3_h2((uint8_t)(sc >> 24))};
-    const uint4 *xp =
-        reinterpret_cast<const uint4 *>(xs + (int64_t)(s * T + g) * rs + ch * 128 + t * 8);
+    /* lanes of tokens past T read token 0's fragments: their mma columns are never stored, and
+     * an unpredicated ld.shared spares the zeroing of the fragment registers */
+    const uint4 *xp = reinterpret_cast<const uint4 *>(xs + (int64_t)(s * T + (g < T ? g : 0)) * rs +
+                                                      ch * 128 + t * 8);
 #pragma unroll
     for (int wd = 0; wd < 4; wd++) {
         const uint32_t ua = wd == 0 ? qa.x : wd == 1 ? qa.y : wd == 2 ? qa.z : qa.w;
@@ -373,7 +407,7 @@ static __device__ __forceinline__ void nvs_item_nvfp4(uint4 qa, uint4 qb, uint32
             a0[j] = nvfp4_h2u(__hmul2(nvfp4_u2h(nvfp4_h2_from_hi(ua << (12 - 4 * j))), sca[wd >> 1]));
             a1[j] = nvfp4_h2u(__hmul2(nvfp4_u2h(nvfp4_h2_from_hi(ub << (12 - 4 * j))), scb[wd >> 1]));
         }
-        const uint4 b = g < T ? xp[wd * 4] : make_uint4(0, 0, 0, 0);
+        const uint4 b = xp[wd * 4];
         asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
                      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
@@ -431,15 +465,17 @@ static __global__ void __launch_bounds__(W * 32, W != NVS_WARPS ? 1
      * activations (the SLOT launch's output) and the routing weights wait. */
     if (MODE == NVS_SLOT)
         kcuda_pdl_enter();
+    int e_blk = MODE == NVS_PLAIN ? a.expert : 0; /* COMBINE: per item, from its segment */
     if (MODE == NVS_SLOT) {
-        const int e = a.ids[blockIdx.y];
-        if (e < 0 || e >= a.n_experts)
+        e_blk = a.ids[blockIdx.y];
+        if (e_blk < 0 || e_blk >= a.n_experts)
             return; /* whole block, before any barrier */
     }
     const int wk = a.wk, wr = warp / wk, kw = warp - wr * wk;
     const int m0 = (bx * (W / wk) + wr) * 16;
     const int ra = m0 + g, rb = m0 + g + 8;
     const bool va = ra < w.rows, vb = rb < w.rows;
+    const nvs_rowp rp = nvs_rows<FP8>(w, e_blk, t, ra, rb, va, vb);
     const int n_items = S * nch;
     constexpr int NU = FP8 ? UW / 2 : UW; /* items per round */
     uint4 qa[UW], qb[UW];
@@ -447,9 +483,9 @@ static __global__ void __launch_bounds__(W * 32, W != NVS_WARPS ? 1
     /* the first round's weights in flight while the activations are staged; before this point
      * PLAIN reads nothing another kernel writes, COMBINE only the ids (two launches back) */
     if (FP8)
-        nvs_load_round_fp8<MODE>(w, a, kw * NU, n_items, nch, t, ra, rb, va, vb, qa, qb);
+        nvs_load_round_fp8<MODE>(w, a, rp, kw * NU, n_items, nch, t, va, vb, qa, qb);
     else
-        nvs_load_round<MODE, VEC16, NU>(w, a, kw * NU, n_items, nch, t, ra, rb, va, vb, qa, qb, sc);
+        nvs_load_round<MODE, VEC16, NU>(w, a, rp, kw * NU, n_items, nch, t, va, vb, qa, qb, sc);
     if (MODE != NVS_SLOT)
         kcuda_pdl_enter();
 
@@ -526,10 +562,9 @@ static __global__ void __launch_bounds__(W * 32, W != NVS_WARPS ? 1
     for (int g0 = kw * NU; g0 < n_items; g0 += wk * NU) {
         if (g0 != kw * NU) {
             if (FP8)
-                nvs_load_round_fp8<MODE>(w, a, g0, n_items, nch, t, ra, rb, va, vb, qa, qb);
+                nvs_load_round_fp8<MODE>(w, a, rp, g0, n_items, nch, t, va, vb, qa, qb);
             else
-                nvs_load_round<MODE, VEC16, NU>(w, a, g0, n_items, nch, t, ra, rb, va, vb, qa, qb,
-                                                sc);
+                nvs_load_round<MODE, VEC16, NU>(w, a, rp, g0, n_items, nch, t, va, vb, qa, qb, sc);
         }
 #pragma unroll
         for (int u = 0; u < NU; u++) {
