@@ -228,19 +228,25 @@ static __device__ __forceinline__ nvs_rowp nvs_rows(const kweight &w, int e, int
 }
 
 /* Issue the loads of NU items g0.. for lane (g, t): 16 bytes (two 8-byte halves unless VEC16)
- * of rows ra and rb per item (rp: nvs_rows) and their two scale bytes each; zeros where the
- * item, the row or the 16 columns of a half lie outside the weight. */
-template <int MODE, bool VEC16, int NU>
+ * of rows ra and rb per item (rp: nvs_rows) and their two scale bytes each: row ra's in bits
+ * 0-15 of sa[u], row rb's in bits 16-31 of it, or (SPLIT) in bits 0-15 of sb[u]. SPLIT and
+ * 16-byte loads consume no loaded value here, so the warp goes on to stage its activations
+ * while the loads fly (the OR of the two rows' scales waits for the memory: in Nsight Compute's
+ * source view of the 8-warp PLAIN launch a fifth of the stall samples before the staging); the
+ * 16-warp form takes SPLIT (4 more registers, which the 8-warp form at 80 spills: it measured
+ * slower there, docs/PERF.md). Zeros where the item, the row or the 16 columns of a half lie
+ * outside the weight. */
+template <int MODE, bool VEC16, int NU, bool SPLIT>
 static __device__ __forceinline__ void
 nvs_load_round(const kweight &w, const nvs_args &a, const nvs_rowp &rp, int g0, int n_items,
-               int nch, int t, bool va, bool vb, uint4 *qa, uint4 *qb, uint32_t *sc)
+               int nch, int t, bool va, bool vb, uint4 *qa, uint4 *qb, uint32_t *sa, uint32_t *sb)
 {
     const int K = w.cols;
 #pragma unroll
     for (int u = 0; u < NU; u++) {
         qa[u] = make_uint4(0, 0, 0, 0);
         qb[u] = make_uint4(0, 0, 0, 0);
-        sc[u] = 0;
+        sa[u] = sb[u] = 0;
         const int it = g0 + u;
         if (it >= n_items)
             continue;
@@ -275,24 +281,29 @@ nvs_load_round(const kweight &w, const nvs_args &a, const nvs_rowp &rp, int g0, 
                 h = __ldg(reinterpret_cast<const uint2 *>(rp.wb + off + 8));
             qb[u] = make_uint4(l.x, l.y, h.x, h.y);
         }
-        uint32_t s4 = 0;
         if (VEC16) { /* the two scale bytes of the slab as one aligned 2-byte load per row */
             if (va && h1)
-                s4 = __ldg(reinterpret_cast<const uint16_t *>(rp.sa + soff));
+                sa[u] = __ldg(reinterpret_cast<const uint16_t *>(rp.sa + soff));
             if (vb && h1)
-                s4 |= (uint32_t)__ldg(reinterpret_cast<const uint16_t *>(rp.sb + soff)) << 16;
-            sc[u] = s4;
+                sb[u] = __ldg(reinterpret_cast<const uint16_t *>(rp.sb + soff));
+            if (!SPLIT)
+                sa[u] |= sb[u] << 16;
             continue;
         }
+        uint32_t s2 = 0;
         if (va && h0)
-            s4 |= (uint32_t)__ldg(rp.sa + soff);
+            s2 = __ldg(rp.sa + soff);
         if (va && h1)
-            s4 |= (uint32_t)__ldg(rp.sa + soff + 1) << 8;
+            s2 |= (uint32_t)__ldg(rp.sa + soff + 1) << 8;
+        sa[u] = s2;
+        s2 = 0;
         if (vb && h0)
-            s4 |= (uint32_t)__ldg(rp.sb + soff) << 16;
+            s2 = __ldg(rp.sb + soff);
         if (vb && h1)
-            s4 |= (uint32_t)__ldg(rp.sb + soff + 1) << 24;
-        sc[u] = s4;
+            s2 |= (uint32_t)__ldg(rp.sb + soff + 1) << 8;
+        sb[u] = s2;
+        if (!SPLIT)
+            sa[u] |= s2 << 16;
     }
 }
 
@@ -385,14 +396,17 @@ static __device__ __forceinline__ void nvs_mma_item(const uint32_t A[2][16], con
  * m16n8k16 steps, so that 12 fragment registers are live instead of 48; the same products in
  * the same order as nvfp4_a_frag (nvfp4_mma.cuh) + nvs_b_frag + nvs_mma_item, which the FP8
  * path still takes. */
-static __device__ __forceinline__ void nvs_item_nvfp4(uint4 qa, uint4 qb, uint32_t sc,
-                                                      const __half *xs, int s, int T, int g,
-                                                      int rs, int ch, int t, float *d)
+template <bool SPLIT>
+static __device__ __forceinline__ void nvs_item_nvfp4(uint4 qa, uint4 qb, uint32_t sa,
+                                                      uint32_t sb, const __half *xs, int s, int T,
+                                                      int g, int rs, int ch, int t, float *d)
 {
-    const __half2 sca[2] = {nvfp4_e4m3_h2((uint8_t)(sc & 0xff)),
-                            nvfp4_e4m3_h2((uint8_t)((sc >> 8) & 0xff))};
-    const __half2 scb[2] = {nvfp4_e4m3_h2((uint8_t)((sc >> 16) & 0xff)),
-                            nvfp4_e4m3_h2((uint8_t)(sc >> 24))};
+    if (!SPLIT)
+        sb = sa >> 16;
+    const __half2 sca[2] = {nvfp4_e4m3_h2((uint8_t)(sa & 0xff)),
+                            nvfp4_e4m3_h2((uint8_t)((sa >> 8) & 0xff))};
+    const __half2 scb[2] = {nvfp4_e4m3_h2((uint8_t)(sb & 0xff)),
+                            nvfp4_e4m3_h2((uint8_t)((sb >> 8) & 0xff))};
     /* lanes of tokens past T read token 0's fragments: their mma columns are never stored, and
      * an unpredicated ld.shared spares the zeroing of the fragment registers */
     const uint4 *xp = reinterpret_cast<const uint4 *>(xs + (int64_t)(s * T + (g < T ? g : 0)) * rs +
@@ -437,6 +451,7 @@ static __global__ void __launch_bounds__(W * 32, W != NVS_WARPS ? 1
     static_assert(W == NVS_WARPS || (W == NVS_WIDE_WARPS && !FP8 && !MULTI),
                   "the wide form is nvfp4 PLAIN / COMBINE");
     constexpr int UW = NVS_U * NVS_WARPS / W;  /* nvfp4 items a warp round */
+    constexpr bool WIDE = W == NVS_WIDE_WARPS; /* the registers for SPLIT scales, early seg loads */
     if (MULTI && (int)blockIdx.x >= more.wb) { /* block-uniform, before any barrier */
         nvs_wide_rows(more, a);
         return;
@@ -479,37 +494,48 @@ static __global__ void __launch_bounds__(W * 32, W != NVS_WARPS ? 1
     const int n_items = S * nch;
     constexpr int NU = FP8 ? UW / 2 : UW; /* items per round */
     uint4 qa[UW], qb[UW];
-    uint32_t sc[UW]; /* bytes: row g half 0, half 1, row g+8 half 0, half 1 (nvfp4) */
+    uint32_t sa[UW], sb[UW]; /* nvfp4 scale bytes of half 0, half 1: row g's, row g+8's */
     /* the first round's weights in flight while the activations are staged; before this point
      * PLAIN reads nothing another kernel writes, COMBINE only the ids (two launches back) */
     if (FP8)
         nvs_load_round_fp8<MODE>(w, a, rp, kw * NU, n_items, nch, t, va, vb, qa, qb);
     else
-        nvs_load_round<MODE, VEC16, NU>(w, a, rp, kw * NU, n_items, nch, t, va, vb, qa, qb, sc);
+        nvs_load_round<MODE, VEC16, NU, WIDE>(w, a, rp, kw * NU, n_items, nch, t, va, vb, qa, qb, sa,
+                                              sb);
     if (MODE != NVS_SLOT)
         kcuda_pdl_enter();
 
-    for (int s = threadIdx.x; s < S; s += blockDim.x) {
-        const int e = nvs_seg_expert<MODE>(a, s);
-        float m = 0.0f;
-        if (e >= 0 && FP8)
-            m = (MODE == NVS_COMBINE ? a.weights[blockIdx.y * S + s] : 1.0f) *
-                (w.scale_kind == KW_SCALE_TENSOR ? w.scale[(int64_t)e * w.scale_expert_stride]
-                                                 : 1.0f);
-        else if (e >= 0)
-            m = (MODE == NVS_COMBINE ? a.weights[blockIdx.y * S + s] : 1.0f) *
-                (w.gscale_e ? w.gscale_e[e] : w.gscale) * 16384.0f;
-        mult[s] = m;
-        eseg[s] = e;
+    /* thread s < S: segment s's expert and multiplier (the routing weight in COMBINE, the tensor
+     * scale), loaded now and (the 16-warp form) stored after the staging below, so that their
+     * latency (COMBINE: the id, then the scale of its expert) runs under the staging's rather
+     * than before it; the 8-warp form stores them first (its registers are at the 80 of 3 blocks
+     * an SM: the values held across the staging spilled and measured slower) */
+    const bool has_seg = (int)threadIdx.x < S; /* S <= blockDim.x (nvs_launch) */
+    int seg_e = -1;
+    float seg_w = 1.0f, seg_g = 1.0f;
+    if (has_seg) {
+        seg_e = nvs_seg_expert<MODE>(a, threadIdx.x);
+        if (seg_e >= 0 && MODE == NVS_COMBINE)
+            seg_w = a.weights[blockIdx.y * S + threadIdx.x];
+        if (seg_e >= 0)
+            seg_g = FP8 ? (w.scale_kind == KW_SCALE_TENSOR
+                               ? w.scale[(int64_t)seg_e * w.scale_expert_stride]
+                               : 1.0f)
+                        : (w.gscale_e ? w.gscale_e[seg_e] : w.gscale) * 16384.0f;
+        if (!WIDE) {
+            mult[threadIdx.x] = seg_e >= 0 ? seg_w * seg_g : 0.0f;
+            eseg[threadIdx.x] = seg_e;
+        }
     }
     /* stage activations: float4 of columns c..c+3 (same lane slab t, word wd, half hi) goes to
      * halves (wd*4 + t)*8 + 2j + hi, j = 0..3, of its chunk: the pair (x[8wd+j], x[8wd+j+4]).
      * The S*T rows' float4 groups are spread over the whole block, NVS_SB per thread a round
      * with every load of the round issued before any store, so the L2 latency is paid once a
      * round rather than once a row (COMBINE stages 9 rows of 512 columns from the SLOT
-     * launch's gate|up rows: a row at a time it cost more than its weights, dev/cuda/NOTES.md). */
-    if (MODE == NVS_COMBINE)
-        __syncthreads(); /* eseg (above) names each row's expert */
+     * launch's gate|up rows: a row at a time it cost more than its weights, dev/cuda/NOTES.md).
+     * COMBINE stages an empty slot's row too (whatever the workspace holds there: the items of
+     * a segment without an expert are skipped, so it is never multiplied), so that no load of
+     * the staging waits for the slot's expert id. */
     {
         const int n4 = nch * 32; /* float4 groups per staged row */
         const int total = S * T * n4;
@@ -527,7 +553,7 @@ static __global__ void __launch_bounds__(W * 32, W != NVS_WARPS ? 1
                 } else if (MODE == NVS_SLOT) {
                     const float *xr = a.x + (int64_t)(blockIdx.y / a.top_k) * a.ldx;
                     v[j] = __ldg(reinterpret_cast<const float4 *>(xr + c));
-                } else if (eseg[i] >= 0) {
+                } else {
                     const float *xr = a.x + ((int64_t)blockIdx.y * S + i) * a.ldx;
                     const float4 gt = __ldg(reinterpret_cast<const float4 *>(xr + c));
                     const float4 up = __ldg(reinterpret_cast<const float4 *>(xr + K + c));
@@ -555,6 +581,10 @@ static __global__ void __launch_bounds__(W * 32, W != NVS_WARPS ? 1
             }
         }
     }
+    if (WIDE && has_seg) {
+        mult[threadIdx.x] = seg_e >= 0 ? seg_w * seg_g : 0.0f;
+        eseg[threadIdx.x] = seg_e;
+    }
     __syncthreads();
 
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -564,7 +594,8 @@ static __global__ void __launch_bounds__(W * 32, W != NVS_WARPS ? 1
             if (FP8)
                 nvs_load_round_fp8<MODE>(w, a, rp, g0, n_items, nch, t, va, vb, qa, qb);
             else
-                nvs_load_round<MODE, VEC16, NU>(w, a, rp, g0, n_items, nch, t, va, vb, qa, qb, sc);
+                nvs_load_round<MODE, VEC16, NU, WIDE>(w, a, rp, g0, n_items, nch, t, va, vb, qa,
+                                                      qb, sa, sb);
         }
 #pragma unroll
         for (int u = 0; u < NU; u++) {
@@ -576,7 +607,7 @@ static __global__ void __launch_bounds__(W * 32, W != NVS_WARPS ? 1
                 continue;
             float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
             if (!FP8) {
-                nvs_item_nvfp4(qa[u], qb[u], sc[u], xs, s, T, g, rs, ch, t, d);
+                nvs_item_nvfp4<WIDE>(qa[u], qb[u], sa[u], sb[u], xs, s, T, g, rs, ch, t, d);
             } else {
             uint32_t A[2][16]; /* [row g / g+8][pair index], pair order shared with B */
             {
@@ -674,6 +705,8 @@ static inline int nvs_launch(const kweight *w, nvs_args a, int grid_y, int n_seg
         n_seg <= 0 || n_xrows <= 0 || !nvs_fits(w->cols, n_xrows, n_seg))
         return ERR_UNSUPPORTED;
     if (MODE == NVS_PLAIN && (a.n_tok < 1 || a.n_tok > NVS_MAX_TOK))
+        return ERR_UNSUPPORTED;
+    if (n_seg > NVS_WARPS * 32) /* a thread per segment (its multiplier) */
         return ERR_UNSUPPORTED;
     if (grid_y <= 0 || grid_y > 65535)
         return ERR_INVAL;
