@@ -197,33 +197,28 @@ template <int MODE> static __device__ __forceinline__ int nvs_item_seg(int it, i
     return MODE == NVS_COMBINE ? it / nch : 0;
 }
 
-/* A lane's row pointers, computed once a warp: the weight bytes of rows ra and rb at the lane's
- * 32-column slab of chunk 0, and (nvfp4) their block-scale bytes, of expert e (PLAIN and SLOT:
- * the block's; COMBINE: 0, each item adding its segment's expert). A row past the weight points
- * at row 0 (never read: va / vb guard every load). Per item a round then adds the chunk's
- * offset only: the per-item expert lookup and 64-bit row arithmetic (about 60 instructions an
- * item, a quarter of the item's issue, in the SLOT kernel's SASS) leave the item loop. */
+/* A lane's row pointers, computed once a warp: the weight bytes of row ra at the lane's
+ * 32-column slab of chunk 0, and (nvfp4) its block-scale bytes, of expert e (PLAIN and SLOT: the
+ * block's; COMBINE: 0, each item adding its segment's expert). Row rb = ra + 8 is 8 row strides
+ * further (the stride a kernel parameter, not a register); a row past the weight points at row
+ * 0 (never read: va / vb guard every load, and vb implies va). Per item a round then adds the
+ * chunk's offset only: the per-item expert lookup and 64-bit row arithmetic (about 60
+ * instructions an item, a quarter of the item's issue, in the SLOT kernel's SASS) leave the
+ * item loop. */
 struct nvs_rowp {
-    const uint8_t *wa, *wb, *sa, *sb;
+    const uint8_t *wa, *sa;
 };
 
 template <bool FP8>
-static __device__ __forceinline__ nvs_rowp nvs_rows(const kweight &w, int e, int t, int ra, int rb,
-                                                    bool va, bool vb)
+static __device__ __forceinline__ nvs_rowp nvs_rows(const kweight &w, int e, int t, int ra, bool va)
 {
     nvs_rowp p;
     const int64_t rowb = FP8 ? w.row_stride : w.row_stride / 2; /* bytes per weight row */
-    const uint8_t *d = (const uint8_t *)w.data +
-                       (int64_t)e * (FP8 ? w.expert_stride : w.expert_stride / 2) +
-                       (FP8 ? 32 : 16) * t;
-    p.wa = d + (int64_t)(va ? ra : 0) * rowb;
-    p.wb = d + (int64_t)(vb ? rb : 0) * rowb;
-    p.sa = p.sb = NULL;
-    if (!FP8) {
-        const uint8_t *sc = w.bscale + (int64_t)e * w.bscale_expert_stride + 2 * t;
-        p.sa = sc + (int64_t)(va ? ra : 0) * w.bscale_stride;
-        p.sb = sc + (int64_t)(vb ? rb : 0) * w.bscale_stride;
-    }
+    p.wa = (const uint8_t *)w.data + (int64_t)e * (FP8 ? w.expert_stride : w.expert_stride / 2) +
+           (FP8 ? 32 : 16) * t + (int64_t)(va ? ra : 0) * rowb;
+    p.sa = FP8 ? NULL
+               : w.bscale + (int64_t)e * w.bscale_expert_stride + 2 * t +
+                     (int64_t)(va ? ra : 0) * w.bscale_stride;
     return p;
 }
 
@@ -242,6 +237,7 @@ nvs_load_round(const kweight &w, const nvs_args &a, const nvs_rowp &rp, int g0, 
                int nch, int t, bool va, bool vb, uint4 *qa, uint4 *qb, uint32_t *sa, uint32_t *sb)
 {
     const int K = w.cols;
+    const int64_t rb8 = 8 * (w.row_stride / 2), sb8 = 8 * w.bscale_stride; /* row rb = ra + 8 */
 #pragma unroll
     for (int u = 0; u < NU; u++) {
         qa[u] = make_uint4(0, 0, 0, 0);
@@ -265,7 +261,7 @@ nvs_load_round(const kweight &w, const nvs_args &a, const nvs_rowp &rp, int g0, 
             if (va && h1)
                 qa[u] = __ldg(reinterpret_cast<const uint4 *>(rp.wa + off));
             if (vb && h1)
-                qb[u] = __ldg(reinterpret_cast<const uint4 *>(rp.wb + off));
+                qb[u] = __ldg(reinterpret_cast<const uint4 *>(rp.wa + rb8 + off));
         } else {
             uint2 l = make_uint2(0, 0), h = make_uint2(0, 0);
             if (va && h0)
@@ -276,16 +272,16 @@ nvs_load_round(const kweight &w, const nvs_args &a, const nvs_rowp &rp, int g0, 
             l = make_uint2(0, 0);
             h = make_uint2(0, 0);
             if (vb && h0)
-                l = __ldg(reinterpret_cast<const uint2 *>(rp.wb + off));
+                l = __ldg(reinterpret_cast<const uint2 *>(rp.wa + rb8 + off));
             if (vb && h1)
-                h = __ldg(reinterpret_cast<const uint2 *>(rp.wb + off + 8));
+                h = __ldg(reinterpret_cast<const uint2 *>(rp.wa + rb8 + off + 8));
             qb[u] = make_uint4(l.x, l.y, h.x, h.y);
         }
         if (VEC16) { /* the two scale bytes of the slab as one aligned 2-byte load per row */
             if (va && h1)
                 sa[u] = __ldg(reinterpret_cast<const uint16_t *>(rp.sa + soff));
             if (vb && h1)
-                sb[u] = __ldg(reinterpret_cast<const uint16_t *>(rp.sb + soff));
+                sb[u] = __ldg(reinterpret_cast<const uint16_t *>(rp.sa + sb8 + soff));
             if (!SPLIT)
                 sa[u] |= sb[u] << 16;
             continue;
@@ -298,9 +294,9 @@ nvs_load_round(const kweight &w, const nvs_args &a, const nvs_rowp &rp, int g0, 
         sa[u] = s2;
         s2 = 0;
         if (vb && h0)
-            s2 = __ldg(rp.sb + soff);
+            s2 = __ldg(rp.sa + sb8 + soff);
         if (vb && h1)
-            s2 |= (uint32_t)__ldg(rp.sb + soff + 1) << 8;
+            s2 |= (uint32_t)__ldg(rp.sa + sb8 + soff + 1) << 8;
         sb[u] = s2;
         if (!SPLIT)
             sa[u] |= s2 << 16;
@@ -316,6 +312,7 @@ nvs_load_round_fp8(const kweight &w, const nvs_args &a, const nvs_rowp &rp, int 
                    int nch, int t, bool va, bool vb, uint4 *qa, uint4 *qb)
 {
     const int K = w.cols;
+    const int64_t rb8 = 8 * w.row_stride; /* row rb = ra + 8 */
 #pragma unroll
     for (int u = 0; u < NVS_U / 2; u++) {
         qa[2 * u] = qa[2 * u + 1] = qb[2 * u] = qb[2 * u + 1] = make_uint4(0, 0, 0, 0);
@@ -337,9 +334,9 @@ nvs_load_round_fp8(const kweight &w, const nvs_args &a, const nvs_rowp &rp, int 
         if (va && h1)
             qa[2 * u + 1] = __ldg(reinterpret_cast<const uint4 *>(rp.wa + off + 16));
         if (vb && h0)
-            qb[2 * u] = __ldg(reinterpret_cast<const uint4 *>(rp.wb + off));
+            qb[2 * u] = __ldg(reinterpret_cast<const uint4 *>(rp.wa + rb8 + off));
         if (vb && h1)
-            qb[2 * u + 1] = __ldg(reinterpret_cast<const uint4 *>(rp.wb + off + 16));
+            qb[2 * u + 1] = __ldg(reinterpret_cast<const uint4 *>(rp.wa + rb8 + off + 16));
     }
 }
 
@@ -490,7 +487,7 @@ static __global__ void __launch_bounds__(W * 32, W != NVS_WARPS ? 1
     const int m0 = (bx * (W / wk) + wr) * 16;
     const int ra = m0 + g, rb = m0 + g + 8;
     const bool va = ra < w.rows, vb = rb < w.rows;
-    const nvs_rowp rp = nvs_rows<FP8>(w, e_blk, t, ra, rb, va, vb);
+    const nvs_rowp rp = nvs_rows<FP8>(w, e_blk, t, ra, va);
     const int n_items = S * nch;
     constexpr int NU = FP8 ? UW / 2 : UW; /* items per round */
     uint4 qa[UW], qb[UW];
