@@ -386,10 +386,11 @@ static __device__ __forceinline__ void nvs_mma_item(const uint32_t A[2][16], con
     }
 }
 
-/* d += the 16x8 product of one NVFP4 16 x 128 item, a word of the lane's 32 codes at a time (sc:
- * the scale bytes row g half 0, half 1, row g+8 half 0, half 1; e2m1 * 2^-14 * e4m3 exact in
- * fp16): that word's A fragments (rows g and g + 8: 4 pairs each, as nvfp4_a_frag decodes them),
- * its B fragments (one 16-byte ld.shared; token 0's for the lanes past the T staged tokens) and its two
+/* d += the 16x8 product of one NVFP4 16 x 128 item, a word of the lane's 32 codes at a time (sa:
+ * row g's scale bytes of half 0, half 1 in bits 0-15, row g+8's in bits 16-31, or with SPLIT in
+ * bits 0-15 of sb; e2m1 * 2^-14 * e4m3 exact in fp16): that word's A fragments (rows g and g + 8:
+ * 4 pairs each, as nvfp4_a_frag decodes them), its B fragments (one 16-byte ld.shared; token 0's
+ * for the lanes past the T staged tokens) and its two
  * m16n8k16 steps, so that 12 fragment registers are live instead of 48; the same products in
  * the same order as nvfp4_a_frag (nvfp4_mma.cuh) + nvs_b_frag + nvs_mma_item, which the FP8
  * path still takes. */
