@@ -400,9 +400,14 @@ int gpu_step_run(struct gpu_model *g, struct gpu_item *items, int n_items)
     }
     if (ni == 0)
         return 0;
-    /* every item one token: the captured graph of ni rows (full-width table); else eager with
-     * a table only as wide as this step needs */
-    const bool graph = g->use_graphs && max_n == 1;
+    /* every item one token: the captured graph of ni rows; one item of 2..n_snap rows (a
+     * verify window): its window graph; both with the full-width table; else eager with a
+     * table only as wide as this step needs */
+    cudaGraphExec_t graph = NULL;
+    if (g->use_graphs && max_n == 1)
+        graph = g->graphs[rows];
+    else if (g->use_graphs && ni == 1 && g->wgraphs && max_n <= g->n_snap)
+        graph = g->wgraphs[max_n];
     struct gpu_pass p;
     if (graph)
         gpu_pass_main(g, &p, rows, ni, g->bps, g->o.max_model_len);
@@ -414,7 +419,7 @@ int gpu_step_run(struct gpu_model *g, struct gpu_item *items, int n_items)
                            sizeof(int32_t) * (size_t)(gpu_in_table(g) + (int64_t)rows * p.ts),
                            cudaMemcpyHostToDevice, g->stream)));
     if (graph)
-        TRY(gpu_cu(cudaGraphLaunch(g->graphs[rows], g->stream)));
+        TRY(gpu_cu(cudaGraphLaunch(graph, g->stream)));
     else
         TRY(gpu_run_layers(g, &p));
     /* rows that need the lm_head: first the last rows of items sampled on the device, then the

@@ -1,5 +1,5 @@
 /* gpu_graph: CUDA-graph capture and replay of the layer stack (gpu_run_layers), one graph per
- * row count, captured once at gpu_model_create. */
+ * row count of a decode step and per verify-window size, captured once at gpu_model_create. */
 #include "gpu_internal.h"
 
 #include <stdlib.h>
@@ -69,37 +69,61 @@ static cudaError_t pdl_edges(cudaGraph_t graph, bool full, int *count)
     return e;
 }
 
+/* Capture one pass of rows rows in items items (the longest max_n rows) into *exec. */
+static int capture_one(struct gpu_model *g, int rows, int items, int max_n, cudaGraphExec_t *exec,
+                       int *kernels, int *edges)
+{
+    cudaGraph_t graph = NULL;
+    cudaError_t e = cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal);
+    struct gpu_pass p;
+    gpu_pass_main(g, &p, rows, items, g->bps, g->o.max_model_len);
+    p.max_n = max_n;
+    int rc = e == cudaSuccess ? gpu_run_layers(g, &p) : ERR_CUDA;
+    if (e == cudaSuccess) {
+        cudaError_t e2 = cudaStreamEndCapture(g->stream, &graph);
+        if (e2 != cudaSuccess)
+            e = e2;
+    }
+    int n_edges = 0;
+    if (e == cudaSuccess && rc == 0)
+        e = pdl_edges(graph, g->o.pdl < 0, &n_edges);
+    if (e == cudaSuccess && rc == 0)
+        e = cudaGraphInstantiate(exec, graph, 0);
+    if (e == cudaSuccess && rc == 0) {
+        *kernels = count_kernels(graph);
+        if (edges)
+            *edges = n_edges;
+    }
+    if (graph)
+        cudaGraphDestroy(graph);
+    if (e != cudaSuccess || rc < 0) {
+        LOG_WARN("gpu_graphs_off", "rows=%d items=%d err=\"%s\" status=%s note=\"eager launches\"",
+                 rows, items, cudaGetErrorString(e), err_str(rc));
+        (void)cudaGetLastError();
+        return rc < 0 ? rc : ERR_CUDA;
+    }
+    return 0;
+}
+
 int gpu_capture_graphs(struct gpu_model *g)
 {
     g->graphs = xcalloc((size_t)g->o.n_slots + 1, sizeof *g->graphs);
     g->graph_kernels = xcalloc((size_t)g->o.n_slots + 1, sizeof *g->graph_kernels);
     g->graph_pdl_edges = xcalloc((size_t)g->o.n_slots + 1, sizeof *g->graph_pdl_edges);
-    for (int n = 1; n <= g->o.n_slots; n++) {
-        cudaGraph_t graph = NULL;
-        cudaError_t e = cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal);
-        struct gpu_pass p;
-        gpu_pass_main(g, &p, n, n, g->bps, g->o.max_model_len);
-        int rc = e == cudaSuccess ? gpu_run_layers(g, &p) : ERR_CUDA;
-        if (e == cudaSuccess) {
-            cudaError_t e2 = cudaStreamEndCapture(g->stream, &graph);
-            if (e2 != cudaSuccess)
-                e = e2;
-        }
-        if (e == cudaSuccess && rc == 0)
-            e = pdl_edges(graph, g->o.pdl < 0, &g->graph_pdl_edges[n]);
-        if (e == cudaSuccess && rc == 0)
-            e = cudaGraphInstantiate(&g->graphs[n], graph, 0);
-        if (e == cudaSuccess && rc == 0)
-            g->graph_kernels[n] = count_kernels(graph);
-        if (graph)
-            cudaGraphDestroy(graph);
-        if (e != cudaSuccess || rc < 0) {
-            LOG_WARN("gpu_graphs_off", "rows=%d err=\"%s\" status=%s note=\"eager launches\"", n,
-                     cudaGetErrorString(e), err_str(rc));
-            (void)cudaGetLastError();
-            gpu_destroy_graphs(g);
-            return rc < 0 ? rc : ERR_CUDA;
-        }
+    int rc = 0;
+    for (int n = 1; n <= g->o.n_slots && rc == 0; n++)
+        rc = capture_one(g, n, n, 1, &g->graphs[n], &g->graph_kernels[n], &g->graph_pdl_edges[n]);
+    if (rc == 0 && g->n_snap > 1) {
+        /* verify windows: one item of k+1 rows; any single item of that many rows may replay
+         * them (the snapshot index is d_in's, -1 for an item without) */
+        g->wgraphs = xcalloc((size_t)g->n_snap + 1, sizeof *g->wgraphs);
+        g->wgraph_kernels = xcalloc((size_t)g->n_snap + 1, sizeof *g->wgraph_kernels);
+        for (int n = 2; n <= g->n_snap && n <= g->R && rc == 0; n++)
+            rc = capture_one(g, n, 1, n, &g->wgraphs[n], &g->wgraph_kernels[n], NULL);
+    }
+    if (rc < 0) {
+        gpu_destroy_graphs(g);
+        return rc;
     }
     g->use_graphs = true;
     return 0;
@@ -110,12 +134,19 @@ void gpu_destroy_graphs(struct gpu_model *g)
     for (int n = 0; g->graphs && n <= g->o.n_slots; n++)
         if (g->graphs[n])
             cudaGraphExecDestroy(g->graphs[n]);
+    for (int n = 0; g->wgraphs && n <= g->n_snap; n++)
+        if (g->wgraphs[n])
+            cudaGraphExecDestroy(g->wgraphs[n]);
     free(g->graphs);
     free(g->graph_kernels);
     free(g->graph_pdl_edges);
+    free(g->wgraphs);
+    free(g->wgraph_kernels);
     g->graphs = NULL;
     g->graph_kernels = NULL;
     g->graph_pdl_edges = NULL;
+    g->wgraphs = NULL;
+    g->wgraph_kernels = NULL;
     g->use_graphs = false;
 }
 

@@ -105,6 +105,9 @@ struct gpu_model {
     cudaGraphExec_t *graphs;   // [n_slots + 1]: the layer stack for n rows; NULL when eager
     int *graph_kernels;        // [n_slots + 1]: kernel nodes in graphs[n]
     int *graph_pdl_edges;      // [n_slots + 1]: programmatic edges in graphs[n] (opts.pdl)
+    cudaGraphExec_t *wgraphs;  // [n_snap + 1]: the stack for one item of n = 2..n_snap rows (a
+                               //  verify window); NULL when speculation is off or eager
+    int *wgraph_kernels;       // [n_snap + 1]: kernel nodes in wgraphs[n]
     bool use_graphs;
     void **allocs;             // every device allocation, freed at destroy
     int n_allocs, cap_allocs;
@@ -261,8 +264,9 @@ int gpu_spec_after_step(struct gpu_model *g, const struct gpu_item *items, int n
 void gpu_spec_reset(struct gpu_model *g, int slot);
 
 /* Capture gpu_run_layers for n = 1..n_slots one-token items (ts = bps, max_len =
- * max_model_len) into g->graphs. 0, or a status (graphs are
- * then left off). */
+ * max_model_len) into g->graphs, and with speculation on for one item of n = 2..n_snap rows (a
+ * verify window; its snapshot index is an input like the rest) into g->wgraphs. 0, or a status
+ * (graphs are then left off). */
 int gpu_capture_graphs(struct gpu_model *g);
 void gpu_destroy_graphs(struct gpu_model *g);
 

@@ -1020,6 +1020,11 @@ void gpu_model_log(const struct gpu_model *g)
                  "lm_head, sampling and copies run after it\"", g->o.n_slots, g->graph_kernels[1],
                  g->o.n_slots, g->graph_kernels[g->o.n_slots], g->o.pdl < 0 ? "off" : "on",
                  g->graph_pdl_edges[1], g->o.n_slots, g->graph_pdl_edges[g->o.n_slots]);
+    if (g->use_graphs && g->wgraphs && g->wgraphs[g->n_snap])
+        LOG_INFO("gpu_graphs_verify",
+                 "rows=2..%d kernels_%d_rows=%d note=\"one item of k+1 rows: "
+                 "a speculative window's verify pass (drafting runs eager)\"",
+                 g->n_snap, g->n_snap, g->wgraph_kernels[g->n_snap]);
     for (int i = 0; i < MODEL_GROUP_COUNT; i++)
         if (g->mem.group[i])
             LOG_INFO("gpu_resident", "group=%s bytes=%lld", model_group_name((enum model_group)i),
