@@ -1,5 +1,6 @@
-/* attn_prefill: flash-style causal attention, two paths: CUDA cores (first kernel) and tensor
- * cores (attn_prefill_mma_kernel, described at its definition).
+/* attn_prefill: flash-style causal attention, three paths: CUDA cores (first kernel), tensor
+ * cores (attn_prefill_mma_kernel) and tensor cores fed by a cp.async pipeline and ldmatrix
+ * (attn_prefill_flash_kernel, bf16 caches), each described at its definition.
  * CUDA cores: a block of 128 threads owns BM = 32
  * "query rows" of one kv head: the flattened (token, head-of-the-group) pairs r = t*g + hi of one
  * sequence chunk, so a GQA group shares every K/V tile. Per key tile (BK = 32 keys, converted to
@@ -13,7 +14,9 @@
 #include <math.h>
 
 #include "common/xalloc.h"
+#include "internal/cp_async.cuh"
 #include "internal/kcuda.cuh"
+#include "internal/ldsm.cuh"
 #include "kv_write.h"
 
 #define BM 32  /* query rows per block */
@@ -408,6 +411,224 @@ __global__ void __launch_bounds__(MNT)
     }
 }
 
+/* ---- flash path: bf16 K/V through a cp.async double buffer, ldmatrix fragments ----
+ * FNW warps, each owns 16 of the block's FBM = 16 FNW flattened query rows; keys in tiles of
+ * FBN = 64. Shared memory (bf16, rows of HD elements): Q (FBM rows, rounded once), K and V
+ * (2 x FBN rows each): the next tile's K and V are copied (cp.async, 16 bytes a thread) while
+ * this one is multiplied. Row r's 16-byte chunk c sits at chunk c ^ (r % 8), so the 8 rows an
+ * ldmatrix reads fall on distinct banks. S = Q K^T from plain ldmatrix of Q (A) and K (B: keys
+ * are the rows of K, the "col" operand); O += P V from ldmatrix.trans of V (B: keys x dims).
+ * The online softmax runs in the log2 domain (the scores times scale log2(e), exp2). Same
+ * rounding points as the MMA path (q and P to bf16, fp32 accumulation). Needs HD in {64, 128,
+ * 256}, bf16 caches, 16-byte aligned q and 8-byte aligned out; a sequence's key j at block
+ * table entry j / block_size, the usual paging. */
+#define FNW 8
+#define FBM (16 * FNW)
+#define FBN 64
+#define FNT (32 * FNW)
+
+static size_t flash_smem_bytes(int hd)
+{
+    return sizeof(uint16_t) * (size_t)hd * (size_t)(FBM + 4 * FBN);
+}
+
+/* the swizzled offset (elements) of row r's 16-byte chunk c, rows of HD elements */
+template <int HD> static __device__ __forceinline__ int fl_off(int r, int c)
+{
+    return r * HD + ((c ^ (r & 7)) << 3);
+}
+
+/* keys j0 .. j0+FBN-1 of the K and V caches into Kd / Vd (zeros at and past kv_end) */
+template <int HD>
+static __device__ __forceinline__ void
+fl_load_kv(uint16_t *Kd, uint16_t *Vd, const uint16_t *k_cache, const uint16_t *v_cache,
+           const int32_t *bt, int j0, int kv_end, int hkv, int kvh, int block_size)
+{
+    constexpr int CH = HD / 8;
+    for (int e = threadIdx.x; e < FBN * CH; e += FNT) {
+        const int kk = e / CH, c = e - kk * CH, j = j0 + kk;
+        int64_t off = 0;
+        int bytes = 0;
+        if (j < kv_end) {
+            const int64_t slot = (int64_t)bt[j / block_size] * block_size + j % block_size;
+            off = (slot * hkv + kvh) * HD + c * 8;
+            bytes = 16;
+        }
+        cpa_16(Kd + fl_off<HD>(kk, c), k_cache + off, bytes);
+        cpa_16(Vd + fl_off<HD>(kk, c), v_cache + off, bytes);
+    }
+}
+
+/* grid (tiles of max_rows*g, n_kv_heads, n_seqs); qk_log2 = scale * log2(e) */
+template <int HD>
+__global__ void __launch_bounds__(FNT, 1)
+    attn_prefill_flash_kernel(float *out, const float *q, const float *gate,
+                              const uint16_t *k_cache, const uint16_t *v_cache,
+                              const int32_t *block_table, int max_blocks_per_seq,
+                              const struct attn_prefill_seq *seqs, struct attn_prefill_seq one,
+                              int hq, int hkv, int block_size, float qk_log2)
+{
+    extern __shared__ __align__(16) uint16_t fsm[];
+    constexpr int CH = HD / 8;
+    uint16_t *Qs = fsm;
+    uint16_t *Ks = Qs + FBM * HD; /* 2 x FBN x HD */
+    uint16_t *Vs = Ks + 2 * FBN * HD;
+
+    const struct attn_prefill_seq d = seqs ? seqs[blockIdx.z] : one;
+    const int g = hq / hkv, kvh = blockIdx.y;
+    const int n_flat = d.n_rows * g;
+    const int ntiles = (n_flat + FBM - 1) / FBM;
+    if ((int)blockIdx.x >= ntiles)
+        return;
+    const int r0 = (ntiles - 1 - (int)blockIdx.x) * FBM; /* longest contexts launch first */
+    const int32_t *bt = block_table + (int64_t)d.seq * max_blocks_per_seq;
+    const int kv_end = d.pos0 + (min(r0 + FBM, n_flat) - 1) / g + 1;
+    const int n_kt = (kv_end + FBN - 1) / FBN;
+
+    fl_load_kv<HD>(Ks, Vs, k_cache, v_cache, bt, 0, kv_end, hkv, kvh, block_size);
+    cpa_commit();
+    for (int e = threadIdx.x; e < FBM * CH; e += FNT) {
+        const int rr = e / CH, c = e - rr * CH, r = r0 + rr;
+        uint4 x = make_uint4(0u, 0u, 0u, 0u);
+        if (r < n_flat) {
+            const int t = r / g, h = kvh * g + (r - t * g);
+            const float4 *src = reinterpret_cast<const float4 *>(
+                q + ((int64_t)(d.row_start + t) * hq + h) * HD + c * 8);
+            const float4 a = src[0], b = src[1];
+            x = make_uint4(pack_bf16x2(a.x, a.y), pack_bf16x2(a.z, a.w), pack_bf16x2(b.x, b.y),
+                           pack_bf16x2(b.z, b.w));
+        }
+        *reinterpret_cast<uint4 *>(Qs + fl_off<HD>(rr, c)) = x;
+    }
+
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, c4 = lane & 3;
+    const int ra = r0 + warp * 16 + gq, rb = ra + 8; /* this thread's two rows */
+    const int pos_a = d.pos0 + min(ra, n_flat - 1) / g, pos_b = d.pos0 + min(rb, n_flat - 1) / g;
+    const int pos_min = d.pos0 + r0 / g; /* tiles past it need the causal mask */
+    float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;
+    float o[HD / 8][4];
+#pragma unroll
+    for (int n = 0; n < HD / 8; n++)
+        o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    /* ldmatrix row addresses: Q (A, rows of this warp), K (B, keys), V (B trans, keys) */
+    const int qrow = warp * 16 + (lane & 7) + 8 * ((lane >> 3) & 1), qch = lane >> 4;
+    const int krow = (lane & 7) + 8 * (lane >> 4), kch = (lane >> 3) & 1;
+    const int vrow = (lane & 7) + 8 * ((lane >> 3) & 1), vch = lane >> 4;
+
+    for (int it = 0; it < n_kt; it++) {
+        const int buf = it & 1, j0 = it * FBN;
+        if (it + 1 < n_kt) {
+            fl_load_kv<HD>(Ks + (buf ^ 1) * FBN * HD, Vs + (buf ^ 1) * FBN * HD, k_cache, v_cache,
+                           bt, j0 + FBN, kv_end, hkv, kvh, block_size);
+            cpa_commit();
+            cpa_wait<1>();
+        } else {
+            cpa_wait<0>();
+        }
+        __syncthreads(); /* tile it (and Q) visible to every warp */
+        const uint16_t *Kb = Ks + buf * FBN * HD, *Vb = Vs + buf * FBN * HD;
+
+        float s[FBN / 8][4];
+#pragma unroll
+        for (int nt = 0; nt < FBN / 8; nt++)
+            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++) {
+            uint32_t a[4];
+            ldsm_x4(a, Qs + fl_off<HD>(qrow, 2 * kk + qch));
+#pragma unroll
+            for (int np = 0; np < FBN / 16; np++) {
+                uint32_t b[4];
+                ldsm_x4(b, Kb + fl_off<HD>(np * 16 + krow, 2 * kk + kch));
+                mma_bf16(s[2 * np], a, b[0], b[1]);
+                mma_bf16(s[2 * np + 1], a, b[2], b[3]);
+            }
+        }
+        const bool mask = j0 + FBN - 1 > pos_min;
+        float mx_a = -INFINITY, mx_b = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < FBN / 8; nt++) {
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                const int j = j0 + nt * 8 + 2 * c4 + u;
+                s[nt][u] = mask && j > pos_a ? -INFINITY : s[nt][u] * qk_log2;
+                s[nt][2 + u] = mask && j > pos_b ? -INFINITY : s[nt][2 + u] * qk_log2;
+                mx_a = fmaxf(mx_a, s[nt][u]);
+                mx_b = fmaxf(mx_b, s[nt][2 + u]);
+            }
+        }
+        mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
+        mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
+        mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
+        mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
+        /* finite: key 0 is in the first tile and visible to every row */
+        const float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b);
+        const float al_a = exp2f(m_a - mn_a), al_b = exp2f(m_b - mn_b);
+        float sum_a = 0.0f, sum_b = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < FBN / 8; nt++) {
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                s[nt][u] = exp2f(s[nt][u] - mn_a);
+                s[nt][2 + u] = exp2f(s[nt][2 + u] - mn_b);
+                sum_a += s[nt][u];
+                sum_b += s[nt][2 + u];
+            }
+        }
+        sum_a += __shfl_xor_sync(0xffffffffu, sum_a, 1);
+        sum_a += __shfl_xor_sync(0xffffffffu, sum_a, 2);
+        sum_b += __shfl_xor_sync(0xffffffffu, sum_b, 1);
+        sum_b += __shfl_xor_sync(0xffffffffu, sum_b, 2);
+        l_a = l_a * al_a + sum_a;
+        l_b = l_b * al_b + sum_b;
+        m_a = mn_a;
+        m_b = mn_b;
+#pragma unroll
+        for (int n = 0; n < HD / 8; n++) {
+            o[n][0] *= al_a;
+            o[n][1] *= al_a;
+            o[n][2] *= al_b;
+            o[n][3] *= al_b;
+        }
+#pragma unroll
+        for (int kb = 0; kb < FBN / 16; kb++) {
+            uint32_t a[4];
+            a[0] = pack_bf16x2(s[2 * kb][0], s[2 * kb][1]);
+            a[1] = pack_bf16x2(s[2 * kb][2], s[2 * kb][3]);
+            a[2] = pack_bf16x2(s[2 * kb + 1][0], s[2 * kb + 1][1]);
+            a[3] = pack_bf16x2(s[2 * kb + 1][2], s[2 * kb + 1][3]);
+#pragma unroll
+            for (int np = 0; np < HD / 16; np++) {
+                uint32_t b[4];
+                ldsm_x4_t(b, Vb + fl_off<HD>(kb * 16 + vrow, 2 * np + vch));
+                mma_bf16(o[2 * np], a, b[0], b[1]);
+                mma_bf16(o[2 * np + 1], a, b[2], b[3]);
+            }
+        }
+        __syncthreads(); /* every warp done with buffer buf before it is refilled */
+    }
+
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int r = half ? rb : ra;
+        if (r >= n_flat)
+            continue;
+        const int t = r / g, h = kvh * g + (r - t * g);
+        const int64_t base = ((int64_t)(d.row_start + t) * hq + h) * HD;
+        const float inv = 1.0f / (half ? l_b : l_a);
+#pragma unroll
+        for (int n = 0; n < HD / 8; n++) {
+            const int dim = n * 8 + 2 * c4;
+            float o0 = o[n][2 * half] * inv, o1 = o[n][2 * half + 1] * inv;
+            if (gate) {
+                o0 *= sigmoid_f32(gate[base + dim]);
+                o1 *= sigmoid_f32(gate[base + dim + 1]);
+            }
+            *reinterpret_cast<float2 *>(out + base + dim) = make_float2(o0, o1);
+        }
+    }
+}
+
 template <typename T>
 static cudaError_t launch_mma(dim3 grid, cudaStream_t stream, float *out, const float *q,
                               const float *gate, const T *kc, const T *vc, const int32_t *bt,
@@ -433,6 +654,36 @@ static cudaError_t launch_mma(dim3 grid, cudaStream_t stream, float *out, const 
     return e;
 }
 
+template <int HD>
+static cudaError_t launch_flash_hd(dim3 grid, cudaStream_t stream, float *out, const float *q,
+                                   const float *gate, const uint16_t *kc, const uint16_t *vc,
+                                   const int32_t *bt, int mbps, const struct attn_prefill_seq *seqs,
+                                   struct attn_prefill_seq one, int hq, int hkv, int bs,
+                                   float qk_log2)
+{
+    const size_t smem = flash_smem_bytes(HD);
+    cudaError_t e = cudaFuncSetAttribute(attn_prefill_flash_kernel<HD>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e == cudaSuccess)
+        attn_prefill_flash_kernel<HD><<<grid, FNT, smem, stream>>>(out, q, gate, kc, vc, bt, mbps,
+                                                                   seqs, one, hq, hkv, bs, qk_log2);
+    return e;
+}
+
+int attn_prefill_flash_ok(int head_dim, int kv_dtype)
+{
+    if (kv_dtype != KV_DTYPE_BF16 || (head_dim != 64 && head_dim != 128 && head_dim != 256))
+        return 0;
+    int dev = 0, optin = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
+            cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return flash_smem_bytes(head_dim) <= (size_t)optin;
+}
+
 /* Path AUTO resolves to: */
 #define AUTO_PATH ATTN_PREFILL_PATH_CORES
 
@@ -449,24 +700,43 @@ static int launch(float *out, const float *q, const float *gate, const void *k_c
         path = AUTO_PATH == ATTN_PREFILL_PATH_MMA && hd % 16 == 0 ? ATTN_PREFILL_PATH_MMA
                                                                    : ATTN_PREFILL_PATH_CORES;
     if (!out || !q || !k_cache || !v_cache || !block_table || !kv_dtype_bytes(kv_dtype) ||
-        !(k_scale > 0.0f) || !(v_scale > 0.0f) || isinf(k_scale) || isinf(v_scale) ||
-        n_seqs < 0 || n_seqs > 65535 || max_rows < 0 || hq <= 0 || hkv <= 0 || hkv > 65535 ||
-        hq % hkv || hd <= 0 || hd % 8 || hd > MAXD || block_size <= 0 ||
-        max_blocks_per_seq < 0 || (int64_t)max_rows * (hq / hkv) > INT_MAX - MBM ||
-        ((uintptr_t)k_cache) % 16 || ((uintptr_t)v_cache) % 16 ||
-        (path != ATTN_PREFILL_PATH_CORES && path != ATTN_PREFILL_PATH_MMA))
+        !(k_scale > 0.0f) || !(v_scale > 0.0f) || isinf(k_scale) || isinf(v_scale) || n_seqs < 0 ||
+        n_seqs > 65535 || max_rows < 0 || hq <= 0 || hkv <= 0 || hkv > 65535 || hq % hkv ||
+        hd <= 0 || hd % 8 || hd > MAXD || block_size <= 0 || max_blocks_per_seq < 0 ||
+        (int64_t)max_rows * (hq / hkv) > INT_MAX - MBM || ((uintptr_t)k_cache) % 16 ||
+        ((uintptr_t)v_cache) % 16 ||
+        (path != ATTN_PREFILL_PATH_CORES && path != ATTN_PREFILL_PATH_MMA &&
+         path != ATTN_PREFILL_PATH_FLASH))
         return ERR_INVAL;
     if (path == ATTN_PREFILL_PATH_MMA && (hd % 16 || ((uintptr_t)q) % 8 || ((uintptr_t)out) % 8))
         return ERR_INVAL;
-    const int bm = path == ATTN_PREFILL_PATH_MMA ? MBM : BM;
+    if (path == ATTN_PREFILL_PATH_FLASH &&
+        (kv_dtype != KV_DTYPE_BF16 || (hd != 64 && hd != 128 && hd != 256) || ((uintptr_t)q) % 16 ||
+         ((uintptr_t)out) % 8))
+        return ERR_INVAL;
+    const int bm = path == ATTN_PREFILL_PATH_MMA ? MBM : path == ATTN_PREFILL_PATH_FLASH ? FBM : BM;
     const int ntiles = CEIL_DIV(max_rows * (hq / hkv), bm);
     if (n_seqs == 0 || ntiles == 0)
         return 0;
     const dim3 grid(ntiles, hkv, n_seqs);
     const float qk_scale = scale * k_scale;
-    const size_t smem = path == ATTN_PREFILL_PATH_MMA ? mma_smem_bytes(hd) : smem_bytes(hd);
+    const size_t smem = path == ATTN_PREFILL_PATH_MMA     ? mma_smem_bytes(hd)
+                        : path == ATTN_PREFILL_PATH_FLASH ? flash_smem_bytes(hd)
+                                                          : smem_bytes(hd);
     cudaError_t e;
-    if (path == ATTN_PREFILL_PATH_MMA) {
+    if (path == ATTN_PREFILL_PATH_FLASH) {
+        const float qk_log2 = scale * 1.4426950408889634f;
+        const uint16_t *kc = (const uint16_t *)k_cache, *vc = (const uint16_t *)v_cache;
+        if (hd == 64)
+            e = launch_flash_hd<64>(grid, stream, out, q, gate, kc, vc, block_table,
+                                    max_blocks_per_seq, seqs, one, hq, hkv, block_size, qk_log2);
+        else if (hd == 128)
+            e = launch_flash_hd<128>(grid, stream, out, q, gate, kc, vc, block_table,
+                                     max_blocks_per_seq, seqs, one, hq, hkv, block_size, qk_log2);
+        else
+            e = launch_flash_hd<256>(grid, stream, out, q, gate, kc, vc, block_table,
+                                     max_blocks_per_seq, seqs, one, hq, hkv, block_size, qk_log2);
+    } else if (path == ATTN_PREFILL_PATH_MMA) {
         if (kv_dtype == KV_DTYPE_BF16)
             e = launch_mma<uint16_t>(grid, stream, out, q, gate, (const uint16_t *)k_cache,
                                      (const uint16_t *)v_cache, block_table, max_blocks_per_seq,

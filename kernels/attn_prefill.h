@@ -13,6 +13,10 @@
  * MMA: mma.sync m16n8k16 bf16 tensor cores, 64 rows per block: q and the softmax probabilities
  * are rounded to bf16 before their products (K/V are bf16 or e4m3 already, exact in bf16),
  * fp32 accumulation; needs head_dim % 16 == 0 and 8-byte aligned q and out.
+ * FLASH: the MMA path's arithmetic (the same roundings, the softmax in the log2 domain) with
+ * 128 rows per block, keys in tiles of 64 copied by cp.async into a double buffer while the tile
+ * before is multiplied, fragments by ldmatrix: bf16 caches, head_dim 64 / 128 / 256, 16-byte
+ * aligned q, 8-byte aligned out (attn_prefill_flash_ok).
  * PATH_AUTO (the plain entry points) picks AUTO_PATH in attn_prefill.cu (CORES until MMA has
  * passed its GPU tests). */
 #ifndef KERNELS_ATTN_PREFILL_H
@@ -31,8 +35,14 @@ extern "C" {
 enum attn_prefill_path {
     ATTN_PREFILL_PATH_AUTO = 0,
     ATTN_PREFILL_PATH_CORES = 1,
-    ATTN_PREFILL_PATH_MMA = 2
+    ATTN_PREFILL_PATH_MMA = 2,
+    ATTN_PREFILL_PATH_FLASH = 3
 };
+
+/* Whether the FLASH path runs here for this head dim and cache dtype (bf16 caches, head dim 64,
+ * 128 or 256, its shared memory within the current device's per-block limit: 192 KiB at 256, so
+ * not on sm_120's 99 KiB). Host function; 0 or 1. */
+int attn_prefill_flash_ok(int head_dim, int kv_dtype);
 
 /* One sequence's chunk in a batched prefill step. */
 struct attn_prefill_seq {

@@ -1,6 +1,6 @@
 /* bench_attn: full-attention kernels on the GPU at the 35B-A3B shape (16 q heads, 2 kv heads,
  * head_dim 256, 16-token blocks), bf16 and fp8 KV.
- *   attn_prefill: one chunk of T rows at pos0 (causal), both paths (cores, mma), TFLOP/s
+ *   attn_prefill: one chunk of T rows at pos0 (causal), each path (cores, mma, flash), TFLOP/s
  *                 counting 4*hd FLOP per (row, q head, visible key) (QK^T + PV), against
  *                 989 TFLOP/s dense bf16 (H100/H200)
  *   attn_decode:  1 and 8 sequences at ctx 4096 / 32768, GB/s of KV bytes read, against a
@@ -86,9 +86,12 @@ static void bench_prefill(int dt, int T, int pos0, int path)
     double flop = 4.0 * HD * HQ * keys;
     printf("attn_prefill %s %-5s T=%5d pos0=%5d ctx=%5d  rc=%d  %9.1f us  %6.1f TFLOP/s  %5.1f%% "
            "of 989\n",
-           dt == KV_DTYPE_FP8 ? "fp8 " : "bf16", path == ATTN_PREFILL_PATH_MMA ? "mma" : "cores",
-           T, pos0, ctx, rc, us,
-           us > 0 ? flop / us * 1e-6 : 0.0, us > 0 ? 100.0 * flop / us * 1e-6 / 989.0 : 0.0);
+           dt == KV_DTYPE_FP8 ? "fp8 " : "bf16",
+           path == ATTN_PREFILL_PATH_FLASH ? "flash"
+           : path == ATTN_PREFILL_PATH_MMA ? "mma"
+                                           : "cores",
+           T, pos0, ctx, rc, us, us > 0 ? flop / us * 1e-6 : 0.0,
+           us > 0 ? 100.0 * flop / us * 1e-6 / 989.0 : 0.0);
     ktest_free(a.kc), ktest_free(a.vc), ktest_free(a.bt), ktest_free(a.q), ktest_free(a.g);
     ktest_free(a.out);
 }
@@ -151,11 +154,16 @@ int main(void)
     printf("copy d2d 1 GiB: %.1f us  %.0f GB/s (read + write)\n", us, copy_bw);
     ktest_free(c.src), ktest_free(c.dst);
     for (int dt = KV_DTYPE_BF16; dt <= KV_DTYPE_FP8; dt++) {
-        for (int path = ATTN_PREFILL_PATH_CORES; path <= ATTN_PREFILL_PATH_MMA; path++) {
+        for (int path = ATTN_PREFILL_PATH_CORES; path <= ATTN_PREFILL_PATH_FLASH; path++) {
+            if (path == ATTN_PREFILL_PATH_FLASH && !attn_prefill_flash_ok(HD, dt))
+                continue;
             bench_prefill(dt, 2048, 0, path);
             bench_prefill(dt, 2048, 6144, path);
             bench_prefill(dt, 8192, 0, path);
             bench_prefill(dt, 1, 8191, path);
+            bench_prefill(dt, 32, 2048, path); /* a 4-token verify window's rows (GQA 8) */
+            if (path != ATTN_PREFILL_PATH_CORES && dt == KV_DTYPE_BF16)
+                bench_prefill(dt, 2048, 129024, path); /* the last chunk of a 131,072 prompt */
         }
         bench_decode(dt, 1, 4096, copy_bw);
         bench_decode(dt, 1, 32768, copy_bw);

@@ -19,6 +19,9 @@
 #     prefill  gpu_bench, batch 1, prompts 512, 2,048, 8,192: default, --gdn-chunk -1 (the GDN
 #              recurrence token-serial: tokens may differ, fp32 rounding of another order),
 #              --grouped-pipe64 1 (the 64-row expert tiles at 2 x 2 warps: the same tokens_hash)
+#     attn     bench_attn: prefill attention per path (cores, mma, flash) in TFLOP/s, decode
+#     long     gpu_bench, batch 1, prompts 2,048 and 131,072 on one model (max_model_len for
+#              the long one): TTFT and decode at a 128K context (issue 16)
 #     gdn      bench_kernels gdn: token-serial vs chunked GDN recurrence by item rows (threshold)
 #     pool     gpu_bench with the GDN states in the K/V pool (--state-in-pool 1, the worker's
 #              --gdn-state pool) against slots: batch 1 at 2,048 and batch 64 at 128; the
@@ -165,6 +168,21 @@ for s in "${stages[@]}"; do
       bench prefill 90 --prompt-len 512,2048,8192 --batch 1 --gen 32 --chunk 2048
       bench prefill_gcoff 90 --prompt-len 512,2048,8192 --batch 1 --gen 32 --chunk 2048 --gdn-chunk -1
       bench prefill_p64x2 90 --prompt-len 512,2048,8192 --batch 1 --gen 32 --chunk 2048 --grouped-pipe64 1
+      ;;
+    attn)
+      # bench_attn: the prefill attention paths (cores, mma, flash) in TFLOP/s, decode in GB/s
+      build_benches && { [ -x "$b/bin/bench_attn" ] || cmake --build "$b" -j"$(nproc)" \
+          --target bench_attn > "$logs/build_attn.log" 2>&1; } || { note attn "build failed"; continue; }
+      timeout 120 "$b/bin/bench_attn" > "$logs/bench_attn.txt" 2>&1
+      note attn "rc=$? ($(elapsed))"
+      note_lines "  attn" < <(grep -E '^copy|^attn_prefill' "$logs/bench_attn.txt" | sed -E 's/  +/ /g')
+      ;;
+    long)
+      # issue 16's long prompt: 131,072 tokens at batch 1 (TTFT, then decode at that context)
+      # and 2,048 on the same model (max_model_len sized for the long one: decode at 2,048
+      # should not depend on it)
+      build_benches || { note long "build failed"; continue; }
+      bench long 200 --prompt-len 2048,131072 --batch 1 --gen 32 --chunk 2048
       ;;
     gdn)
       build_benches || { note gdn "build failed"; continue; }
@@ -320,7 +338,7 @@ for s in "${stages[@]}"; do
       note_lines "  $s" < <(python3 "$root/tests/gpu/ktrace.py" "$logs/$s.csv" --top 24 2>&1)
       gzip -f "$logs/$s.csv"
       ;;
-    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill gdn pool stack nvs nvsminb profile profile1 trace1 trace64 fp8moe smoke)" >&2; exit 2 ;;
+    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn long gdn pool stack nvs nvsminb profile profile1 trace1 trace64 fp8moe smoke)" >&2; exit 2 ;;
   esac
 done
 finish

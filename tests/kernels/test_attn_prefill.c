@@ -4,9 +4,10 @@
  * KV (with and without scales), the single-sequence and the batched entry points (shuffled block
  * tables, descriptors whose seq and row order differ, an empty descriptor, max_rows above every
  * chunk). Both sides read the same cache bytes and fp32 q. Every case runs the plain entry point
- * (path auto) and both paths explicitly: CORES accumulates exact products in fp32 with __expf:
- * atol = 1e-4 * max|ref| (outputs are averages of O(1) values) plus rtol 1e-4; MMA rounds q and
- * the probabilities to bf16 (m16n8k16 inputs): 2e-2 (see the comment at the check). */
+ * (path auto) and each path explicitly (FLASH where attn_prefill_flash_ok): CORES accumulates exact
+ * products in fp32 with __expf: atol = 1e-4 * max|ref| (outputs are averages of O(1) values) plus
+ * rtol 1e-4; MMA rounds q and the probabilities to bf16 (m16n8k16 inputs): 2e-2 (see the comment at
+ * the check). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,10 +92,12 @@ static void run_case(const struct pcase *c)
     double mx = 0.0;
     for (size_t i = 0; i < nq; i++)
         mx = fabs(ref[i]) > mx ? fabs(ref[i]) : mx;
-    for (int path = ATTN_PREFILL_PATH_AUTO; path <= ATTN_PREFILL_PATH_MMA; path++) {
-        static const char *names[] = {"auto", "cores", "mma"};
+    for (int path = ATTN_PREFILL_PATH_AUTO; path <= ATTN_PREFILL_PATH_FLASH; path++) {
+        static const char *names[] = {"auto", "cores", "mma", "flash"};
         if (path == ATTN_PREFILL_PATH_MMA && hd % 16)
             continue; /* the tensor-core path needs head_dim % 16 == 0 */
+        if (path == ATTN_PREFILL_PATH_FLASH && !attn_prefill_flash_ok(hd, c->dt))
+            continue; /* bf16 caches, head_dim 64 / 128 / 256 */
         float *dy = ktest_dev_poison(nq + 1);
         if (path == ATTN_PREFILL_PATH_AUTO && c->batch) /* the plain entry points */
             CHECK_EQ_INT(attn_prefill_batch_cuda(dy, dq, dgg, dkc, dvc, c->dt, c->ks, c->vs, dbt,
@@ -122,8 +125,9 @@ static void run_case(const struct pcase *c)
                  "bs=%d%s",
                  c->batch ? "batch" : "single", names[path], c->dt, n, c->T[0], c->pos0[0], rows,
                  hq, hkv, hd, bs, c->gate ? "" : " (no gate)");
-        /* cores: fp32 products of the exact inputs -> 1e-4; mma (and auto, which may resolve to
-         * it): q and P rounded to bf16 (rel. error <= 2^-9 each, score error ~1e-3 rms) -> 2e-2 */
+        /* cores: fp32 products of the exact inputs -> 1e-4; mma, flash (and auto, which may
+         * resolve to mma): q and P rounded to bf16 (rel. error <= 2^-9 each, score error ~1e-3
+         * rms) -> 2e-2 */
         const double tol = path == ATTN_PREFILL_PATH_CORES ? 1e-4 : 2e-2;
         CHECK(ktest_compare(what, got, ref, nq, tol * mx, tol) == 0);
     }
@@ -146,6 +150,8 @@ int main(void)
         {1, t64, p37, 8, 2, 32, 16, KV_DTYPE_BF16, 1.0f, 1.0f, 0, 1},
         {1, t64, p37, 8, 2, 32, 16, KV_DTYPE_FP8, 1.0f, 1.0f, 0, 0},
         {1, t300, p0, 8, 1, 256, 16, KV_DTYPE_BF16, 1.0f, 1.0f, 0, 1},
+        {1, t300, p1000, 16, 2, 256, 16, KV_DTYPE_BF16, 1.0f, 1.0f, 0, 1},
+        {1, t100, p1000, 4, 2, 128, 16, KV_DTYPE_BF16, 1.0f, 1.0f, 0, 0},
         {1, t100, p1000, 8, 1, 256, 16, KV_DTYPE_FP8, 0.05f, 0.05f, 0, 1},
         {1, t33, p3, 9, 3, 40, 5, KV_DTYPE_BF16, 1.0f, 1.0f, 0, 1},
         {1, t33, p3, 9, 3, 48, 5, KV_DTYPE_FP8, 0.1f, 0.1f, 0, 1},
@@ -179,6 +185,14 @@ int main(void)
                                          KV_DTYPE_BF16, 1.0f, 1.0f, (int32_t *)16, 4, NULL, 1, 4,
                                          16, 2, 64, 16, 1.0f, 0),
                  ERR_INVAL); /* no descriptors */
+    CHECK_EQ_INT(attn_prefill_path_cuda((float *)16, (float *)16, NULL, (void *)16, (void *)16,
+                                        KV_DTYPE_FP8, 1.0f, 1.0f, (int32_t *)16, 4, 0, 16, 2, 256,
+                                        16, 1.0f, ATTN_PREFILL_PATH_FLASH, 0),
+                 ERR_INVAL); /* flash: bf16 caches only */
+    CHECK_EQ_INT(attn_prefill_path_cuda((float *)16, (float *)16, NULL, (void *)16, (void *)16,
+                                        KV_DTYPE_BF16, 1.0f, 1.0f, (int32_t *)16, 4, 0, 16, 2, 96,
+                                        16, 1.0f, ATTN_PREFILL_PATH_FLASH, 0),
+                 ERR_INVAL); /* flash: head_dim 64 / 128 / 256 */
     ktest_sync();
     return test_result();
 }

@@ -48,11 +48,21 @@ static int run(int n, const int *T, const int *P, int hq, int hkv, int hd, int b
     const float *hg = gate_on ? gate : NULL;
     attn_prefill_batch_ref(ref, q, hg, kc, vc, dt, ks, vs, bt, mb, d, n, max_rows, hq, hkv, hd, bs, scale);
     if (dt == KV_DTYPE_BF16) ks = vs = 1.0f;
-    const int g = hq / hkv, bm = path == ATTN_PREFILL_PATH_MMA ? MBM : BM;
+    const int g = hq / hkv, bm = path == ATTN_PREFILL_PATH_MMA ? MBM : path == ATTN_PREFILL_PATH_FLASH ? FBM : BM;
     const dim3 grid(CEIL_DIV(max_rows * g, bm), hkv, n);
     const float qk = scale * ks;
     attn_prefill_seq none = {0, 0, 0, 0};
-    if (path == ATTN_PREFILL_PATH_MMA) { /* MAXHD as launch_mma picks it */
+    if (path == ATTN_PREFILL_PATH_FLASH) { /* bf16 caches; HD as launch_flash_hd picks it */
+        const uint16_t *k16 = (const uint16_t *)kc, *v16 = (const uint16_t *)vc;
+        const float ql = scale * 1.4426950408889634f;
+        if (dt != KV_DTYPE_BF16 || (hd != 64 && hd != 128 && hd != 256)) { printf("flash: bad case\n"); return 1; }
+        if (hd == 64)
+            emu_launch(grid, FNT, [&] { attn_prefill_flash_kernel<64>(got, q, hg, k16, v16, bt, mb, d, none, hq, hkv, bs, ql); }, flash_smem_bytes(hd));
+        else if (hd == 128)
+            emu_launch(grid, FNT, [&] { attn_prefill_flash_kernel<128>(got, q, hg, k16, v16, bt, mb, d, none, hq, hkv, bs, ql); }, flash_smem_bytes(hd));
+        else
+            emu_launch(grid, FNT, [&] { attn_prefill_flash_kernel<256>(got, q, hg, k16, v16, bt, mb, d, none, hq, hkv, bs, ql); }, flash_smem_bytes(hd));
+    } else if (path == ATTN_PREFILL_PATH_MMA) { /* MAXHD as launch_mma picks it */
         if (dt == KV_DTYPE_BF16 && hd <= 64)
             emu_launch(grid, MNT, [&] { attn_prefill_mma_kernel<uint16_t, 64>(got, q, hg, (const uint16_t *)kc, (const uint16_t *)vc, bt, mb, d, none, hq, hkv, hd, bs, qk, vs); }, mma_smem_bytes(hd));
         else if (dt == KV_DTYPE_BF16)
@@ -184,6 +194,17 @@ int main(int argc, char **argv)
         f += run(1, t1, p1, 16, 2, 256, 16, KV_DTYPE_FP8, 0.02f, 0.05f, path, 1);
     }
     f += run(1, t1, p1, 9, 3, 40, 5, KV_DTYPE_FP8, 0.1f, 0.1f, 1, 1);
+    /* FLASH (bf16 caches): several 64-key tiles (the double buffer's both halves, the causal
+     * mask only on the last ones), blocks of 128 flattened rows past one tile, rows past the
+     * chunk's end, an empty chunk, GQA 8 at head_dim 256 (the model's shape) */
+    static const int t4[] = {37, 1, 0, 300}, p4[] = {150, 203, 9, 0};
+    static const int t5[] = {20}, p5[] = {190};
+    f += run(4, t4, p4, 8, 2, 64, 16, KV_DTYPE_BF16, 1, 1, 3, 1);
+    f += run(1, t5, p5, 16, 2, 256, 16, KV_DTYPE_BF16, 1, 1, 3, 1);
+    if (!quick) {
+        f += run(4, t3, p3, 4, 2, 128, 5, KV_DTYPE_BF16, 1, 1, 3, 0);
+        f += run(1, t1, p1, 4, 1, 256, 7, KV_DTYPE_BF16, 1, 1, 3, 1);
+    }
     f += decode_cases(quick);
     printf("failures=%d\n", f);
     return f != 0;

@@ -194,6 +194,38 @@ static inline void cpa_commit() {}
 template <int N> static inline void cpa_wait() {}
 ''')
 
+# ldmatrix on the host: every lane publishes its row address through the warp exchange, then
+# reads its elements from the rows of the lanes that own them (the PTX ISA's fragment layout)
+write('internal/ldsm.cuh', '''#pragma once
+#include <stdint.h>
+#include <string.h>
+static inline void ldsm_x4(uint32_t *r, const void *p)
+{
+    const int L = emu_lane();
+    if (((uintptr_t)p) % 16) {
+        fprintf(stderr, "emu: ldmatrix row address %p not 16-byte aligned\\n", p);
+        abort();
+    }
+    for (int i = 0; i < 4; i++) {
+        const char *row = (const char *)emu_xchg(p, i * 8 + L / 4);
+        memcpy(&r[i], row + 4 * (L % 4), 4);
+    }
+}
+static inline void ldsm_x4_t(uint32_t *r, const void *p)
+{
+    const int L = emu_lane();
+    if (((uintptr_t)p) % 16) {
+        fprintf(stderr, "emu: ldmatrix row address %p not 16-byte aligned\\n", p);
+        abort();
+    }
+    for (int i = 0; i < 4; i++) {
+        const uint16_t *r0 = (const uint16_t *)emu_xchg(p, i * 8 + 2 * (L % 4));
+        const uint16_t *r1 = (const uint16_t *)emu_xchg(p, i * 8 + 2 * (L % 4) + 1);
+        r[i] = (uint32_t)r0[L / 4] | ((uint32_t)r1[L / 4] << 16);
+    }
+}
+''')
+
 s = cut(read('moe_grouped.cu'), '/* ---- launchers ---- */')
 s = s.replace('#include "internal/wdot.cuh"\n', '')
 s = s.replace('extern __shared__ int mg_sm[];', 'int *mg_sm = (int *)g_emu_dyn_smem;')
@@ -203,6 +235,7 @@ write('moe_grouped_emu.inc', s)
 s = cut(read('attn_prefill.cu'), 'template <typename T>\nstatic cudaError_t launch_mma')
 s = s.replace('extern __shared__ float smem[];', 'float *smem = (float *)g_emu_dyn_smem;')
 s = s.replace('extern __shared__ uint32_t msmem[];', 'uint32_t *msmem = (uint32_t *)g_emu_dyn_smem;')
+s = s.replace('extern __shared__ __align__(16) uint16_t fsm[];', 'uint16_t *fsm = (uint16_t *)g_emu_dyn_smem;')
 write('attn_prefill_emu.inc', swap_mma(s, '    emu_mma(c, a, b0, b1);\n'))
 
 s = cut(read('sample.cu'), 'int sample_cuda(')
@@ -227,7 +260,7 @@ write('gemm_fp8_emu.inc', s[:a] + s[b:])
 # "internal/..." (a quoted include looks in the including file's directory first)
 os.makedirs(os.path.join(out, 'internal'), exist_ok=True)
 for name in sorted(os.listdir(os.path.join(kdir, 'internal'))):
-    if name.endswith('.cuh') and name not in ('cp_async.cuh', 'pdl.cuh'):  # host copies above
+    if name.endswith('.cuh') and name not in ('cp_async.cuh', 'pdl.cuh', 'ldsm.cuh'):  # host copies above
         s = hostify(read(os.path.join('internal', name)))
         s = s.replace('extern __shared__ __align__(16) unsigned char nvs_smem[];',
                       'unsigned char *nvs_smem = g_emu_dyn_smem;')

@@ -115,8 +115,12 @@ int gpu_dispatch_init(struct gpu_model *g, char *err, size_t errlen)
     d->gdn_chunk_rows = g->o.gdn_chunk < 0 ? 0 : g->o.gdn_chunk > 0 ? g->o.gdn_chunk
                                                                      : DEFAULT_GDN_CHUNK_ROWS;
     d->attn_prefill_rows = g->o.prefill_attn < 0 ? INT_MAX : 2;
-    /* the tensor-core flash kernel (bench_attn: 2.5x the CUDA-core one at 2K-8K context) */
-    d->attn_prefill_path = g->hd % 16 == 0 ? ATTN_PREFILL_PATH_MMA : ATTN_PREFILL_PATH_CORES;
+    /* the tensor-core kernels (bench_attn: MMA 2.5x the CUDA-core one at 2K-8K context; FLASH,
+     * its cp.async / ldmatrix form, where it runs: bf16 caches, head dim 64 / 128 / 256 and its
+     * shared memory within the device's limit) */
+    d->attn_prefill_path = attn_prefill_flash_ok(g->hd, g->kv_dtype) ? ATTN_PREFILL_PATH_FLASH
+                           : g->hd % 16 == 0                         ? ATTN_PREFILL_PATH_MMA
+                                                                     : ATTN_PREFILL_PATH_CORES;
     snprintf(d->why, sizeof d->why, "%s%s%s%s%s%s%s%s",
              gm == 0 && gr == 0 && gs == 0 && g->o.grouped_pipe64 == 0 && dt == 0 &&
                      g->o.gdn_chunk == 0 && g->o.fuse == 0
@@ -432,11 +436,13 @@ void gpu_dispatch_log(const struct gpu_model *g)
                  "with snapshots (verify windows) token-serial\"",
                  paths(b, sizeof b, "gdn_seq_step", "gdn_chunked",
                        g->disp.gdn_chunk_rows > 0 ? g->disp.gdn_chunk_rows : INT_MAX));
-    LOG_INFO("gpu_dispatch", "class=attention_core path=\"%s\" note=\"main passes; the MTP "
+    LOG_INFO("gpu_dispatch",
+             "class=attention_core path=\"%s\" note=\"main passes; the MTP "
              "pass attends row by row\" source=\"%s\"",
              paths(b, sizeof b, "attn_decode",
-                   g->disp.attn_prefill_path == ATTN_PREFILL_PATH_MMA ? "attn_prefill_mma"
-                                                                      : "attn_prefill_cores",
+                   g->disp.attn_prefill_path == ATTN_PREFILL_PATH_FLASH ? "attn_prefill_flash"
+                   : g->disp.attn_prefill_path == ATTN_PREFILL_PATH_MMA ? "attn_prefill_mma"
+                                                                        : "attn_prefill_cores",
                    g->disp.attn_prefill_rows),
              g->disp.why);
 }
