@@ -30,7 +30,7 @@ static const struct cfg_opt OPTS[] = {
     {"queue-timeout-ms", "TERN_SCHED_QUEUE_TIMEOUT_MS", CFG_TYPE_INT, F(queue_timeout_ms), 0, 1,
      86400000, "max wait for a worker, ms (60000)"},
     {"max-step-tokens", "TERN_SCHED_MAX_STEP_TOKENS", CFG_TYPE_INT, F(max_step_tokens), 0, 1,
-     1 << 20, "tokens per step, prefill + decode (2048)"},
+     1 << 20, "tokens per step, prefill + decode; a worker's own limit caps it (8192)"},
     {"decode-steps", "TERN_SCHED_DECODE_STEPS", CFG_TYPE_INT, F(decode_steps), 0, 1, 256,
      "decode steps granted per plan (4)"},
     {"drain-timeout-ms", "TERN_SCHED_DRAIN_TIMEOUT_MS", CFG_TYPE_INT, F(drain_timeout_ms), 0, 0,
@@ -90,7 +90,7 @@ static void set_defaults(struct sched_cfg *c)
     c->dead_after_ms = 3000;
     c->queue_cap = 256;
     c->queue_timeout_ms = 60000;
-    c->max_step_tokens = 2048;
+    c->max_step_tokens = 8192;
     c->decode_steps = 4;
     c->drain_timeout_ms = 30000;
     c->max_msg_bytes = (int)MSG_MAX_BYTES_DEFAULT;

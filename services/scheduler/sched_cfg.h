@@ -20,7 +20,7 @@ struct sched_cfg {
     int queue_cap;                           // waiting requests before QUEUE_FULL; default 256
     int queue_timeout_ms; // a request waiting this long for a worker fails NO_WORKER, ms; default
                           // 60000
-    int max_step_tokens;  // token budget of one step (prefill chunks + decodes); default 2048
+    int max_step_tokens;  // token budget of one step (prefill chunks + decodes); default 8192
     int decode_steps;     // decode steps granted per plan (pipelining), default 4
     int drain_timeout_ms; // SIGTERM: finish in-flight requests for at most this long, ms; default
                           // 30000

@@ -55,8 +55,8 @@ static const struct cfg_opt OPTS[] = {
     {"gdn-state", "TERN_GDN_STATE", CFG_TYPE_STR, F(gdn_state), S(gdn_state), 0, 0,
      "auto|pool|slots: GDN state as blocks of the KV pool, or slots reserved up front (auto: "
      "pool, every engine)"},
-    {"max-step-tokens", "TERN_WORKER_MAX_STEP_TOKENS", CFG_TYPE_INT, F(max_step_tokens), 0, 1,
-     1 << 20, "tokens per step (512)"},
+    {"max-step-tokens", "TERN_WORKER_MAX_STEP_TOKENS", CFG_TYPE_INT, F(max_step_tokens), 0, 0,
+     1 << 20, "tokens per step; 0 = the engine's default: cuda 8192, cpu and fake 512 (0)"},
     {"threads", "TERN_THREADS", CFG_TYPE_INT, F(threads), 0, 0, 1024,
      "compute threads, 0 = online CPUs (0)"},
     {"fake-vocab", "TERN_FAKE_VOCAB", CFG_TYPE_INT, F(fake_vocab), 0, 2, 1 << 20,
@@ -123,7 +123,7 @@ static void set_defaults(struct wk_cfg *c)
     c->kv_blocks = 0;
     c->gpu_memory_utilization = 0.9;
     c->max_model_len = 0;
-    c->max_step_tokens = 512;
+    c->max_step_tokens = 0;
     snprintf(c->kv_cache_dtype, sizeof c->kv_cache_dtype, "auto");
     snprintf(c->gdn_state, sizeof c->gdn_state, "auto");
     c->threads = 0;
@@ -137,6 +137,11 @@ static void set_defaults(struct wk_cfg *c)
     c->bench_batch = 1;
     c->max_msg_bytes = (int)MSG_MAX_BYTES_DEFAULT;
     snprintf(c->log_level, sizeof c->log_level, "info");
+}
+
+int wk_cfg_step_tokens(const struct wk_cfg *cfg, int engine_default)
+{
+    return cfg->max_step_tokens > 0 ? cfg->max_step_tokens : engine_default;
 }
 
 int wk_cfg_backend(const char *name)

@@ -25,7 +25,7 @@ struct wk_cfg {
     int kv_blocks;       // KV blocks; 0 = enough for max_seqs sequences of max_model_len
     int max_model_len;   // positions per sequence; 0 = the model's (fake: 4096), capped at 4096 on
                          // cpu
-    int max_step_tokens; // tokens one step may carry; 512
+    int max_step_tokens; // tokens one step may carry; 0 = the engine's (wk_cfg_step_tokens)
     int threads;         // compute threads (cpu engine); 0 = online CPUs
     int fake_vocab;      // fake engine vocabulary; 1024
     int fake_eos;        // fake engine EOS id; -1 = none
@@ -63,6 +63,13 @@ struct wk_cfg {
                              // classes; engine cuda; auto
     char linear_backend[32]; // auto | a backend name forced for the dense classes; auto
 };
+
+/* Tokens per step: --max-step-tokens, or engine_default when it is 0 (the CUDA engine's 8192:
+ * 64 streams through the stack measured 1,974 -> 2,137 output tok/s going from 2,048; docs/PERF.md;
+ * the CPU and fake engines' 512). */
+#define WK_STEP_TOKENS_CUDA 8192
+#define WK_STEP_TOKENS_CPU 512
+int wk_cfg_step_tokens(const struct wk_cfg *cfg, int engine_default);
 
 /* The backend ids the two --*-backend flags name (BACKEND_AUTO for "auto"). */
 int wk_cfg_backend(const char *name);

@@ -202,7 +202,7 @@ int wk_engine_cpu_create(const struct wk_cfg *cfg, wk_engine_progress_cb progres
             wk_engine_default_blocks(in->n_slots, in->max_model_len, in->block_tokens, 0);
     if (rc < 0)
         goto fail;
-    in->max_step_tokens = (uint32_t)cfg->max_step_tokens;
+    in->max_step_tokens = (uint32_t)wk_cfg_step_tokens(cfg, WK_STEP_TOKENS_CPU);
     for (int i = 0; i < mc->n_eos && in->n_eos < WK_ENGINE_MAX_EOS; i++)
         if (mc->eos_ids[i] >= 0)
             in->eos_ids[in->n_eos++] = (uint32_t)mc->eos_ids[i];

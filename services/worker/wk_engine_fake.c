@@ -144,7 +144,7 @@ int wk_engine_fake_create(const struct wk_cfg *cfg, struct wk_engine **out)
             return rc;
         }
     }
-    in->max_step_tokens = (uint32_t)cfg->max_step_tokens;
+    in->max_step_tokens = (uint32_t)wk_cfg_step_tokens(cfg, WK_STEP_TOKENS_CPU);
     if (cfg->fake_eos >= 0) {
         in->eos_ids[0] = (uint32_t)cfg->fake_eos;
         in->n_eos = 1;

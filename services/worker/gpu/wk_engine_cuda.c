@@ -140,7 +140,8 @@ int wk_engine_cuda_opts(const struct wk_cfg *cfg, const struct model *m, int spe
     in->n_slots = (uint32_t)cfg->max_seqs;
     in->block_tokens = (uint32_t)cfg->block_tokens;
     in->kv_blocks = (uint32_t)cfg->kv_blocks; // 0: the runner's n_slots x blocks per sequence
-    in->max_step_tokens = (uint32_t)cfg->max_step_tokens;
+    const int step_tokens = wk_cfg_step_tokens(cfg, WK_STEP_TOKENS_CUDA);
+    in->max_step_tokens = (uint32_t)step_tokens;
     in->n_eos = 0;
     for (int i = 0; i < mc->n_eos && in->n_eos < WK_ENGINE_MAX_EOS; i++)
         if (mc->eos_ids[i] >= 0)
@@ -148,12 +149,12 @@ int wk_engine_cuda_opts(const struct wk_cfg *cfg, const struct model *m, int spe
     const int kv_dtype = kv_dtype_parse(cfg->kv_cache_dtype);
     if (kv_dtype < 0)
         return ERR_INVAL; // wk_cfg_validate refuses it first
-    if (cfg->max_step_tokens > WK_CUDA_MAX_STEP_TOKENS) {
+    if (step_tokens > WK_CUDA_MAX_STEP_TOKENS) {
         LOG_ERR("engine_init_failed", "engine=cuda msg=\"max-step-tokens %d: at most %d (one step "
-                "is one pass; its rows ride a grid axis)\"", cfg->max_step_tokens,
+                "is one pass; its rows ride a grid axis)\"", step_tokens,
                 WK_CUDA_MAX_STEP_TOKENS);
         fprintf(stderr, "tern-worker: engine cuda takes --max-step-tokens up to %d (got %d)\n",
-                WK_CUDA_MAX_STEP_TOKENS, cfg->max_step_tokens);
+                WK_CUDA_MAX_STEP_TOKENS, step_tokens);
         return ERR_INVAL;
     }
     if (cfg->kv_cache_memory_bytes > 0) {
@@ -174,7 +175,7 @@ int wk_engine_cuda_opts(const struct wk_cfg *cfg, const struct model *m, int spe
         .graphs = 1,
         .force_moe = wk_cfg_backend(cfg->moe_backend),
         .force_linear = wk_cfg_backend(cfg->linear_backend),
-        .max_rows = cfg->max_step_tokens, // every step is one pass over at most this many rows
+        .max_rows = step_tokens, // every step is one pass over at most this many rows
         .spec_k = spec_k,
         .kv_dtype = kv_dtype,
         .state_in_pool = wk_engine_state_in_pool(cfg),

@@ -82,7 +82,8 @@ int main(void)
     CHECK_EQ_INT(go.kv_dtype, KV_DTYPE_AUTO);
     CHECK_EQ_INT(go.max_model_len, 4096);
     CHECK_EQ_INT(go.block_tokens, 16);
-    CHECK_EQ_INT(go.max_rows, 512);
+    CHECK_EQ_INT(go.max_rows, WK_STEP_TOKENS_CUDA); /* --max-step-tokens 0: the engine's 8192 */
+    CHECK_EQ_INT(in.max_step_tokens, WK_STEP_TOKENS_CUDA);
     CHECK_EQ_INT(go.spec_k, 0);
     CHECK_EQ_INT(go.graphs, 1);
     CHECK_EQ_INT(in.n_slots, 16);
