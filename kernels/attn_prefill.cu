@@ -412,24 +412,42 @@ __global__ void __launch_bounds__(MNT)
 }
 
 /* ---- flash path: bf16 K/V through a cp.async double buffer, ldmatrix fragments ----
- * FNW warps, each owns 16 of the block's FBM = 16 FNW flattened query rows; keys in tiles of
- * FBN = 64. Shared memory (bf16, rows of HD elements): Q (FBM rows, rounded once), K and V
- * (2 x FBN rows each): the next tile's K and V are copied (cp.async, 16 bytes a thread) while
- * this one is multiplied. Row r's 16-byte chunk c sits at chunk c ^ (r % 8), so the 8 rows an
- * ldmatrix reads fall on distinct banks. S = Q K^T from plain ldmatrix of Q (A) and K (B: keys
- * are the rows of K, the "col" operand); O += P V from ldmatrix.trans of V (B: keys x dims).
- * The online softmax runs in the log2 domain (the scores times scale log2(e), exp2). Same
- * rounding points as the MMA path (q and P to bf16, fp32 accumulation). Needs HD in {64, 128,
- * 256}, bf16 caches, 16-byte aligned q and 8-byte aligned out; a sequence's key j at block
- * table entry j / block_size, the usual paging. */
-#define FNW 8
+ * NW warps, each owns 16 of the block's RPB = 16 NW flattened query rows; keys in tiles of BN.
+ * Shared memory (bf16, rows of HD elements): Q (RPB rows, rounded once), K and V (2 x BN rows
+ * each): the next tile's K and V are copied (cp.async, 16 bytes a thread) while this one is
+ * multiplied. Row r's 16-byte chunk c sits at chunk c ^ (r % 8), so the 8 rows an ldmatrix
+ * reads fall on distinct banks. S = Q K^T from plain ldmatrix of Q (A) and K (B: keys are the
+ * rows of K, the "col" operand); O += P V from ldmatrix.trans of V (B: keys x dims). The online
+ * softmax runs in the log2 domain (the scores times scale log2(e), exp2). Same rounding points
+ * as the MMA path (q and P to bf16, fp32 accumulation). Needs HD in {64, 128, 256}, bf16 caches,
+ * 16-byte aligned q and 8-byte aligned out; a sequence's key j at block table entry
+ * j / block_size, the usual paging.
+ * Prefill (SPLIT false): NW = FNW, BN = FBN; a block walks every key its rows see.
+ * Split (SPLIT true, items of few rows: decode, verify windows): one warp, 32-key tiles, and
+ * grid.x = row tiles x n_parts: part p of a block's tiles is [p n / P, (p + 1) n / P) of its n
+ * tiles, its unnormalised o with its max and sum (log2 domain) to the workspace, merged by
+ * attn_flash_merge_kernel (an empty part leaves max -inf, sum 0). A (key tile, kv head) is read
+ * once for the whole GQA group. */
+#ifndef FNW
+#define FNW 8 /* prefill: warps a block (bench A/B builds may set it: 4 or 8) */
+#endif
+#ifndef FBN
+#define FBN 64 /* prefill: keys a tile (32 or 64) */
+#endif
 #define FBM (16 * FNW)
-#define FBN 64
 #define FNT (32 * FNW)
+#define SNW 1  /* split: warps a block */
+#define SBN 32 /* split: keys a tile */
+#define SPLIT_MAX_PARTS 128
+
+static size_t flash_smem_bytes_nb(int hd, int nw, int bn)
+{
+    return sizeof(uint16_t) * (size_t)hd * (size_t)(16 * nw + 4 * bn);
+}
 
 static size_t flash_smem_bytes(int hd)
 {
-    return sizeof(uint16_t) * (size_t)hd * (size_t)(FBM + 4 * FBN);
+    return flash_smem_bytes_nb(hd, FNW, FBN);
 }
 
 /* the swizzled offset (elements) of row r's 16-byte chunk c, rows of HD elements */
@@ -438,14 +456,14 @@ template <int HD> static __device__ __forceinline__ int fl_off(int r, int c)
     return r * HD + ((c ^ (r & 7)) << 3);
 }
 
-/* keys j0 .. j0+FBN-1 of the K and V caches into Kd / Vd (zeros at and past kv_end) */
-template <int HD>
+/* keys j0 .. j0+BN-1 of the K and V caches into Kd / Vd (zeros at and past kv_end) */
+template <int HD, int BN, int TPB>
 static __device__ __forceinline__ void
 fl_load_kv(uint16_t *Kd, uint16_t *Vd, const uint16_t *k_cache, const uint16_t *v_cache,
            const int32_t *bt, int j0, int kv_end, int hkv, int kvh, int block_size)
 {
     constexpr int CH = HD / 8;
-    for (int e = threadIdx.x; e < FBN * CH; e += FNT) {
+    for (int e = threadIdx.x; e < BN * CH; e += TPB) {
         const int kk = e / CH, c = e - kk * CH, j = j0 + kk;
         int64_t off = 0;
         int bytes = 0;
@@ -459,35 +477,57 @@ fl_load_kv(uint16_t *Kd, uint16_t *Vd, const uint16_t *k_cache, const uint16_t *
     }
 }
 
-/* grid (tiles of max_rows*g, n_kv_heads, n_seqs); qk_log2 = scale * log2(e) */
-template <int HD>
-__global__ void __launch_bounds__(FNT, 1)
-    attn_prefill_flash_kernel(float *out, const float *q, const float *gate,
+/* grid (row tiles of max_rows*g [x n_parts when SPLIT], n_kv_heads, n_seqs); qk_log2 = scale *
+ * log2(e); ws / n_parts: SPLIT's partials ((row, q head, part) x (HD + 2) floats: o, max, sum) */
+template <int HD, int NW, int BN, bool SPLIT>
+__global__ void __launch_bounds__(32 * NW, 1)
+    attn_prefill_flash_kernel(float *out, float *ws, int n_parts, const float *q, const float *gate,
                               const uint16_t *k_cache, const uint16_t *v_cache,
                               const int32_t *block_table, int max_blocks_per_seq,
                               const struct attn_prefill_seq *seqs, struct attn_prefill_seq one,
                               int hq, int hkv, int block_size, float qk_log2)
 {
+    constexpr int CH = HD / 8, RPB = 16 * NW, TPB = 32 * NW;
     extern __shared__ __align__(16) uint16_t fsm[];
-    constexpr int CH = HD / 8;
     uint16_t *Qs = fsm;
-    uint16_t *Ks = Qs + FBM * HD; /* 2 x FBN x HD */
-    uint16_t *Vs = Ks + 2 * FBN * HD;
+    uint16_t *Ks = Qs + RPB * HD; /* 2 x BN x HD */
+    uint16_t *Vs = Ks + 2 * BN * HD;
 
     const struct attn_prefill_seq d = seqs ? seqs[blockIdx.z] : one;
     const int g = hq / hkv, kvh = blockIdx.y;
     const int n_flat = d.n_rows * g;
-    const int ntiles = (n_flat + FBM - 1) / FBM;
-    if ((int)blockIdx.x >= ntiles)
+    const int ntiles = (n_flat + RPB - 1) / RPB;
+    const int bx = SPLIT ? (int)blockIdx.x / n_parts : (int)blockIdx.x;
+    const int part = SPLIT ? (int)blockIdx.x - bx * n_parts : 0;
+    if (bx >= ntiles)
         return;
-    const int r0 = (ntiles - 1 - (int)blockIdx.x) * FBM; /* longest contexts launch first */
+    const int r0 = (ntiles - 1 - bx) * RPB; /* longest contexts launch first */
     const int32_t *bt = block_table + (int64_t)d.seq * max_blocks_per_seq;
-    const int kv_end = d.pos0 + (min(r0 + FBM, n_flat) - 1) / g + 1;
-    const int n_kt = (kv_end + FBN - 1) / FBN;
+    const int kv_end = d.pos0 + (min(r0 + RPB, n_flat) - 1) / g + 1;
+    const int n_all = (kv_end + BN - 1) / BN;
+    const int t0 = SPLIT ? (int)((int64_t)part * n_all / n_parts) : 0;
+    const int t1 = SPLIT ? (int)((int64_t)(part + 1) * n_all / n_parts) : n_all;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, c4 = lane & 3;
+    const int ra = r0 + warp * 16 + gq, rb = ra + 8; /* this thread's two rows */
+    if (SPLIT && t0 == t1) {                         /* no keys: an empty partial */
+        if (c4 == 0) {
+#pragma unroll
+            for (int half = 0; half < 2; half++) {
+                const int r = half ? rb : ra;
+                if (r >= n_flat)
+                    continue;
+                const int t = r / g, h = kvh * g + (r - t * g);
+                float *w = ws + (((int64_t)(d.row_start + t) * hq + h) * n_parts + part) * (HD + 2);
+                w[HD] = -INFINITY;
+                w[HD + 1] = 0.0f;
+            }
+        }
+        return;
+    }
 
-    fl_load_kv<HD>(Ks, Vs, k_cache, v_cache, bt, 0, kv_end, hkv, kvh, block_size);
+    fl_load_kv<HD, BN, TPB>(Ks, Vs, k_cache, v_cache, bt, t0 * BN, kv_end, hkv, kvh, block_size);
     cpa_commit();
-    for (int e = threadIdx.x; e < FBM * CH; e += FNT) {
+    for (int e = threadIdx.x; e < RPB * CH; e += TPB) {
         const int rr = e / CH, c = e - rr * CH, r = r0 + rr;
         uint4 x = make_uint4(0u, 0u, 0u, 0u);
         if (r < n_flat) {
@@ -501,8 +541,6 @@ __global__ void __launch_bounds__(FNT, 1)
         *reinterpret_cast<uint4 *>(Qs + fl_off<HD>(rr, c)) = x;
     }
 
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, c4 = lane & 3;
-    const int ra = r0 + warp * 16 + gq, rb = ra + 8; /* this thread's two rows */
     const int pos_a = d.pos0 + min(ra, n_flat - 1) / g, pos_b = d.pos0 + min(rb, n_flat - 1) / g;
     const int pos_min = d.pos0 + r0 / g; /* tiles past it need the causal mask */
     float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;
@@ -515,39 +553,39 @@ __global__ void __launch_bounds__(FNT, 1)
     const int krow = (lane & 7) + 8 * (lane >> 4), kch = (lane >> 3) & 1;
     const int vrow = (lane & 7) + 8 * ((lane >> 3) & 1), vch = lane >> 4;
 
-    for (int it = 0; it < n_kt; it++) {
-        const int buf = it & 1, j0 = it * FBN;
-        if (it + 1 < n_kt) {
-            fl_load_kv<HD>(Ks + (buf ^ 1) * FBN * HD, Vs + (buf ^ 1) * FBN * HD, k_cache, v_cache,
-                           bt, j0 + FBN, kv_end, hkv, kvh, block_size);
+    for (int it = t0; it < t1; it++) {
+        const int buf = (it - t0) & 1, j0 = it * BN;
+        if (it + 1 < t1) {
+            fl_load_kv<HD, BN, TPB>(Ks + (buf ^ 1) * BN * HD, Vs + (buf ^ 1) * BN * HD, k_cache,
+                                    v_cache, bt, j0 + BN, kv_end, hkv, kvh, block_size);
             cpa_commit();
             cpa_wait<1>();
         } else {
             cpa_wait<0>();
         }
         __syncthreads(); /* tile it (and Q) visible to every warp */
-        const uint16_t *Kb = Ks + buf * FBN * HD, *Vb = Vs + buf * FBN * HD;
+        const uint16_t *Kb = Ks + buf * BN * HD, *Vb = Vs + buf * BN * HD;
 
-        float s[FBN / 8][4];
+        float s[BN / 8][4];
 #pragma unroll
-        for (int nt = 0; nt < FBN / 8; nt++)
+        for (int nt = 0; nt < BN / 8; nt++)
             s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++) {
             uint32_t a[4];
             ldsm_x4(a, Qs + fl_off<HD>(qrow, 2 * kk + qch));
 #pragma unroll
-            for (int np = 0; np < FBN / 16; np++) {
+            for (int np = 0; np < BN / 16; np++) {
                 uint32_t b[4];
                 ldsm_x4(b, Kb + fl_off<HD>(np * 16 + krow, 2 * kk + kch));
                 mma_bf16(s[2 * np], a, b[0], b[1]);
                 mma_bf16(s[2 * np + 1], a, b[2], b[3]);
             }
         }
-        const bool mask = j0 + FBN - 1 > pos_min;
+        const bool mask = j0 + BN - 1 > pos_min;
         float mx_a = -INFINITY, mx_b = -INFINITY;
 #pragma unroll
-        for (int nt = 0; nt < FBN / 8; nt++) {
+        for (int nt = 0; nt < BN / 8; nt++) {
 #pragma unroll
             for (int u = 0; u < 2; u++) {
                 const int j = j0 + nt * 8 + 2 * c4 + u;
@@ -561,16 +599,19 @@ __global__ void __launch_bounds__(FNT, 1)
         mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
         mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
         mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
-        /* finite: key 0 is in the first tile and visible to every row */
+        /* prefill: finite (key 0 is in the first tile and visible to every row); a split part
+         * may see none of a row's keys yet: its base is then 0 (every p and alpha 0) */
         const float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b);
-        const float al_a = exp2f(m_a - mn_a), al_b = exp2f(m_b - mn_b);
+        const float bs_a = SPLIT && mn_a == -INFINITY ? 0.0f : mn_a;
+        const float bs_b = SPLIT && mn_b == -INFINITY ? 0.0f : mn_b;
+        const float al_a = exp2f(m_a - bs_a), al_b = exp2f(m_b - bs_b);
         float sum_a = 0.0f, sum_b = 0.0f;
 #pragma unroll
-        for (int nt = 0; nt < FBN / 8; nt++) {
+        for (int nt = 0; nt < BN / 8; nt++) {
 #pragma unroll
             for (int u = 0; u < 2; u++) {
-                s[nt][u] = exp2f(s[nt][u] - mn_a);
-                s[nt][2 + u] = exp2f(s[nt][2 + u] - mn_b);
+                s[nt][u] = exp2f(s[nt][u] - bs_a);
+                s[nt][2 + u] = exp2f(s[nt][2 + u] - bs_b);
                 sum_a += s[nt][u];
                 sum_b += s[nt][2 + u];
             }
@@ -591,7 +632,7 @@ __global__ void __launch_bounds__(FNT, 1)
             o[n][3] *= al_b;
         }
 #pragma unroll
-        for (int kb = 0; kb < FBN / 16; kb++) {
+        for (int kb = 0; kb < BN / 16; kb++) {
             uint32_t a[4];
             a[0] = pack_bf16x2(s[2 * kb][0], s[2 * kb][1]);
             a[1] = pack_bf16x2(s[2 * kb][2], s[2 * kb][3]);
@@ -614,6 +655,18 @@ __global__ void __launch_bounds__(FNT, 1)
         if (r >= n_flat)
             continue;
         const int t = r / g, h = kvh * g + (r - t * g);
+        if (SPLIT) {
+            float *w = ws + (((int64_t)(d.row_start + t) * hq + h) * n_parts + part) * (HD + 2);
+#pragma unroll
+            for (int n = 0; n < HD / 8; n++)
+                *reinterpret_cast<float2 *>(w + n * 8 + 2 * c4) =
+                    make_float2(o[n][2 * half], o[n][2 * half + 1]);
+            if (c4 == 0) {
+                w[HD] = half ? m_b : m_a;
+                w[HD + 1] = half ? l_b : l_a;
+            }
+            continue;
+        }
         const int64_t base = ((int64_t)(d.row_start + t) * hq + h) * HD;
         const float inv = 1.0f / (half ? l_b : l_a);
 #pragma unroll
@@ -627,6 +680,43 @@ __global__ void __launch_bounds__(FNT, 1)
             *reinterpret_cast<float2 *>(out + base + dim) = make_float2(o0, o1);
         }
     }
+}
+
+/* The split partials of every (row, q head) of the items: grid (q heads, max_rows, n_seqs),
+ * hd threads (a dim each); the parts' maxima and sums in the log2 domain, an empty part's sum
+ * 0. out = sum_p 2^(m_p - M) o_p / sum_p 2^(m_p - M) l_p, times sigmoid(gate). */
+__global__ void __launch_bounds__(256)
+    attn_flash_merge_kernel(float *out, const float *ws, const float *gate,
+                            const struct attn_prefill_seq *seqs, int hq, int hd, int n_parts)
+{
+    const struct attn_prefill_seq d = seqs[blockIdx.z];
+    if ((int)blockIdx.y >= d.n_rows)
+        return;
+    const int h = blockIdx.x, i = threadIdx.x;
+    const int64_t row = d.row_start + (int)blockIdx.y;
+    const float *w = ws + (row * hq + h) * n_parts * (int64_t)(hd + 2);
+    float mx = -INFINITY;
+    for (int p = 0; p < n_parts; p++)
+        if (w[(int64_t)p * (hd + 2) + hd + 1] > 0.0f)
+            mx = fmaxf(mx, w[(int64_t)p * (hd + 2) + hd]);
+    float num = 0.0f, den = 0.0f;
+    for (int p = 0; p < n_parts; p++) {
+        const float *wp = w + (int64_t)p * (hd + 2);
+        const float l = wp[hd + 1];
+        if (!(l > 0.0f))
+            continue;
+        const float f = exp2f(wp[hd] - mx);
+        den += f * l;
+        if (i < hd)
+            num += f * wp[i];
+    }
+    if (i >= hd)
+        return;
+    const int64_t at = (row * hq + h) * hd + i;
+    float o = num / den; /* den >= 1: the part of the row's largest score */
+    if (gate)
+        o *= sigmoid_f32(gate[at]);
+    out[at] = o;
 }
 
 template <typename T>
@@ -654,20 +744,39 @@ static cudaError_t launch_mma(dim3 grid, cudaStream_t stream, float *out, const 
     return e;
 }
 
-template <int HD>
-static cudaError_t launch_flash_hd(dim3 grid, cudaStream_t stream, float *out, const float *q,
-                                   const float *gate, const uint16_t *kc, const uint16_t *vc,
-                                   const int32_t *bt, int mbps, const struct attn_prefill_seq *seqs,
-                                   struct attn_prefill_seq one, int hq, int hkv, int bs,
-                                   float qk_log2)
+template <int HD, int NW, int BN, bool SPLIT>
+static cudaError_t
+launch_flash_hd(dim3 grid, cudaStream_t stream, float *out, float *ws, int n_parts, const float *q,
+                const float *gate, const uint16_t *kc, const uint16_t *vc, const int32_t *bt,
+                int mbps, const struct attn_prefill_seq *seqs, struct attn_prefill_seq one, int hq,
+                int hkv, int bs, float qk_log2)
 {
-    const size_t smem = flash_smem_bytes(HD);
-    cudaError_t e = cudaFuncSetAttribute(attn_prefill_flash_kernel<HD>,
+    const size_t smem = flash_smem_bytes_nb(HD, NW, BN);
+    cudaError_t e = cudaFuncSetAttribute(attn_prefill_flash_kernel<HD, NW, BN, SPLIT>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e == cudaSuccess)
-        attn_prefill_flash_kernel<HD><<<grid, FNT, smem, stream>>>(out, q, gate, kc, vc, bt, mbps,
-                                                                   seqs, one, hq, hkv, bs, qk_log2);
+        attn_prefill_flash_kernel<HD, NW, BN, SPLIT><<<grid, 32 * NW, smem, stream>>>(
+            out, ws, n_parts, q, gate, kc, vc, bt, mbps, seqs, one, hq, hkv, bs, qk_log2);
     return e;
+}
+
+template <int NW, int BN, bool SPLIT>
+static cudaError_t launch_flash(int hd, dim3 grid, cudaStream_t stream, float *out, float *ws,
+                                int n_parts, const float *q, const float *gate, const void *k_cache,
+                                const void *v_cache, const int32_t *bt, int mbps,
+                                const struct attn_prefill_seq *seqs, struct attn_prefill_seq one,
+                                int hq, int hkv, int bs, float scale)
+{
+    const float qk_log2 = scale * 1.4426950408889634f;
+    const uint16_t *kc = (const uint16_t *)k_cache, *vc = (const uint16_t *)v_cache;
+    if (hd == 64)
+        return launch_flash_hd<64, NW, BN, SPLIT>(grid, stream, out, ws, n_parts, q, gate, kc, vc,
+                                                  bt, mbps, seqs, one, hq, hkv, bs, qk_log2);
+    if (hd == 128)
+        return launch_flash_hd<128, NW, BN, SPLIT>(grid, stream, out, ws, n_parts, q, gate, kc, vc,
+                                                   bt, mbps, seqs, one, hq, hkv, bs, qk_log2);
+    return launch_flash_hd<256, NW, BN, SPLIT>(grid, stream, out, ws, n_parts, q, gate, kc, vc, bt,
+                                               mbps, seqs, one, hq, hkv, bs, qk_log2);
 }
 
 int attn_prefill_flash_ok(int head_dim, int kv_dtype)
@@ -682,6 +791,85 @@ int attn_prefill_flash_ok(int head_dim, int kv_dtype)
         return 0;
     }
     return flash_smem_bytes(head_dim) <= (size_t)optin;
+}
+
+int attn_prefill_split_ok(int head_dim, int kv_dtype)
+{
+    if (kv_dtype != KV_DTYPE_BF16 || (head_dim != 64 && head_dim != 128 && head_dim != 256))
+        return 0;
+    int dev = 0, optin = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
+            cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return flash_smem_bytes_nb(head_dim, SNW, SBN) <= (size_t)optin;
+}
+
+int attn_prefill_split_parts(int n_seqs, int max_rows, int n_q_heads, int n_kv_heads, int max_len)
+{
+    if (n_seqs < 1 || max_rows < 1 || n_kv_heads < 1 || n_q_heads < n_kv_heads || max_len < 1)
+        return 1;
+    int dev = 0, sms = 132;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        sms = 132;
+    }
+    const int64_t tiles = CEIL_DIV((int64_t)max_rows * (n_q_heads / n_kv_heads), 16 * SNW);
+    const int64_t blocks = tiles * n_kv_heads * n_seqs;   /* a part each */
+    int64_t parts = CEIL_DIV(2 * (int64_t)sms, blocks);   /* about two blocks an SM */
+    const int64_t most = CEIL_DIV((int64_t)max_len, SBN); /* no part without a key tile */
+    if (parts > most)
+        parts = most;
+    if (parts > SPLIT_MAX_PARTS)
+        parts = SPLIT_MAX_PARTS;
+    return parts < 1 ? 1 : (int)parts;
+}
+
+size_t attn_prefill_split_ws_floats(int rows, int n_q_heads, int head_dim, int n_parts)
+{
+    if (rows < 1 || n_q_heads < 1 || head_dim < 1 || n_parts < 1)
+        return 0;
+    return (size_t)rows * (size_t)n_q_heads * (size_t)n_parts * (size_t)(head_dim + 2);
+}
+
+int attn_prefill_split_cuda(float *out, float *ws, int n_parts, const float *q, const float *gate,
+                            const void *k_cache, const void *v_cache, int kv_dtype,
+                            const int32_t *block_table, int max_blocks_per_seq,
+                            const struct attn_prefill_seq *seqs, int n_seqs, int max_rows,
+                            int n_q_heads, int n_kv_heads, int head_dim, int block_size,
+                            float scale, cudaStream_t stream)
+{
+    const int hq = n_q_heads, hkv = n_kv_heads, hd = head_dim;
+    if (!out || !ws || !q || !k_cache || !v_cache || !block_table || !seqs ||
+        kv_dtype != KV_DTYPE_BF16 || (hd != 64 && hd != 128 && hd != 256) || n_parts < 1 ||
+        n_parts > SPLIT_MAX_PARTS || n_seqs < 0 || n_seqs > 65535 || max_rows < 0 ||
+        max_rows > 65535 || hq <= 0 || hkv <= 0 || hkv > 65535 || hq % hkv || hq > 65535 ||
+        block_size <= 0 || max_blocks_per_seq < 0 ||
+        (int64_t)max_rows * (hq / hkv) > INT_MAX / SPLIT_MAX_PARTS || ((uintptr_t)k_cache) % 16 ||
+        ((uintptr_t)v_cache) % 16 || ((uintptr_t)q) % 16 || ((uintptr_t)out) % 8 ||
+        ((uintptr_t)ws) % 8)
+        return ERR_INVAL;
+    const int tiles = CEIL_DIV(max_rows * (hq / hkv), 16 * SNW);
+    if (n_seqs == 0 || tiles == 0)
+        return 0;
+    const struct attn_prefill_seq none = {0, 0, 0, 0};
+    cudaError_t e = launch_flash<SNW, SBN, true>(
+        hd, dim3(tiles * n_parts, hkv, n_seqs), stream, out, ws, n_parts, q, gate, k_cache, v_cache,
+        block_table, max_blocks_per_seq, seqs, none, hq, hkv, block_size, scale);
+    if (e != cudaSuccess) {
+        LOG_ERR("kernel_attr_failed", "op=attn_prefill_split smem=%zu err=\"%s\"",
+                flash_smem_bytes_nb(hd, SNW, SBN), cudaGetErrorString(e));
+        return ERR_CUDA;
+    }
+    int rc = kcuda_launch_status("attn_prefill_split");
+    if (rc < 0)
+        return rc;
+    attn_flash_merge_kernel<<<dim3(hq, max_rows, n_seqs), CEIL_DIV(hd, 32) * 32, 0, stream>>>(
+        out, ws, gate, seqs, hq, hd, n_parts);
+    return kcuda_launch_status("attn_flash_merge");
 }
 
 /* Path AUTO resolves to: */
@@ -725,17 +913,9 @@ static int launch(float *out, const float *q, const float *gate, const void *k_c
                                                           : smem_bytes(hd);
     cudaError_t e;
     if (path == ATTN_PREFILL_PATH_FLASH) {
-        const float qk_log2 = scale * 1.4426950408889634f;
-        const uint16_t *kc = (const uint16_t *)k_cache, *vc = (const uint16_t *)v_cache;
-        if (hd == 64)
-            e = launch_flash_hd<64>(grid, stream, out, q, gate, kc, vc, block_table,
-                                    max_blocks_per_seq, seqs, one, hq, hkv, block_size, qk_log2);
-        else if (hd == 128)
-            e = launch_flash_hd<128>(grid, stream, out, q, gate, kc, vc, block_table,
-                                     max_blocks_per_seq, seqs, one, hq, hkv, block_size, qk_log2);
-        else
-            e = launch_flash_hd<256>(grid, stream, out, q, gate, kc, vc, block_table,
-                                     max_blocks_per_seq, seqs, one, hq, hkv, block_size, qk_log2);
+        e = launch_flash<FNW, FBN, false>(hd, grid, stream, out, NULL, 1, q, gate, k_cache, v_cache,
+                                          block_table, max_blocks_per_seq, seqs, one, hq, hkv,
+                                          block_size, scale);
     } else if (path == ATTN_PREFILL_PATH_MMA) {
         if (kv_dtype == KV_DTYPE_BF16)
             e = launch_mma<uint16_t>(grid, stream, out, q, gate, (const uint16_t *)k_cache,

@@ -22,6 +22,7 @@
 #ifndef KERNELS_ATTN_PREFILL_H
 #define KERNELS_ATTN_PREFILL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kstream.h"
@@ -95,6 +96,24 @@ int attn_prefill_batch_ref(float *out, const float *q, const float *gate, const 
                            const struct attn_prefill_seq *seqs, int n_seqs, int max_rows,
                            int n_q_heads, int n_kv_heads, int head_dim, int block_size,
                            float scale);
+
+/* Split over the keys, for items of few rows (decode, speculative verify windows): the FLASH
+ * arithmetic with one warp per (16 flattened rows, kv head, part of the keys), so a GQA group's
+ * K/V tile is read once, and enough parts for about two blocks an SM; a second launch merges
+ * the parts (and applies the gate). bf16 caches, head_dim 64 / 128 / 256 (72 KiB of shared
+ * memory at 256: sm_90 and sm_120). seqs, max_rows as attn_prefill_batch_cuda; n_parts from
+ * attn_prefill_split_parts (1 .. 128); ws: attn_prefill_split_ws_floats(rows, ...) floats
+ * where rows exceeds every descriptor's row_start + n_rows (device). The results do not depend
+ * on n_parts beyond fp32 rounding. Returns 0, ERR_INVAL, ERR_CUDA. */
+int attn_prefill_split_ok(int head_dim, int kv_dtype);
+int attn_prefill_split_parts(int n_seqs, int max_rows, int n_q_heads, int n_kv_heads, int max_len);
+size_t attn_prefill_split_ws_floats(int rows, int n_q_heads, int head_dim, int n_parts);
+int attn_prefill_split_cuda(float *out, float *ws, int n_parts, const float *q, const float *gate,
+                            const void *k_cache, const void *v_cache, int kv_dtype,
+                            const int32_t *block_table, int max_blocks_per_seq,
+                            const struct attn_prefill_seq *seqs, int n_seqs, int max_rows,
+                            int n_q_heads, int n_kv_heads, int head_dim, int block_size,
+                            float scale, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

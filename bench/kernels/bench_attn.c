@@ -3,8 +3,10 @@
  *   attn_prefill: one chunk of T rows at pos0 (causal), each path (cores, mma, flash), TFLOP/s
  *                 counting 4*hd FLOP per (row, q head, visible key) (QK^T + PV), against
  *                 989 TFLOP/s dense bf16 (H100/H200)
- *   attn_decode:  1 and 8 sequences at ctx 4096 / 32768, GB/s of KV bytes read, against a
- *                 device-to-device cudaMemcpy measured in the same run
+ *   attn_decode:  1 and 8 sequences at ctx 4096 / 32768 (bf16 also 1 at 2,048 / 131,072, 64 at
+ *                 2,048), GB/s of KV bytes read, against a device-to-device cudaMemcpy measured
+ *                 in the same run
+ *   attn_split:   attn_prefill_split (bf16) on the same decode shapes and a k = 3 verify window
  * Usage: bench_attn. Times are medians of CUDA-event timings. */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -138,6 +140,54 @@ static void bench_decode(int dt, int n_seq, int len, double copy_bw)
     free(lens);
 }
 
+struct split_arg {
+    float *out, *ws, *q, *g;
+    void *kc, *vc;
+    int32_t *bt;
+    struct attn_prefill_seq *seqs;
+    int n_seq, T, mb, parts;
+};
+
+static void run_split(void *p)
+{
+    struct split_arg *a = p;
+    attn_prefill_split_cuda(a->out, a->ws, a->parts, a->q, a->g, a->kc, a->vc, KV_DTYPE_BF16, a->bt,
+                            a->mb, a->seqs, a->n_seq, a->T, HQ, HKV, HD, BS, 0.0625f, 0);
+}
+
+/* attn_prefill_split: n_seq items of T rows each at context len (decode T = 1, a verify window
+ * T = k + 1), bf16; GB/s of the KV bytes its items see */
+static void bench_split(int n_seq, int T, int len, double copy_bw)
+{
+    struct split_arg a;
+    a.n_seq = n_seq, a.T = T, a.mb = (len + BS - 1) / BS;
+    a.parts = attn_prefill_split_parts(n_seq, T, HQ, HKV, len);
+    const size_t nslots = (size_t)n_seq * a.mb * BS, nq = (size_t)n_seq * T * HQ * HD;
+    a.kc = cache_alloc(nslots, KV_DTYPE_BF16);
+    a.vc = cache_alloc(nslots, KV_DTYPE_BF16);
+    a.bt = table_alloc(n_seq * a.mb);
+    struct attn_prefill_seq *d = malloc(sizeof(*d) * (size_t)n_seq);
+    for (int i = 0; i < n_seq; i++)
+        d[i] = (struct attn_prefill_seq){i, i * T, T, len - T};
+    a.seqs = ktest_dev_from(d, sizeof(*d) * (size_t)n_seq);
+    a.q = ktest_dev_alloc(nq * 4);
+    a.g = ktest_dev_alloc(nq * 4);
+    a.out = ktest_dev_alloc(nq * 4);
+    cudaMemset(a.q, 0x3c, nq * 4);
+    cudaMemset(a.g, 0x3c, nq * 4);
+    a.ws = ktest_dev_alloc(attn_prefill_split_ws_floats(n_seq * T, HQ, HD, a.parts) * 4);
+    double us = ktest_time_us(run_split, &a, 5, 41);
+    double bytes = (double)n_seq * len * HKV * HD * 2 * 2;
+    printf(
+        "attn_split   bf16 seq=%2d rows=%d ctx=%6d parts=%3d (KV %7.1f MB)  %9.1f us  %7.0f GB/s  "
+        "%5.1f%% of copy\n",
+        n_seq, T, len, a.parts, bytes / 1e6, us, bytes / us * 1e-3,
+        100.0 * bytes / us * 1e-3 / copy_bw);
+    ktest_free(a.kc), ktest_free(a.vc), ktest_free(a.bt), ktest_free(a.seqs), ktest_free(a.q);
+    ktest_free(a.g), ktest_free(a.out), ktest_free(a.ws);
+    free(d);
+}
+
 int main(void)
 {
     struct copy_arg c;
@@ -161,7 +211,7 @@ int main(void)
             bench_prefill(dt, 2048, 6144, path);
             bench_prefill(dt, 8192, 0, path);
             bench_prefill(dt, 1, 8191, path);
-            bench_prefill(dt, 32, 2048, path); /* a 4-token verify window's rows (GQA 8) */
+            bench_prefill(dt, 4, 2048, path); /* a k = 3 verify window */
             if (path != ATTN_PREFILL_PATH_CORES && dt == KV_DTYPE_BF16)
                 bench_prefill(dt, 2048, 129024, path); /* the last chunk of a 131,072 prompt */
         }
@@ -169,6 +219,19 @@ int main(void)
         bench_decode(dt, 1, 32768, copy_bw);
         bench_decode(dt, 8, 4096, copy_bw);
         bench_decode(dt, 8, 32768, copy_bw);
+        if (dt == KV_DTYPE_BF16 && attn_prefill_split_ok(HD, dt)) {
+            bench_decode(dt, 1, 2048, copy_bw);
+            bench_decode(dt, 1, 131072, copy_bw);
+            bench_decode(dt, 64, 2048, copy_bw);
+            bench_split(1, 1, 2048, copy_bw);
+            bench_split(1, 1, 4096, copy_bw);
+            bench_split(1, 1, 32768, copy_bw);
+            bench_split(1, 1, 131072, copy_bw);
+            bench_split(8, 1, 4096, copy_bw);
+            bench_split(8, 1, 32768, copy_bw);
+            bench_split(64, 1, 2048, copy_bw);
+            bench_split(1, 4, 2048, copy_bw); /* a k = 3 verify window */
+        }
     }
     ktest_sync();
     return 0;

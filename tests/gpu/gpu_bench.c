@@ -73,6 +73,7 @@ struct bench_opts {
     int fuse;           // gpu_model_opts.fuse
     int gdn_chunk;      // gpu_model_opts.gdn_chunk
     int pdl;            // gpu_model_opts.pdl
+    int split_attn;     // gpu_model_opts.split_attn
     int state_in_pool;  // gpu_model_opts.state_in_pool
     unsigned seed;
     bool host_fill; // dummy weights filled on the host (not on the device, the default)
@@ -164,6 +165,8 @@ static int parse_args(struct bench_opts *o, int argc, char **argv)
                  "few-row launches fused (gemv_multi pairs): 0 default (on), -1 off"),
         ARGS_INT("--gdn-chunk", "N", &o->gdn_chunk, -1, 1 << 20,
                  "GDN items of at least N rows on the chunked recurrence (0: default, -1: never)"),
+        ARGS_INT("--split-attn", "0|-1", &o->split_attn, -1, 0,
+                 "few-row items through attn_prefill_split: 0 = where it runs, -1 = never (0)"),
         ARGS_INT("--pdl", "1|-1", &o->pdl, -1, 1,
                  "programmatic (PDL) edges in the decode graphs: 1 on (the default), -1 off"),
         ARGS_INT("--state-in-pool", "0|1", &o->state_in_pool, 0, 1,
@@ -406,6 +409,8 @@ static const char *paths_name(const struct bench_opts *o, char *buf, size_t len)
         snprintf(buf + strlen(buf), len - strlen(buf), "_fuseoff");
     if (o->pdl < 0)
         snprintf(buf + strlen(buf), len - strlen(buf), "_pdloff");
+    if (o->split_attn < 0)
+        snprintf(buf + strlen(buf), len - strlen(buf), "_splitoff");
     if (o->dense_tiles > 0)
         snprintf(buf + strlen(buf), len - strlen(buf), "_dt%d", o->dense_tiles);
     else if (o->dense_tiles < 0)
@@ -533,18 +538,22 @@ int main(int argc, char **argv)
         max_b = o.batch[b] > max_b ? o.batch[b] : max_b;
     for (int p = 0; p < o.n_prompt; p++)
         max_p = o.prompt[p] > max_p ? o.prompt[p] : max_p;
-    struct gpu_model_opts go = { .n_slots = max_b, .max_model_len = max_p + o.gen + 16,
-                                 .block_tokens = 16, .graphs = o.graphs, .max_rows = o.chunk,
-                                 .gemm_min_rows = o.few_row_paths ? -1 : 0,
-                                 .grouped_min_rows = o.few_row_paths ? -1 : 0,
-                                 .prefill_attn = o.few_row_paths ? -1 : 0,
-                                 .grouped_small = o.grouped_small,
-                                 .grouped_pipe64 = o.grouped_pipe64,
-                                 .dense_tiles = o.dense_tiles,
-                                 .fuse = o.fuse,
-                                 .pdl = o.pdl,
-                                 .gdn_chunk = o.gdn_chunk,
-                                 .state_in_pool = o.state_in_pool };
+    struct gpu_model_opts go = {.n_slots = max_b,
+                                .max_model_len = max_p + o.gen + 16,
+                                .block_tokens = 16,
+                                .graphs = o.graphs,
+                                .max_rows = o.chunk,
+                                .gemm_min_rows = o.few_row_paths ? -1 : 0,
+                                .grouped_min_rows = o.few_row_paths ? -1 : 0,
+                                .prefill_attn = o.few_row_paths ? -1 : 0,
+                                .grouped_small = o.grouped_small,
+                                .grouped_pipe64 = o.grouped_pipe64,
+                                .dense_tiles = o.dense_tiles,
+                                .fuse = o.fuse,
+                                .pdl = o.pdl,
+                                .split_attn = o.split_attn,
+                                .gdn_chunk = o.gdn_chunk,
+                                .state_in_pool = o.state_in_pool};
     t0 = now_s();
     rc = gpu_model_create(&g, m, &go, err, sizeof err);
     const double t_up = now_s() - t0;

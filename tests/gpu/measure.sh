@@ -20,6 +20,8 @@
 #              recurrence token-serial: tokens may differ, fp32 rounding of another order),
 #              --grouped-pipe64 1 (the 64-row expert tiles at 2 x 2 warps: the same tokens_hash)
 #     attn     bench_attn: prefill attention per path (cores, mma, flash) in TFLOP/s, decode
+#     attnab   the FLASH prefill attention's block shape (warps x keys a tile): 8 x 64 (default),
+#              4 x 32, 8 x 32 (a build each), bench_attn's flash rows
 #     long     gpu_bench, batch 1, prompts 2,048 and 131,072 on one model (max_model_len for
 #              the long one): TTFT and decode at a 128K context (issue 16)
 #     gdn      bench_kernels gdn: token-serial vs chunked GDN recurrence by item rows (threshold)
@@ -175,7 +177,27 @@ for s in "${stages[@]}"; do
           --target bench_attn > "$logs/build_attn.log" 2>&1; } || { note attn "build failed"; continue; }
       timeout 120 "$b/bin/bench_attn" > "$logs/bench_attn.txt" 2>&1
       note attn "rc=$? ($(elapsed))"
-      note_lines "  attn" < <(grep -E '^copy|^attn_prefill' "$logs/bench_attn.txt" | sed -E 's/  +/ /g')
+      note_lines "  attn" < <(grep -E '^copy|^attn_prefill|^attn_decode|^attn_split' "$logs/bench_attn.txt" | sed -E 's/  +/ /g')
+      ;;
+    attnab)
+      # the FLASH prefill attention's block shape: warps x keys a tile (FNW, FBN) as built by
+      # default (8 x 64) against 4 x 32 (96 KiB: two blocks an SM) and 8 x 32, bench_attn's
+      # flash rows from a build of each ($BUILD_DIR-faNW_BN)
+      build_benches && { [ -x "$b/bin/bench_attn" ] || cmake --build "$b" -j"$(nproc)" \
+          --target bench_attn > "$logs/build_attn.log" 2>&1; } || { note attnab "build failed"; continue; }
+      for v in 8_64 4_32 8_32; do
+        bb=$b
+        if [ $v != 8_64 ]; then
+          bb=$b-fa$v
+          [ -x "$bb/bin/bench_attn" ] || { cmake -S "$root/tests/gpu" -B "$bb" -DCMAKE_CUDA_ARCHITECTURES=90 \
+            -DCMAKE_CUDA_FLAGS="-DFNW=${v%_*} -DFBN=${v#*_}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+            > "$logs/cfg_fa$v.log" 2>&1 && cmake --build "$bb" -j"$(nproc)" --target bench_attn \
+            > "$logs/build_fa$v.log" 2>&1; } || { note attnab "fa$v build failed"; continue; }
+        fi
+        timeout 60 "$bb/bin/bench_attn" > "$logs/attn_fa$v.txt" 2>&1
+        note attnab "FNW_FBN=$v rc=$? ($(elapsed))"
+        note_lines "  fa$v" < <(grep -E '^attn_prefill bf16 flash' "$logs/attn_fa$v.txt" | sed -E 's/  +/ /g')
+      done
       ;;
     long)
       # issue 16's long prompt: 131,072 tokens at batch 1 (TTFT, then decode at that context)
@@ -338,7 +360,7 @@ for s in "${stages[@]}"; do
       note_lines "  $s" < <(python3 "$root/tests/gpu/ktrace.py" "$logs/$s.csv" --top 24 2>&1)
       gzip -f "$logs/$s.csv"
       ;;
-    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn long gdn pool stack nvs nvsminb profile profile1 trace1 trace64 fp8moe smoke)" >&2; exit 2 ;;
+    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace64 fp8moe smoke)" >&2; exit 2 ;;
   esac
 done
 finish

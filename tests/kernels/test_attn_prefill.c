@@ -4,7 +4,8 @@
  * KV (with and without scales), the single-sequence and the batched entry points (shuffled block
  * tables, descriptors whose seq and row order differ, an empty descriptor, max_rows above every
  * chunk). Both sides read the same cache bytes and fp32 q. Every case runs the plain entry point
- * (path auto) and each path explicitly (FLASH where attn_prefill_flash_ok): CORES accumulates exact
+ * (path auto) and each path explicitly (FLASH where attn_prefill_flash_ok; the batched cases also
+ * attn_prefill_split_cuda at 3 part counts, at FLASH's tolerance): CORES accumulates exact
  * products in fp32 with __expf: atol = 1e-4 * max|ref| (outputs are averages of O(1) values) plus
  * rtol 1e-4; MMA rounds q and the probabilities to bf16 (m16n8k16 inputs): 2e-2 (see the comment at
  * the check). */
@@ -131,6 +132,28 @@ static void run_case(const struct pcase *c)
         const double tol = path == ATTN_PREFILL_PATH_CORES ? 1e-4 : 2e-2;
         CHECK(ktest_compare(what, got, ref, nq, tol * mx, tol) == 0);
     }
+    /* the split form (batched descriptors only): the launcher's parts for the chunk's length,
+     * one part, and 5 (parts without a key tile where a context has fewer than 5 tiles) */
+    int ctx_max = 1;
+    for (int s = 0; s < n; s++)
+        ctx_max = c->pos0[s] + c->T[s] > ctx_max ? c->pos0[s] + c->T[s] : ctx_max;
+    const int split_parts[3] = {attn_prefill_split_parts(n, max_rows, hq, hkv, ctx_max), 1, 5};
+    for (int v = 0; c->batch && attn_prefill_split_ok(hd, c->dt) && v < 3; v++) {
+        const int parts = split_parts[v];
+        float *dy = ktest_dev_poison(nq + 1);
+        float *ws = ktest_dev_poison(attn_prefill_split_ws_floats(rows, hq, hd, parts));
+        CHECK_EQ_INT(attn_prefill_split_cuda(dy, ws, parts, dq, dgg, dkc, dvc, c->dt, dbt, mb, dd,
+                                             n, max_rows, hq, hkv, hd, bs, scale, 0),
+                     0);
+        ktest_to_host(got, dy, nq * 4);
+        ktest_free(dy);
+        ktest_free(ws);
+        snprintf(what, sizeof(what),
+                 "attn_prefill_split parts=%d seqs=%d T0=%d pos0_0=%d rows=%d hq=%d hkv=%d hd=%d "
+                 "bs=%d%s",
+                 parts, n, c->T[0], c->pos0[0], rows, hq, hkv, hd, bs, c->gate ? "" : " (no gate)");
+        CHECK(ktest_compare(what, got, ref, nq, 2e-2 * mx, 2e-2) == 0); /* as flash */
+    }
     ktest_free(dkc), ktest_free(dvc), ktest_free(dq), ktest_free(dg), ktest_free(dbt);
     ktest_free(dd);
     free(bt), free(perm), free(kc), free(vc), free(d), free(q), free(gate), free(ref), free(got);
@@ -143,6 +166,8 @@ int main(void)
     static const int p0[] = {0}, p37[] = {37}, p1000[] = {1000}, p3[] = {3}, p2[] = {2};
     static const int bt4[] = {7, 300, 0, 1, 64}, bp4[] = {0, 513, 9, 2000, 5};
     static const int bt3[] = {64, 1, 300}, bp3[] = {100, 0, 33};
+    /* decode rows and verify windows (the split form's items), one at a long context */
+    static const int dt5[] = {1, 1, 4, 9, 1}, dp5[] = {0, 2000, 100, 37, 31};
     const struct pcase cases[] = {
         {1, t1, p0, 16, 2, 256, 16, KV_DTYPE_BF16, 1.0f, 1.0f, 0, 1},
         {1, t1, p2, 16, 2, 256, 16, KV_DTYPE_BF16, 1.0f, 1.0f, 0, 1},
@@ -159,6 +184,8 @@ int main(void)
         {5, bt4, bp4, 8, 1, 64, 32, KV_DTYPE_BF16, 1.0f, 1.0f, 1, 1},
         {3, bt3, bp3, 4, 1, 256, 7, KV_DTYPE_BF16, 1.0f, 1.0f, 1, 0},
         {3, bt3, bp3, 8, 1, 256, 16, KV_DTYPE_FP8, 0.01f, 0.02f, 1, 1},
+        {5, dt5, dp5, 16, 2, 256, 16, KV_DTYPE_BF16, 1.0f, 1.0f, 1, 1},
+        {5, dt5, dp5, 8, 4, 128, 5, KV_DTYPE_BF16, 1.0f, 1.0f, 1, 0},
     };
     ktest_require_gpu();
     ktest_seed(11);

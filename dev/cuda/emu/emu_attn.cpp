@@ -9,6 +9,8 @@ static uint64_t rs = 88172645463325252ull;
 static uint32_t ru32() { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return (uint32_t)(rs >> 11); }
 static float runi(float lo, float hi) { return lo + (hi - lo) * (float)(ru32() & 0xffffff) / 16777216.0f; }
 
+static int split_parts; /* path 4 (split): parts of the keys, 0 = 3 */
+
 static int run(int n, const int *T, const int *P, int hq, int hkv, int hd, int bs, int dt, float ks,
                float vs, int path, int gate_on)
 {
@@ -52,16 +54,36 @@ static int run(int n, const int *T, const int *P, int hq, int hkv, int hd, int b
     const dim3 grid(CEIL_DIV(max_rows * g, bm), hkv, n);
     const float qk = scale * ks;
     attn_prefill_seq none = {0, 0, 0, 0};
-    if (path == ATTN_PREFILL_PATH_FLASH) { /* bf16 caches; HD as launch_flash_hd picks it */
+    if (path == 4) { /* the split form (attn_prefill_split_cuda): partials, then the merge */
+        const uint16_t *k16 = (const uint16_t *)kc, *v16 = (const uint16_t *)vc;
+        const float ql = scale * 1.4426950408889634f;
+        if (dt != KV_DTYPE_BF16 || (hd != 64 && hd != 128 && hd != 256)) { printf("split: bad case\n"); return 1; }
+        int ml = 0;
+        for (int s = 0; s < n; s++) ml = std::max(ml, P[s] + T[s]);
+        const int parts = split_parts > 0 ? split_parts : 3;
+        const int tiles = CEIL_DIV(max_rows * g, 16 * SNW);
+        const size_t nws = (size_t)rows * hq * parts * (hd + 2); /* attn_prefill_split_ws_floats */
+        float *ws = (float *)emu_alloc(nws * 4);
+        for (size_t i = 0; i < nws; i++) ws[i] = NAN; /* o of an empty part: never read */
+        const dim3 sg(tiles * parts, hkv, n);
+        if (hd == 64)
+            emu_launch(sg, 32 * SNW, [&] { attn_prefill_flash_kernel<64, SNW, SBN, true>(got, ws, parts, q, hg, k16, v16, bt, mb, d, none, hq, hkv, bs, ql); }, flash_smem_bytes_nb(hd, SNW, SBN));
+        else if (hd == 128)
+            emu_launch(sg, 32 * SNW, [&] { attn_prefill_flash_kernel<128, SNW, SBN, true>(got, ws, parts, q, hg, k16, v16, bt, mb, d, none, hq, hkv, bs, ql); }, flash_smem_bytes_nb(hd, SNW, SBN));
+        else
+            emu_launch(sg, 32 * SNW, [&] { attn_prefill_flash_kernel<256, SNW, SBN, true>(got, ws, parts, q, hg, k16, v16, bt, mb, d, none, hq, hkv, bs, ql); }, flash_smem_bytes_nb(hd, SNW, SBN));
+        emu_launch(dim3(hq, max_rows, n), CEIL_DIV(hd, 32) * 32, [&] { attn_flash_merge_kernel(got, ws, hg, d, hq, hd, parts); });
+        (void)ml;
+    } else if (path == ATTN_PREFILL_PATH_FLASH) { /* bf16 caches; HD as launch_flash_hd picks it */
         const uint16_t *k16 = (const uint16_t *)kc, *v16 = (const uint16_t *)vc;
         const float ql = scale * 1.4426950408889634f;
         if (dt != KV_DTYPE_BF16 || (hd != 64 && hd != 128 && hd != 256)) { printf("flash: bad case\n"); return 1; }
         if (hd == 64)
-            emu_launch(grid, FNT, [&] { attn_prefill_flash_kernel<64>(got, q, hg, k16, v16, bt, mb, d, none, hq, hkv, bs, ql); }, flash_smem_bytes(hd));
+            emu_launch(grid, FNT, [&] { attn_prefill_flash_kernel<64, FNW, FBN, false>(got, NULL, 1, q, hg, k16, v16, bt, mb, d, none, hq, hkv, bs, ql); }, flash_smem_bytes(hd));
         else if (hd == 128)
-            emu_launch(grid, FNT, [&] { attn_prefill_flash_kernel<128>(got, q, hg, k16, v16, bt, mb, d, none, hq, hkv, bs, ql); }, flash_smem_bytes(hd));
+            emu_launch(grid, FNT, [&] { attn_prefill_flash_kernel<128, FNW, FBN, false>(got, NULL, 1, q, hg, k16, v16, bt, mb, d, none, hq, hkv, bs, ql); }, flash_smem_bytes(hd));
         else
-            emu_launch(grid, FNT, [&] { attn_prefill_flash_kernel<256>(got, q, hg, k16, v16, bt, mb, d, none, hq, hkv, bs, ql); }, flash_smem_bytes(hd));
+            emu_launch(grid, FNT, [&] { attn_prefill_flash_kernel<256, FNW, FBN, false>(got, NULL, 1, q, hg, k16, v16, bt, mb, d, none, hq, hkv, bs, ql); }, flash_smem_bytes(hd));
     } else if (path == ATTN_PREFILL_PATH_MMA) { /* MAXHD as launch_mma picks it */
         if (dt == KV_DTYPE_BF16 && hd <= 64)
             emu_launch(grid, MNT, [&] { attn_prefill_mma_kernel<uint16_t, 64>(got, q, hg, (const uint16_t *)kc, (const uint16_t *)vc, bt, mb, d, none, hq, hkv, hd, bs, qk, vs); }, mma_smem_bytes(hd));
@@ -201,7 +223,16 @@ int main(int argc, char **argv)
     static const int t5[] = {20}, p5[] = {190};
     f += run(4, t4, p4, 8, 2, 64, 16, KV_DTYPE_BF16, 1, 1, 3, 1);
     f += run(1, t5, p5, 16, 2, 256, 16, KV_DTYPE_BF16, 1, 1, 3, 1);
+    /* split (path 4): decode rows (one token an item) and verify windows (4, 9 rows), parts
+     * that get no key tile (3 parts of 1 tile), parts of several tiles, one part */
+    static const int t6[] = {1, 1, 4, 9, 1}, p6[] = {0, 200, 100, 37, 31};
+    split_parts = 3;
+    f += run(5, t6, p6, 16, 2, 256, 16, KV_DTYPE_BF16, 1, 1, 4, 1);
+    split_parts = 1;
+    f += run(5, t6, p6, 8, 2, 64, 16, KV_DTYPE_BF16, 1, 1, 4, 0);
     if (!quick) {
+        split_parts = 7;
+        f += run(5, t6, p6, 4, 2, 128, 7, KV_DTYPE_BF16, 1, 1, 4, 1);
         f += run(4, t3, p3, 4, 2, 128, 5, KV_DTYPE_BF16, 1, 1, 3, 0);
         f += run(1, t1, p1, 4, 1, 256, 7, KV_DTYPE_BF16, 1, 1, 3, 1);
     }

@@ -49,6 +49,12 @@ static const int DEFAULT_ROUTER_ROWS = 9;
  * the model's heads: chunked / serial 1.30 at 128 rows, 0.99 at 256 and 512, 0.76 at 2,048
  * ("threshold gdn_chunk many_rows_from=256") */
 #define DEFAULT_GDN_CHUNK_ROWS 256
+/* passes of at least 2 items of up to 16 rows attend through attn_prefill_split (bench_attn on
+ * the H200, 16 x 256 heads, 2 kv heads: 8 sequences at 4,096 72 us against attn_decode's 103, 64
+ * at 2,048 158 against 315); one sequence stays on attn_decode (2,048: 17 us against the split
+ * form's 39, whose 64 parts of one key tile each are latency; 32,768: 91 against 103) */
+#define DEFAULT_ATTN_SPLIT_ROWS 16
+#define DEFAULT_ATTN_SPLIT_ITEMS 2
 
 static const char *const FMT_NAME[4] = { "?", "bf16", "fp8", "nvfp4" };
 
@@ -115,6 +121,13 @@ int gpu_dispatch_init(struct gpu_model *g, char *err, size_t errlen)
     d->gdn_chunk_rows = g->o.gdn_chunk < 0 ? 0 : g->o.gdn_chunk > 0 ? g->o.gdn_chunk
                                                                      : DEFAULT_GDN_CHUNK_ROWS;
     d->attn_prefill_rows = g->o.prefill_attn < 0 ? INT_MAX : 2;
+    /* decode rows and verify windows: the split flash form where it runs, unless the runner is
+     * told to attend row by row (prefill_attn -1) */
+    d->attn_split_rows =
+        g->o.prefill_attn >= 0 && g->o.split_attn >= 0 && attn_prefill_split_ok(g->hd, g->kv_dtype)
+            ? DEFAULT_ATTN_SPLIT_ROWS
+            : 0;
+    d->attn_split_items = DEFAULT_ATTN_SPLIT_ITEMS;
     /* the tensor-core kernels (bench_attn: MMA 2.5x the CUDA-core one at 2K-8K context; FLASH,
      * its cp.async / ldmatrix form, where it runs: bf16 caches, head dim 64 / 128 / 256 and its
      * shared memory within the device's limit) */
@@ -436,6 +449,13 @@ void gpu_dispatch_log(const struct gpu_model *g)
                  "with snapshots (verify windows) token-serial\"",
                  paths(b, sizeof b, "gdn_seq_step", "gdn_chunked",
                        g->disp.gdn_chunk_rows > 0 ? g->disp.gdn_chunk_rows : INT_MAX));
+    if (g->disp.attn_split_rows > 0)
+        LOG_INFO("gpu_dispatch",
+                 "class=attention_core_few path=\"attn_prefill_split\" "
+                 "items>=%d item_rows=1..%d note=\"passes of that many items of at most that "
+                 "many rows (batched decode); one such item (batch-1 decode, a verify window) "
+                 "attn_decode row by row; the others as class=attention_core\"",
+                 g->disp.attn_split_items, g->disp.attn_split_rows);
     LOG_INFO("gpu_dispatch",
              "class=attention_core path=\"%s\" note=\"main passes; the MTP "
              "pass attends row by row\" source=\"%s\"",

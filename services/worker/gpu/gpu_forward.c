@@ -146,7 +146,22 @@ int gpu_attn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_pa
         TRY(kv_write_dtype_cuda(L->k_cache, L->v_cache, g->k, g->v, p->map, n, hkv, hd,
                                 g->kv_dtype, 1.0f, 1.0f, st));
     }
-    if (p->aseqs && p->max_n >= g->disp.attn_prefill_rows) {
+    /* items of few rows (decode rows, verify windows): split over the keys when the pass has
+     * several of them (batched decode), else row by row (attn_decode below: one sequence's
+     * decode row, a verify window); longer items through the flash-style prefill */
+    const bool few = g->disp.attn_split_rows > 0 && p->max_n <= g->disp.attn_split_rows;
+    if (p->aseqs && few && p->items >= g->disp.attn_split_items) {
+        /* the parts from the pass's items, rows and length (a graph's: max_model_len) */
+        const int parts = attn_prefill_split_parts(p->items, p->max_n, hq, hkv, p->max_len);
+        if ((int64_t)attn_prefill_split_ws_floats(n, hq, hd, parts) <= g->attn_ws_floats) {
+            TRY(attn_prefill_split_cuda(
+                g->ao, g->attn_ws, parts, g->q, gate, L->k_cache, L->v_cache, g->kv_dtype, p->table,
+                p->ts, (const struct attn_prefill_seq *)p->aseqs, p->items, p->max_n, hq, hkv, hd,
+                g->o.block_tokens, 1.0f / sqrtf((float)hd), st));
+            return gpu_linear(g, g->y, &L->o, g->ao, n);
+        }
+    }
+    if (p->aseqs && p->max_n >= g->disp.attn_prefill_rows && !few) {
         /* items of several rows: flash-style prefill over every item at once; the block table
          * row of item i is its first row's (seq = row_start) */
         TRY(attn_prefill_batch_path_cuda(g->ao, g->q, gate, L->k_cache, L->v_cache, g->kv_dtype,

@@ -64,6 +64,9 @@ struct gpu_dispatch {
     int attn_prefill_rows;     // items of at least this many rows attend through attn_prefill
                                //  (all items of the pass, one launch); else attn_decode per row
     int attn_prefill_path;     // enum attn_prefill_path of that launch (MMA when head_dim % 16 == 0)
+    int attn_split_rows;       // passes of at least attn_split_items items, each of at most this
+    int attn_split_items;      //  many rows (batched decode) attend through attn_prefill_split
+                               //  (the keys split, a GQA group's K/V read once); 0 = never
     int multi_rows;            // steps of at most this many rows run few-row weights that read
                                //  the same rows as one gemv_multi launch (0 = never)
     bool attn_prep;            // attention inputs (split, q/k norms, rope, cache stores) in one

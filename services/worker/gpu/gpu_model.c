@@ -9,6 +9,7 @@
 
 #include "argmax.h"
 #include "attn_decode.h"
+#include "attn_prefill.h"
 #include "common/err.h"
 #include "common/kv_plan.h"
 #include "common/log.h"
@@ -673,6 +674,15 @@ static int alloc_acts(struct gpu_model *g, char *err, size_t errlen)
         const int64_t f = (int64_t)attn_decode_ws_floats(n, g->hq, g->hd, g->o.max_model_len);
         g->attn_ws_floats = f > g->attn_ws_floats ? f : g->attn_ws_floats;
     }
+    /* the same buffer holds attn_prefill_split's partials: the most any pass of items of up
+     * to attn_split_rows rows takes (its parts from the items, their rows and the full length) */
+    for (int ni = g->disp.attn_split_items; g->disp.attn_split_rows > 0 && ni <= g->o.n_slots; ni++)
+        for (int mr = 1; mr <= g->disp.attn_split_rows; mr++) {
+            const int64_t rows = (int64_t)ni * mr < g->R ? (int64_t)ni * mr : g->R;
+            const int parts = attn_prefill_split_parts(ni, mr, g->hq, g->hkv, g->o.max_model_len);
+            const int64_t f = (int64_t)attn_prefill_split_ws_floats((int)rows, g->hq, g->hd, parts);
+            g->attn_ws_floats = f > g->attn_ws_floats ? f : g->attn_ws_floats;
+        }
     g->attn_ws = act(g, g->attn_ws_floats);
     g->moe_logits = act(g, B * g->E);
     g->moe_w = act(g, B * (g->K + 1)); // + 1: a folded shared expert's slot

@@ -74,7 +74,10 @@ struct gpu_model_opts {
                           //  default (on), 1 = on, -1 = off (each such edge made a full one
                           //  before instantiation). Eager launches keep the attribute either way.
     int prefill_attn;     // items of several rows attend through attn_prefill: 0 = yes (from 2
-                          //  rows), -1 = no (attn_decode one query row at a time)
+                          //  rows), -1 = no (attn_decode one query row at a time, split too)
+    int split_attn;       // passes of few-row items (decode, verify windows) through
+                          //  attn_prefill_split where it runs: 0 = yes, -1 = no (attn_decode
+                          //  for one-row items, attn_prefill for the others)
     double mem_util;      // > 0 (at most 1): size the pool from the device's memory, as vLLM's
                           //  --gpu-memory-utilization: kv_blocks and n_slots (at most the one
                           //  given) from kv_plan_compute over total x mem_util minus what the
