@@ -236,6 +236,68 @@ static __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi)
     return (uint32_t)f32_to_bf16_bits(lo) | ((uint32_t)f32_to_bf16_bits(hi) << 16);
 }
 
+/* One key tile's online-softmax step on m16n8k16 accumulator fragments: s holds NS n-tiles of 8
+ * keys' scores (keys j0 + 8 nt + 2 c4 + u) of this thread's rows a (c0, c1) and b (c2, c3); keys
+ * past a row's position (where mask) become -inf, the others are scaled; the rows' maxima and
+ * sums are reduced over the row's 4 lanes; s becomes P (exp2 of the scores in the log2 domain
+ * with LOG2, else __expf), l and m move on and o (NO n-tiles) is rescaled. SAFE: a row may have
+ * seen no key yet (a split part), its base is then 0 so every P and alpha is 0; without it the
+ * caller guarantees a visible key in the first tile. */
+template <int NS, int NO, bool LOG2, bool SAFE>
+static __device__ __forceinline__ void frag_softmax(float (*s)[4], float (*o)[4], int j0, int c4,
+                                                    int pos_a, int pos_b, bool mask, float scale,
+                                                    float &m_a, float &m_b, float &l_a,
+                                                    float &l_b)
+{
+    float mx_a = -INFINITY, mx_b = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < NS; nt++) {
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            const int j = j0 + nt * 8 + 2 * c4 + u;
+            s[nt][u] = mask && j > pos_a ? -INFINITY : s[nt][u] * scale;
+            s[nt][2 + u] = mask && j > pos_b ? -INFINITY : s[nt][2 + u] * scale;
+            mx_a = fmaxf(mx_a, s[nt][u]);
+            mx_b = fmaxf(mx_b, s[nt][2 + u]);
+        }
+    }
+    mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
+    mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
+    mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
+    mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
+    const float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b);
+    const float bs_a = SAFE && mn_a == -INFINITY ? 0.0f : mn_a;
+    const float bs_b = SAFE && mn_b == -INFINITY ? 0.0f : mn_b;
+    const float al_a = LOG2 ? exp2f(m_a - bs_a) : __expf(m_a - bs_a);
+    const float al_b = LOG2 ? exp2f(m_b - bs_b) : __expf(m_b - bs_b);
+    float sum_a = 0.0f, sum_b = 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < NS; nt++) {
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            s[nt][u] = LOG2 ? exp2f(s[nt][u] - bs_a) : __expf(s[nt][u] - bs_a);
+            s[nt][2 + u] = LOG2 ? exp2f(s[nt][2 + u] - bs_b) : __expf(s[nt][2 + u] - bs_b);
+            sum_a += s[nt][u];
+            sum_b += s[nt][2 + u];
+        }
+    }
+    sum_a += __shfl_xor_sync(0xffffffffu, sum_a, 1);
+    sum_a += __shfl_xor_sync(0xffffffffu, sum_a, 2);
+    sum_b += __shfl_xor_sync(0xffffffffu, sum_b, 1);
+    sum_b += __shfl_xor_sync(0xffffffffu, sum_b, 2);
+    l_a = l_a * al_a + sum_a;
+    l_b = l_b * al_b + sum_b;
+    m_a = mn_a;
+    m_b = mn_b;
+#pragma unroll
+    for (int n = 0; n < NO; n++) {
+        o[n][0] *= al_a;
+        o[n][1] *= al_a;
+        o[n][2] *= al_b;
+        o[n][3] *= al_b;
+    }
+}
+
 /* MAXHD: compile-time bound of the head dim (64 or 256); hd % 16 == 0, hd <= MAXHD. */
 template <typename T, int MAXHD>
 __global__ void __launch_bounds__(MNT)
@@ -325,51 +387,9 @@ __global__ void __launch_bounds__(MNT)
                 mma_bf16(s[nt], a, kb[0], kb[4]);
             }
         }
-        /* scale, mask, online softmax; rows a (c0,c1) and b (c2,c3) */
-        float mx_a = -INFINITY, mx_b = -INFINITY;
-#pragma unroll
-        for (int nt = 0; nt < MBK / 8; nt++) {
-#pragma unroll
-            for (int u = 0; u < 2; u++) {
-                const int j = j0 + nt * 8 + 2 * c4 + u;
-                s[nt][u] = j <= pos_a ? s[nt][u] * qk_scale : -INFINITY;
-                s[nt][2 + u] = j <= pos_b ? s[nt][2 + u] * qk_scale : -INFINITY;
-                mx_a = fmaxf(mx_a, s[nt][u]);
-                mx_b = fmaxf(mx_b, s[nt][2 + u]);
-            }
-        }
-        mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
-        mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
-        mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
-        mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
-        const float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b); /* finite: key 0 */
-        const float al_a = __expf(m_a - mn_a), al_b = __expf(m_b - mn_b);
-        float sum_a = 0.0f, sum_b = 0.0f;
-#pragma unroll
-        for (int nt = 0; nt < MBK / 8; nt++) {
-#pragma unroll
-            for (int u = 0; u < 2; u++) {
-                s[nt][u] = __expf(s[nt][u] - mn_a);
-                s[nt][2 + u] = __expf(s[nt][2 + u] - mn_b);
-                sum_a += s[nt][u];
-                sum_b += s[nt][2 + u];
-            }
-        }
-        sum_a += __shfl_xor_sync(0xffffffffu, sum_a, 1);
-        sum_a += __shfl_xor_sync(0xffffffffu, sum_a, 2);
-        sum_b += __shfl_xor_sync(0xffffffffu, sum_b, 1);
-        sum_b += __shfl_xor_sync(0xffffffffu, sum_b, 2);
-        l_a = l_a * al_a + sum_a;
-        l_b = l_b * al_b + sum_b;
-        m_a = mn_a;
-        m_b = mn_b;
-#pragma unroll
-        for (int n = 0; n < MAXHD / 8; n++) {
-            o[n][0] *= al_a;
-            o[n][1] *= al_a;
-            o[n][2] *= al_b;
-            o[n][3] *= al_b;
-        }
+        /* scale, mask, online softmax; rows a (c0,c1) and b (c2,c3); finite: key 0 */
+        frag_softmax<MBK / 8, MAXHD / 8, false, false>(s, o, j0, c4, pos_a, pos_b, true, qk_scale,
+                                                      m_a, m_b, l_a, l_b);
         /* O += P V: k = 16 keys per step, P from the S fragments */
 #pragma unroll
         for (int kb = 0; kb < MBK / 16; kb++) {
@@ -582,55 +602,11 @@ __global__ void __launch_bounds__(32 * NW, 1)
                 mma_bf16(s[2 * np + 1], a, b[2], b[3]);
             }
         }
-        const bool mask = j0 + BN - 1 > pos_min;
-        float mx_a = -INFINITY, mx_b = -INFINITY;
-#pragma unroll
-        for (int nt = 0; nt < BN / 8; nt++) {
-#pragma unroll
-            for (int u = 0; u < 2; u++) {
-                const int j = j0 + nt * 8 + 2 * c4 + u;
-                s[nt][u] = mask && j > pos_a ? -INFINITY : s[nt][u] * qk_log2;
-                s[nt][2 + u] = mask && j > pos_b ? -INFINITY : s[nt][2 + u] * qk_log2;
-                mx_a = fmaxf(mx_a, s[nt][u]);
-                mx_b = fmaxf(mx_b, s[nt][2 + u]);
-            }
-        }
-        mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
-        mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
-        mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
-        mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
         /* prefill: finite (key 0 is in the first tile and visible to every row); a split part
-         * may see none of a row's keys yet: its base is then 0 (every p and alpha 0) */
-        const float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b);
-        const float bs_a = SPLIT && mn_a == -INFINITY ? 0.0f : mn_a;
-        const float bs_b = SPLIT && mn_b == -INFINITY ? 0.0f : mn_b;
-        const float al_a = exp2f(m_a - bs_a), al_b = exp2f(m_b - bs_b);
-        float sum_a = 0.0f, sum_b = 0.0f;
-#pragma unroll
-        for (int nt = 0; nt < BN / 8; nt++) {
-#pragma unroll
-            for (int u = 0; u < 2; u++) {
-                s[nt][u] = exp2f(s[nt][u] - bs_a);
-                s[nt][2 + u] = exp2f(s[nt][2 + u] - bs_b);
-                sum_a += s[nt][u];
-                sum_b += s[nt][2 + u];
-            }
-        }
-        sum_a += __shfl_xor_sync(0xffffffffu, sum_a, 1);
-        sum_a += __shfl_xor_sync(0xffffffffu, sum_a, 2);
-        sum_b += __shfl_xor_sync(0xffffffffu, sum_b, 1);
-        sum_b += __shfl_xor_sync(0xffffffffu, sum_b, 2);
-        l_a = l_a * al_a + sum_a;
-        l_b = l_b * al_b + sum_b;
-        m_a = mn_a;
-        m_b = mn_b;
-#pragma unroll
-        for (int n = 0; n < HD / 8; n++) {
-            o[n][0] *= al_a;
-            o[n][1] *= al_a;
-            o[n][2] *= al_b;
-            o[n][3] *= al_b;
-        }
+         * may see none of a row's keys yet */
+        frag_softmax<BN / 8, HD / 8, true, SPLIT>(s, o, j0, c4, pos_a, pos_b,
+                                                  j0 + BN - 1 > pos_min, qk_log2, m_a, m_b, l_a,
+                                                  l_b);
 #pragma unroll
         for (int kb = 0; kb < BN / 16; kb++) {
             uint32_t a[4];
