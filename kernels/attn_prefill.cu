@@ -755,44 +755,43 @@ static cudaError_t launch_flash(int hd, dim3 grid, cudaStream_t stream, float *o
                                                mbps, seqs, one, hq, hkv, bs, qk_log2);
 }
 
+/* An attribute of the current device, or fallback when it cannot be read. */
+static int device_attr(enum cudaDeviceAttr attr, int fallback)
+{
+    int dev = 0, v = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&v, attr, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return fallback;
+    }
+    return v;
+}
+
+/* The flash kernels' conditions: bf16 caches, head dim 64 / 128 / 256, smem within the device's
+ * per-block limit. */
+static int flash_fits(int hd, int kv_dtype, size_t smem)
+{
+    if (kv_dtype != KV_DTYPE_BF16 || (hd != 64 && hd != 128 && hd != 256))
+        return 0;
+    return smem <= (size_t)device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);
+}
+
 int attn_prefill_flash_ok(int head_dim, int kv_dtype)
 {
-    if (kv_dtype != KV_DTYPE_BF16 || (head_dim != 64 && head_dim != 128 && head_dim != 256))
-        return 0;
-    int dev = 0, optin = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
-            cudaSuccess) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    return flash_smem_bytes(head_dim) <= (size_t)optin;
+    return flash_fits(head_dim, kv_dtype, flash_smem_bytes(head_dim));
 }
 
 int attn_prefill_split_ok(int head_dim, int kv_dtype)
 {
-    if (kv_dtype != KV_DTYPE_BF16 || (head_dim != 64 && head_dim != 128 && head_dim != 256))
-        return 0;
-    int dev = 0, optin = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
-            cudaSuccess) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    return flash_smem_bytes_nb(head_dim, SNW, SBN) <= (size_t)optin;
+    return flash_fits(head_dim, kv_dtype, flash_smem_bytes_nb(head_dim, SNW, SBN));
 }
 
-int attn_prefill_split_parts(int n_seqs, int max_rows, int n_q_heads, int n_kv_heads, int max_len)
+int attn_prefill_split_parts(int n_seqs, int max_rows, int n_q_heads, int n_kv_heads, int max_len,
+                             int n_sms)
 {
     if (n_seqs < 1 || max_rows < 1 || n_kv_heads < 1 || n_q_heads < n_kv_heads || max_len < 1)
         return 1;
-    int dev = 0, sms = 132;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-        (void)cudaGetLastError();
-        sms = 132;
-    }
+    const int sms = n_sms > 0 ? n_sms : device_attr(cudaDevAttrMultiProcessorCount, 132);
     const int64_t tiles = CEIL_DIV((int64_t)max_rows * (n_q_heads / n_kv_heads), 16 * SNW);
     const int64_t blocks = tiles * n_kv_heads * n_seqs;   /* a part each */
     int64_t parts = CEIL_DIV(2 * (int64_t)sms, blocks);   /* about two blocks an SM */

@@ -102,11 +102,13 @@ int attn_prefill_batch_ref(float *out, const float *q, const float *gate, const 
  * K/V tile is read once, and enough parts for about two blocks an SM; a second launch merges
  * the parts (and applies the gate). bf16 caches, head_dim 64 / 128 / 256 (72 KiB of shared
  * memory at 256: sm_90 and sm_120). seqs, max_rows as attn_prefill_batch_cuda; n_parts from
- * attn_prefill_split_parts (1 .. 128); ws: attn_prefill_split_ws_floats(rows, ...) floats
- * where rows exceeds every descriptor's row_start + n_rows (device). The results do not depend
- * on n_parts beyond fp32 rounding. Returns 0, ERR_INVAL, ERR_CUDA. */
+ * attn_prefill_split_parts (1 .. 128; n_sms: the device's SM count, <= 0 = ask the current
+ * device, a host call a caller on the step path does once); ws: attn_prefill_split_ws_floats(rows,
+ * ...) floats where rows exceeds every descriptor's row_start + n_rows (device). The results do not
+ * depend on n_parts beyond fp32 rounding. Returns 0, ERR_INVAL, ERR_CUDA. */
 int attn_prefill_split_ok(int head_dim, int kv_dtype);
-int attn_prefill_split_parts(int n_seqs, int max_rows, int n_q_heads, int n_kv_heads, int max_len);
+int attn_prefill_split_parts(int n_seqs, int max_rows, int n_q_heads, int n_kv_heads, int max_len,
+                             int n_sms);
 size_t attn_prefill_split_ws_floats(int rows, int n_q_heads, int head_dim, int n_parts);
 int attn_prefill_split_cuda(float *out, float *ws, int n_parts, const float *q, const float *gate,
                             const void *k_cache, const void *v_cache, int kv_dtype,

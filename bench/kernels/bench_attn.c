@@ -161,7 +161,7 @@ static void bench_split(int n_seq, int T, int len, double copy_bw)
 {
     struct split_arg a;
     a.n_seq = n_seq, a.T = T, a.mb = (len + BS - 1) / BS;
-    a.parts = attn_prefill_split_parts(n_seq, T, HQ, HKV, len);
+    a.parts = attn_prefill_split_parts(n_seq, T, HQ, HKV, len, 0);
     const size_t nslots = (size_t)n_seq * a.mb * BS, nq = (size_t)n_seq * T * HQ * HD;
     a.kc = cache_alloc(nslots, KV_DTYPE_BF16);
     a.vc = cache_alloc(nslots, KV_DTYPE_BF16);

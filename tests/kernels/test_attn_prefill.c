@@ -137,7 +137,7 @@ static void run_case(const struct pcase *c)
     int ctx_max = 1;
     for (int s = 0; s < n; s++)
         ctx_max = c->pos0[s] + c->T[s] > ctx_max ? c->pos0[s] + c->T[s] : ctx_max;
-    const int split_parts[3] = {attn_prefill_split_parts(n, max_rows, hq, hkv, ctx_max), 1, 5};
+    const int split_parts[3] = {attn_prefill_split_parts(n, max_rows, hq, hkv, ctx_max, 0), 1, 5};
     for (int v = 0; c->batch && attn_prefill_split_ok(hd, c->dt) && v < 3; v++) {
         const int parts = split_parts[v];
         float *dy = ktest_dev_poison(nq + 1);

@@ -58,8 +58,6 @@ static int run(int n, const int *T, const int *P, int hq, int hkv, int hd, int b
         const uint16_t *k16 = (const uint16_t *)kc, *v16 = (const uint16_t *)vc;
         const float ql = scale * 1.4426950408889634f;
         if (dt != KV_DTYPE_BF16 || (hd != 64 && hd != 128 && hd != 256)) { printf("split: bad case\n"); return 1; }
-        int ml = 0;
-        for (int s = 0; s < n; s++) ml = std::max(ml, P[s] + T[s]);
         const int parts = split_parts > 0 ? split_parts : 3;
         const int tiles = CEIL_DIV(max_rows * g, 16 * SNW);
         const size_t nws = (size_t)rows * hq * parts * (hd + 2); /* attn_prefill_split_ws_floats */
@@ -73,7 +71,6 @@ static int run(int n, const int *T, const int *P, int hq, int hkv, int hd, int b
         else
             emu_launch(sg, 32 * SNW, [&] { attn_prefill_flash_kernel<256, SNW, SBN, true>(got, ws, parts, q, hg, k16, v16, bt, mb, d, none, hq, hkv, bs, ql); }, flash_smem_bytes_nb(hd, SNW, SBN));
         emu_launch(dim3(hq, max_rows, n), CEIL_DIV(hd, 32) * 32, [&] { attn_flash_merge_kernel(got, ws, hg, d, hq, hd, parts); });
-        (void)ml;
     } else if (path == ATTN_PREFILL_PATH_FLASH) { /* bf16 caches; HD as launch_flash_hd picks it */
         const uint16_t *k16 = (const uint16_t *)kc, *v16 = (const uint16_t *)vc;
         const float ql = scale * 1.4426950408889634f;

@@ -199,13 +199,17 @@ template <int N> static inline void cpa_wait() {}
 write('internal/ldsm.cuh', '''#pragma once
 #include <stdint.h>
 #include <string.h>
-static inline void ldsm_x4(uint32_t *r, const void *p)
+static inline void emu_ldsm_check(const void *p)
 {
-    const int L = emu_lane();
     if (((uintptr_t)p) % 16) {
         fprintf(stderr, "emu: ldmatrix row address %p not 16-byte aligned\\n", p);
         abort();
     }
+}
+static inline void ldsm_x4(uint32_t *r, const void *p)
+{
+    const int L = emu_lane();
+    emu_ldsm_check(p);
     for (int i = 0; i < 4; i++) {
         const char *row = (const char *)emu_xchg(p, i * 8 + L / 4);
         memcpy(&r[i], row + 4 * (L % 4), 4);
@@ -214,10 +218,7 @@ static inline void ldsm_x4(uint32_t *r, const void *p)
 static inline void ldsm_x4_t(uint32_t *r, const void *p)
 {
     const int L = emu_lane();
-    if (((uintptr_t)p) % 16) {
-        fprintf(stderr, "emu: ldmatrix row address %p not 16-byte aligned\\n", p);
-        abort();
-    }
+    emu_ldsm_check(p);
     for (int i = 0; i < 4; i++) {
         const uint16_t *r0 = (const uint16_t *)emu_xchg(p, i * 8 + 2 * (L % 4));
         const uint16_t *r1 = (const uint16_t *)emu_xchg(p, i * 8 + 2 * (L % 4) + 1);

@@ -152,7 +152,8 @@ int gpu_attn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_pa
     const bool few = g->disp.attn_split_rows > 0 && p->max_n <= g->disp.attn_split_rows;
     if (p->aseqs && few && p->items >= g->disp.attn_split_items) {
         /* the parts from the pass's items, rows and length (a graph's: max_model_len) */
-        const int parts = attn_prefill_split_parts(p->items, p->max_n, hq, hkv, p->max_len);
+        const int parts =
+            attn_prefill_split_parts(p->items, p->max_n, hq, hkv, p->max_len, g->n_sms);
         if ((int64_t)attn_prefill_split_ws_floats(n, hq, hd, parts) <= g->attn_ws_floats) {
             TRY(attn_prefill_split_cuda(
                 g->ao, g->attn_ws, parts, g->q, gate, L->k_cache, L->v_cache, g->kv_dtype, p->table,

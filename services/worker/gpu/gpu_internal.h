@@ -97,6 +97,7 @@ struct gpu_model {
     struct gpu_spec *spec;     // MTP head and speculation state (gpu_spec.c); NULL when off
     int kv_dtype;              // enum kv_dtype, resolved (KV_DTYPE_BF16 or KV_DTYPE_FP8)
     int sm;
+    int n_sms; // the device's multiprocessors (attn_prefill_split_parts)
     char dev_name[256];
     struct backend_plan plan;
     struct gpu_dispatch disp;

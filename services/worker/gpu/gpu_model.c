@@ -679,7 +679,8 @@ static int alloc_acts(struct gpu_model *g, char *err, size_t errlen)
     for (int ni = g->disp.attn_split_items; g->disp.attn_split_rows > 0 && ni <= g->o.n_slots; ni++)
         for (int mr = 1; mr <= g->disp.attn_split_rows; mr++) {
             const int64_t rows = (int64_t)ni * mr < g->R ? (int64_t)ni * mr : g->R;
-            const int parts = attn_prefill_split_parts(ni, mr, g->hq, g->hkv, g->o.max_model_len);
+            const int parts =
+                attn_prefill_split_parts(ni, mr, g->hq, g->hkv, g->o.max_model_len, g->n_sms);
             const int64_t f = (int64_t)attn_prefill_split_ws_floats((int)rows, g->hq, g->hd, parts);
             g->attn_ws_floats = f > g->attn_ws_floats ? f : g->attn_ws_floats;
         }
@@ -881,6 +882,7 @@ int gpu_model_create(struct gpu_model **out, const struct model *m,
         goto fail;
     }
     g->sm = prop.major * 10 + prop.minor;
+    g->n_sms = prop.multiProcessorCount;
     snprintf(g->dev_name, sizeof g->dev_name, "%s", prop.name);
     struct backend_scheme sch[BACKEND_CLASS_COUNT];
     backend_schemes_from_model(m, sch);
