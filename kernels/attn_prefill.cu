@@ -298,6 +298,37 @@ static __device__ __forceinline__ void frag_softmax(float (*s)[4], float (*o)[4]
     }
 }
 
+/* P as the A operand of O += P V for keys 16 kb .. 16 kb + 15: the S fragments of n-tiles 2 kb
+ * and 2 kb + 1 (after frag_softmax) rounded to bf16. */
+static __device__ __forceinline__ void frag_p_a(uint32_t *a, const float (*s)[4], int kb)
+{
+    a[0] = pack_bf16x2(s[2 * kb][0], s[2 * kb][1]);
+    a[1] = pack_bf16x2(s[2 * kb][2], s[2 * kb][3]);
+    a[2] = pack_bf16x2(s[2 * kb + 1][0], s[2 * kb + 1][1]);
+    a[3] = pack_bf16x2(s[2 * kb + 1][2], s[2 * kb + 1][3]);
+}
+
+/* This thread's part of one output row from the O fragments (row a: half 0, row b: half 1; NO
+ * n-tiles, those below nd dims) times inv, times sigmoid(gate) when there is one, at out[base]. */
+template <int NO>
+static __device__ __forceinline__ void frag_store_row(float *out, const float *gate, int64_t base,
+                                                      const float (*o)[4], int half, int c4, int nd,
+                                                      float inv)
+{
+#pragma unroll
+    for (int n = 0; n < NO; n++) {
+        if (n * 8 < nd) {
+            const int dim = n * 8 + 2 * c4;
+            float o0 = o[n][2 * half] * inv, o1 = o[n][2 * half + 1] * inv;
+            if (gate) {
+                o0 *= sigmoid_f32(gate[base + dim]);
+                o1 *= sigmoid_f32(gate[base + dim + 1]);
+            }
+            *reinterpret_cast<float2 *>(out + base + dim) = make_float2(o0, o1);
+        }
+    }
+}
+
 /* MAXHD: compile-time bound of the head dim (64 or 256); hd % 16 == 0, hd <= MAXHD. */
 template <typename T, int MAXHD>
 __global__ void __launch_bounds__(MNT)
@@ -394,10 +425,7 @@ __global__ void __launch_bounds__(MNT)
 #pragma unroll
         for (int kb = 0; kb < MBK / 16; kb++) {
             uint32_t a[4];
-            a[0] = pack_bf16x2(s[2 * kb][0], s[2 * kb][1]);
-            a[1] = pack_bf16x2(s[2 * kb][2], s[2 * kb][3]);
-            a[2] = pack_bf16x2(s[2 * kb + 1][0], s[2 * kb + 1][1]);
-            a[3] = pack_bf16x2(s[2 * kb + 1][2], s[2 * kb + 1][3]);
+            frag_p_a(a, s, kb);
 #pragma unroll
             for (int n = 0; n < MAXHD / 8; n++) {
                 if (n * 8 < hd) {
@@ -415,19 +443,7 @@ __global__ void __launch_bounds__(MNT)
             continue;
         const int t = r / g, h = kvh * g + (r - t * g);
         const int64_t base = ((int64_t)(d.row_start + t) * hq + h) * hd;
-        const float inv = v_scale / (half ? l_b : l_a);
-#pragma unroll
-        for (int n = 0; n < MAXHD / 8; n++) {
-            if (n * 8 < hd) {
-                const int dim = n * 8 + 2 * c4;
-                float o0 = o[n][2 * half] * inv, o1 = o[n][2 * half + 1] * inv;
-                if (gate) {
-                    o0 *= sigmoid_f32(gate[base + dim]);
-                    o1 *= sigmoid_f32(gate[base + dim + 1]);
-                }
-                *reinterpret_cast<float2 *>(out + base + dim) = make_float2(o0, o1);
-            }
-        }
+        frag_store_row<MAXHD / 8>(out, gate, base, o, half, c4, hd, v_scale / (half ? l_b : l_a));
     }
 }
 
@@ -610,10 +626,7 @@ __global__ void __launch_bounds__(32 * NW, 1)
 #pragma unroll
         for (int kb = 0; kb < BN / 16; kb++) {
             uint32_t a[4];
-            a[0] = pack_bf16x2(s[2 * kb][0], s[2 * kb][1]);
-            a[1] = pack_bf16x2(s[2 * kb][2], s[2 * kb][3]);
-            a[2] = pack_bf16x2(s[2 * kb + 1][0], s[2 * kb + 1][1]);
-            a[3] = pack_bf16x2(s[2 * kb + 1][2], s[2 * kb + 1][3]);
+            frag_p_a(a, s, kb);
 #pragma unroll
             for (int np = 0; np < HD / 16; np++) {
                 uint32_t b[4];
@@ -644,17 +657,7 @@ __global__ void __launch_bounds__(32 * NW, 1)
             continue;
         }
         const int64_t base = ((int64_t)(d.row_start + t) * hq + h) * HD;
-        const float inv = 1.0f / (half ? l_b : l_a);
-#pragma unroll
-        for (int n = 0; n < HD / 8; n++) {
-            const int dim = n * 8 + 2 * c4;
-            float o0 = o[n][2 * half] * inv, o1 = o[n][2 * half + 1] * inv;
-            if (gate) {
-                o0 *= sigmoid_f32(gate[base + dim]);
-                o1 *= sigmoid_f32(gate[base + dim + 1]);
-            }
-            *reinterpret_cast<float2 *>(out + base + dim) = make_float2(o0, o1);
-        }
+        frag_store_row<HD / 8>(out, gate, base, o, half, c4, HD, 1.0f / (half ? l_b : l_a));
     }
 }
 
