@@ -19,10 +19,19 @@ int attn_decode_parts(int n_seq, int n_q_heads, int max_seq_len)
     return (int)(splits < cap ? splits : cap);
 }
 
-size_t attn_decode_ws_floats(int n_seq, int n_q_heads, int head_dim, int max_seq_len)
+int attn_decode_gqa_parts(int n_seq, int n_kv_heads)
 {
-    return (size_t)n_seq * n_q_heads * (size_t)attn_decode_parts(n_seq, n_q_heads, max_seq_len) *
-           ((size_t)head_dim + 2);
+    const int64_t seqs = n_seq > ATTN_DECODE_GQA_SAME_SEQS ? n_seq : 1;
+    const int64_t pairs = seqs * (n_kv_heads > 0 ? n_kv_heads : 1);
+    return (int)CEIL_DIV(ATTN_DECODE_GQA_WAVE, pairs);
+}
+
+size_t attn_decode_ws_floats(int n_seq, int n_q_heads, int n_kv_heads, int head_dim,
+                             int max_seq_len)
+{
+    const size_t a = (size_t)attn_decode_parts(n_seq, n_q_heads, max_seq_len);
+    const size_t b = (size_t)attn_decode_gqa_parts(n_seq, n_kv_heads);
+    return (size_t)n_seq * n_q_heads * (a > b ? a : b) * ((size_t)head_dim + 2);
 }
 
 /* Cached element idx as fp32: bf16, or e4m3 times the per-tensor scale. */

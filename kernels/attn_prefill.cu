@@ -236,6 +236,36 @@ static __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi)
     return (uint32_t)f32_to_bf16_bits(lo) | ((uint32_t)f32_to_bf16_bits(hi) << 16);
 }
 
+static __device__ __forceinline__ void mma_f16(float *c, const uint32_t *a, uint32_t b0,
+                                               uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+static __device__ __forceinline__ uint32_t pack_f16x2(float lo, float hi)
+{
+    return (uint32_t)__half_as_ushort(__float2half_rn(lo)) |
+           ((uint32_t)__half_as_ushort(__float2half_rn(hi)) << 16);
+}
+
+/* bf16 (F16 false) or fp16 (F16 true) operands */
+template <bool F16>
+static __device__ __forceinline__ void mma_t(float *c, const uint32_t *a, uint32_t b0, uint32_t b1)
+{
+    if (F16)
+        mma_f16(c, a, b0, b1);
+    else
+        mma_bf16(c, a, b0, b1);
+}
+
+template <bool F16> static __device__ __forceinline__ uint32_t pack_t(float lo, float hi)
+{
+    return F16 ? pack_f16x2(lo, hi) : pack_bf16x2(lo, hi);
+}
+
 /* One key tile's online-softmax step on m16n8k16 accumulator fragments: s holds NS n-tiles of 8
  * keys' scores (keys j0 + 8 nt + 2 c4 + u) of this thread's rows a (c0, c1) and b (c2, c3); keys
  * past a row's position (where mask) become -inf, the others are scaled; the rows' maxima and
@@ -299,13 +329,14 @@ static __device__ __forceinline__ void frag_softmax(float (*s)[4], float (*o)[4]
 }
 
 /* P as the A operand of O += P V for keys 16 kb .. 16 kb + 15: the S fragments of n-tiles 2 kb
- * and 2 kb + 1 (after frag_softmax) rounded to bf16. */
+ * and 2 kb + 1 (after frag_softmax) rounded to bf16 (fp16 with F16). */
+template <bool F16 = false>
 static __device__ __forceinline__ void frag_p_a(uint32_t *a, const float (*s)[4], int kb)
 {
-    a[0] = pack_bf16x2(s[2 * kb][0], s[2 * kb][1]);
-    a[1] = pack_bf16x2(s[2 * kb][2], s[2 * kb][3]);
-    a[2] = pack_bf16x2(s[2 * kb + 1][0], s[2 * kb + 1][1]);
-    a[3] = pack_bf16x2(s[2 * kb + 1][2], s[2 * kb + 1][3]);
+    a[0] = pack_t<F16>(s[2 * kb][0], s[2 * kb][1]);
+    a[1] = pack_t<F16>(s[2 * kb][2], s[2 * kb][3]);
+    a[2] = pack_t<F16>(s[2 * kb + 1][0], s[2 * kb + 1][1]);
+    a[3] = pack_t<F16>(s[2 * kb + 1][2], s[2 * kb + 1][3]);
 }
 
 /* This thread's part of one output row from the O fragments (row a: half 0, row b: half 1; NO
@@ -455,15 +486,19 @@ __global__ void __launch_bounds__(MNT)
  * reads fall on distinct banks. S = Q K^T from plain ldmatrix of Q (A) and K (B: keys are the
  * rows of K, the "col" operand); O += P V from ldmatrix.trans of V (B: keys x dims). The online
  * softmax runs in the log2 domain (the scores times scale log2(e), exp2). Same rounding points
- * as the MMA path (q and P to bf16, fp32 accumulation). Needs HD in {64, 128, 256}, bf16 caches,
- * 16-byte aligned q and 8-byte aligned out; a sequence's key j at block table entry
+ * as the MMA path (q and P to bf16, fp32 accumulation). Needs HD in {64, 128, 256}, 16-byte
+ * aligned q and 8-byte aligned out; a sequence's key j at block table entry
  * j / block_size, the usual paging.
  * Prefill (SPLIT false): NW = FNW, BN = FBN; a block walks every key its rows see.
  * Split (SPLIT true, items of few rows: decode, verify windows): one warp, 32-key tiles, and
  * grid.x = row tiles x n_parts: part p of a block's tiles is [p n / P, (p + 1) n / P) of its n
  * tiles, its unnormalised o with its max and sum (log2 domain) to the workspace, merged by
  * attn_flash_merge_kernel (an empty part leaves max -inf, sum 0). A (key tile, kv head) is read
- * once for the whole GQA group. */
+ * once for the whole GQA group.
+ * e4m3 caches (T = uint8_t, prefill only): the tile's bytes go by cp.async to a staging area
+ * (BN x HD bytes each of K and V) while the tile before is multiplied, then the block widens them
+ * to fp16 (exact) into one K and one V buffer of the same swizzled layout, and the products run
+ * on fp16 operands (q and P rounded to fp16); k_scale is in qk_log2, v_scale in the epilogue. */
 #ifndef FNW
 #define FNW 8 /* prefill: warps a block (bench A/B builds may set it: 4 or 8) */
 #endif
@@ -476,14 +511,16 @@ __global__ void __launch_bounds__(MNT)
 #define SBN 32 /* split: keys a tile */
 #define SPLIT_MAX_PARTS 128
 
-static size_t flash_smem_bytes_nb(int hd, int nw, int bn)
+/* Q, then 2 buffers of K and of V (bf16), or one each plus the e4m3 staging (f8) */
+static size_t flash_smem_bytes_nb(int hd, int nw, int bn, bool f8 = false)
 {
-    return sizeof(uint16_t) * (size_t)hd * (size_t)(16 * nw + 4 * bn);
+    return f8 ? sizeof(uint16_t) * (size_t)hd * (size_t)(16 * nw + 2 * bn) + 2 * (size_t)bn * hd
+              : sizeof(uint16_t) * (size_t)hd * (size_t)(16 * nw + 4 * bn);
 }
 
-static size_t flash_smem_bytes(int hd)
+static size_t flash_smem_bytes(int hd, bool f8 = false)
 {
-    return flash_smem_bytes_nb(hd, FNW, FBN);
+    return flash_smem_bytes_nb(hd, FNW, FBN, f8);
 }
 
 /* the swizzled offset (elements) of row r's 16-byte chunk c, rows of HD elements */
@@ -513,21 +550,74 @@ fl_load_kv(uint16_t *Kd, uint16_t *Vd, const uint16_t *k_cache, const uint16_t *
     }
 }
 
+/* e4m3: keys j0 .. j0+BN-1 as bytes into the staging Fk / Fv (rows of HD bytes, zeros at and
+ * past kv_end) */
+template <int HD, int BN, int TPB>
+static __device__ __forceinline__ void fl_load_f8(uint8_t *Fk, uint8_t *Fv, const uint8_t *k_cache,
+                                                  const uint8_t *v_cache, const int32_t *bt, int j0,
+                                                  int kv_end, int hkv, int kvh, int block_size)
+{
+    constexpr int CB = HD / 16;
+    for (int e = threadIdx.x; e < BN * CB; e += TPB) {
+        const int kk = e / CB, c = e - kk * CB, j = j0 + kk;
+        int64_t off = 0;
+        int bytes = 0;
+        if (j < kv_end) {
+            const int64_t slot = (int64_t)bt[j / block_size] * block_size + j % block_size;
+            off = (slot * hkv + kvh) * HD + c * 16;
+            bytes = 16;
+        }
+        cpa_16(Fk + kk * HD + c * 16, k_cache + off, bytes);
+        cpa_16(Fv + kk * HD + c * 16, v_cache + off, bytes);
+    }
+}
+
+/* two e4m3 codes (low byte the lower element) -> an fp16 pair, exact */
+static __device__ __forceinline__ uint32_t fl_h2(uint32_t two)
+{
+    const __half2_raw h =
+        __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(two & 0xffffu), __NV_E4M3);
+    return (uint32_t)h.x | ((uint32_t)h.y << 16);
+}
+
+/* the staged e4m3 rows widened to fp16 into the swizzled K / V buffers */
+template <int HD, int BN, int TPB>
+static __device__ __forceinline__ void fl_widen_f8(uint16_t *Kd, uint16_t *Vd, const uint8_t *Fk,
+                                                   const uint8_t *Fv)
+{
+    constexpr int CB = HD / 16;
+    for (int e = threadIdx.x; e < 2 * BN * CB; e += TPB) {
+        const bool v = e >= BN * CB;
+        const int ee = v ? e - BN * CB : e, kk = ee / CB, c = ee - kk * CB;
+        const uint4 b = *reinterpret_cast<const uint4 *>((v ? Fv : Fk) + kk * HD + c * 16);
+        uint16_t *d = v ? Vd : Kd;
+        *reinterpret_cast<uint4 *>(d + fl_off<HD>(kk, 2 * c)) =
+            make_uint4(fl_h2(b.x), fl_h2(b.x >> 16), fl_h2(b.y), fl_h2(b.y >> 16));
+        *reinterpret_cast<uint4 *>(d + fl_off<HD>(kk, 2 * c + 1)) =
+            make_uint4(fl_h2(b.z), fl_h2(b.z >> 16), fl_h2(b.w), fl_h2(b.w >> 16));
+    }
+}
+
 /* grid (row tiles of max_rows*g [x n_parts when SPLIT], n_kv_heads, n_seqs); qk_log2 = scale *
- * log2(e); ws / n_parts: SPLIT's partials ((row, q head, part) x (HD + 2) floats: o, max, sum) */
-template <int HD, int NW, int BN, bool SPLIT>
+ * k_scale * log2(e); v_scale: the e4m3 V scale (1 for bf16); ws / n_parts: SPLIT's partials
+ * ((row, q head, part) x (HD + 2) floats: o, max, sum). T: uint16_t (bf16) or uint8_t (e4m3,
+ * not SPLIT). */
+template <int HD, int NW, int BN, bool SPLIT, typename T = uint16_t>
 __global__ void __launch_bounds__(32 * NW, 1)
     attn_prefill_flash_kernel(float *out, float *ws, int n_parts, const float *q, const float *gate,
-                              const uint16_t *k_cache, const uint16_t *v_cache,
-                              const int32_t *block_table, int max_blocks_per_seq,
-                              const struct attn_prefill_seq *seqs, struct attn_prefill_seq one,
-                              int hq, int hkv, int block_size, float qk_log2)
+                              const T *k_cache, const T *v_cache, const int32_t *block_table,
+                              int max_blocks_per_seq, const struct attn_prefill_seq *seqs,
+                              struct attn_prefill_seq one, int hq, int hkv, int block_size,
+                              float qk_log2, float v_scale)
 {
+    constexpr bool F8 = sizeof(T) == 1;
+    static_assert(!(F8 && SPLIT), "the split form reads bf16 caches");
     constexpr int CH = HD / 8, RPB = 16 * NW, TPB = 32 * NW;
     extern __shared__ __align__(16) uint16_t fsm[];
     uint16_t *Qs = fsm;
-    uint16_t *Ks = Qs + RPB * HD; /* 2 x BN x HD */
-    uint16_t *Vs = Ks + 2 * BN * HD;
+    uint16_t *Ks = Qs + RPB * HD; /* 2 x BN x HD (e4m3: 1 x) */
+    uint16_t *Vs = Ks + (F8 ? 1 : 2) * BN * HD;
+    uint8_t *Fk = reinterpret_cast<uint8_t *>(Vs + BN * HD), *Fv = Fk + BN * HD; /* e4m3 */
 
     const struct attn_prefill_seq d = seqs ? seqs[blockIdx.z] : one;
     const int g = hq / hkv, kvh = blockIdx.y;
@@ -561,7 +651,12 @@ __global__ void __launch_bounds__(32 * NW, 1)
         return;
     }
 
-    fl_load_kv<HD, BN, TPB>(Ks, Vs, k_cache, v_cache, bt, t0 * BN, kv_end, hkv, kvh, block_size);
+    if constexpr (F8)
+        fl_load_f8<HD, BN, TPB>(Fk, Fv, k_cache, v_cache, bt, t0 * BN, kv_end, hkv, kvh,
+                                block_size);
+    else
+        fl_load_kv<HD, BN, TPB>(Ks, Vs, k_cache, v_cache, bt, t0 * BN, kv_end, hkv, kvh,
+                                block_size);
     cpa_commit();
     for (int e = threadIdx.x; e < RPB * CH; e += TPB) {
         const int rr = e / CH, c = e - rr * CH, r = r0 + rr;
@@ -571,8 +666,8 @@ __global__ void __launch_bounds__(32 * NW, 1)
             const float4 *src = reinterpret_cast<const float4 *>(
                 q + ((int64_t)(d.row_start + t) * hq + h) * HD + c * 8);
             const float4 a = src[0], b = src[1];
-            x = make_uint4(pack_bf16x2(a.x, a.y), pack_bf16x2(a.z, a.w), pack_bf16x2(b.x, b.y),
-                           pack_bf16x2(b.z, b.w));
+            x = make_uint4(pack_t<F8>(a.x, a.y), pack_t<F8>(a.z, a.w), pack_t<F8>(b.x, b.y),
+                           pack_t<F8>(b.z, b.w));
         }
         *reinterpret_cast<uint4 *>(Qs + fl_off<HD>(rr, c)) = x;
     }
@@ -590,16 +685,30 @@ __global__ void __launch_bounds__(32 * NW, 1)
     const int vrow = (lane & 7) + 8 * ((lane >> 3) & 1), vch = lane >> 4;
 
     for (int it = t0; it < t1; it++) {
-        const int buf = (it - t0) & 1, j0 = it * BN;
-        if (it + 1 < t1) {
-            fl_load_kv<HD, BN, TPB>(Ks + (buf ^ 1) * BN * HD, Vs + (buf ^ 1) * BN * HD, k_cache,
-                                    v_cache, bt, j0 + BN, kv_end, hkv, kvh, block_size);
-            cpa_commit();
-            cpa_wait<1>();
-        } else {
+        const int buf = F8 ? 0 : (it - t0) & 1, j0 = it * BN;
+        if constexpr (F8) {
+            /* tile it staged; every warp done with the previous tile's K / V; widen; then the
+             * staging takes tile it + 1 while this one is multiplied */
             cpa_wait<0>();
+            __syncthreads();
+            fl_widen_f8<HD, BN, TPB>(Ks, Vs, Fk, Fv);
+            __syncthreads();
+            if (it + 1 < t1) {
+                fl_load_f8<HD, BN, TPB>(Fk, Fv, k_cache, v_cache, bt, j0 + BN, kv_end, hkv, kvh,
+                                        block_size);
+                cpa_commit();
+            }
+        } else {
+            if (it + 1 < t1) {
+                fl_load_kv<HD, BN, TPB>(Ks + (buf ^ 1) * BN * HD, Vs + (buf ^ 1) * BN * HD, k_cache,
+                                        v_cache, bt, j0 + BN, kv_end, hkv, kvh, block_size);
+                cpa_commit();
+                cpa_wait<1>();
+            } else {
+                cpa_wait<0>();
+            }
+            __syncthreads(); /* tile it (and Q) visible to every warp */
         }
-        __syncthreads(); /* tile it (and Q) visible to every warp */
         const uint16_t *Kb = Ks + buf * BN * HD, *Vb = Vs + buf * BN * HD;
 
         float s[BN / 8][4];
@@ -614,8 +723,8 @@ __global__ void __launch_bounds__(32 * NW, 1)
             for (int np = 0; np < BN / 16; np++) {
                 uint32_t b[4];
                 ldsm_x4(b, Kb + fl_off<HD>(np * 16 + krow, 2 * kk + kch));
-                mma_bf16(s[2 * np], a, b[0], b[1]);
-                mma_bf16(s[2 * np + 1], a, b[2], b[3]);
+                mma_t<F8>(s[2 * np], a, b[0], b[1]);
+                mma_t<F8>(s[2 * np + 1], a, b[2], b[3]);
             }
         }
         /* prefill: finite (key 0 is in the first tile and visible to every row); a split part
@@ -626,13 +735,13 @@ __global__ void __launch_bounds__(32 * NW, 1)
 #pragma unroll
         for (int kb = 0; kb < BN / 16; kb++) {
             uint32_t a[4];
-            frag_p_a(a, s, kb);
+            frag_p_a<F8>(a, s, kb);
 #pragma unroll
             for (int np = 0; np < HD / 16; np++) {
                 uint32_t b[4];
                 ldsm_x4_t(b, Vb + fl_off<HD>(kb * 16 + vrow, 2 * np + vch));
-                mma_bf16(o[2 * np], a, b[0], b[1]);
-                mma_bf16(o[2 * np + 1], a, b[2], b[3]);
+                mma_t<F8>(o[2 * np], a, b[0], b[1]);
+                mma_t<F8>(o[2 * np + 1], a, b[2], b[3]);
             }
         }
         __syncthreads(); /* every warp done with buffer buf before it is refilled */
@@ -657,7 +766,7 @@ __global__ void __launch_bounds__(32 * NW, 1)
             continue;
         }
         const int64_t base = ((int64_t)(d.row_start + t) * hq + h) * HD;
-        frag_store_row<HD / 8>(out, gate, base, o, half, c4, HD, 1.0f / (half ? l_b : l_a));
+        frag_store_row<HD / 8>(out, gate, base, o, half, c4, HD, v_scale / (half ? l_b : l_a));
     }
 }
 
@@ -723,39 +832,60 @@ static cudaError_t launch_mma(dim3 grid, cudaStream_t stream, float *out, const 
     return e;
 }
 
-template <int HD, int NW, int BN, bool SPLIT>
-static cudaError_t
-launch_flash_hd(dim3 grid, cudaStream_t stream, float *out, float *ws, int n_parts, const float *q,
-                const float *gate, const uint16_t *kc, const uint16_t *vc, const int32_t *bt,
-                int mbps, const struct attn_prefill_seq *seqs, struct attn_prefill_seq one, int hq,
-                int hkv, int bs, float qk_log2)
+template <int HD, int NW, int BN, bool SPLIT, typename T>
+static cudaError_t launch_flash_hd(dim3 grid, cudaStream_t stream, float *out, float *ws,
+                                   int n_parts, const float *q, const float *gate, const T *kc,
+                                   const T *vc, const int32_t *bt, int mbps,
+                                   const struct attn_prefill_seq *seqs, struct attn_prefill_seq one,
+                                   int hq, int hkv, int bs, float qk_log2, float v_scale)
 {
-    const size_t smem = flash_smem_bytes_nb(HD, NW, BN);
-    cudaError_t e = cudaFuncSetAttribute(attn_prefill_flash_kernel<HD, NW, BN, SPLIT>,
+    const size_t smem = flash_smem_bytes_nb(HD, NW, BN, sizeof(T) == 1);
+    cudaError_t e = cudaFuncSetAttribute(attn_prefill_flash_kernel<HD, NW, BN, SPLIT, T>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e == cudaSuccess)
-        attn_prefill_flash_kernel<HD, NW, BN, SPLIT><<<grid, 32 * NW, smem, stream>>>(
-            out, ws, n_parts, q, gate, kc, vc, bt, mbps, seqs, one, hq, hkv, bs, qk_log2);
+        attn_prefill_flash_kernel<HD, NW, BN, SPLIT, T><<<grid, 32 * NW, smem, stream>>>(
+            out, ws, n_parts, q, gate, kc, vc, bt, mbps, seqs, one, hq, hkv, bs, qk_log2, v_scale);
     return e;
 }
 
+template <int NW, int BN, bool SPLIT, typename T>
+static cudaError_t
+launch_flash_t(int hd, dim3 grid, cudaStream_t stream, float *out, float *ws, int n_parts,
+               const float *q, const float *gate, const void *k_cache, const void *v_cache,
+               const int32_t *bt, int mbps, const struct attn_prefill_seq *seqs,
+               struct attn_prefill_seq one, int hq, int hkv, int bs, float qk_log2, float v_scale)
+{
+    const T *kc = (const T *)k_cache, *vc = (const T *)v_cache;
+    if (hd == 64)
+        return launch_flash_hd<64, NW, BN, SPLIT, T>(grid, stream, out, ws, n_parts, q, gate, kc,
+                                                     vc, bt, mbps, seqs, one, hq, hkv, bs, qk_log2,
+                                                     v_scale);
+    if (hd == 128)
+        return launch_flash_hd<128, NW, BN, SPLIT, T>(grid, stream, out, ws, n_parts, q, gate, kc,
+                                                      vc, bt, mbps, seqs, one, hq, hkv, bs, qk_log2,
+                                                      v_scale);
+    return launch_flash_hd<256, NW, BN, SPLIT, T>(grid, stream, out, ws, n_parts, q, gate, kc, vc,
+                                                  bt, mbps, seqs, one, hq, hkv, bs, qk_log2,
+                                                  v_scale);
+}
+
+/* kv_dtype: bf16, or e4m3 (not SPLIT) with its scales */
 template <int NW, int BN, bool SPLIT>
 static cudaError_t launch_flash(int hd, dim3 grid, cudaStream_t stream, float *out, float *ws,
                                 int n_parts, const float *q, const float *gate, const void *k_cache,
-                                const void *v_cache, const int32_t *bt, int mbps,
-                                const struct attn_prefill_seq *seqs, struct attn_prefill_seq one,
-                                int hq, int hkv, int bs, float scale)
+                                const void *v_cache, int kv_dtype, float k_scale, float v_scale,
+                                const int32_t *bt, int mbps, const struct attn_prefill_seq *seqs,
+                                struct attn_prefill_seq one, int hq, int hkv, int bs, float scale)
 {
-    const float qk_log2 = scale * 1.4426950408889634f;
-    const uint16_t *kc = (const uint16_t *)k_cache, *vc = (const uint16_t *)v_cache;
-    if (hd == 64)
-        return launch_flash_hd<64, NW, BN, SPLIT>(grid, stream, out, ws, n_parts, q, gate, kc, vc,
-                                                  bt, mbps, seqs, one, hq, hkv, bs, qk_log2);
-    if (hd == 128)
-        return launch_flash_hd<128, NW, BN, SPLIT>(grid, stream, out, ws, n_parts, q, gate, kc, vc,
-                                                   bt, mbps, seqs, one, hq, hkv, bs, qk_log2);
-    return launch_flash_hd<256, NW, BN, SPLIT>(grid, stream, out, ws, n_parts, q, gate, kc, vc, bt,
-                                               mbps, seqs, one, hq, hkv, bs, qk_log2);
+    const float qk_log2 = scale * k_scale * 1.4426950408889634f;
+    if constexpr (!SPLIT)
+        if (kv_dtype == KV_DTYPE_FP8)
+            return launch_flash_t<NW, BN, SPLIT, uint8_t>(hd, grid, stream, out, ws, n_parts, q,
+                                                          gate, k_cache, v_cache, bt, mbps, seqs,
+                                                          one, hq, hkv, bs, qk_log2, v_scale);
+    return launch_flash_t<NW, BN, SPLIT, uint16_t>(hd, grid, stream, out, ws, n_parts, q, gate,
+                                                   k_cache, v_cache, bt, mbps, seqs, one, hq, hkv,
+                                                   bs, qk_log2, 1.0f);
 }
 
 /* An attribute of the current device, or fallback when it cannot be read. */
@@ -770,23 +900,26 @@ static int device_attr(enum cudaDeviceAttr attr, int fallback)
     return v;
 }
 
-/* The flash kernels' conditions: bf16 caches, head dim 64 / 128 / 256, smem within the device's
- * per-block limit. */
-static int flash_fits(int hd, int kv_dtype, size_t smem)
+/* The flash kernels' conditions: head dim 64 / 128 / 256, smem within the device's per-block
+ * limit. */
+static int flash_fits(int hd, size_t smem)
 {
-    if (kv_dtype != KV_DTYPE_BF16 || (hd != 64 && hd != 128 && hd != 256))
+    if (hd != 64 && hd != 128 && hd != 256)
         return 0;
     return smem <= (size_t)device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);
 }
 
 int attn_prefill_flash_ok(int head_dim, int kv_dtype)
 {
-    return flash_fits(head_dim, kv_dtype, flash_smem_bytes(head_dim));
+    if (kv_dtype != KV_DTYPE_BF16 && kv_dtype != KV_DTYPE_FP8)
+        return 0;
+    return flash_fits(head_dim, flash_smem_bytes(head_dim, kv_dtype == KV_DTYPE_FP8));
 }
 
 int attn_prefill_split_ok(int head_dim, int kv_dtype)
 {
-    return flash_fits(head_dim, kv_dtype, flash_smem_bytes_nb(head_dim, SNW, SBN));
+    return kv_dtype == KV_DTYPE_BF16 &&
+           flash_fits(head_dim, flash_smem_bytes_nb(head_dim, SNW, SBN));
 }
 
 int attn_prefill_split_parts(int n_seqs, int max_rows, int n_q_heads, int n_kv_heads, int max_len,
@@ -836,7 +969,8 @@ int attn_prefill_split_cuda(float *out, float *ws, int n_parts, const float *q, 
     const struct attn_prefill_seq none = {0, 0, 0, 0};
     cudaError_t e = launch_flash<SNW, SBN, true>(
         hd, dim3(tiles * n_parts, hkv, n_seqs), stream, out, ws, n_parts, q, gate, k_cache, v_cache,
-        block_table, max_blocks_per_seq, seqs, none, hq, hkv, block_size, scale);
+        KV_DTYPE_BF16, 1.0f, 1.0f, block_table, max_blocks_per_seq, seqs, none, hq, hkv, block_size,
+        scale);
     if (e != cudaSuccess) {
         LOG_ERR("kernel_attr_failed", "op=attn_prefill_split smem=%zu err=\"%s\"",
                 flash_smem_bytes_nb(hd, SNW, SBN), cudaGetErrorString(e));
@@ -877,8 +1011,7 @@ static int launch(float *out, const float *q, const float *gate, const void *k_c
     if (path == ATTN_PREFILL_PATH_MMA && (hd % 16 || ((uintptr_t)q) % 8 || ((uintptr_t)out) % 8))
         return ERR_INVAL;
     if (path == ATTN_PREFILL_PATH_FLASH &&
-        (kv_dtype != KV_DTYPE_BF16 || (hd != 64 && hd != 128 && hd != 256) || ((uintptr_t)q) % 16 ||
-         ((uintptr_t)out) % 8))
+        ((hd != 64 && hd != 128 && hd != 256) || ((uintptr_t)q) % 16 || ((uintptr_t)out) % 8))
         return ERR_INVAL;
     const int bm = path == ATTN_PREFILL_PATH_MMA ? MBM : path == ATTN_PREFILL_PATH_FLASH ? FBM : BM;
     const int ntiles = CEIL_DIV(max_rows * (hq / hkv), bm);
@@ -886,14 +1019,15 @@ static int launch(float *out, const float *q, const float *gate, const void *k_c
         return 0;
     const dim3 grid(ntiles, hkv, n_seqs);
     const float qk_scale = scale * k_scale;
-    const size_t smem = path == ATTN_PREFILL_PATH_MMA     ? mma_smem_bytes(hd)
-                        : path == ATTN_PREFILL_PATH_FLASH ? flash_smem_bytes(hd)
-                                                          : smem_bytes(hd);
+    const size_t smem = path == ATTN_PREFILL_PATH_MMA ? mma_smem_bytes(hd)
+                        : path == ATTN_PREFILL_PATH_FLASH
+                            ? flash_smem_bytes(hd, kv_dtype == KV_DTYPE_FP8)
+                            : smem_bytes(hd);
     cudaError_t e;
     if (path == ATTN_PREFILL_PATH_FLASH) {
-        e = launch_flash<FNW, FBN, false>(hd, grid, stream, out, NULL, 1, q, gate, k_cache, v_cache,
-                                          block_table, max_blocks_per_seq, seqs, one, hq, hkv,
-                                          block_size, scale);
+        e = launch_flash<FNW, FBN, false>(
+            hd, grid, stream, out, NULL, 1, q, gate, k_cache, v_cache, kv_dtype, k_scale, v_scale,
+            block_table, max_blocks_per_seq, seqs, one, hq, hkv, block_size, scale);
     } else if (path == ATTN_PREFILL_PATH_MMA) {
         if (kv_dtype == KV_DTYPE_BF16)
             e = launch_mma<uint16_t>(grid, stream, out, q, gate, (const uint16_t *)k_cache,

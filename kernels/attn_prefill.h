@@ -15,8 +15,9 @@
  * fp32 accumulation; needs head_dim % 16 == 0 and 8-byte aligned q and out.
  * FLASH: the MMA path's arithmetic (the same roundings, the softmax in the log2 domain) with
  * 128 rows per block, keys in tiles of 64 copied by cp.async into a double buffer while the tile
- * before is multiplied, fragments by ldmatrix: bf16 caches, head_dim 64 / 128 / 256, 16-byte
- * aligned q, 8-byte aligned out (attn_prefill_flash_ok).
+ * before is multiplied, fragments by ldmatrix: head_dim 64 / 128 / 256, 16-byte aligned q,
+ * 8-byte aligned out (attn_prefill_flash_ok). e4m3 caches: each tile's bytes staged by cp.async
+ * and widened to fp16 (exact) in shared memory, q and P rounded to fp16, one K/V buffer.
  * PATH_AUTO (the plain entry points) picks AUTO_PATH in attn_prefill.cu (CORES until MMA has
  * passed its GPU tests). */
 #ifndef KERNELS_ATTN_PREFILL_H
@@ -40,9 +41,9 @@ enum attn_prefill_path {
     ATTN_PREFILL_PATH_FLASH = 3
 };
 
-/* Whether the FLASH path runs here for this head dim and cache dtype (bf16 caches, head dim 64,
- * 128 or 256, its shared memory within the current device's per-block limit: 192 KiB at 256, so
- * not on sm_120's 99 KiB). Host function; 0 or 1. */
+/* Whether the FLASH path runs here for this head dim and cache dtype (bf16 or e4m3 caches, head
+ * dim 64, 128 or 256, its shared memory within the current device's per-block limit: 192 KiB
+ * (bf16) or 160 KiB (e4m3) at 256, so not on sm_120's 99 KiB). Host function; 0 or 1. */
 int attn_prefill_flash_ok(int head_dim, int kv_dtype);
 
 /* One sequence's chunk in a batched prefill step. */

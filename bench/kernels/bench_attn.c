@@ -102,20 +102,22 @@ struct dec_arg {
     float *out, *ws, *q, *g;
     void *kc, *vc;
     int32_t *bt, *lens;
-    int dt, n_seq, mb, len;
+    int dt, n_seq, mb, len, path;
 };
 
 static void run_decode(void *p)
 {
     struct dec_arg *a = p;
-    attn_decode_dtype_cuda(a->out, a->ws, a->q, a->g, a->kc, a->vc, a->dt, 1.0f, 1.0f, a->bt,
-                           a->lens, a->n_seq, HQ, HKV, HD, BS, a->mb, a->len, 0.0625f, 0);
+    attn_decode_path_cuda(a->path, a->out, a->ws, a->q, a->g, a->kc, a->vc, a->dt, 1.0f, 1.0f,
+                          a->bt, a->lens, a->n_seq, HQ, HKV, HD, BS, a->mb, a->len, 0.0625f, 0);
 }
 
-static void bench_decode(int dt, int n_seq, int len, double copy_bw)
+/* attn_decode on a path (enum attn_decode_path): n_seq sequences of len keys, GB/s of the K/V
+ * bytes */
+static void bench_decode(int dt, int n_seq, int len, double copy_bw, int path)
 {
     struct dec_arg a;
-    a.dt = dt, a.n_seq = n_seq, a.len = len, a.mb = (len + BS - 1) / BS;
+    a.dt = dt, a.n_seq = n_seq, a.len = len, a.mb = (len + BS - 1) / BS, a.path = path;
     const size_t nslots = (size_t)n_seq * a.mb * BS, nq = (size_t)n_seq * HQ * HD;
     a.kc = cache_alloc(nslots, dt);
     a.vc = cache_alloc(nslots, dt);
@@ -129,12 +131,13 @@ static void bench_decode(int dt, int n_seq, int len, double copy_bw)
     a.out = ktest_dev_alloc(nq * 4);
     cudaMemset(a.q, 0x3c, nq * 4);
     cudaMemset(a.g, 0x3c, nq * 4);
-    a.ws = ktest_dev_alloc(attn_decode_ws_floats(n_seq, HQ, HD, len) * 4);
+    a.ws = ktest_dev_alloc(attn_decode_ws_floats(n_seq, HQ, HKV, HD, len) * 4);
     double us = ktest_time_us(run_decode, &a, 5, 41);
     double bytes = (double)n_seq * len * HKV * HD * kv_dtype_bytes(dt) * 2;
-    printf("attn_decode  %s seq=%2d ctx=%6d (KV %7.1f MB)  %9.1f us  %7.0f GB/s  %5.1f%% of copy\n",
-           dt == KV_DTYPE_FP8 ? "fp8 " : "bf16", n_seq, len, bytes / 1e6, us, bytes / us * 1e-3,
-           100.0 * bytes / us * 1e-3 / copy_bw);
+    printf("attn_decode  %s %-5s seq=%2d ctx=%6d (KV %7.1f MB)  %9.1f us  %7.0f GB/s  %5.1f%% of "
+           "copy\n",
+           dt == KV_DTYPE_FP8 ? "fp8 " : "bf16", path == ATTN_DECODE_PATH_GQA ? "gqa" : "cores",
+           n_seq, len, bytes / 1e6, us, bytes / us * 1e-3, 100.0 * bytes / us * 1e-3 / copy_bw);
     ktest_free(a.kc), ktest_free(a.vc), ktest_free(a.bt), ktest_free(a.lens), ktest_free(a.q);
     ktest_free(a.g), ktest_free(a.out), ktest_free(a.ws);
     free(lens);
@@ -212,23 +215,25 @@ int main(void)
             bench_prefill(dt, 8192, 0, path);
             bench_prefill(dt, 1, 8191, path);
             bench_prefill(dt, 4, 2048, path); /* a k = 3 verify window */
-            if (path != ATTN_PREFILL_PATH_CORES && dt == KV_DTYPE_BF16)
+            if (path == ATTN_PREFILL_PATH_FLASH ||
+                (path == ATTN_PREFILL_PATH_MMA && dt == KV_DTYPE_BF16))
                 bench_prefill(dt, 2048, 129024, path); /* the last chunk of a 131,072 prompt */
         }
-        bench_decode(dt, 1, 4096, copy_bw);
-        bench_decode(dt, 1, 32768, copy_bw);
-        bench_decode(dt, 8, 4096, copy_bw);
-        bench_decode(dt, 8, 32768, copy_bw);
+        /* both forms of attn_decode: batch 1 (2K .. the 131,072-token context), batched */
+        static const int dec[][2] = {{1, 2048}, {1, 4096},  {1, 32768}, {1, 131072},
+                                     {8, 4096}, {8, 32768}, {64, 1024}, {64, 2048}};
+        for (int path = ATTN_DECODE_PATH_CORES; path <= ATTN_DECODE_PATH_GQA; path++)
+            for (size_t i = 0; i < sizeof dec / sizeof dec[0]; i++)
+                if (path != ATTN_DECODE_PATH_GQA || attn_decode_gqa_ok(HQ, HKV, HD, dt))
+                    bench_decode(dt, dec[i][0], dec[i][1], copy_bw, path);
         if (dt == KV_DTYPE_BF16 && attn_prefill_split_ok(HD, dt)) {
-            bench_decode(dt, 1, 2048, copy_bw);
-            bench_decode(dt, 1, 131072, copy_bw);
-            bench_decode(dt, 64, 2048, copy_bw);
             bench_split(1, 1, 2048, copy_bw);
             bench_split(1, 1, 4096, copy_bw);
             bench_split(1, 1, 32768, copy_bw);
             bench_split(1, 1, 131072, copy_bw);
             bench_split(8, 1, 4096, copy_bw);
             bench_split(8, 1, 32768, copy_bw);
+            bench_split(64, 1, 1024, copy_bw);
             bench_split(64, 1, 2048, copy_bw);
             bench_split(1, 4, 2048, copy_bw); /* a k = 3 verify window */
         }

@@ -455,7 +455,7 @@ static void bench_attn(int n_seq, int len)
     cudaMemset(a.q, 0x3c, (size_t)n_seq * 4096 * 4);
     cudaMemset(a.g, 0x3c, (size_t)n_seq * 4096 * 4);
     a.out = ktest_dev_alloc((size_t)n_seq * 4096 * 4);
-    a.ws = ktest_dev_alloc(attn_decode_ws_floats(n_seq, 16, 256, len) * 4);
+    a.ws = ktest_dev_alloc(attn_decode_ws_floats(n_seq, 16, 2, 256, len) * 4);
     double us = ktest_time_us(run_attn, &a, 5, 41);
     double bytes = (double)n_seq * len * w * 2 * 2;
     printf("attn_decode seq=%2d ctx=%6d (16q/2kv x 256, KV %.1f MB)  %8.1f us  %7.0f GB/s  %5.1f%% "

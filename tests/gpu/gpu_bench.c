@@ -45,11 +45,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/args.h"
 #include "common/err.h"
 #include "common/file.h"
-#include "common/args.h"
-#include "common/stats.h"
+#include "common/kv_plan.h"
 #include "common/log.h"
+#include "common/stats.h"
 #include "common/xalloc.h"
 #include "gpu_model.h"
 #include "model/model_load.h"
@@ -74,7 +75,9 @@ struct bench_opts {
     int gdn_chunk;      // gpu_model_opts.gdn_chunk
     int pdl;            // gpu_model_opts.pdl
     int split_attn;     // gpu_model_opts.split_attn
+    int decode_attn;    // gpu_model_opts.decode_attn
     int state_in_pool;  // gpu_model_opts.state_in_pool
+    int kv_dtype;       // gpu_model_opts.kv_dtype (enum kv_dtype: 0 = auto = bf16)
     unsigned seed;
     bool host_fill; // dummy weights filled on the host (not on the device, the default)
     const char *json;
@@ -130,6 +133,18 @@ static int parse_list(void *dst, const char *s, char *err, size_t errlen)
     return 0;
 }
 
+/* "auto" | "bf16" | "fp8" into an int (enum kv_dtype, args_value_fn) */
+static int parse_kv_dtype(void *dst, const char *s, char *err, size_t errlen)
+{
+    const int d = kv_dtype_parse(s);
+    if (d < 0) {
+        snprintf(err, errlen, "not auto, bf16 or fp8: \"%s\"", s);
+        return ERR_INVAL;
+    }
+    *(int *)dst = d;
+    return 0;
+}
+
 /* 0, or args_exit's code to return (the usage or one line naming the bad flag or value) */
 static int parse_args(struct bench_opts *o, int argc, char **argv)
 {
@@ -167,10 +182,15 @@ static int parse_args(struct bench_opts *o, int argc, char **argv)
                  "GDN items of at least N rows on the chunked recurrence (0: default, -1: never)"),
         ARGS_INT("--split-attn", "0|-1", &o->split_attn, -1, 0,
                  "few-row items through attn_prefill_split: 0 = where it runs, -1 = never (0)"),
+        ARGS_INT("--decode-attn", "0|-1", &o->decode_attn, -1, 0,
+                 "one-row items through attn_decode's GQA tensor-core form where it runs (0) or "
+                 "its CUDA-core form (-1)"),
         ARGS_INT("--pdl", "1|-1", &o->pdl, -1, 1,
                  "programmatic (PDL) edges in the decode graphs: 1 on (the default), -1 off"),
         ARGS_INT("--state-in-pool", "0|1", &o->state_in_pool, 0, 1,
                  "GDN states as blocks of the K/V pool (1, tern-worker's default) or in slots (0)"),
+        ARGS_FN("--kv-cache-dtype", "auto|bf16|fp8", &o->kv_dtype, parse_kv_dtype,
+                "paged K/V element type, as tern-worker's flag (auto = bf16)"),
         ARGS_BOOL("--roofline-only", &roofline_only, "print the roofline lines and exit"),
         ARGS_BOOL("--host-fill", &o->host_fill,
                   "dummy weights filled on the host and uploaded (default: written on the GPU, "
@@ -181,7 +201,9 @@ static int parse_args(struct bench_opts *o, int argc, char **argv)
         "CONFIG.json [--prompt-len N[,N..]] [--batch B[,B..]] [--gen N] [--chunk ROWS] "
         "[--graphs 0|1] [--json FILE] [--seed S] [--few-row-paths] [--grouped-small N] "
         "[--grouped-pipe64 -1|0|1|2] [--dense-tiles N] [--fuse -1|0] [--gdn-chunk N] "
-        "[--pdl 1|-1] [--state-in-pool 0|1] [--roofline-only] [--host-fill]",
+        "[--split-attn 0|-1] [--decode-attn 0|-1] [--pdl 1|-1] [--state-in-pool 0|1] "
+        "[--kv-cache-dtype auto|bf16|fp8] [--roofline-only] "
+        "[--host-fill]",
         opts, ARRAY_LEN(opts), NULL};
     int rc = args_parse(&spec, argc, argv);
     if (rc != 0)
@@ -212,9 +234,11 @@ static double mean_ctx(int p, int gen)
 }
 
 /* The roofline of one decode step of B sequences at mean context ctx (model/roofline.h). */
-static void roof_step(const struct model *hm, int B, double ctx, struct roofline_step *r)
+static void roof_step(const struct model *hm, int B, double ctx, int kv_dtype,
+                      struct roofline_step *r)
 {
-    struct roofline_opts ro = {.batch = B, .ctx = (int64_t)(ctx + 0.5), .kv_elem = 2};
+    const int kv_elem = kv_dtype == KV_DTYPE_FP8 ? 1 : 2;
+    struct roofline_opts ro = {.batch = B, .ctx = (int64_t)(ctx + 0.5), .kv_elem = kv_elem};
     if (roofline_decode(hm, &ro, r) < 0)
         memset(r, 0, sizeof *r);
 }
@@ -223,14 +247,14 @@ static void roof_step(const struct model *hm, int B, double ctx, struct roofline
 static double roof_one_state(const struct model *hm)
 {
     struct roofline_step r;
-    roof_step(hm, 1, 0, &r);
+    roof_step(hm, 1, 0, KV_DTYPE_BF16, &r);
     return r.gdn_state / 2;
 }
 
 static void print_roof(const char *cfg, const struct model *hm)
 {
     struct roofline_step r;
-    roof_step(hm, 1, 0, &r);
+    roof_step(hm, 1, 0, KV_DTYPE_BF16, &r);
     printf("roofline config=%s experts=%s dense=%.0f expert_one=%.0f top_k=%d lm_head=%.0f "
            "gdn_state_rw=%.0f kv_per_token=%d\n",
            cfg, qweight_format_name(&hm->layers[0].moe.gate[0]), r.dense, r.expert_bytes,
@@ -411,6 +435,8 @@ static const char *paths_name(const struct bench_opts *o, char *buf, size_t len)
         snprintf(buf + strlen(buf), len - strlen(buf), "_pdloff");
     if (o->split_attn < 0)
         snprintf(buf + strlen(buf), len - strlen(buf), "_splitoff");
+    if (o->decode_attn < 0)
+        snprintf(buf + strlen(buf), len - strlen(buf), "_dacores");
     if (o->dense_tiles > 0)
         snprintf(buf + strlen(buf), len - strlen(buf), "_dt%d", o->dense_tiles);
     else if (o->dense_tiles < 0)
@@ -432,7 +458,7 @@ static void report(const struct bench_opts *o, const struct model *hm, const cha
     const int B = res->batch, steps = res->gen - 1;
     const double ctx = mean_ctx(res->prompt, res->gen);
     struct roofline_step r;
-    roof_step(hm, B, ctx, &r);
+    roof_step(hm, B, ctx, o->kv_dtype, &r);
     const char *efmt = qweight_format_name(&hm->layers[0].moe.gate[0]);
     const double bytes = r.total;
     const double pre_tps = res->prefill_s > 0 ? (double)B * res->prompt / res->prefill_s : 0;
@@ -446,14 +472,14 @@ static void report(const struct bench_opts *o, const struct model *hm, const cha
            "prefill_tok_s=%.1f ttft_ms=%.1f decode_tok_s_stream=%.2f decode_tok_s_total=%.1f "
            "itl_p50_ms=%.3f itl_p90_ms=%.3f itl_p99_ms=%.3f mean_ctx=%.1f bytes_per_step=%.0f "
            "experts_touched=%.2f copy_gbs=%.0f roofline_steps_s=%.1f fraction=%.3f "
-           "graph_kernels=%d graph_pdl_edges=%d gdn_state=%s tokens_hash=%016llx finite=%d "
+           "graph_kernels=%d graph_pdl_edges=%d gdn_state=%s kv=%s tokens_hash=%016llx finite=%d "
            "status=%s\n",
-           o->config, efmt, pn, B, res->prompt, res->gen,
-           o->chunk, graphs, pre_tps, 1e3 * res->ttft_s, dec_stream, dec_total, 1e3 * res->itl_p50, 1e3 * res->itl_p90,
+           o->config, efmt, pn, B, res->prompt, res->gen, o->chunk, graphs, pre_tps,
+           1e3 * res->ttft_s, dec_stream, dec_total, 1e3 * res->itl_p50, 1e3 * res->itl_p90,
            1e3 * res->itl_p99, ctx, bytes, r.experts_touched, bw_gbs, roof_steps, frac,
            res->kernels, res->pdl_edges, o->state_in_pool ? "pool" : "slots",
-           (unsigned long long)res->tokens_hash, res->finite,
-           res->fails ? "FAIL" : "ok");
+           kv_dtype_name(o->kv_dtype == KV_DTYPE_FP8 ? KV_DTYPE_FP8 : KV_DTYPE_BF16),
+           (unsigned long long)res->tokens_hash, res->finite, res->fails ? "FAIL" : "ok");
     if (!json)
         return;
     fprintf(json,
@@ -466,16 +492,15 @@ static void report(const struct bench_opts *o, const struct model *hm, const cha
             "\"dense\":%.0f,\"lm_head\":%.0f,\"expert_one\":%.0f,\"experts_touched\":%.3f,"
             "\"experts\":%.0f,\"gdn_state_rw\":%.0f,\"kv\":%.0f,\"copy_gbs\":%.1f,"
             "\"steps_s\":%.3f,\"fraction\":%.4f},\"graph_kernels\":%d,\"graph_pdl_edges\":%d,"
-            "\"tokens_hash\":\"%016llx\",\"finite\":%d,"
+            "\"kv_cache_dtype\":\"%s\",\"tokens_hash\":\"%016llx\",\"finite\":%d,"
             "\"ok\":%s}\n",
-            o->config, device, efmt, pn, B, res->prompt,
-            res->gen, o->chunk, graphs, res->prefill_s, pre_tps, 1e3 * res->ttft_s, res->decode_s, steps, dec_stream,
-            dec_total, 1e3 * res->itl_p50, 1e3 * res->itl_p90, 1e3 * res->itl_p99, ctx, bytes,
-            r.dense, r.lm_head, r.expert_bytes, r.experts_touched, r.experts, r.gdn_state, r.kv,
-            bw_gbs, roof_steps, frac, res->kernels, res->pdl_edges,
-            (unsigned long long)res->tokens_hash,
-            res->finite,
-            res->fails ? "false" : "true");
+            o->config, device, efmt, pn, B, res->prompt, res->gen, o->chunk, graphs, res->prefill_s,
+            pre_tps, 1e3 * res->ttft_s, res->decode_s, steps, dec_stream, dec_total,
+            1e3 * res->itl_p50, 1e3 * res->itl_p90, 1e3 * res->itl_p99, ctx, bytes, r.dense,
+            r.lm_head, r.expert_bytes, r.experts_touched, r.experts, r.gdn_state, r.kv, bw_gbs,
+            roof_steps, frac, res->kernels, res->pdl_edges,
+            kv_dtype_name(o->kv_dtype == KV_DTYPE_FP8 ? KV_DTYPE_FP8 : KV_DTYPE_BF16),
+            (unsigned long long)res->tokens_hash, res->finite, res->fails ? "false" : "true");
     fflush(json);
 }
 
@@ -485,7 +510,7 @@ static void roofline_table(const struct bench_opts *o, const struct model *hm)
         for (int p = 0; p < o->n_prompt; p++) {
             const double ctx = mean_ctx(o->prompt[p], o->gen);
             struct roofline_step r;
-            roof_step(hm, o->batch[b], ctx, &r);
+            roof_step(hm, o->batch[b], ctx, o->kv_dtype, &r);
             const double bytes = r.total;
             printf("roofline_step config=%s batch=%d prompt=%d gen=%d mean_ctx=%.1f "
                    "experts_touched=%.2f bytes_per_step=%.0f (%.3f GiB) steps_s_at_4.3TBs=%.1f\n",
@@ -552,8 +577,10 @@ int main(int argc, char **argv)
                                 .fuse = o.fuse,
                                 .pdl = o.pdl,
                                 .split_attn = o.split_attn,
+                                .decode_attn = o.decode_attn,
                                 .gdn_chunk = o.gdn_chunk,
-                                .state_in_pool = o.state_in_pool};
+                                .state_in_pool = o.state_in_pool,
+                                .kv_dtype = o.kv_dtype};
     t0 = now_s();
     rc = gpu_model_create(&g, m, &go, err, sizeof err);
     const double t_up = now_s() - t0;

@@ -201,10 +201,13 @@ for s in "${stages[@]}"; do
       ;;
     long)
       # issue 16's long prompt: 131,072 tokens at batch 1 (TTFT, then decode at that context)
-      # and 2,048 on the same model (max_model_len sized for the long one: decode at 2,048
+      # at the engine's 8,192-token step, and 2,048 on the same model (max_model_len sized for the long one: decode at 2,048
       # should not depend on it)
       build_benches || { note long "build failed"; continue; }
-      bench long 200 --prompt-len 2048,131072 --batch 1 --gen 32 --chunk 2048
+      bench long 200 --prompt-len 2048,131072 --batch 1 --gen 32 --chunk 8192
+      # the same with fp8 K/V (half the bytes a decode step's attention reads at 131,072)
+      bench long_fp8 200 --prompt-len 2048,131072 --batch 1 --gen 32 --chunk 8192 \
+        --kv-cache-dtype fp8
       ;;
     gdn)
       build_benches || { note gdn "build failed"; continue; }

@@ -183,27 +183,79 @@ static void test_attn(int n_seq, int hq, int hkv, int hd, int bs, const int *len
     float *dq = ktest_dev_from(q, nq * 4), *dg = ktest_dev_from(gate, nq * 4);
     int32_t *dbt = ktest_dev_from(bt, (size_t)n_seq * mb * 4),
             *dl = ktest_dev_from(lens, (size_t)n_seq * 4);
-    float *ws = ktest_dev_alloc(attn_decode_ws_floats(n_seq, hq, hd, max_len) * 4);
+    float *ws = ktest_dev_alloc(attn_decode_ws_floats(n_seq, hq, hkv, hd, max_len) * 4);
     float *dy = ktest_dev_poison(nq);
     const float scale = 1.0f / sqrtf((float)hd);
-    for (int with_gate = 1; with_gate >= 0; with_gate--) {
-        const float *hg = with_gate ? gate : NULL, *dgg = with_gate ? dg : NULL;
-        CHECK_EQ_INT(attn_decode_dtype_ref(ref, NULL, q, hg, kc, vc, dt, ks, vs, bt, lens, n_seq,
-                                           hq, hkv, hd, bs, mb, max_len, scale),
+    /* the default entry points (AUTO: the GQA form where it runs), then each form; CORES
+     * computes in fp32 (2e-5 + 1e-4 relative), GQA rounds q and the softmax weights to bf16
+     * (bf16 K/V: 1% of the largest output + 1% relative) or fp16 (e4m3: 0.2%) */
+    double mx = 0;
+    const int gqa = attn_decode_gqa_ok(hq, hkv, hd, dt);
+    for (int run = 0; run < 3; run++) {
+        const int path = run == 0   ? ATTN_DECODE_PATH_AUTO
+                         : run == 1 ? ATTN_DECODE_PATH_CORES
+                                    : ATTN_DECODE_PATH_GQA;
+        const int on_gqa = path == ATTN_DECODE_PATH_GQA || (path == ATTN_DECODE_PATH_AUTO && gqa);
+        if (path == ATTN_DECODE_PATH_GQA && !gqa) {
+            CHECK_EQ_INT(attn_decode_path_cuda(path, dy, ws, dq, NULL, dkc, dvc, dt, ks, vs, dbt,
+                                               dl, n_seq, hq, hkv, hd, bs, mb, max_len, scale, 0),
+                         ERR_UNSUPPORTED);
+            continue;
+        }
+        for (int with_gate = 1; with_gate >= 0; with_gate--) {
+            const float *hg = with_gate ? gate : NULL, *dgg = with_gate ? dg : NULL;
+            CHECK_EQ_INT(attn_decode_dtype_ref(ref, NULL, q, hg, kc, vc, dt, ks, vs, bt, lens,
+                                               n_seq, hq, hkv, hd, bs, mb, max_len, scale),
+                         0);
+            mx = 0;
+            for (size_t i = 0; i < nq; i++)
+                mx = fabs(ref[i]) > mx ? fabs(ref[i]) : mx;
+            if (path != ATTN_DECODE_PATH_AUTO)
+                CHECK_EQ_INT(attn_decode_path_cuda(path, dy, ws, dq, dgg, dkc, dvc, dt, ks, vs, dbt,
+                                                   dl, n_seq, hq, hkv, hd, bs, mb, max_len, scale,
+                                                   0),
+                             0);
+            else if (dt == KV_DTYPE_BF16)
+                CHECK_EQ_INT(attn_decode_cuda(dy, ws, dq, dgg, (const uint16_t *)dkc,
+                                              (const uint16_t *)dvc, dbt, dl, n_seq, hq, hkv, hd,
+                                              bs, mb, max_len, scale, 0),
+                             0);
+            else
+                CHECK_EQ_INT(attn_decode_dtype_cuda(dy, ws, dq, dgg, dkc, dvc, dt, ks, vs, dbt, dl,
+                                                    n_seq, hq, hkv, hd, bs, mb, max_len, scale, 0),
+                             0);
+            ktest_to_host(got, dy, nq * 4);
+            snprintf(what, sizeof(what),
+                     "attn_decode %s dt=%d seq=%d hq=%d hkv=%d hd=%d bs=%d max_len=%d%s",
+                     path == ATTN_DECODE_PATH_AUTO  ? (gqa ? "auto(gqa)" : "auto(cores)")
+                     : path == ATTN_DECODE_PATH_GQA ? "gqa"
+                                                    : "cores",
+                     dt, n_seq, hq, hkv, hd, bs, max_len, with_gate ? "" : " (no gate)");
+            const double t = dt == KV_DTYPE_BF16 ? 1e-2 : 2e-3;
+            CHECK(ktest_compare(what, got, ref, nq, on_gqa ? t * mx : 2e-5, on_gqa ? t : 1e-4) ==
+                  0);
+        }
+    }
+    /* the GQA form sums a row the same way alone and among up to ATTN_DECODE_GQA_SAME_SEQS
+     * sequences (a verify window's rows against plain steps): sequence 0 bit for bit */
+    if (gqa && n_seq > 1 && n_seq <= ATTN_DECODE_GQA_SAME_SEQS) {
+        float *one = malloc((size_t)hq * hd * 4);
+        CHECK_EQ_INT(attn_decode_path_cuda(ATTN_DECODE_PATH_GQA, dy, ws, dq, dg, dkc, dvc, dt, ks,
+                                           vs, dbt, dl, n_seq, hq, hkv, hd, bs, mb, max_len, scale,
+                                           0),
                      0);
-        if (dt == KV_DTYPE_BF16)
-            CHECK_EQ_INT(attn_decode_cuda(dy, ws, dq, dgg, (const uint16_t *)dkc,
-                                          (const uint16_t *)dvc, dbt, dl, n_seq, hq, hkv, hd, bs,
-                                          mb, max_len, scale, 0),
-                         0);
-        else
-            CHECK_EQ_INT(attn_decode_dtype_cuda(dy, ws, dq, dgg, dkc, dvc, dt, ks, vs, dbt, dl,
-                                                n_seq, hq, hkv, hd, bs, mb, max_len, scale, 0),
-                         0);
         ktest_to_host(got, dy, nq * 4);
-        snprintf(what, sizeof(what), "attn_decode dt=%d seq=%d hq=%d hkv=%d hd=%d bs=%d max_len=%d%s",
-                 dt, n_seq, hq, hkv, hd, bs, max_len, with_gate ? "" : " (no gate)");
-        CHECK(ktest_compare(what, got, ref, nq, 2e-5, 1e-4) == 0);
+        CHECK_EQ_INT(attn_decode_path_cuda(ATTN_DECODE_PATH_GQA, dy, ws, dq, dg, dkc, dvc, dt, ks,
+                                           vs, dbt, dl, 1, hq, hkv, hd, bs, mb, max_len, scale, 0),
+                     0);
+        ktest_to_host(one, dy, (size_t)hq * hd * 4);
+        size_t diff = 0;
+        for (size_t i = 0; i < (size_t)hq * hd; i++)
+            diff += memcmp(&one[i], &got[i], 4) != 0;
+        fprintf(stderr, "attn_decode gqa dt=%d seq 0 of %d vs alone (len %d): %zu bits differ\n",
+                dt, n_seq, lens[0], diff);
+        CHECK(diff == 0);
+        free(one);
     }
     ktest_free(dkc), ktest_free(dvc), ktest_free(dq), ktest_free(dg), ktest_free(dbt);
     ktest_free(dl), ktest_free(ws), ktest_free(dy);
@@ -229,6 +281,9 @@ int main(void)
     test_attn(4, 8, 2, 128, 32, l3, 0, KV_DTYPE_FP8, 1.0f, 1.0f);
     test_attn(2, 4, 4, 64, 7, l2, 0, KV_DTYPE_FP8, 0.005f, 0.25f);
     test_attn(2, 32, 4, 8, 5, l2, 0, KV_DTYPE_FP8, 0.1f, 0.1f);
+    test_attn(3, 4, 2, 32, 7, l2, 0, KV_DTYPE_BF16, 1.0f, 1.0f); /* the tiny model's shape */
+    test_attn(3, 4, 2, 32, 7, l2, 0, KV_DTYPE_FP8, 0.05f, 0.05f);
+    test_attn(2, 12, 2, 128, 16, l3, 0, KV_DTYPE_BF16, 1.0f, 1.0f); /* 6 heads a group */
     /* graph-sized max_seq_len: 5 parts per head for 8 sequences (4000 keys: 16 chunks over 5
      * blocks), 33 for one (2048: 8 chunks, the other 25 blocks idle; 9000: 36 chunks) */
     test_attn(8, 16, 2, 256, 16, l4, 262144, KV_DTYPE_BF16, 1.0f, 1.0f);

@@ -86,6 +86,14 @@ static inline unsigned __match_any_sync(unsigned, int v)
             m |= 1u << i;
     return m;
 }
+/* prmt.b32: byte i of the result is byte (s >> 4 i) & 7 of the pair (x = bytes 0-3, y = 4-7) */
+static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s)
+{
+    const uint64_t v = (uint64_t)x | ((uint64_t)y << 32);
+    unsigned r = 0;
+    for (int i = 0; i < 4; i++) r |= (unsigned)((v >> (8 * ((s >> (4 * i)) & 7))) & 0xffu) << (8 * i);
+    return r;
+}
 static inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
 static inline int __popc(unsigned x) { return __builtin_popcount(x); }
 static inline int atomicAdd(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }

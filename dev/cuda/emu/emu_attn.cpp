@@ -65,22 +65,29 @@ static int run(int n, const int *T, const int *P, int hq, int hkv, int hd, int b
         for (size_t i = 0; i < nws; i++) ws[i] = NAN; /* o of an empty part: never read */
         const dim3 sg(tiles * parts, hkv, n);
         if (hd == 64)
-            emu_launch(sg, 32 * SNW, [&] { attn_prefill_flash_kernel<64, SNW, SBN, true>(got, ws, parts, q, hg, k16, v16, bt, mb, d, none, hq, hkv, bs, ql); }, flash_smem_bytes_nb(hd, SNW, SBN));
+            emu_launch(sg, 32 * SNW, [&] { attn_prefill_flash_kernel<64, SNW, SBN, true>(got, ws, parts, q, hg, k16, v16, bt, mb, d, none, hq, hkv, bs, ql, 1.0f); }, flash_smem_bytes_nb(hd, SNW, SBN));
         else if (hd == 128)
-            emu_launch(sg, 32 * SNW, [&] { attn_prefill_flash_kernel<128, SNW, SBN, true>(got, ws, parts, q, hg, k16, v16, bt, mb, d, none, hq, hkv, bs, ql); }, flash_smem_bytes_nb(hd, SNW, SBN));
+            emu_launch(sg, 32 * SNW, [&] { attn_prefill_flash_kernel<128, SNW, SBN, true>(got, ws, parts, q, hg, k16, v16, bt, mb, d, none, hq, hkv, bs, ql, 1.0f); }, flash_smem_bytes_nb(hd, SNW, SBN));
         else
-            emu_launch(sg, 32 * SNW, [&] { attn_prefill_flash_kernel<256, SNW, SBN, true>(got, ws, parts, q, hg, k16, v16, bt, mb, d, none, hq, hkv, bs, ql); }, flash_smem_bytes_nb(hd, SNW, SBN));
+            emu_launch(sg, 32 * SNW, [&] { attn_prefill_flash_kernel<256, SNW, SBN, true>(got, ws, parts, q, hg, k16, v16, bt, mb, d, none, hq, hkv, bs, ql, 1.0f); }, flash_smem_bytes_nb(hd, SNW, SBN));
         emu_launch(dim3(hq, max_rows, n), CEIL_DIV(hd, 32) * 32, [&] { attn_flash_merge_kernel(got, ws, hg, d, hq, hd, parts); });
-    } else if (path == ATTN_PREFILL_PATH_FLASH) { /* bf16 caches; HD as launch_flash_hd picks it */
+    } else if (path == ATTN_PREFILL_PATH_FLASH) { /* bf16 or e4m3 caches; HD as launch_flash_hd picks it */
+        const float ql = qk * 1.4426950408889634f;
+        if (hd != 64 && hd != 128 && hd != 256) { printf("flash: bad case\n"); return 1; }
+        const bool f8 = dt == KV_DTYPE_FP8;
         const uint16_t *k16 = (const uint16_t *)kc, *v16 = (const uint16_t *)vc;
-        const float ql = scale * 1.4426950408889634f;
-        if (dt != KV_DTYPE_BF16 || (hd != 64 && hd != 128 && hd != 256)) { printf("flash: bad case\n"); return 1; }
-        if (hd == 64)
-            emu_launch(grid, FNT, [&] { attn_prefill_flash_kernel<64, FNW, FBN, false>(got, NULL, 1, q, hg, k16, v16, bt, mb, d, none, hq, hkv, bs, ql); }, flash_smem_bytes(hd));
+        if (hd == 64 && !f8)
+            emu_launch(grid, FNT, [&] { attn_prefill_flash_kernel<64, FNW, FBN, false>(got, NULL, 1, q, hg, k16, v16, bt, mb, d, none, hq, hkv, bs, ql, vs); }, flash_smem_bytes(hd));
+        else if (hd == 128 && !f8)
+            emu_launch(grid, FNT, [&] { attn_prefill_flash_kernel<128, FNW, FBN, false>(got, NULL, 1, q, hg, k16, v16, bt, mb, d, none, hq, hkv, bs, ql, vs); }, flash_smem_bytes(hd));
+        else if (!f8)
+            emu_launch(grid, FNT, [&] { attn_prefill_flash_kernel<256, FNW, FBN, false>(got, NULL, 1, q, hg, k16, v16, bt, mb, d, none, hq, hkv, bs, ql, vs); }, flash_smem_bytes(hd));
+        else if (hd == 64)
+            emu_launch(grid, FNT, [&] { attn_prefill_flash_kernel<64, FNW, FBN, false, uint8_t>(got, NULL, 1, q, hg, kc, vc, bt, mb, d, none, hq, hkv, bs, ql, vs); }, flash_smem_bytes(hd, true));
         else if (hd == 128)
-            emu_launch(grid, FNT, [&] { attn_prefill_flash_kernel<128, FNW, FBN, false>(got, NULL, 1, q, hg, k16, v16, bt, mb, d, none, hq, hkv, bs, ql); }, flash_smem_bytes(hd));
+            emu_launch(grid, FNT, [&] { attn_prefill_flash_kernel<128, FNW, FBN, false, uint8_t>(got, NULL, 1, q, hg, kc, vc, bt, mb, d, none, hq, hkv, bs, ql, vs); }, flash_smem_bytes(hd, true));
         else
-            emu_launch(grid, FNT, [&] { attn_prefill_flash_kernel<256, FNW, FBN, false>(got, NULL, 1, q, hg, k16, v16, bt, mb, d, none, hq, hkv, bs, ql); }, flash_smem_bytes(hd));
+            emu_launch(grid, FNT, [&] { attn_prefill_flash_kernel<256, FNW, FBN, false, uint8_t>(got, NULL, 1, q, hg, kc, vc, bt, mb, d, none, hq, hkv, bs, ql, vs); }, flash_smem_bytes(hd, true));
     } else if (path == ATTN_PREFILL_PATH_MMA) { /* MAXHD as launch_mma picks it */
         if (dt == KV_DTYPE_BF16 && hd <= 64)
             emu_launch(grid, MNT, [&] { attn_prefill_mma_kernel<uint16_t, 64>(got, q, hg, (const uint16_t *)kc, (const uint16_t *)vc, bt, mb, d, none, hq, hkv, hd, bs, qk, vs); }, mma_smem_bytes(hd));
@@ -114,8 +121,21 @@ static int run(int n, const int *T, const int *P, int hq, int hkv, int hd, int b
 /* attn_decode at max_seq_len ml (>= every length; a captured graph passes max_model_len) over a
  * grid of parts blocks per head (0: attn_decode_parts, the launcher's), fewer than a length's chunks
  * making a block walk several. Block table entries past a length point far outside the cache. */
+/* the GQA form's kernel for (dtype, head_dim, warps) */
+template <typename T, int NW> static void launch_gqa(int hd, int parts, int hkv, int n_seq, float *ws, const float *q, const uint8_t *kc, const uint8_t *vc, const int32_t *bt, const int32_t *lens, int hq, int bs, int mb, float s2, float vs)
+{
+    const dim3 grid(parts, hkv, n_seq);
+    const T *k = (const T *)kc, *v = (const T *)vc;
+    if (hd == 32) emu_launch(grid, 32 * NW, [&] { attn_gqa_kernel<T, 32, NW>(ws, q, k, v, bt, lens, hq, hkv, bs, mb, parts, s2, vs); }, gqa_smem<T, 32, NW>());
+    if (hd == 64) emu_launch(grid, 32 * NW, [&] { attn_gqa_kernel<T, 64, NW>(ws, q, k, v, bt, lens, hq, hkv, bs, mb, parts, s2, vs); }, gqa_smem<T, 64, NW>());
+    if (hd == 128) emu_launch(grid, 32 * NW, [&] { attn_gqa_kernel<T, 128, NW>(ws, q, k, v, bt, lens, hq, hkv, bs, mb, parts, s2, vs); }, gqa_smem<T, 128, NW>());
+    if (hd == 256) emu_launch(grid, 32 * NW, [&] { attn_gqa_kernel<T, 256, NW>(ws, q, k, v, bt, lens, hq, hkv, bs, mb, parts, s2, vs); }, gqa_smem<T, 256, NW>());
+}
+
+/* gqa: 0 = the CUDA-core split kernel, 2 or 4 = the GQA form with that many warps a block (parts
+ * then counts blocks per kv head; 0: attn_decode_gqa_parts, the launcher's) */
 static int run_decode(int n_seq, int hq, int hkv, int hd, int bs, const int *lens, int ml, int parts,
-                      int dt, float ks, float vs, int gate_on)
+                      int dt, float ks, float vs, int gate_on, int gqa = 0)
 {
     int used = 0;
     for (int s = 0; s < n_seq; s++) used = std::max(used, (lens[s] + bs - 1) / bs);
@@ -145,31 +165,42 @@ static int run_decode(int n_seq, int hq, int hkv, int hd, int bs, const int *len
     const float scale = 1.0f / sqrtf((float)hd), *hg = gate_on ? gate : NULL;
     attn_decode_dtype_ref(ref, NULL, q, hg, kc, vc, dt, ks, vs, bt, lens, n_seq, hq, hkv, hd, bs, mb, ml, scale);
     const bool launcher = !parts;
-    if (launcher) parts = attn_decode_parts(n_seq, hq, ml);
+    if (launcher) parts = gqa ? attn_decode_gqa_parts(n_seq, hkv) : attn_decode_parts(n_seq, hq, ml);
     const size_t need = (size_t)n_seq * hq * parts * (hd + 2);
     /* the launcher's parts fit the workspace attn_decode_ws_floats sizes; a harness choice gets
      * its own */
-    if (launcher && need > attn_decode_ws_floats(n_seq, hq, hd, ml)) { printf("attn_decode emu: %d parts overflow the workspace FAIL\n", parts); return 1; }
-    const size_t nws = std::max(need, attn_decode_ws_floats(n_seq, hq, hd, ml));
+    if (launcher && need > attn_decode_ws_floats(n_seq, hq, hkv, hd, ml)) { printf("attn_decode emu: %d parts overflow the workspace FAIL\n", parts); return 1; }
+    const size_t nws = std::max(need, attn_decode_ws_floats(n_seq, hq, hkv, hd, ml));
     float *ws = (float *)emu_alloc(nws * 4);
     for (size_t i = 0; i < nws; i++) ws[i] = NAN; /* partials past a length's chunks: never read */
     const dim3 grid(parts, hq, n_seq);
-    if (dt == KV_DTYPE_BF16)
+    const float s2 = scale * (dt == KV_DTYPE_BF16 ? 1.0f : ks) * GQA_LOG2E, v2 = dt == KV_DTYPE_BF16 ? 1.0f : vs;
+    if (gqa == 4) {
+        if (dt == KV_DTYPE_BF16) launch_gqa<uint16_t, 4>(hd, parts, hkv, n_seq, ws, q, kc, vc, bt, lens, hq, bs, mb, s2, v2);
+        else launch_gqa<uint8_t, 4>(hd, parts, hkv, n_seq, ws, q, kc, vc, bt, lens, hq, bs, mb, s2, v2);
+    } else if (gqa == 2) {
+        if (dt == KV_DTYPE_BF16) launch_gqa<uint16_t, 2>(hd, parts, hkv, n_seq, ws, q, kc, vc, bt, lens, hq, bs, mb, s2, v2);
+        else launch_gqa<uint8_t, 2>(hd, parts, hkv, n_seq, ws, q, kc, vc, bt, lens, hq, bs, mb, s2, v2);
+    } else if (dt == KV_DTYPE_BF16)
         emu_launch(grid, THREADS, [&] { attn_split_kernel<uint16_t>(ws, q, (const uint16_t *)kc, (const uint16_t *)vc, bt, lens, hq, hkv, hd, bs, mb, parts, scale, 1.0f); });
     else
         emu_launch(grid, THREADS, [&] { attn_split_kernel<uint8_t>(ws, q, kc, vc, bt, lens, hq, hkv, hd, bs, mb, parts, scale * ks, vs); });
-    emu_launch(dim3(hq, n_seq), THREADS, [&] { attn_merge_kernel(got, ws, hg, lens, hq, hd, parts); });
+    emu_launch(dim3(hq, n_seq), THREADS, [&] { attn_merge_kernel(got, ws, hg, lens, hq, hd, parts, gqa ? 1 : 0); });
+    /* CORES computes in fp32; GQA rounds q and P to bf16 (bf16 K/V) or fp16 (e4m3) */
+    double mx = 0;
+    for (size_t i = 0; i < nq; i++) mx = std::max(mx, fabs((double)ref[i]));
+    const double ta = gqa ? (dt == KV_DTYPE_BF16 ? 1e-2 : 2e-3) * mx : 2e-5, tr = gqa ? (dt == KV_DTYPE_BF16 ? 1e-2 : 2e-3) : 1e-4;
     size_t bad = 0;
     double maxe = 0;
     for (size_t i = 0; i < nq; i++) {
         double e = fabs((double)got[i] - ref[i]);
-        if (!(e <= 2e-5 + 1e-4 * fabs(ref[i]))) { if (bad < 3) printf("  mismatch %zu got %g ref %g\n", i, got[i], ref[i]); bad++; }
+        if (!(e <= ta + tr * fabs(ref[i]))) { if (bad < 3) printf("  mismatch %zu got %g ref %g\n", i, got[i], ref[i]); bad++; }
         if (e > maxe || e != e) maxe = e;
     }
     int most = 0;
     for (int s = 0; s < n_seq; s++) most = std::max(most, (lens[s] + SPLIT - 1) / SPLIT);
-    printf("attn_decode emu dt=%d seq=%d hq=%d hkv=%d hd=%d bs=%d max_seq_len=%d parts=%d (chunks <= %d) gate=%d: max_err=%.3g bad=%zu %s\n",
-           dt, n_seq, hq, hkv, hd, bs, ml, parts, most, gate_on, maxe, bad, bad ? "FAIL" : "ok");
+    printf("attn_decode emu %s dt=%d seq=%d hq=%d hkv=%d hd=%d bs=%d max_seq_len=%d parts=%d (chunks <= %d) gate=%d: max_err=%.3g (mx %.3g) bad=%zu %s\n",
+           gqa == 4 ? "gqa4" : gqa == 2 ? "gqa2" : "cores", dt, n_seq, hq, hkv, hd, bs, ml, parts, most, gate_on, maxe, mx, bad, bad ? "FAIL" : "ok");
     free(bt), free(perm), free(kc), free(vc), free(q), free(gate), free(ref), free(got), free(ws);
     return bad != 0;
 }
@@ -187,6 +218,17 @@ static int decode_cases(bool quick)
      * warp; 2 heads (264 parts): 79 partials, more than a warp's lanes in the merge's max */
     static const int l1[] = {2048}, l2[] = {5000};
     f += run_decode(1, 16, 2, 256, 16, l1, 262144, 0, KV_DTYPE_BF16, 1, 1, 1);
+    /* the GQA form: the model's shape (GQA 8, head_dim 256) in a graph's grid (66 parts a kv
+     * head, most of them empty at these lengths), bf16 and e4m3; parts of several tiles a warp
+     * (the pipeline's stages wrap); groups of 2 and 6 heads (columns past the group); head_dim
+     * 32 (the tiny model's) and 128; block sizes that split tiles */
+    f += run_decode(7, 16, 2, 256, 16, la, 262144, 0, KV_DTYPE_BF16, 1, 1, 1, 4);
+    f += run_decode(7, 16, 2, 256, 16, la, 262144, 0, KV_DTYPE_FP8, 0.05f, 0.1f, 1, 4);
+    f += run_decode(3, 8, 1, 256, 16, lb, 4096, 2, KV_DTYPE_FP8, 0.02f, 0.03f, 0, 2);
+    f += run_decode(3, 8, 4, 128, 5, lb, 1337, 1, KV_DTYPE_BF16, 1, 1, 1, 4);
+    f += run_decode(1, 16, 2, 256, 16, l2, 8192, 3, KV_DTYPE_BF16, 1, 1, 1, 4);
+    f += run_decode(2, 4, 2, 32, 7, lc, 3000, 3, KV_DTYPE_FP8, 0.1f, 0.1f, 1, 2);
+    f += run_decode(2, 12, 2, 64, 16, lc, 2100, 0, KV_DTYPE_BF16, 1, 1, 0, 4);
     if (quick)
         return f;
     f += run_decode(1, 2, 1, 128, 16, l2, 262144, 0, KV_DTYPE_BF16, 1, 1, 0);
@@ -220,6 +262,9 @@ int main(int argc, char **argv)
     static const int t5[] = {20}, p5[] = {190};
     f += run(4, t4, p4, 8, 2, 64, 16, KV_DTYPE_BF16, 1, 1, 3, 1);
     f += run(1, t5, p5, 16, 2, 256, 16, KV_DTYPE_BF16, 1, 1, 3, 1);
+    /* FLASH on e4m3 caches (staged, widened to fp16): the model's shape, scales */
+    f += run(1, t5, p5, 16, 2, 256, 16, KV_DTYPE_FP8, 0.05f, 0.03f, 3, 1);
+    f += run(4, t4, p4, 8, 2, 64, 16, KV_DTYPE_FP8, 1, 1, 3, 0);
     /* split (path 4): decode rows (one token an item) and verify windows (4, 9 rows), parts
      * that get no key tile (3 parts of 1 tile), parts of several tiles, one part */
     static const int t6[] = {1, 1, 4, 9, 1}, p6[] = {0, 200, 100, 37, 31};

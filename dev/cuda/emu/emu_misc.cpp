@@ -49,7 +49,7 @@ static int run_attn(int n_seq, int hq, int hkv, int hd, int bs, const int *lens,
     for (size_t i = 0; i < nq; i++) { q[i] = runi(-1, 1); gate[i] = runi(-3, 3); got[i] = NAN; }
     const float scale = 1.0f / sqrtf((float)hd);
     attn_decode_dtype_ref(ref, NULL, q, gate, kc, vc, dt, ks, vs, bt, lens, n_seq, hq, hkv, hd, bs, mb, max_len, scale);
-    const size_t nws = attn_decode_ws_floats(n_seq, hq, hd, max_len);
+    const size_t nws = attn_decode_ws_floats(n_seq, hq, hkv, hd, max_len);
     float *ws = (float *)malloc(nws * 4);
     for (size_t i = 0; i < nws; i++) ws[i] = NAN; // splits past a sequence's keys are not written: never read
     const int n_splits = attn_decode_parts(n_seq, hq, max_len); /* the launcher's grid */
@@ -57,7 +57,7 @@ static int run_attn(int n_seq, int hq, int hkv, int hd, int bs, const int *lens,
         emu_launch(dim3(n_splits, hq, n_seq), 256, [&] { attn_split_kernel<uint16_t>(ws, q, (uint16_t *)kg, (uint16_t *)vg, bt, lens, hq, hkv, hd, bs, mb, n_splits, scale, 1.0f); });
     else
         emu_launch(dim3(n_splits, hq, n_seq), 256, [&] { attn_split_kernel<uint8_t>(ws, q, kg, vg, bt, lens, hq, hkv, hd, bs, mb, n_splits, scale * ks, vs); });
-    emu_launch(dim3(hq, n_seq), 128, [&] { attn_merge_kernel(got, ws, gate, lens, hq, hd, n_splits); });
+    emu_launch(dim3(hq, n_seq), 256, [&] { attn_merge_kernel(got, ws, gate, lens, hq, hd, n_splits, 0); }); /* the launcher's 256 threads (8 warps split the partials) */
     size_t bad = 0;
     double maxe = 0;
     for (size_t i = 0; i < nq; i++) {

@@ -18,12 +18,6 @@ def cut(src, marker):
     return src[:i]
 
 
-def swap_mma(s, call):
-    a = s.index('    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "')
-    b = s.index(');\n', a) + 3
-    return s[:a] + call + s[b:]
-
-
 def write(name, s):
     open(os.path.join(out, name), 'w').write(s)
 
@@ -227,6 +221,19 @@ static inline void ldsm_x4_t(uint32_t *r, const void *p)
 }
 ''')
 
+# movmatrix on the host: lane L's word is (M[2 (L % 4)][L / 4], M[2 (L % 4) + 1][L / 4]), element
+# (r, c) of M being half c % 2 of lane 4 r + c / 2's word
+write('internal/movm.cuh', '''#pragma once
+#include <stdint.h>
+static inline uint32_t movm_t(uint32_t x)
+{
+    const int L = emu_lane(), c = L / 4, r0 = 2 * (L % 4);
+    const uint32_t w0 = emu_xchg(x, 4 * r0 + c / 2), w1 = emu_xchg(x, 4 * (r0 + 1) + c / 2);
+    const uint32_t lo = c % 2 ? w0 >> 16 : w0 & 0xffffu, hi = c % 2 ? w1 >> 16 : w1 & 0xffffu;
+    return lo | (hi << 16);
+}
+''')
+
 s = cut(read('moe_grouped.cu'), '/* ---- launchers ---- */')
 s = s.replace('#include "internal/wdot.cuh"\n', '')
 s = s.replace('extern __shared__ int mg_sm[];', 'int *mg_sm = (int *)g_emu_dyn_smem;')
@@ -237,7 +244,7 @@ s = cut(read('attn_prefill.cu'), 'template <typename T>\nstatic cudaError_t laun
 s = s.replace('extern __shared__ float smem[];', 'float *smem = (float *)g_emu_dyn_smem;')
 s = s.replace('extern __shared__ uint32_t msmem[];', 'uint32_t *msmem = (uint32_t *)g_emu_dyn_smem;')
 s = s.replace('extern __shared__ __align__(16) uint16_t fsm[];', 'uint16_t *fsm = (uint16_t *)g_emu_dyn_smem;')
-write('attn_prefill_emu.inc', swap_mma(s, '    emu_mma(c, a, b0, b1);\n'))
+write('attn_prefill_emu.inc', swap_mma_all(s))
 
 s = cut(read('sample.cu'), 'int sample_cuda(')
 for op, sym in (('mul', '*'), ('add', '+'), ('sub', '-'), ('div', '/')):
@@ -251,7 +258,9 @@ pat = '    asm("add.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));\n'
 assert pat in s
 write('logit_proc_emu.inc', s.replace(pat, '    volatile float rv = a + b;\n    r = emu_gpu_nan(rv);\n'))
 
-write('attn_decode_emu.inc', cut(read('attn_decode.cu'), 'int attn_decode_dtype_cuda('))
+s = cut(read('attn_decode.cu'), 'static int gqa_device_attr(')
+s = s.replace('extern __shared__ __align__(16) uint8_t gsm[];', 'uint8_t *gsm = (uint8_t *)g_emu_dyn_smem;')
+write('attn_decode_emu.inc', swap_mma_all(s))
 write('kv_write_emu.inc', cut(read('kv_write.cu'), 'int kv_write_dtype_cuda('))
 s = cut(read('gemm_fp8.cu'), '/* D(n, m) fp32 = op_T').replace('#include <cublasLt.h>\n', '')
 a, b = s.index('void gemm_fp8_destroy'), s.index('/* One block per row')
@@ -261,7 +270,7 @@ write('gemm_fp8_emu.inc', s[:a] + s[b:])
 # "internal/..." (a quoted include looks in the including file's directory first)
 os.makedirs(os.path.join(out, 'internal'), exist_ok=True)
 for name in sorted(os.listdir(os.path.join(kdir, 'internal'))):
-    if name.endswith('.cuh') and name not in ('cp_async.cuh', 'pdl.cuh', 'ldsm.cuh'):  # host copies above
+    if name.endswith('.cuh') and name not in ('cp_async.cuh', 'pdl.cuh', 'ldsm.cuh', 'movm.cuh'):  # host copies above
         s = hostify(read(os.path.join('internal', name)))
         s = s.replace('extern __shared__ __align__(16) unsigned char nvs_smem[];',
                       'unsigned char *nvs_smem = g_emu_dyn_smem;')

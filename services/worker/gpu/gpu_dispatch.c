@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "attn_decode.h"
 #include "attn_prefill.h"
 #include "attn_prep.h"
 #include "common/err.h"
@@ -120,9 +121,11 @@ int gpu_dispatch_init(struct gpu_model *g, char *err, size_t errlen)
     d->dense_tiles_max = gm < 0 || dt < 0 ? 0 : dt > 0 ? dt : gm == 0 ? DEFAULT_DENSE_TILES_MAX : 0;
     d->gdn_chunk_rows = g->o.gdn_chunk < 0 ? 0 : g->o.gdn_chunk > 0 ? g->o.gdn_chunk
                                                                      : DEFAULT_GDN_CHUNK_ROWS;
-    d->attn_prefill_rows = g->o.prefill_attn < 0 ? INT_MAX : 2;
-    /* decode rows and verify windows: the split flash form where it runs, unless the runner is
-     * told to attend row by row (prefill_attn -1) */
+    /* items of more than 16 rows (prefill chunks) through attn_prefill; passes whose items have
+     * at most 16 (decode rows, verify windows): the split flash form where it runs and takes
+     * them (below), else row by row through attn_decode, so a window's rows attend as plain
+     * steps do (the same kernel, the same partition of the keys) whatever the K/V dtype */
+    d->attn_prefill_rows = g->o.prefill_attn < 0 ? INT_MAX : DEFAULT_ATTN_SPLIT_ROWS + 1;
     d->attn_split_rows =
         g->o.prefill_attn >= 0 && g->o.split_attn >= 0 && attn_prefill_split_ok(g->hd, g->kv_dtype)
             ? DEFAULT_ATTN_SPLIT_ROWS
@@ -134,6 +137,11 @@ int gpu_dispatch_init(struct gpu_model *g, char *err, size_t errlen)
     d->attn_prefill_path = attn_prefill_flash_ok(g->hd, g->kv_dtype) ? ATTN_PREFILL_PATH_FLASH
                            : g->hd % 16 == 0                         ? ATTN_PREFILL_PATH_MMA
                                                                      : ATTN_PREFILL_PATH_CORES;
+    /* one-row items (batch-1 decode, verify windows row by row): the GQA tensor-core form where
+     * it runs (bench_attn: a kv head's K/V read once for its query heads) */
+    d->attn_decode_path = g->o.decode_attn < 0
+                              ? ATTN_DECODE_PATH_CORES
+                              : attn_decode_path_auto(g->hq, g->hkv, g->hd, g->kv_dtype);
     snprintf(d->why, sizeof d->why, "%s%s%s%s%s%s%s%s",
              gm == 0 && gr == 0 && gs == 0 && g->o.grouped_pipe64 == 0 && dt == 0 &&
                      g->o.gdn_chunk == 0 && g->o.fuse == 0
@@ -452,14 +460,21 @@ void gpu_dispatch_log(const struct gpu_model *g)
     if (g->disp.attn_split_rows > 0)
         LOG_INFO("gpu_dispatch",
                  "class=attention_core_few path=\"attn_prefill_split\" "
-                 "items>=%d item_rows=1..%d note=\"passes of that many items of at most that "
-                 "many rows (batched decode); one such item (batch-1 decode, a verify window) "
-                 "attn_decode row by row; the others as class=attention_core\"",
-                 g->disp.attn_split_items, g->disp.attn_split_rows);
+                 "items>=%d item_rows=%d..%d note=\"passes of that many items of at most that "
+                 "many rows (batched verify windows%s); one such item (batch-1 decode, a verify "
+                 "window)%s attn_decode row by row; the others as class=attention_core\"",
+                 g->disp.attn_split_items, g->disp.attn_decode_path == ATTN_DECODE_PATH_GQA ? 2 : 1,
+                 g->disp.attn_split_rows,
+                 g->disp.attn_decode_path == ATTN_DECODE_PATH_GQA ? "" : ", batched decode",
+                 g->disp.attn_decode_path == ATTN_DECODE_PATH_GQA
+                     ? " and passes of one-row items (batched decode)"
+                     : "");
     LOG_INFO("gpu_dispatch",
              "class=attention_core path=\"%s\" note=\"main passes; the MTP "
              "pass attends row by row\" source=\"%s\"",
-             paths(b, sizeof b, "attn_decode",
+             paths(b, sizeof b,
+                   g->disp.attn_decode_path == ATTN_DECODE_PATH_GQA ? "attn_decode_gqa"
+                                                                    : "attn_decode_cores",
                    g->disp.attn_prefill_path == ATTN_PREFILL_PATH_FLASH ? "attn_prefill_flash"
                    : g->disp.attn_prefill_path == ATTN_PREFILL_PATH_MMA ? "attn_prefill_mma"
                                                                         : "attn_prefill_cores",

@@ -147,10 +147,15 @@ int gpu_attn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_pa
                                 g->kv_dtype, 1.0f, 1.0f, st));
     }
     /* items of few rows (decode rows, verify windows): split over the keys when the pass has
-     * several of them (batched decode), else row by row (attn_decode below: one sequence's
-     * decode row, a verify window); longer items through the flash-style prefill */
+     * several of them (batched verify windows; batched decode where attn_decode is not the GQA
+     * form), else row by row (attn_decode below: decode rows, a verify window); items of more
+     * than 16 rows (attn_prefill_rows) through the flash-style prefill */
     const bool few = g->disp.attn_split_rows > 0 && p->max_n <= g->disp.attn_split_rows;
-    if (p->aseqs && few && p->items >= g->disp.attn_split_items) {
+    /* one row an item (batched decode) goes row by row too where attn_decode is the GQA form
+     * (a kv head's K/V read once for its query heads there as well, at the bandwidth) */
+    const bool rows1 = p->max_n <= 1 && g->disp.attn_decode_path == ATTN_DECODE_PATH_GQA;
+    if (p->aseqs && few && !rows1 && p->items >= g->disp.attn_split_items &&
+        p->max_n < g->disp.attn_prefill_rows) {
         /* the parts from the pass's items, rows and length (a graph's: max_model_len) */
         const int parts =
             attn_prefill_split_parts(p->items, p->max_n, hq, hkv, p->max_len, g->n_sms);
@@ -162,7 +167,7 @@ int gpu_attn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_pa
             return gpu_linear(g, g->y, &L->o, g->ao, n);
         }
     }
-    if (p->aseqs && p->max_n >= g->disp.attn_prefill_rows && !few) {
+    if (p->aseqs && p->max_n >= g->disp.attn_prefill_rows) {
         /* items of several rows: flash-style prefill over every item at once; the block table
          * row of item i is its first row's (seq = row_start) */
         TRY(attn_prefill_batch_path_cuda(g->ao, g->q, gate, L->k_cache, L->v_cache, g->kv_dtype,
@@ -176,17 +181,17 @@ int gpu_attn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_pa
      * go in groups of the most rows whose partials fit */
     int64_t grp = n;
     while (grp > 1 &&
-           (int64_t)attn_decode_ws_floats((int)grp, hq, hd, p->max_len) > g->attn_ws_floats)
+           (int64_t)attn_decode_ws_floats((int)grp, hq, hkv, hd, p->max_len) > g->attn_ws_floats)
         grp = grp > g->o.n_slots ? g->o.n_slots : grp - 1;
-    if ((int64_t)attn_decode_ws_floats((int)grp, hq, hd, p->max_len) > g->attn_ws_floats)
+    if ((int64_t)attn_decode_ws_floats((int)grp, hq, hkv, hd, p->max_len) > g->attn_ws_floats)
         return ERR_INVAL; // cannot happen: max_len <= max_model_len
     for (int r0 = 0; r0 < n; r0 += (int)grp) {
         const int nr = (int)(n - r0 < grp ? n - r0 : grp);
-        TRY(attn_decode_dtype_cuda(g->ao + r0 * qd, g->attn_ws, g->q + r0 * qd,
-                                   gate ? gate + r0 * qd : NULL, L->k_cache, L->v_cache,
-                                   g->kv_dtype, 1.0f, 1.0f, p->table + (int64_t)r0 * p->ts,
-                                   p->lens + r0, nr, hq, hkv, hd, g->o.block_tokens, p->ts,
-                                   p->max_len, 1.0f / sqrtf((float)hd), st));
+        TRY(attn_decode_path_cuda(
+            g->disp.attn_decode_path, g->ao + r0 * qd, g->attn_ws, g->q + r0 * qd,
+            gate ? gate + r0 * qd : NULL, L->k_cache, L->v_cache, g->kv_dtype, 1.0f, 1.0f,
+            p->table + (int64_t)r0 * p->ts, p->lens + r0, nr, hq, hkv, hd, g->o.block_tokens, p->ts,
+            p->max_len, 1.0f / sqrtf((float)hd), st));
     }
     return gpu_linear(g, g->y, &L->o, g->ao, n);
 }

@@ -64,6 +64,7 @@ struct gpu_dispatch {
     int attn_prefill_rows;     // items of at least this many rows attend through attn_prefill
                                //  (all items of the pass, one launch); else attn_decode per row
     int attn_prefill_path;     // enum attn_prefill_path of that launch (MMA when head_dim % 16 == 0)
+    int attn_decode_path;      // enum attn_decode_path of the row-by-row passes (CORES or GQA)
     int attn_split_rows;       // passes of at least attn_split_items items, each of at most this
     int attn_split_items;      //  many rows (batched decode) attend through attn_prefill_split
                                //  (the keys split, a GQA group's K/V read once); 0 = never

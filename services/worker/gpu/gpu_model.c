@@ -671,7 +671,8 @@ static int alloc_acts(struct gpu_model *g, char *err, size_t errlen)
      * the rows: fewer rows get more parts each); longer passes attend in row groups */
     g->attn_ws_floats = 0;
     for (int n = 1; n <= g->o.n_slots; n++) {
-        const int64_t f = (int64_t)attn_decode_ws_floats(n, g->hq, g->hd, g->o.max_model_len);
+        const int64_t f =
+            (int64_t)attn_decode_ws_floats(n, g->hq, g->hkv, g->hd, g->o.max_model_len);
         g->attn_ws_floats = f > g->attn_ws_floats ? f : g->attn_ws_floats;
     }
     /* the same buffer holds attn_prefill_split's partials: the most any pass of items of up

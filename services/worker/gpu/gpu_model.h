@@ -73,11 +73,16 @@ struct gpu_model_opts {
                           //  kernel's blocks start while the one before it finishes: 0 = the
                           //  default (on), 1 = on, -1 = off (each such edge made a full one
                           //  before instantiation). Eager launches keep the attribute either way.
-    int prefill_attn;     // items of several rows attend through attn_prefill: 0 = yes (from 2
-                          //  rows), -1 = no (attn_decode one query row at a time, split too)
-    int split_attn;       // passes of few-row items (decode, verify windows) through
-                          //  attn_prefill_split where it runs: 0 = yes, -1 = no (attn_decode
-                          //  for one-row items, attn_prefill for the others)
+    int prefill_attn;     // items of more than 16 rows (prefill chunks) attend through
+                          //  attn_prefill: 0 = yes, -1 = no (attn_decode one query row at a
+                          //  time, split too)
+    int split_attn;       // passes of few-row items (verify windows; decode rows too where
+                          //  attn_decode is not the GQA form) through attn_prefill_split where
+                          //  it runs: 0 = yes, -1 = no (items of at most 16 rows row by row
+                          //  through attn_decode)
+    int decode_attn;      // attn_decode's form (kernels/attn_decode.h): 0 = the default (the GQA
+                          //  tensor-core form where it runs, else the CUDA-core one), -1 = the
+                          //  CUDA-core form always
     double mem_util;      // > 0 (at most 1): size the pool from the device's memory, as vLLM's
                           //  --gpu-memory-utilization: kv_blocks and n_slots (at most the one
                           //  given) from kv_plan_compute over total x mem_util minus what the

@@ -279,8 +279,9 @@ static void check_greedy(const struct model *m, struct gpu_model *g, const int32
             if (spec[i] != plain[i])
                 first = i;
         bool ok = first < 0 || margin[first] < tie * amx[first];
-        printf("part=greedy K=%d tokens=%d rounds=%d accepted=%d first_diff=%d %s\n", K, GEN,
-               rounds, accepted, first, ok ? "ok" : "FAIL");
+        printf("part=greedy K=%d tokens=%d rounds=%d accepted=%d first_diff=%d margin=%.3g %s\n", K,
+               GEN, rounds, accepted, first, first < 0 ? 0.0 : margin[first] / amx[first],
+               ok ? "ok" : "FAIL");
         CHECK(ok);
         gpu_model_seq_close(g, 0);
     }
