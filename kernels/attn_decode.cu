@@ -11,6 +11,7 @@
 #include "common/xalloc.h"
 #include "internal/cp_async.cuh"
 #include "internal/kcuda.cuh"
+#include "internal/mma16.cuh"
 #include "internal/movm.cuh"
 #include "internal/pdl.cuh"
 #include "kv_write.h"
@@ -281,44 +282,13 @@ __global__ void __launch_bounds__(THREADS)
 
 template <typename T> struct gqa_elem;
 template <> struct gqa_elem<uint16_t> {
-    static constexpr int ST = 3; /* stages of K and V a warp */
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi)
-    {
-        return (uint32_t)f32_to_bf16_bits(lo) | ((uint32_t)f32_to_bf16_bits(hi) << 16);
-    }
-    static __device__ __forceinline__ void mma(float *c, const uint32_t *a, uint32_t b0,
-                                               uint32_t b1)
-    {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
+    static constexpr int ST = 3;       /* stages of K and V a warp */
+    static constexpr bool F16 = false; /* bf16 operands */
 };
 template <> struct gqa_elem<uint8_t> {
     static constexpr int ST = 4;
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi)
-    {
-        return (uint32_t)__half_as_ushort(__float2half_rn(lo)) |
-               ((uint32_t)__half_as_ushort(__float2half_rn(hi)) << 16);
-    }
-    static __device__ __forceinline__ void mma(float *c, const uint32_t *a, uint32_t b0,
-                                               uint32_t b1)
-    {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
+    static constexpr bool F16 = true; /* e4m3 widened to fp16 */
 };
-
-/* two e4m3 codes (low byte the lower element) -> an fp16 pair, exact */
-static __device__ __forceinline__ uint32_t gqa_h2(uint32_t two)
-{
-    const __half2_raw h =
-        __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(two & 0xffffu), __NV_E4M3);
-    return (uint32_t)h.x | ((uint32_t)h.y << 16);
-}
 
 /* byte offset of byte b of row r in a tile of rows of RB bytes: 16-byte chunk c at c ^ sw(r),
  * sw(r) = ((r / 2) % 4) + 4 (r % 2) (below the row's chunk count), so the 8 lanes of a 16-byte
@@ -345,8 +315,8 @@ static __device__ __forceinline__ void gqa_lds8(uint32_t *w, const uint8_t *t, i
                                                 uint8_t)
 {
     const uint2 v = *reinterpret_cast<const uint2 *>(t + gqa_off<RB>(r, e0));
-    w[0] = gqa_h2(v.x & 0xffffu), w[1] = gqa_h2(v.x >> 16);
-    w[2] = gqa_h2(v.y & 0xffffu), w[3] = gqa_h2(v.y >> 16);
+    w[0] = e4m3x2_h2(v.x & 0xffffu), w[1] = e4m3x2_h2(v.x >> 16);
+    w[2] = e4m3x2_h2(v.y & 0xffffu), w[3] = e4m3x2_h2(v.y >> 16);
 }
 /* 4 consecutive elements (e0 % 4 == 0) as 2 words */
 template <int RB>
@@ -361,7 +331,7 @@ static __device__ __forceinline__ void gqa_lds4(uint32_t *w, const uint8_t *t, i
                                                 uint8_t)
 {
     const uint32_t v = *reinterpret_cast<const uint32_t *>(t + gqa_off<RB>(r, e0));
-    w[0] = gqa_h2(v & 0xffffu), w[1] = gqa_h2(v >> 16);
+    w[0] = e4m3x2_h2(v & 0xffffu), w[1] = e4m3x2_h2(v >> 16);
 }
 
 /* Dynamic shared memory of the GQA kernel: the warps' stages, or the block merge's scratch. */
@@ -401,8 +371,8 @@ __global__ void __launch_bounds__(NW * 32, 1)
         for (int j = 0; j < NJ; j++)
 #pragma unroll
             for (int u = 0; u < 4; u++)
-                qf[j][u] = g < grp ? E::pack(qh[32 * j + 8 * t + 2 * u] * scale2,
-                                             qh[32 * j + 8 * t + 2 * u + 1] * scale2)
+                qf[j][u] = g < grp ? pack_t<E::F16>(qh[32 * j + 8 * t + 2 * u] * scale2,
+                                                    qh[32 * j + 8 * t + 2 * u + 1] * scale2)
                                    : 0u;
     }
     float o[NM][4];
@@ -457,8 +427,8 @@ __global__ void __launch_bounds__(NW * 32, 1)
             gqa_lds8<RB>(kc, ks, g + 8, 32 * j + 8 * t, T());
             const uint32_t a0[4] = {ka[0], kc[0], ka[1], kc[1]};
             const uint32_t a1[4] = {ka[2], kc[2], ka[3], kc[3]};
-            E::mma(s, a0, qf[j][0], qf[j][1]);
-            E::mma(s2, a1, qf[j][2], qf[j][3]);
+            mma_t<E::F16>(s, a0, qf[j][0], qf[j][1]);
+            mma_t<E::F16>(s2, a1, qf[j][2], qf[j][3]);
         }
 #pragma unroll
         for (int u = 0; u < 4; u++)
@@ -488,7 +458,7 @@ __global__ void __launch_bounds__(NW * 32, 1)
             o[mt][1] *= al1, o[mt][3] *= al1;
         }
         /* P^T as B: keys 2t, 2t + 1 (b0) and 2t + 8, 2t + 9 (b1) of head g */
-        const uint32_t b0 = movm_t(E::pack(p0, p1)), b1 = movm_t(E::pack(p2, p3));
+        const uint32_t b0 = movm_t(pack_t<E::F16>(p0, p1)), b1 = movm_t(pack_t<E::F16>(p2, p3));
         /* O^T += V^T P^T: a lane's V words of the keys 2t, 2t + 1, 2t + 8, 2t + 9 */
         const int kr[4] = {2 * t, 2 * t + 1, 2 * t + 8, 2 * t + 9};
 #pragma unroll
@@ -508,7 +478,7 @@ __global__ void __launch_bounds__(NW * 32, 1)
                                        __byte_perm(vw[0][u], vw[1][u], 0x7632),
                                        __byte_perm(vw[2][u], vw[3][u], 0x5410),
                                        __byte_perm(vw[2][u], vw[3][u], 0x7632)};
-                E::mma(o[e0 / 2 + u], a, b0, b1);
+                mma_t<E::F16>(o[e0 / 2 + u], a, b0, b1);
             }
         }
         __syncwarp(); /* every lane is done with this stage before it is refilled */

@@ -17,6 +17,7 @@
 #include "internal/cp_async.cuh"
 #include "internal/kcuda.cuh"
 #include "internal/ldsm.cuh"
+#include "internal/mma16.cuh"
 #include "kv_write.h"
 
 #define BM 32  /* query rows per block */
@@ -220,50 +221,6 @@ static size_t mma_smem_bytes(int hd)
 {
     return sizeof(uint32_t) * ((size_t)MBM * (hd / 2 + 4) + (size_t)MBK * (hd / 2 + 4) +
                                (size_t)hd * (MBK / 2 + 4));
-}
-
-static __device__ __forceinline__ void mma_bf16(float *c, const uint32_t *a, uint32_t b0,
-                                                uint32_t b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-static __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi)
-{
-    return (uint32_t)f32_to_bf16_bits(lo) | ((uint32_t)f32_to_bf16_bits(hi) << 16);
-}
-
-static __device__ __forceinline__ void mma_f16(float *c, const uint32_t *a, uint32_t b0,
-                                               uint32_t b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-static __device__ __forceinline__ uint32_t pack_f16x2(float lo, float hi)
-{
-    return (uint32_t)__half_as_ushort(__float2half_rn(lo)) |
-           ((uint32_t)__half_as_ushort(__float2half_rn(hi)) << 16);
-}
-
-/* bf16 (F16 false) or fp16 (F16 true) operands */
-template <bool F16>
-static __device__ __forceinline__ void mma_t(float *c, const uint32_t *a, uint32_t b0, uint32_t b1)
-{
-    if (F16)
-        mma_f16(c, a, b0, b1);
-    else
-        mma_bf16(c, a, b0, b1);
-}
-
-template <bool F16> static __device__ __forceinline__ uint32_t pack_t(float lo, float hi)
-{
-    return F16 ? pack_f16x2(lo, hi) : pack_bf16x2(lo, hi);
 }
 
 /* One key tile's online-softmax step on m16n8k16 accumulator fragments: s holds NS n-tiles of 8
@@ -529,55 +486,27 @@ template <int HD> static __device__ __forceinline__ int fl_off(int r, int c)
     return r * HD + ((c ^ (r & 7)) << 3);
 }
 
-/* keys j0 .. j0+BN-1 of the K and V caches into Kd / Vd (zeros at and past kv_end) */
-template <int HD, int BN, int TPB>
-static __device__ __forceinline__ void
-fl_load_kv(uint16_t *Kd, uint16_t *Vd, const uint16_t *k_cache, const uint16_t *v_cache,
-           const int32_t *bt, int j0, int kv_end, int hkv, int kvh, int block_size)
+/* keys j0 .. j0+BN-1 of the K and V caches (zeros at and past kv_end): bf16 into the swizzled
+ * buffers Kd / Vd, e4m3 as bytes into the staging rows of HD bytes */
+template <int HD, int BN, int TPB, typename T>
+static __device__ __forceinline__ void fl_load(void *Kd, void *Vd, const T *k_cache,
+                                               const T *v_cache, const int32_t *bt, int j0,
+                                               int kv_end, int hkv, int kvh, int block_size)
 {
-    constexpr int CH = HD / 8;
+    constexpr int EPC = 16 / (int)sizeof(T), CH = HD / EPC; /* elements a chunk, chunks a row */
     for (int e = threadIdx.x; e < BN * CH; e += TPB) {
         const int kk = e / CH, c = e - kk * CH, j = j0 + kk;
         int64_t off = 0;
         int bytes = 0;
         if (j < kv_end) {
             const int64_t slot = (int64_t)bt[j / block_size] * block_size + j % block_size;
-            off = (slot * hkv + kvh) * HD + c * 8;
+            off = (slot * hkv + kvh) * HD + c * EPC;
             bytes = 16;
         }
-        cpa_16(Kd + fl_off<HD>(kk, c), k_cache + off, bytes);
-        cpa_16(Vd + fl_off<HD>(kk, c), v_cache + off, bytes);
+        const int d = sizeof(T) == 2 ? 2 * fl_off<HD>(kk, c) : kk * HD + c * 16; /* bytes */
+        cpa_16(static_cast<uint8_t *>(Kd) + d, k_cache + off, bytes);
+        cpa_16(static_cast<uint8_t *>(Vd) + d, v_cache + off, bytes);
     }
-}
-
-/* e4m3: keys j0 .. j0+BN-1 as bytes into the staging Fk / Fv (rows of HD bytes, zeros at and
- * past kv_end) */
-template <int HD, int BN, int TPB>
-static __device__ __forceinline__ void fl_load_f8(uint8_t *Fk, uint8_t *Fv, const uint8_t *k_cache,
-                                                  const uint8_t *v_cache, const int32_t *bt, int j0,
-                                                  int kv_end, int hkv, int kvh, int block_size)
-{
-    constexpr int CB = HD / 16;
-    for (int e = threadIdx.x; e < BN * CB; e += TPB) {
-        const int kk = e / CB, c = e - kk * CB, j = j0 + kk;
-        int64_t off = 0;
-        int bytes = 0;
-        if (j < kv_end) {
-            const int64_t slot = (int64_t)bt[j / block_size] * block_size + j % block_size;
-            off = (slot * hkv + kvh) * HD + c * 16;
-            bytes = 16;
-        }
-        cpa_16(Fk + kk * HD + c * 16, k_cache + off, bytes);
-        cpa_16(Fv + kk * HD + c * 16, v_cache + off, bytes);
-    }
-}
-
-/* two e4m3 codes (low byte the lower element) -> an fp16 pair, exact */
-static __device__ __forceinline__ uint32_t fl_h2(uint32_t two)
-{
-    const __half2_raw h =
-        __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(two & 0xffffu), __NV_E4M3);
-    return (uint32_t)h.x | ((uint32_t)h.y << 16);
 }
 
 /* the staged e4m3 rows widened to fp16 into the swizzled K / V buffers */
@@ -592,9 +521,9 @@ static __device__ __forceinline__ void fl_widen_f8(uint16_t *Kd, uint16_t *Vd, c
         const uint4 b = *reinterpret_cast<const uint4 *>((v ? Fv : Fk) + kk * HD + c * 16);
         uint16_t *d = v ? Vd : Kd;
         *reinterpret_cast<uint4 *>(d + fl_off<HD>(kk, 2 * c)) =
-            make_uint4(fl_h2(b.x), fl_h2(b.x >> 16), fl_h2(b.y), fl_h2(b.y >> 16));
+            make_uint4(e4m3x2_h2(b.x), e4m3x2_h2(b.x >> 16), e4m3x2_h2(b.y), e4m3x2_h2(b.y >> 16));
         *reinterpret_cast<uint4 *>(d + fl_off<HD>(kk, 2 * c + 1)) =
-            make_uint4(fl_h2(b.z), fl_h2(b.z >> 16), fl_h2(b.w), fl_h2(b.w >> 16));
+            make_uint4(e4m3x2_h2(b.z), e4m3x2_h2(b.z >> 16), e4m3x2_h2(b.w), e4m3x2_h2(b.w >> 16));
     }
 }
 
@@ -651,12 +580,8 @@ __global__ void __launch_bounds__(32 * NW, 1)
         return;
     }
 
-    if constexpr (F8)
-        fl_load_f8<HD, BN, TPB>(Fk, Fv, k_cache, v_cache, bt, t0 * BN, kv_end, hkv, kvh,
-                                block_size);
-    else
-        fl_load_kv<HD, BN, TPB>(Ks, Vs, k_cache, v_cache, bt, t0 * BN, kv_end, hkv, kvh,
-                                block_size);
+    fl_load<HD, BN, TPB>(F8 ? (void *)Fk : (void *)Ks, F8 ? (void *)Fv : (void *)Vs, k_cache,
+                         v_cache, bt, t0 * BN, kv_end, hkv, kvh, block_size);
     cpa_commit();
     for (int e = threadIdx.x; e < RPB * CH; e += TPB) {
         const int rr = e / CH, c = e - rr * CH, r = r0 + rr;
@@ -694,14 +619,14 @@ __global__ void __launch_bounds__(32 * NW, 1)
             fl_widen_f8<HD, BN, TPB>(Ks, Vs, Fk, Fv);
             __syncthreads();
             if (it + 1 < t1) {
-                fl_load_f8<HD, BN, TPB>(Fk, Fv, k_cache, v_cache, bt, j0 + BN, kv_end, hkv, kvh,
-                                        block_size);
+                fl_load<HD, BN, TPB>(Fk, Fv, k_cache, v_cache, bt, j0 + BN, kv_end, hkv, kvh,
+                                     block_size);
                 cpa_commit();
             }
         } else {
             if (it + 1 < t1) {
-                fl_load_kv<HD, BN, TPB>(Ks + (buf ^ 1) * BN * HD, Vs + (buf ^ 1) * BN * HD, k_cache,
-                                        v_cache, bt, j0 + BN, kv_end, hkv, kvh, block_size);
+                fl_load<HD, BN, TPB>(Ks + (buf ^ 1) * BN * HD, Vs + (buf ^ 1) * BN * HD, k_cache,
+                                     v_cache, bt, j0 + BN, kv_end, hkv, kvh, block_size);
                 cpa_commit();
                 cpa_wait<1>();
             } else {
