@@ -531,14 +531,6 @@ __global__ void __launch_bounds__(NW * 32, 1)
     }
 }
 
-static int gqa_device_attr(enum cudaDeviceAttr attr, int fallback)
-{
-    int dev = 0, v = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, attr, dev) != cudaSuccess)
-        return fallback;
-    return v;
-}
-
 /* the GQA form's dynamic shared memory for these shapes with nw warps (0: not instantiated) */
 static size_t gqa_smem_for(int head_dim, int kv_dtype, int nw)
 {
@@ -561,7 +553,7 @@ static int gqa_warps(int n_q_heads, int n_kv_heads, int head_dim, int kv_dtype)
     if (n_kv_heads <= 0 || n_q_heads % n_kv_heads || n_q_heads / n_kv_heads > GQA_COLS ||
         !gqa_smem_for(head_dim, kv_dtype, 4))
         return 0;
-    const size_t most = (size_t)gqa_device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);
+    const size_t most = (size_t)kcuda_device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);
     return gqa_smem_for(head_dim, kv_dtype, 4) <= most   ? 4
            : gqa_smem_for(head_dim, kv_dtype, 2) <= most ? 2
                                                          : 0;

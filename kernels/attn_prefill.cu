@@ -53,6 +53,15 @@ static __device__ __forceinline__ uint4 load8_bf16x2(const uint8_t *p)
                       e4m3x2_to_bf16x2(b.y & 0xffffu), e4m3x2_to_bf16x2(b.y >> 16));
 }
 
+/* Flattened row r of a kv head's block (query row r / g of the item, head r % g of the group)
+ * as the (row, q head) index into q / gate / out (times head_dim) and the split partials. */
+static __device__ __forceinline__ int64_t row_head(const struct attn_prefill_seq &d, int r, int g,
+                                                   int kvh, int hq)
+{
+    const int t = r / g;
+    return (int64_t)(d.row_start + t) * hq + kvh * g + (r - t * g);
+}
+
 static __device__ __forceinline__ float bf_lo(uint32_t w)
 {
     return __uint_as_float(w << 16);
@@ -93,8 +102,8 @@ __global__ void __launch_bounds__(NT)
         const int rr = e / hd, i = e - rr * hd, r = r0 + rr;
         float x = 0.0f;
         if (r < n_flat) {
-            const int t = r / g, h = kvh * g + (r - t * g);
-            x = q[((int64_t)(d.row_start + t) * hq + h) * hd + i] * qk_scale;
+            const int64_t rh = row_head(d, r, g, kvh, hq);
+            x = q[rh * hd + i] * qk_scale;
         }
         Qs[rr * qstride + i] = x;
     }
@@ -187,8 +196,8 @@ __global__ void __launch_bounds__(NT)
     const int r = r0 + rr;
     if (r >= n_flat)
         return;
-    const int t = r / g, h = kvh * g + (r - t * g);
-    const int64_t base = ((int64_t)(d.row_start + t) * hq + h) * hd;
+    const int64_t rh = row_head(d, r, g, kvh, hq);
+    const int64_t base = rh * hd;
     const float inv = v_scale / l; /* l >= exp(0) = 1 after the row's maximum key */
 #pragma unroll
     for (int c = 0; c < MAXD / 8; c++) {
@@ -348,9 +357,8 @@ __global__ void __launch_bounds__(MNT)
         const int rr = e / kw, i = e - rr * kw, r = r0 + rr;
         uint32_t x = 0u;
         if (r < n_flat) {
-            const int t = r / g, h = kvh * g + (r - t * g);
-            const float2 v2 = *reinterpret_cast<const float2 *>(
-                q + ((int64_t)(d.row_start + t) * hq + h) * hd + 2 * i);
+            const int64_t rh = row_head(d, r, g, kvh, hq);
+            const float2 v2 = *reinterpret_cast<const float2 *>(q + rh * hd + 2 * i);
             x = pack_bf16x2(v2.x, v2.y);
         }
         Qs[rr * qs_stride + i] = x;
@@ -429,8 +437,8 @@ __global__ void __launch_bounds__(MNT)
         const int r = half ? rb : ra;
         if (r >= n_flat)
             continue;
-        const int t = r / g, h = kvh * g + (r - t * g);
-        const int64_t base = ((int64_t)(d.row_start + t) * hq + h) * hd;
+        const int64_t rh = row_head(d, r, g, kvh, hq);
+        const int64_t base = rh * hd;
         frag_store_row<MAXHD / 8>(out, gate, base, o, half, c4, hd, v_scale / (half ? l_b : l_a));
     }
 }
@@ -571,8 +579,8 @@ __global__ void __launch_bounds__(32 * NW, 1)
                 const int r = half ? rb : ra;
                 if (r >= n_flat)
                     continue;
-                const int t = r / g, h = kvh * g + (r - t * g);
-                float *w = ws + (((int64_t)(d.row_start + t) * hq + h) * n_parts + part) * (HD + 2);
+                const int64_t rh = row_head(d, r, g, kvh, hq);
+                float *w = ws + (rh * n_parts + part) * (HD + 2);
                 w[HD] = -INFINITY;
                 w[HD + 1] = 0.0f;
             }
@@ -587,9 +595,8 @@ __global__ void __launch_bounds__(32 * NW, 1)
         const int rr = e / CH, c = e - rr * CH, r = r0 + rr;
         uint4 x = make_uint4(0u, 0u, 0u, 0u);
         if (r < n_flat) {
-            const int t = r / g, h = kvh * g + (r - t * g);
-            const float4 *src = reinterpret_cast<const float4 *>(
-                q + ((int64_t)(d.row_start + t) * hq + h) * HD + c * 8);
+            const int64_t rh = row_head(d, r, g, kvh, hq);
+            const float4 *src = reinterpret_cast<const float4 *>(q + rh * HD + c * 8);
             const float4 a = src[0], b = src[1];
             x = make_uint4(pack_t<F8>(a.x, a.y), pack_t<F8>(a.z, a.w), pack_t<F8>(b.x, b.y),
                            pack_t<F8>(b.z, b.w));
@@ -677,9 +684,9 @@ __global__ void __launch_bounds__(32 * NW, 1)
         const int r = half ? rb : ra;
         if (r >= n_flat)
             continue;
-        const int t = r / g, h = kvh * g + (r - t * g);
+        const int64_t rh = row_head(d, r, g, kvh, hq);
         if (SPLIT) {
-            float *w = ws + (((int64_t)(d.row_start + t) * hq + h) * n_parts + part) * (HD + 2);
+            float *w = ws + (rh * n_parts + part) * (HD + 2);
 #pragma unroll
             for (int n = 0; n < HD / 8; n++)
                 *reinterpret_cast<float2 *>(w + n * 8 + 2 * c4) =
@@ -690,7 +697,7 @@ __global__ void __launch_bounds__(32 * NW, 1)
             }
             continue;
         }
-        const int64_t base = ((int64_t)(d.row_start + t) * hq + h) * HD;
+        const int64_t base = rh * HD;
         frag_store_row<HD / 8>(out, gate, base, o, half, c4, HD, v_scale / (half ? l_b : l_a));
     }
 }
@@ -813,25 +820,13 @@ static cudaError_t launch_flash(int hd, dim3 grid, cudaStream_t stream, float *o
                                                    bs, qk_log2, 1.0f);
 }
 
-/* An attribute of the current device, or fallback when it cannot be read. */
-static int device_attr(enum cudaDeviceAttr attr, int fallback)
-{
-    int dev = 0, v = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&v, attr, dev) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return fallback;
-    }
-    return v;
-}
-
 /* The flash kernels' conditions: head dim 64 / 128 / 256, smem within the device's per-block
  * limit. */
 static int flash_fits(int hd, size_t smem)
 {
     if (hd != 64 && hd != 128 && hd != 256)
         return 0;
-    return smem <= (size_t)device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);
+    return smem <= (size_t)kcuda_device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);
 }
 
 int attn_prefill_flash_ok(int head_dim, int kv_dtype)
@@ -852,7 +847,7 @@ int attn_prefill_split_parts(int n_seqs, int max_rows, int n_q_heads, int n_kv_h
 {
     if (n_seqs < 1 || max_rows < 1 || n_kv_heads < 1 || n_q_heads < n_kv_heads || max_len < 1)
         return 1;
-    const int sms = n_sms > 0 ? n_sms : device_attr(cudaDevAttrMultiProcessorCount, 132);
+    const int sms = n_sms > 0 ? n_sms : kcuda_device_attr(cudaDevAttrMultiProcessorCount, 132);
     const int64_t tiles = CEIL_DIV((int64_t)max_rows * (n_q_heads / n_kv_heads), 16 * SNW);
     const int64_t blocks = tiles * n_kv_heads * n_seqs;   /* a part each */
     int64_t parts = CEIL_DIV(2 * (int64_t)sms, blocks);   /* about two blocks an SM */

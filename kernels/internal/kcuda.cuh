@@ -15,6 +15,19 @@ extern "C" {
 
 #define KCUDA_WARP 32
 
+/* An attribute of the current device, or fallback when it cannot be read (the error cleared so a
+ * later kcuda_launch_status does not report it). Host side. */
+static inline int kcuda_device_attr(enum cudaDeviceAttr attr, int fallback)
+{
+    int dev = 0, v = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&v, attr, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return fallback;
+    }
+    return v;
+}
+
 /* The launcher's last step (STYLE.md §7): 0, or ERR_CUDA after logging the launch error. */
 static inline int kcuda_launch_status(const char *op)
 {

@@ -77,7 +77,7 @@ struct bench_opts {
     int split_attn;     // gpu_model_opts.split_attn
     int decode_attn;    // gpu_model_opts.decode_attn
     int state_in_pool;  // gpu_model_opts.state_in_pool
-    int kv_dtype;       // gpu_model_opts.kv_dtype (enum kv_dtype: 0 = auto = bf16)
+    int kv_dtype;       // gpu_model_opts.kv_dtype (KV_DTYPE_BF16 or KV_DTYPE_FP8: auto resolved)
     unsigned seed;
     bool host_fill; // dummy weights filled on the host (not on the device, the default)
     const char *json;
@@ -133,7 +133,8 @@ static int parse_list(void *dst, const char *s, char *err, size_t errlen)
     return 0;
 }
 
-/* "auto" | "bf16" | "fp8" into an int (enum kv_dtype, args_value_fn) */
+/* "auto" | "bf16" | "fp8" into an int (enum kv_dtype, auto as the runner resolves it: bf16;
+ * args_value_fn) */
 static int parse_kv_dtype(void *dst, const char *s, char *err, size_t errlen)
 {
     const int d = kv_dtype_parse(s);
@@ -141,7 +142,7 @@ static int parse_kv_dtype(void *dst, const char *s, char *err, size_t errlen)
         snprintf(err, errlen, "not auto, bf16 or fp8: \"%s\"", s);
         return ERR_INVAL;
     }
-    *(int *)dst = d;
+    *(int *)dst = d == KV_DTYPE_AUTO ? KV_DTYPE_BF16 : d;
     return 0;
 }
 
@@ -149,7 +150,8 @@ static int parse_kv_dtype(void *dst, const char *s, char *err, size_t errlen)
 static int parse_args(struct bench_opts *o, int argc, char **argv)
 {
     memset(o, 0, sizeof *o);
-    o->state_in_pool = 1; /* the worker's default (--gdn-state auto) */
+    o->state_in_pool = 1;        /* the worker's default (--gdn-state auto) */
+    o->kv_dtype = KV_DTYPE_BF16; /* --kv-cache-dtype auto, as the runner resolves it */
     struct int_list prompt = { { 512 }, 1 }, batch = { { 1 }, 1 };
     bool roofline_only = false, few_row_paths = false;
     int graphs = 1, seed = 1;
@@ -478,8 +480,8 @@ static void report(const struct bench_opts *o, const struct model *hm, const cha
            1e3 * res->ttft_s, dec_stream, dec_total, 1e3 * res->itl_p50, 1e3 * res->itl_p90,
            1e3 * res->itl_p99, ctx, bytes, r.experts_touched, bw_gbs, roof_steps, frac,
            res->kernels, res->pdl_edges, o->state_in_pool ? "pool" : "slots",
-           kv_dtype_name(o->kv_dtype == KV_DTYPE_FP8 ? KV_DTYPE_FP8 : KV_DTYPE_BF16),
-           (unsigned long long)res->tokens_hash, res->finite, res->fails ? "FAIL" : "ok");
+           kv_dtype_name(o->kv_dtype), (unsigned long long)res->tokens_hash, res->finite,
+           res->fails ? "FAIL" : "ok");
     if (!json)
         return;
     fprintf(json,
@@ -498,8 +500,7 @@ static void report(const struct bench_opts *o, const struct model *hm, const cha
             pre_tps, 1e3 * res->ttft_s, res->decode_s, steps, dec_stream, dec_total,
             1e3 * res->itl_p50, 1e3 * res->itl_p90, 1e3 * res->itl_p99, ctx, bytes, r.dense,
             r.lm_head, r.expert_bytes, r.experts_touched, r.experts, r.gdn_state, r.kv, bw_gbs,
-            roof_steps, frac, res->kernels, res->pdl_edges,
-            kv_dtype_name(o->kv_dtype == KV_DTYPE_FP8 ? KV_DTYPE_FP8 : KV_DTYPE_BF16),
+            roof_steps, frac, res->kernels, res->pdl_edges, kv_dtype_name(o->kv_dtype),
             (unsigned long long)res->tokens_hash, res->finite, res->fails ? "false" : "true");
     fflush(json);
 }

@@ -258,7 +258,7 @@ pat = '    asm("add.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));\n'
 assert pat in s
 write('logit_proc_emu.inc', s.replace(pat, '    volatile float rv = a + b;\n    r = emu_gpu_nan(rv);\n'))
 
-s = cut(read('attn_decode.cu'), 'static int gqa_device_attr(')
+s = cut(read('attn_decode.cu'), '/* the GQA form\'s dynamic shared memory for these shapes')
 s = s.replace('extern __shared__ __align__(16) uint8_t gsm[];', 'uint8_t *gsm = (uint8_t *)g_emu_dyn_smem;')
 write('attn_decode_emu.inc', swap_mma_all(s))
 write('kv_write_emu.inc', cut(read('kv_write.cu'), 'int kv_write_dtype_cuda('))

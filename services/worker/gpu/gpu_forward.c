@@ -154,8 +154,7 @@ int gpu_attn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_pa
     /* one row an item (batched decode) goes row by row too where attn_decode is the GQA form
      * (a kv head's K/V read once for its query heads there as well, at the bandwidth) */
     const bool rows1 = p->max_n <= 1 && g->disp.attn_decode_path == ATTN_DECODE_PATH_GQA;
-    if (p->aseqs && few && !rows1 && p->items >= g->disp.attn_split_items &&
-        p->max_n < g->disp.attn_prefill_rows) {
+    if (p->aseqs && few && !rows1 && p->items >= g->disp.attn_split_items) {
         /* the parts from the pass's items, rows and length (a graph's: max_model_len) */
         const int parts =
             attn_prefill_split_parts(p->items, p->max_n, hq, hkv, p->max_len, g->n_sms);
