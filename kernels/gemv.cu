@@ -12,8 +12,24 @@
 #include "internal/nvfp4_stream.cuh"
 #include "internal/pdl.cuh"
 #include "internal/wdot.cuh"
+#include "internal/wrows.cuh"
 
 #define GEMV_ROWS_T1 4 /* rows per lane group for one token: activation chunks reused 4x */
+
+/* AUTO's row kernel for this format at one token (GEMV_BF16_ROWS_AUTO / GEMV_FP8_ROWS_AUTO,
+ * gemv.h) */
+static bool rows_fmt_auto(int fmt)
+{
+    return fmt == KW_FMT_BF16  ? GEMV_BF16_ROWS_AUTO
+           : fmt == KW_FMT_FP8 ? GEMV_FP8_ROWS_AUTO
+                               : false;
+}
+
+/* the row kernel for this weight at n_tok under GEMV_PATH_AUTO */
+static bool rows_auto(const struct kweight *w, int n_tok)
+{
+    return rows_fmt_auto(w->fmt) && n_tok == 1 && w->rows > GEMV_WIDE_MAX_ROWS && wrows_ok(w);
+}
 /* 1: GEMV_PATH_AUTO takes the nvfp4 stream kernel (internal/nvfp4_stream.cuh) for 1..8 tokens
  * when its staged activations fit; 0: back to the tensor / CUDA-core choice */
 #define GEMV_STREAM_AUTO 1
@@ -179,12 +195,17 @@ int gemv_cuda_path(float *y, const struct kweight *w, int expert, const float *x
     const bool mma_ok = nvfp4_mma_ok(w);
     if (path == GEMV_PATH_TENSOR && !mma_ok)
         return ERR_UNSUPPORTED;
-    if (path < GEMV_PATH_AUTO || path > GEMV_PATH_STREAM)
+    if (path < GEMV_PATH_AUTO || path > GEMV_PATH_ROWS)
         return ERR_INVAL;
     const bool stream_ok =
         GEMV_STREAM_AUTO && nvs_ok(w) && n_tok <= NVS_MAX_TOK && nvs_fits(w->cols, n_tok, 1);
     const bool stream_fp8_ok = GEMV_STREAM_FP8_AUTO && nvs_ok_fp8(w) && n_tok <= NVS_MAX_TOK &&
                                nvs_fits(w->cols, n_tok, 1);
+    if (path == GEMV_PATH_ROWS || (path == GEMV_PATH_AUTO && rows_auto(w, n_tok))) {
+        if (n_tok != 1 || !wrows_ok(w))
+            return ERR_UNSUPPORTED;
+        return wrows_launch(&w, &y, &expert, 1, x, stream);
+    }
     if ((path == GEMV_PATH_STREAM && w->fmt == KW_FMT_FP8) ||
         (path == GEMV_PATH_AUTO && stream_fp8_ok)) {
         struct nvs_args a = {y, w->rows, x, w->cols, NULL, NULL, n_tok, 1, 1, expert, 1, 0};
@@ -265,6 +286,14 @@ int gemv_multi_kind(const struct gemv_out *outs, int n, int n_tok)
             return GEMV_MULTI_NONE;
         wide = wide && w->rows <= GEMV_WIDE_MAX_ROWS;
     }
+    /* bf16 and fp8 weights at one token, one of them past the wide kernel's rows, each big one
+     * where gemv_cuda takes the row kernel: the row kernel (the small ones' sums in its order) */
+    bool rows = !wide && n_tok == 1;
+    for (int i = 0; rows && i < n; i++)
+        rows = wrows_ok(outs[i].w) &&
+               (outs[i].w->rows <= GEMV_WIDE_MAX_ROWS || rows_auto(outs[i].w, n_tok));
+    if (rows)
+        return GEMV_MULTI_ROWS;
     const int ns = multi_lead_stream(outs, n);
     /* the stream kernel: what gemv_cuda takes for each of them, in one launch of one load form */
     if (ns == n && multi_stream_ok(outs, n, n_tok))
@@ -297,15 +326,18 @@ int gemv_multi_cuda(const struct gemv_out *outs, int n, const float *x, int n_to
     const int kind = gemv_multi_kind(outs, n, n_tok);
     if (kind == GEMV_MULTI_NONE)
         return ERR_UNSUPPORTED;
+    /* the row and stream kernels take the outputs as arrays */
+    const kweight *ws[GEMV_MULTI_MAX];
+    float *ys[GEMV_MULTI_MAX];
+    int es[GEMV_MULTI_MAX];
+    for (int i = 0; i < n; i++) {
+        ws[i] = outs[i].w;
+        ys[i] = outs[i].y;
+        es[i] = outs[i].expert;
+    }
+    if (kind == GEMV_MULTI_ROWS)
+        return wrows_launch(ws, ys, es, n, x, stream);
     if (kind == GEMV_MULTI_STREAM || kind == GEMV_MULTI_STREAM_WIDE) {
-        const kweight *ws[GEMV_MULTI_MAX];
-        float *ys[GEMV_MULTI_MAX];
-        int es[GEMV_MULTI_MAX];
-        for (int i = 0; i < n; i++) {
-            ws[i] = outs[i].w;
-            ys[i] = outs[i].y;
-            es[i] = outs[i].expert;
-        }
         const int ns = multi_lead_stream(outs, n); /* == n for GEMV_MULTI_STREAM */
         const struct nvs_args na = {outs[0].y, outs[0].w->rows, x, outs[0].w->cols, NULL, NULL,
                                     n_tok, 1, 1, outs[0].expert, 1, 0};

@@ -1,8 +1,11 @@
-/* moe_expert: nvfp4 at 1..8 tokens: two launches of the stream kernel (internal/nvfp4_stream.cuh),
- * gate/up of all slots, then down of all slots with the weighted combine. Otherwise two launches.
+/* moe_expert: nvfp4 at 1..8 tokens (fp8 at 2..8): two launches of the stream kernel
+ * (internal/nvfp4_stream.cuh), gate/up of all slots, then down of all slots with the weighted
+ * combine. Otherwise two launches.
  * Stage 1: grid (row groups of inter, n_tok*top_k slots), each row group computes the gate and up
- * dots of one intermediate row. Stage 2: grid (row groups of hidden, n_tok), each row group sums
- * the weighted down-projection dots of the token's top_k experts (deterministic, no atomics).
+ * dots of one intermediate row. Stage 2: up to MOE_SLOTS_MAX_TOK tokens, a block per (rows of
+ * hidden, token) with a warp per slot, the weighted rows summed over the slots in shared memory;
+ * beyond, grid (row groups of hidden, n_tok), each row group sums the weighted down-projection
+ * dots of the token's top_k experts (deterministic, no atomics).
  * Weight dots are the gemv ones (internal/wdot.cuh). nvfp4 weights take the tensor-core path
  * instead (internal/nvfp4_mma.cuh): gate/up GEMV per slot, down GEMV on silu(gate)*up per slot
  * (computed while loading), then a weighted combine over the slots. */
@@ -15,6 +18,7 @@
 #include "internal/nvfp4_stream.cuh"
 #include "internal/pdl.cuh"
 #include "internal/wdot.cuh"
+#include "internal/wrows.cuh"
 
 #define MOE_TENSOR_MAX_TOK 2 /* GEMV_PATH_AUTO takes the tensor path up to this many tokens */
 #define MOE_STREAM_MAX_TOK 8 /* ... and the stream path (before the tensor one) up to this many */
@@ -26,7 +30,25 @@
 #ifndef MOE_STREAM_FP8_AUTO
 #define MOE_STREAM_FP8_AUTO 1
 #endif
+/* ... from this many tokens: one token's FP8 experts on the CUDA-core kernels with the slots form
+ * of the down stage, measured faster (seventeenth session, docs/PERF.md: bench_kernels rows 21.8
+ * us against the stream kernel's 25.2; FP8 batch-1 decode 345.5 -> 361.2 tok/s with the slots
+ * form). -DMOE_STREAM_FP8_MIN_TOK=1: the stream kernel at one token too (the A/B build) */
+#ifndef MOE_STREAM_FP8_MIN_TOK
+#define MOE_STREAM_FP8_MIN_TOK 2
+#endif
 #define MOE_DOWN_ROWS 4      /* down rows per lane group: each expert activation chunk used 4x */
+/* The CUDA-core down stage with a token's slots in parallel (a warp a slot, the slots' weighted
+ * rows summed in shared memory) up to this many tokens and slots; beyond, one lane group loops
+ * over the slots (enough blocks come from the tokens). The looping form gave one token's bf16
+ * down 2048 / 32 = 64 blocks, each reading its 9 experts' rows one after another: 17 us a layer,
+ * 26% of the copy bandwidth (docs/PERF.md, BF16 profile). */
+#ifndef MOE_SLOTS_MAX_TOK /* -DMOE_SLOTS_MAX_TOK=0: the looping form only (an A/B build) */
+#define MOE_SLOTS_MAX_TOK 8
+#endif
+#define MOE_SLOTS_MAX_K 9 /* 288 threads: the bf16 instance's 4-blocks-an-SM bound (56 registers)  \
+                           */
+#define MOE_DOWN_PF 2 /* chunks a lane of the slots form loads before its PDL wait (bf16, fp8) */
 
 template <int KF>
 __global__ void __launch_bounds__(256)
@@ -88,6 +110,104 @@ __global__ void __launch_bounds__(256, 2)
     }
 }
 
+/* grid (row blocks of hidden, n_tok), 32 * top_k threads: warp j computes slot j's rows
+ * [blockIdx.x * rb, + rb) of the down projection on its expert (lane groups of lpr lanes,
+ * MOE_DOWN_ROWS rows each, rb = 32 / lpr * MOE_DOWN_ROWS), times the routing weight and the row
+ * scale, into shared memory; then the block sums each row over the slots in slot order (no
+ * atomics: the same result whatever the schedule). An empty slot (id outside the stacks)
+ * contributes 0 and reads no weights. */
+template <int KF>
+__global__ void __launch_bounds__(MOE_SLOTS_MAX_K * 32, KF == KF_BF16 ? 4 : 1)
+    moe_down_slots_kernel(float *out, kweight dn, const float *hbuf, const int32_t *ids,
+                          const float *weights, int top_k, int n_experts, int accumulate, int lpr)
+{
+    /* bf16 / fp8: a lane's first MOE_DOWN_PF chunks of its rows (all of them at the model's
+     * 512 columns) loaded before the PDL wait */
+    constexpr bool PRE = KF == KF_BF16 || KF == KF_FP8;
+    constexpr int CE = KF == KF_BF16 ? 8 : 16; /* elements a 16-byte chunk */
+    extern __shared__ float part[];            /* [top_k][rb] */
+    const int t = blockIdx.y, j = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31;
+    const int rb = 32 / lpr * MOE_DOWN_ROWS;
+    const int lr = lane / lpr * MOE_DOWN_ROWS, sub = lane % lpr;
+    const int r0 = blockIdx.x * rb + lr;
+    const int nr = min(MOE_DOWN_ROWS, dn.rows - r0);
+    const int slot = t * top_k + j;
+    /* the slot's expert was written by the router two launches back, before the gate/up launch
+     * whose every block passes its PDL enter first: readable before this kernel's enter
+     * (internal/pdl.cuh), like the weights; only the gate/up rows and the routing weights wait */
+    const int e = ids[slot];
+    const bool on = e >= 0 && e < n_experts; /* warp-uniform */
+    const int nch = dn.cols / CE;
+    uint4 pq[MOE_DOWN_PF][MOE_DOWN_ROWS];
+    float ps[MOE_DOWN_PF][MOE_DOWN_ROWS];
+    if (PRE && on && nr > 0) {
+        const uint8_t *base = (const uint8_t *)dn.data + (int64_t)e * dn.expert_stride * (16 / CE);
+        const bool blk = KF == KF_FP8 && dn.scale_kind == KW_SCALE_BLOCK;
+        const int nbc = blk ? (dn.cols + dn.block_cols - 1) / dn.block_cols : 0;
+        const float *bsc = blk ? dn.scale + (int64_t)e * dn.scale_expert_stride : nullptr;
+#pragma unroll
+        for (int k = 0; k < MOE_DOWN_PF; k++) {
+            const int c = sub + k * lpr;
+#pragma unroll
+            for (int i = 0; i < MOE_DOWN_ROWS; i++) {
+                const int r = r0 + i;
+                const bool ld = i < nr && c < nch;
+                pq[k][i] = ld ? __ldg(reinterpret_cast<const uint4 *>(
+                                          base + (int64_t)r * dn.row_stride * (16 / CE)) +
+                                      c)
+                              : make_uint4(0u, 0u, 0u, 0u);
+                ps[k][i] =
+                    ld && blk
+                        ? __ldg(bsc + (int64_t)(r / dn.block_rows) * nbc + (c * 16) / dn.block_cols)
+                        : 1.0f;
+            }
+        }
+    }
+    kcuda_pdl_enter();
+    const float *xs = hbuf + (int64_t)slot * dn.cols;
+    float p[MOE_DOWN_ROWS] = {};
+    if (PRE && on && nr > 0) {
+        /* the prefetched chunks, in wdot's order and arithmetic; wdot takes the rest */
+#pragma unroll
+        for (int k = 0; k < MOE_DOWN_PF; k++) {
+            const int c = sub + k * lpr;
+            if (c < nch) {
+#pragma unroll
+                for (int i = 0; i < MOE_DOWN_ROWS; i++)
+                    if (i < nr) {
+                        const float q =
+                            wr_chunk < PRE
+                                ? KF
+                                : KF_BF16 >
+                                      (pq[k][i], reinterpret_cast<const float4 *>(xs + c * CE));
+                        p[i] += KF == KF_FP8 ? q * ps[k][i] : q;
+                    }
+            }
+        }
+    }
+    if (on && nr > 0)
+        wdot<1, MOE_DOWN_ROWS, KF>(dn, e, r0, 1, nr, xs, 0, 1, PRE ? sub + MOE_DOWN_PF * lpr : sub,
+                                   lpr, p);
+    const float wt = on ? weights[slot] : 0.0f;
+#pragma unroll
+    for (int i = 0; i < MOE_DOWN_ROWS; i++) {
+        const float v = group_sum(p[i], lpr);
+        if (sub == 0)
+            part[j * rb + lr + i] = on && i < nr ? v * (wt * kw_row_scale(dn, e, r0 + i)) : 0.0f;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < rb; i += blockDim.x) {
+        const int r = blockIdx.x * rb + i;
+        if (r >= dn.rows)
+            continue;
+        float acc = 0.0f;
+        for (int s = 0; s < top_k; s++)
+            acc += part[s * rb + i];
+        float *o = out + (int64_t)t * dn.rows + r;
+        *o = accumulate ? *o + acc : acc;
+    }
+}
+
 __global__ void moe_combine_kernel(float *out, const float *ys, const int32_t *ids,
                                    const float *weights, int top_k, int n_experts, int hidden,
                                    int accumulate)
@@ -139,7 +259,8 @@ int moe_expert_cuda_path(float *out, float *ws, const float *x, const int32_t *i
     if (n_tok == 0)
         return 0;
     if (path == GEMV_PATH_STREAM ||
-        (path == GEMV_PATH_AUTO && stream_ok && (!fp8 || MOE_STREAM_FP8_AUTO) &&
+        (path == GEMV_PATH_AUTO && stream_ok &&
+         (!fp8 || (MOE_STREAM_FP8_AUTO && n_tok >= MOE_STREAM_FP8_MIN_TOK)) &&
          n_tok <= MOE_STREAM_MAX_TOK)) {
         /* launch 1: gate|up rows of every slot's expert into ws (n_slots, 2*inter); launch 2: the
          * down rows of all top_k slots of a token in one block, SwiGLU while staging, weighted sum.
@@ -203,6 +324,30 @@ int moe_expert_cuda_path(float *out, float *ws, const float *x, const int32_t *i
     rc = kcuda_launch_status("moe_gate_up");
     if (rc < 0)
         return rc;
+    if (n_tok <= MOE_SLOTS_MAX_TOK && top_k <= MOE_SLOTS_MAX_K) {
+        const int rb = 32 / lpr2 * MOE_DOWN_ROWS;
+        const dim3 gs(CEIL_DIV(hidden, rb), n_tok);
+        const size_t smem = sizeof(float) * (size_t)top_k * rb;
+        switch (kw_kf_of(down)) {
+        case KF_BF16:
+            kcuda_launch_pdl(moe_down_slots_kernel<KF_BF16>, gs, 32 * top_k, smem, stream, out,
+                             *down, hbuf, ids, weights, top_k, n_experts, accumulate, lpr2);
+            break;
+        case KF_FP8:
+            kcuda_launch_pdl(moe_down_slots_kernel<KF_FP8>, gs, 32 * top_k, smem, stream, out,
+                             *down, hbuf, ids, weights, top_k, n_experts, accumulate, lpr2);
+            break;
+        case KF_NVFP4:
+            kcuda_launch_pdl(moe_down_slots_kernel<KF_NVFP4>, gs, 32 * top_k, smem, stream, out,
+                             *down, hbuf, ids, weights, top_k, n_experts, accumulate, lpr2);
+            break;
+        default:
+            kcuda_launch_pdl(moe_down_slots_kernel<KF_NVFP4_NARROW>, gs, 32 * top_k, smem, stream,
+                             out, *down, hbuf, ids, weights, top_k, n_experts, accumulate, lpr2);
+            break;
+        }
+        return kcuda_launch_status("moe_expert_slots");
+    }
     dim3 g2(CEIL_DIV(hidden, threads / lpr2 * MOE_DOWN_ROWS), n_tok);
     switch (kw_kf_of(down)) {
     case KF_BF16:

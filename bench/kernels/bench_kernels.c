@@ -79,9 +79,10 @@ static void bench_gemv(const char *name, int fmt, int rows, int cols)
     a.y = ktest_dev_alloc((size_t)32 * rows * 4);
     cudaMemset(a.x, 0x3c, (size_t)32 * cols * 4); /* ~0.0117f, non-zero */
     a.next = 0;
-    for (int path = GEMV_PATH_CORES; path <= GEMV_PATH_STREAM; path++) {
+    for (int path = GEMV_PATH_CORES; path <= GEMV_PATH_ROWS; path++) {
         if ((path == GEMV_PATH_TENSOR && fmt != KW_FMT_NVFP4) ||
-            (path == GEMV_PATH_STREAM && fmt == KW_FMT_BF16))
+            (path == GEMV_PATH_STREAM && fmt == KW_FMT_BF16) ||
+            (path == GEMV_PATH_ROWS && fmt == KW_FMT_NVFP4))
             continue;
         a.path = path;
         for (size_t i = 0; i < sizeof(toks) / sizeof(toks[0]); i++) {
@@ -99,6 +100,7 @@ static void bench_gemv(const char *name, int fmt, int rows, int cols)
                                        : "nvfp4",
                    path == GEMV_PATH_CORES    ? "cores"
                    : path == GEMV_PATH_TENSOR ? "tensor"
+                   : path == GEMV_PATH_ROWS   ? "rows"
                                               : "stream",
                    name, rows, cols, a.n_tok, us, gbs, 100.0 * gbs / copy_bw, b2b,
                    100.0 * bytes / b2b * 1e-3 / copy_bw);
@@ -471,6 +473,8 @@ int main(int argc, char **argv)
     int quick = argc > 1 && strcmp(argv[1], "quick") == 0;
     const int gdn_only = argc > 1 && strcmp(argv[1], "gdn") == 0;
     const int nvfp4_only = argc > 1 && strcmp(argv[1], "nvfp4") == 0; /* the model's nvfp4 shapes */
+    /* the model's bf16 and fp8 one-token shapes: the row kernel against cores / stream */
+    const int rows_only = argc > 1 && strcmp(argv[1], "rows") == 0;
     struct copy_arg c;
     struct cudaDeviceProp prop;
     ktest_require_gpu();
@@ -494,6 +498,20 @@ int main(int argc, char **argv)
         return e == cudaSuccess ? 0 : 1;
     }
 
+    if (rows_only) {
+        static const int fmts[2] = {KW_FMT_BF16, KW_FMT_FP8};
+        for (int f = 0; f < 2; f++) {
+            bench_gemv("gdn_qkv+z", fmts[f], 12288, 2048);
+            bench_gemv("gdn_z", fmts[f], 4096, 2048);
+            bench_gemv("o_proj/out_proj", fmts[f], 2048, 4096);
+            bench_moe(fmts[f], 1, GEMV_PATH_CORES);
+        }
+        bench_moe(KW_FMT_FP8, 1, GEMV_PATH_STREAM);
+        bench_gemv("lm_head", KW_FMT_BF16, 248320, 2048);
+        cudaError_t e = cudaDeviceSynchronize();
+        printf("done: %s\n", cudaGetErrorString(e));
+        return e == cudaSuccess ? 0 : 1;
+    }
     if (nvfp4_only) {
         bench_gemv("gdn_qkv+z", KW_FMT_NVFP4, 12288, 2048);
         bench_gemv("attn_q+k+v", KW_FMT_NVFP4, 9216, 2048);

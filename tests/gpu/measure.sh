@@ -39,6 +39,9 @@
 #     trace64  the same for batch 64 at a 128-token prompt (issue 16's many-stream step)
 #     smoke    gpu_smoke on CONFIG: batch-1 decode with MTP upkeep, verify steps of k = 1..4 rows
 #              against a plain step, spec windows (issue 16's verify-cost floor)
+#     rowsab   the one-token bf16 row kernel, the slot-parallel expert down stage and one token's
+#              FP8 experts on the cores against the kernels before them (a second build):
+#              gpu_bench batch 1 at 2,048, BF16, FP8 and NVFP4 configs; bench_kernels rows
 #     fp8moe   the FP8 routed experts on the stream kernel (the default) against the CUDA-core
 #              kernels (a second build, -DMOE_STREAM_FP8_AUTO=0): bench_kernels' moe rows,
 #              gpu_bench FP8 at batch 1, 8
@@ -255,6 +258,39 @@ for s in "${stages[@]}"; do
         note_lines "  minb$v" < <(grep '^bench ' "$logs/decode1_minb$v.txt" | grep -oE '(decode_tok_s_stream|itl_p50_ms|fraction|tokens_hash)=[^ ]*' | paste -sd' ')
       done
       ;;
+    rowsab)
+      # the row kernel (one-token bf16 GEMVs, internal/wrows.cuh), the slot-parallel expert down
+      # stage and one token's FP8 experts on it (moe_expert.cu) against the kernels before them
+      # (a build with -DGEMV_BF16_ROWS_AUTO=0 -DMOE_SLOTS_MAX_TOK=0 -DMOE_STREAM_FP8_MIN_TOK=1):
+      # gpu_bench batch 1 at 2,048 on the BF16, FP8 and NVFP4 (its lm_head is bf16) configs;
+      # bench_kernels' one-token rows for bf16 and fp8
+      build_benches || { note "$s" "build failed"; continue; }
+      b2=$b-$s
+      abflags="-DGEMV_BF16_ROWS_AUTO=0 -DMOE_SLOTS_MAX_TOK=0 -DMOE_STREAM_FP8_MIN_TOK=1"
+      abfmts="bf16 fp8 nvfp4"
+      if [ ! -x "$b2/bin/gpu_bench" ]; then
+        cmake -S "$root/tests/gpu" -B "$b2" -DCMAKE_CUDA_ARCHITECTURES=90 \
+          "-DCMAKE_CUDA_FLAGS=$abflags" \
+          -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_WERROR="${TERN_WERROR:-OFF}" \
+          > "$logs/cfg_$s.log" 2>&1 &&
+          cmake --build "$b2" -j"$(nproc)" --target gpu_bench > "$logs/build_$s.log" 2>&1 ||
+          { note "$s" "A/B build failed"; continue; }
+      fi
+      for f in $abfmts; do
+        cf=$root/tests/configs/qwen3.6-35b-a3b$([ $f = bf16 ] || echo "-$f").json
+        for v in before after; do
+          bb=$b
+          [ $v = before ] && bb=$b2
+          timeout 90 "$bb/bin/gpu_bench" "$cf" --prompt-len 2048 --batch 1 --gen 64 --chunk 2048 \
+            > "$logs/${s}_${f}_$v.txt" 2>&1
+          note "$s" "$f $v rc=$? ($(elapsed))"
+          note_lines "  $s" < <(grep '^bench ' "$logs/${s}_${f}_$v.txt" | grep -oE '(decode_tok_s_stream|itl_p50_ms|fraction|graph_kernels|tokens_hash)=[^ ]*' | paste -sd' ')
+        done
+      done
+      timeout 120 "$b/bin/bench_kernels" rows > "$logs/${s}_kernels.txt" 2>&1
+      note "$s" "bench_kernels rc=$? ($(elapsed))"
+      note_lines "  $s" < <(grep -E '^copy|^moe|^gemv (bf16|fp8) +(cores|stream|rows) .*tok= 1 ' "$logs/${s}_kernels.txt" | cut -c1-150)
+      ;;
     fp8moe)
       # the FP8 routed experts on the stream kernel (the default build) vs the CUDA-core expert
       # kernels (a build with -DMOE_STREAM_FP8_AUTO=0): bench_kernels' moe rows, then gpu_bench
@@ -363,7 +399,7 @@ for s in "${stages[@]}"; do
       note_lines "  $s" < <(python3 "$root/tests/gpu/ktrace.py" "$logs/$s.csv" --top 24 2>&1)
       gzip -f "$logs/$s.csv"
       ;;
-    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace64 fp8moe smoke)" >&2; exit 2 ;;
+    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace64 rowsab fp8moe smoke)" >&2; exit 2 ;;
   esac
 done
 finish

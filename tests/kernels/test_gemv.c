@@ -74,6 +74,13 @@ static void run_view(int fmt, int scale_kind, int n_experts, int expert, int row
 {
     run_path_view(fmt, scale_kind, n_experts, expert, rows, cols, cols_alloc, n_tok,
                   GEMV_PATH_CORES);
+    if (fmt != KW_FMT_NVFP4 && n_tok == 1 &&
+        (fmt == KW_FMT_BF16 || scale_kind != KW_SCALE_BLOCK || cols % 16 == 0)) /* the row kernel */
+        run_path_view(fmt, scale_kind, n_experts, expert, rows, cols, cols_alloc, n_tok,
+                      GEMV_PATH_ROWS);
+    if (fmt == KW_FMT_BF16)
+        run_path_view(fmt, scale_kind, n_experts, expert, rows, cols, cols_alloc, n_tok,
+                      GEMV_PATH_AUTO);
     if (fmt == KW_FMT_FP8 && stream_fits(cols, n_tok)) /* fixtures: 128x128 blocks */
         run_path_view(fmt, scale_kind, n_experts, expert, rows, cols, cols_alloc, n_tok,
                       GEMV_PATH_STREAM);
@@ -145,6 +152,17 @@ static void run_multi_kind(int n, const int *fmts, const int *rows, int cols, in
             ktest_free(dy1);
             free(one);
         }
+        if (kind == GEMV_MULTI_ROWS) {
+            /* the row kernel on this weight alone: the same sums in the same order, bit for bit */
+            float *dy1 = ktest_dev_poison(ny), *one = malloc(sizeof(float) * ny);
+            CHECK_EQ_INT(gemv_cuda_path(dy1, &w[i].dev, o[i].expert, dx, n_tok, GEMV_PATH_ROWS, 0),
+                         0);
+            ktest_to_host(one, dy1, sizeof(float) * ny);
+            snprintf(what, sizeof what, "gemv_multi %d/%d vs its own row launch", i, n);
+            CHECK(ktest_compare(what, got, one, ny, 0.0, 0.0) == 0);
+            ktest_free(dy1);
+            free(one);
+        }
         ktest_free(o[i].y);
         kw_pair_free(&w[i]);
         free(ref);
@@ -203,6 +221,20 @@ int main(void)
     run_case(KW_FMT_FP8, KW_SCALE_BLOCK, 2, 1, 1000, 4096, 4);
     run_case(KW_FMT_NVFP4, 0, 3, 2, 130, 512, 2);
     run_case(KW_FMT_BF16, 0, 3, 1, 33, 256, 1);
+    /* the bf16 row kernel: model shapes (out projection 2048 x 4096: two warps a row), a row
+     * of four warps, two rounds of eight (K = 20000), a stack, padded rows, odd row counts */
+    run_case(KW_FMT_BF16, 0, 1, 0, 2048, 4096, 1);
+    run_case(KW_FMT_BF16, 0, 1, 0, 1031, 2048, 1);
+    run_case(KW_FMT_BF16, 0, 1, 0, 515, 8200, 1);
+    run_case(KW_FMT_BF16, 0, 1, 0, 37, 20000, 1);
+    run_case(KW_FMT_BF16, 0, 1, 0, 9001, 2048, 1); /* more blocks than an SM count holds at once */
+    run_case(KW_FMT_BF16, 0, 3, 2, 600, 520, 1);
+    run_view(KW_FMT_BF16, 0, 2, 1, 700, 1000, 1008, 1);
+    /* the fp8 row kernel: 128 x 128 block scales (the FP8 model's), channel, a stack */
+    run_case(KW_FMT_FP8, KW_SCALE_BLOCK, 1, 0, 2048, 4096, 1);
+    run_case(KW_FMT_FP8, KW_SCALE_BLOCK, 3, 2, 1031, 2048, 1);
+    run_case(KW_FMT_FP8, KW_SCALE_CHANNEL, 2, 1, 600, 8208, 1);
+    run_case(KW_FMT_FP8, KW_SCALE_TENSOR, 1, 0, 777, 20000, 1);
     run_case(KW_FMT_FP8, KW_SCALE_BLOCK, 2, 1, 200, 384, 5);
     run_case(KW_FMT_NVFP4, 0, 1, 0, 1000, 4096, 64);
     run_case(KW_FMT_NVFP4, 0, 1, 0, 77, 640, 13);
@@ -239,11 +271,26 @@ int main(void)
         /* fp8 (channel scales): the same, the stream kernel's fp8 form in one launch */
         const int ff[3] = {KW_FMT_FP8, KW_FMT_FP8, KW_FMT_FP8};
         const int ffbb[4] = {KW_FMT_FP8, KW_FMT_FP8, KW_FMT_BF16, KW_FMT_BF16};
-        run_multi_kind(2, ff, qz, 2048, 1, 1, GEMV_MULTI_STREAM);
+        run_multi_kind(2, ff, qz, 2048, 2, 1, GEMV_MULTI_STREAM);
         run_multi_kind(3, ff, qkv, 2048, 2, 1, GEMV_MULTI_STREAM);
         run_multi_kind(3, ff, odd, 208, 8, 1, GEMV_MULTI_STREAM); /* K % 128 != 0 */
-        run_multi_kind(4, ffbb, qzba, 2048, 1, 1, GEMV_MULTI_STREAM_WIDE);
+        run_multi_kind(4, ffbb, qzba, 2048, 3, 1, GEMV_MULTI_STREAM_WIDE);
         run_multi_kind(4, ffbb, odd4, 208, 3, 1, GEMV_MULTI_STREAM_WIDE);
+        /* ... at one token with a weight past GEMV_WIDE_MAX_ROWS: the row kernel where AUTO
+         * takes it for fp8 (GEMV_FP8_ROWS_AUTO), fp8 and bf16 blocks in one launch (the FP8
+         * model's GDN qkv, z, b, a) */
+        run_multi_kind(2, ff, qz, 2048, 1, 1,
+                       GEMV_FP8_ROWS_AUTO ? GEMV_MULTI_ROWS : GEMV_MULTI_STREAM);
+        run_multi_kind(4, ffbb, qzba, 2048, 1, 1,
+                       GEMV_FP8_ROWS_AUTO ? GEMV_MULTI_ROWS : GEMV_MULTI_STREAM_WIDE);
+        run_multi_kind(3, ff, odd, 208, 1, 1, GEMV_MULTI_STREAM); /* no weight past the wide rows */
+        /* bf16 at one token with a weight past GEMV_WIDE_MAX_ROWS: the row kernel, one launch
+         * (the BF16 model's GDN qkv, z, b, a; attention q, k, v; two experts; K of 2 warps) */
+        const int b4[4] = {KW_FMT_BF16, KW_FMT_BF16, KW_FMT_BF16, KW_FMT_BF16};
+        const int gdn4[4] = {2048, 1024, 32, 32}, att3[3] = {1024, 128, 128}, od3[3] = {17, 600, 3};
+        run_multi_kind(4, b4, gdn4, 2048, 1, 1, GEMV_MULTI_ROWS);
+        run_multi_kind(3, b4, att3, 2048, 1, 0, GEMV_MULTI_ROWS);
+        run_multi_kind(3, b4, od3, 4104, 1, 0, GEMV_MULTI_ROWS);
         const int big[4] = {64, 64, 513, 32}; /* a bf16 weight past GEMV_WIDE_MAX_ROWS */
         struct kw_pair w[4];
         struct gemv_out o[4];
@@ -286,7 +333,9 @@ int main(void)
         struct gemv_out o[2] = { { &a.dev, 0, d }, { &b.dev, 0, d } };
         CHECK_EQ_INT(gemv_multi_cuda(o, 2, d, 1, 0), ERR_INVAL); /* cols differ */
         o[1].w = &c.dev;
-        CHECK_EQ_INT(gemv_multi_cuda(o, 2, d, 1, 0), ERR_UNSUPPORTED); /* too many rows */
+        /* too many rows for the wide kernel at 2 tokens; at 1 the bf16 row kernel takes them */
+        CHECK_EQ_INT(gemv_multi_cuda(o, 2, d, 2, 0), ERR_UNSUPPORTED);
+        CHECK_EQ_INT(gemv_multi_kind(o, 2, 1), GEMV_MULTI_ROWS);
         o[1].w = &a.dev;
         CHECK_EQ_INT(gemv_multi_cuda(o, 2, d, GEMV_WIDE_MAX_TOK + 1, 0), ERR_UNSUPPORTED);
         CHECK_EQ_INT(gemv_multi_cuda(o, 2, d + 1, 1, 0), ERR_INVAL); /* misaligned x */
@@ -305,11 +354,15 @@ int main(void)
         kw_pair_free(&w);
         kw_pair_make(&w, KW_FMT_BF16, 0, 1, 16, 64);
         CHECK_EQ_INT(gemv_cuda_path(d, &w.dev, 0, d, 1, GEMV_PATH_STREAM, 0), ERR_UNSUPPORTED);
+        CHECK_EQ_INT(gemv_cuda_path(d, &w.dev, 0, d, 2, GEMV_PATH_ROWS, 0), ERR_UNSUPPORTED);
         kw_pair_free(&w);
         /* fp8 blocks narrower than a 128-column chunk */
         kw_pair_make(&w, KW_FMT_FP8, KW_SCALE_BLOCK, 1, 16, 256);
         w.dev.block_cols = 64;
         CHECK_EQ_INT(gemv_cuda_path(d, &w.dev, 0, d, 1, GEMV_PATH_STREAM, 0), ERR_UNSUPPORTED);
+        kw_pair_free(&w);
+        kw_pair_make(&w, KW_FMT_NVFP4, 0, 1, 16, 256);
+        CHECK_EQ_INT(gemv_cuda_path(d, &w.dev, 0, d, 1, GEMV_PATH_ROWS, 0), ERR_UNSUPPORTED);
         kw_pair_free(&w);
         ktest_free(d);
     }

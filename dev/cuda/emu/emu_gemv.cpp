@@ -8,6 +8,9 @@
 //   - GEMV_PATH_AUTO: which kernel it picks (checked by name) and its result, including bf16 and
 //     fp8 at 1 token on the CUDA cores (internal/wdot.cuh per-format kernels: fp8 block scales
 //     64 columns wide or K beyond the stream kernel's shared memory), and the nvfp4 tensor path;
+//   - the row kernel (internal/wrows.cuh, bf16 and fp8, one token): 1, 2, 4 and 8 warps a row, two
+//     rounds, stacks, padded views, fp8 block / channel / tensor scales; in gemv_multi (bf16 and fp8
+//     mixed) bit for bit against its single-weight launch;
 //   - GEMV_PATH_CORES for every format incl. narrow nvfp4 (K % 32 == 16), 1 token (4 rows per
 //     lane group) and 3 / 5 tokens (4-token tiles).
 // Tolerances (test_gemv.c's): stream / tensor 1e-3 * amax + 1e-3 |ref| (activations rounded to
@@ -19,7 +22,8 @@
 
 static const char *path_name(int p)
 {
-    return p == GEMV_PATH_AUTO ? "auto" : p == GEMV_PATH_CORES ? "cores" : p == GEMV_PATH_TENSOR ? "tensor" : "stream";
+    return p == GEMV_PATH_AUTO ? "auto" : p == GEMV_PATH_CORES ? "cores" : p == GEMV_PATH_TENSOR ? "tensor"
+         : p == GEMV_PATH_ROWS ? "rows" : "stream";
 }
 
 /* expect: substring of the launched kernel names that must appear (the path taken) */
@@ -96,7 +100,16 @@ static int run_multi(int n, int f0, int f1, int f2, int r0, int r1, int cols, in
     /* the dispatch log's source: gemv_multi_kind names the kernel that ran */
     const int kind = gemv_multi_kind(o, n, n_tok);
     const bool tail = fmts[n - 1] == KW_FMT_BF16; /* nvfp4 / fp8 weights, then bf16 a warp per row */
-    const bool named = kind == (f16 ? (tail ? GEMV_MULTI_STREAM_WIDE : GEMV_MULTI_STREAM) : GEMV_MULTI_WIDE);
+    const bool rows16 = launched.find("wrows_kernel") != std::string::npos;
+    const bool named = kind == (rows16 ? GEMV_MULTI_ROWS
+                                : f16  ? (tail ? GEMV_MULTI_STREAM_WIDE : GEMV_MULTI_STREAM)
+                                       : GEMV_MULTI_WIDE);
+    for (int i = 0; rows16 && i < n; i++) {
+        /* the same bits as the row kernel on that weight alone */
+        float *y1 = kw_out(ny[i]);
+        rc |= gemv_cuda_path(y1, &w[i], o[i].expert, x, n_tok, GEMV_PATH_ROWS, 0);
+        bad += memcmp(y1, o[i].y, ny[i] * 4) != 0;
+    }
     const int fail = rc || bad || !guard || !one || !named;
     printf("gemv_multi emu n=%d fmts=%d,%d,%d rows=%d,%d cols=%d tok=%d ran=%s: bad=%d guard=%d rc=%d %s\n", n,
            f0, f1, f2, r0, r1, cols, n_tok, launched.c_str(), bad, guard, rc, fail ? "FAIL" : "ok");
@@ -106,7 +119,7 @@ static int run_multi(int n, int f0, int f1, int f2, int r0, int r1, int cols, in
 int main(int argc, char **argv)
 {
     const bool quick = argc > 1 && strcmp(argv[1], "quick") == 0;
-    const int S = GEMV_PATH_STREAM, A = GEMV_PATH_AUTO, C = GEMV_PATH_CORES;
+    const int S = GEMV_PATH_STREAM, A = GEMV_PATH_AUTO, C = GEMV_PATH_CORES, R = GEMV_PATH_ROWS;
     const int NV = KW_FMT_NVFP4, F8 = KW_FMT_FP8, BF = KW_FMT_BF16;
     const int TS = KW_SCALE_TENSOR, CS = KW_SCALE_CHANNEL, BS = KW_SCALE_BLOCK;
     /* source text; NVS: the 16-warp form these small grids take on the emulated 132 SMs */
@@ -135,7 +148,23 @@ int main(int argc, char **argv)
     f += run(F8, CS, 1, 0, 50, 256, 272, 3, A, FP8S);
     /* CUDA cores through AUTO at 1 token, and explicit */
     f += run(BF, 0, 3, 1, 33, 256, 256, 1, A, "gemv_wide_kernel");
-    f += run(BF, 0, 1, 0, 513, 256, 256, 1, A, "gemv_kernel<1, GEMV_ROWS_T1, KF>"); /* past the wide rows */
+    f += run(BF, 0, 1, 0, 513, 256, 256, 1, A, "wrows_kernel"); /* past the wide rows: the row kernel */
+    f += run(BF, 0, 1, 0, 513, 256, 256, 1, C, "gemv_kernel<1, GEMV_ROWS_T1, KF>");
+    /* the bf16 row kernel: 2 / 4 warps a row (K 4096 / 4104), two rounds of 8 warps (K 20000),
+     * a stack, a padded view, a row count that leaves warps of the last block idle */
+    f += run(BF, 0, 1, 0, 45, 4096, 4096, 1, R, "wrows_kernel");
+    f += run(BF, 0, 3, 2, 37, 4104, 4104, 1, R, "wrows_kernel");
+    /* fp8: 128 x 128 and 16 x 48 block scales (a scale a chunk), channel, tensor, K of 4 warps */
+    f += run(F8, BS, 1, 0, 600, 400, 400, 1, R, "wrows_kernel");
+    f += run(F8, BS, 1, 0, 600, 400, 400, 1, A, GEMV_FP8_ROWS_AUTO ? "wrows_kernel" : FP8S);
+    f += run(F8, BS, 2, 1, 37, 4096, 4096, 1, R, "wrows_kernel", 16, 48);
+    f += run(F8, CS, 3, 2, 45, 2064, 2080, 1, R, "wrows_kernel");
+    f += run(F8, TS, 1, 0, 9, 8208, 8208, 1, R, "wrows_kernel");
+    f += run(F8, BS, 1, 0, 9, 16400, 16400, 1, R, "wrows_kernel"); /* two rounds of 8 warps */
+    f += run(BF, 0, 2, 1, 70, 1000, 1008, 1, A, "gemv_wide_kernel");
+    f += run(F8, BS, 1, 0, 77, 400, 400, 1, R, "wrows_kernel");
+    f += run(F8, CS, 2, 1, 70, 3072, 3072, 1, R, "wrows_kernel");
+    f += run(BF, 0, 2, 1, 700, 1000, 1008, 1, A, "wrows_kernel");
     f += run(F8, BS, 1, 0, 70, 272, 272, 1, A, "gemv_wide_kernel", 128, 64);
     f += run(NV, 0, 1, 0, 45, 48, 48, 1, C, "gemv_wide_kernel");
     f += run(NV, 0, 1, 0, 600, 48, 48, 1, C, "gemv_kernel<1");
@@ -160,6 +189,7 @@ int main(int argc, char **argv)
         f += run(F8, BS, 2, 1, 130, 400, 400, 1, A, "gemv_wide_kernel", 16, 64);
         f += run(F8, CS, 1, 0, 70, 1024, 1024, 1, C, "gemv_wide_kernel");
         f += run(F8, BS, 1, 0, 259, 400, 400, 5, C, "gemv_wide_kernel");
+        f += run(BF, 0, 1, 0, 9, 20000, 20000, 1, R, "wrows_kernel");
         f += run(BF, 0, 1, 0, 37, 64, 64, 1, A, "gemv_wide_kernel");
         f += run(BF, 0, 1, 0, 301, 2056, 2056, 1, A, "gemv_wide_kernel");
         f += run(BF, 0, 1, 0, 301, 2056, 2056, 3, A, "gemv_wide_kernel");
@@ -172,6 +202,11 @@ int main(int argc, char **argv)
     /* gemv_multi: up to 4 weights of the same cols in one launch (formats mixed: KF_ANY) */
     f += run_multi(2, BF, BF, 1, 32, 32, 2048, 1);  /* the GDN b + a shape */
     f += run_multi(2, BF, BF, 1, 256, 2, 512, 3);   /* router + shared gate */
+    /* bf16, one past the wide rows, one token: the row kernel (the BF16 GDN qkv, z, b, a) */
+    f += run_multi(4, BF, BF, BF, 600, 45, 512, 1, "wrows_kernel", 1);
+    f += run_multi(3, BF, BF, BF, 20, 530, 4096, 1, "wrows_kernel", 0); /* 2 warps a row */
+    if (GEMV_FP8_ROWS_AUTO) /* fp8 + bf16 blocks, one launch */
+        f += run_multi(4, F8, F8, BF, 600, 45, 256, 1, "wrows_kernel", 1);
     f += run_multi(3, BF, F8, NV, 17, 40, 256, 8);
     f += run_multi(4, NV, NV, NV, 5, 9, 208, 2);     /* narrow nvfp4, 4 weights: past the stream's 3 */
     /* 2..3 nvfp4 weights: the stream kernel, one launch (MULTI), blocks of each weight */
@@ -187,9 +222,9 @@ int main(int argc, char **argv)
     f += run_multi(4, NV, NV, BF, 40, 24, 160, 3, NVM, 1);
     /* fp8 (channel scales) the same way: the stream kernel's fp8 form, MULTI */
     const char *F8M = "nvs_kernel<NVS_PLAIN, true, true, true>";
-    f += run_multi(2, F8, F8, F8, 600, 45, 256, 1, F8M, 1);
+    f += run_multi(2, F8, F8, F8, 600, 45, 256, 2, F8M, 1);
     f += run_multi(3, F8, F8, F8, 33, 70, 208, 8, F8M, 1); /* K % 128 != 0 */
-    f += run_multi(4, F8, F8, BF, 600, 45, 256, 1, F8M, 1);
+    f += run_multi(4, F8, F8, BF, 600, 45, 256, 2, F8M, 1);
     f += run_multi(3, F8, F8, BF, 40, 24, 160, 3, F8M, 1);
     {
         kweight a = kw_make(BF, 0, 1, 8, 256, 256), b = kw_make(BF, 0, 1, 8, 128, 128),
@@ -198,8 +233,9 @@ int main(int argc, char **argv)
         gemv_out o[2] = {{&a, 0, d}, {&b, 0, d}};
         int ok = gemv_multi_cuda(o, 2, d, 1, 0) == ERR_INVAL; /* cols differ */
         o[1].w = &c;
-        ok &= gemv_multi_cuda(o, 2, d, 1, 0) == ERR_UNSUPPORTED; /* 513 rows */
-        ok &= gemv_multi_kind(o, 2, 1) == GEMV_MULTI_NONE;
+        ok &= gemv_multi_cuda(o, 2, d, 2, 0) == ERR_UNSUPPORTED; /* 513 rows at 2 tokens */
+        ok &= gemv_multi_kind(o, 2, 2) == GEMV_MULTI_NONE;
+        ok &= gemv_multi_kind(o, 2, 1) == GEMV_MULTI_ROWS; /* the row kernel at 1 */
         o[1].w = &a;
         ok &= gemv_multi_cuda(o, 2, d, 9, 0) == ERR_UNSUPPORTED; /* 9 tokens */
         ok &= gemv_multi_cuda(o, 0, d, 1, 0) == ERR_INVAL && gemv_multi_cuda(o, 5, d, 1, 0) == ERR_INVAL;

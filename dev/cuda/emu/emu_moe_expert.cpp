@@ -100,9 +100,10 @@ int main(int argc, char **argv)
     f += run(NV, 2, 17, 9, 256, 64, 0, A, ST); /* top-8 + a folded shared expert's slot */
     f += run(NV, 1, 8, 8, 288, 96, 0, A, ST);  /* K % 128 != 0, 16-byte loads */
     f += run(KW_FMT_BF16, 3, 8, 4, 264, 40, 0, A, CO);
-    /* fp8 on the stream kernel (AUTO up to 8 tokens: MOE_STREAM_FP8_AUTO, measured faster on
-     * the H200): gate_up channel scales (SLOT), down 128 x 128 blocks (COMBINE, routing weights
-     * in the multiplier, block scale per item of the segment's expert) */
+    /* fp8 on the stream kernel (AUTO at 2..8 tokens: MOE_STREAM_FP8_AUTO / _MIN_TOK, measured
+     * on the H200): gate_up channel scales (SLOT), down 128 x 128 blocks (COMBINE, routing
+     * weights in the multiplier, block scale per item of the segment's expert); one token on the
+     * cores (the slots form of the down stage, its first chunks loaded before the PDL wait) */
     const char *F8 = "nvs_kernel<MODE, true, true>;nvs_kernel<MODE, true, true>;";
     f += run(KW_FMT_FP8, 2, 6, 2, 272, 48, 1, A, F8);
     f += run(KW_FMT_FP8, 1, 16, 8, 256, 64, 0, S, F8);
@@ -118,7 +119,10 @@ int main(int argc, char **argv)
         f += run(NV, 1, 32, 8, 2048, 512, 0, A, ST); /* 32 experts of 1024 x 2048 + 2048 x 512 */
         f += run(NV, 2, 8, 4, 256, 128, 1, T, TE);
         f += run(NV, 2, 8, 4, 272, 48, 1, C, CO);    /* narrow nvfp4 on the cores */
-        f += run(KW_FMT_FP8, 1, 8, 8, 512, 96, 0, A, F8);
+        f += run(KW_FMT_FP8, 1, 8, 8, 512, 96, 0, A, "moe_gate_up_kernel<KF_FP8>;moe_down_slots_kernel<KF_FP8>;");
+        f += run(KW_FMT_FP8, 1, 17, 9, 2048, 512, 1, A, "moe_down_slots_kernel<KF_FP8>"); /* model shape */
+        f += run(KW_FMT_BF16, 1, 17, 9, 2048, 512, 0, A, "moe_down_slots_kernel<KF_BF16>"); /* model shape */
+        f += run(KW_FMT_BF16, 2, 9, 9, 1040, 528, 1, A, "moe_down_slots_kernel<KF_BF16>"); /* 3 chunks a lane */
         f += run(KW_FMT_FP8, 9, 16, 4, 256, 128, 1, A, CO); /* AUTO beyond 8 tokens: cores */
         f += run(KW_FMT_FP8, 3, 8, 4, 256, 128, 0, C, CO);
         f += run(KW_FMT_FP8, 8, 16, 8, 512, 256, 1, S, F8); /* 8 tokens, two down chunks */

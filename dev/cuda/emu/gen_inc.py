@@ -282,5 +282,6 @@ for name in ('gdn_seq', 'gemv', 'moe_expert', 'fused_add_rmsnorm', 'argmax', 'mo
     s = hostify(read(name + '.cu'))
     s = s.replace('extern __shared__ __align__(16) float csm[];', 'float *csm = (float *)g_emu_dyn_smem;')
     s = s.replace('extern __shared__ float row[];', 'float *row = (float *)g_emu_dyn_smem;')
+    s = s.replace('extern __shared__ float part[];', 'float *part = (float *)g_emu_dyn_smem;')
     assert 'extern __shared__' not in s, name
     write(name + '_emu.inc', s)

@@ -385,6 +385,8 @@ static const char *multi_name(const struct gpu_model *g, const struct kweight *c
            : kind == GEMV_MULTI_STREAM_WIDE ? "rows<=8:one stream launch, the bf16 "
                                               "weights a warp per row in it"
            : kind == GEMV_MULTI_WIDE        ? "rows<=8:one gemv_wide launch"
+           : kind == GEMV_MULTI_ROWS        ? "rows==1:one gemv_rows launch (a warp a row), "
+                                              "else one launch each"
                                             : "one launch each";
 }
 
