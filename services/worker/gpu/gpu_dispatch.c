@@ -372,22 +372,33 @@ static void log_experts(const struct gpu_model *g, const char *cls, const struct
              paths(b, sizeof b, "moe_expert", many, g->disp.grouped_rows[w->fmt]));
 }
 
-/* what gpu_linear_multi launches for these weights at one row (gpu_linear_multi_kind) */
-static const char *multi_name(const struct gpu_model *g, const struct kweight *const *ws, int n)
+/* what gpu_linear_multi launches for these weights at `rows` rows (gpu_linear_multi_kind) */
+static const char *multi_name_at(const struct gpu_model *g, const struct kweight *const *ws, int n,
+                                 int rows)
 {
     if (g->disp.multi_rows < 1)
         return "one launch each (fuse off)";
     for (int i = 0; i < n; i++)
         if (!ws[i]->data)
             return "absent";
-    const int kind = gpu_linear_multi_kind(g, n, ws, 1);
+    const int kind = gpu_linear_multi_kind(g, n, ws, rows);
     return kind == GEMV_MULTI_STREAM        ? "rows<=8:one stream launch"
            : kind == GEMV_MULTI_STREAM_WIDE ? "rows<=8:one stream launch, the bf16 "
                                               "weights a warp per row in it"
            : kind == GEMV_MULTI_WIDE        ? "rows<=8:one gemv_wide launch"
-           : kind == GEMV_MULTI_ROWS        ? "rows==1:one gemv_rows launch (a warp a row), "
-                                              "else one launch each"
+           : kind == GEMV_MULTI_ROWS        ? "rows==1:one gemv_rows launch (a warp a row)"
                                             : "one launch each";
+}
+
+/* ... at one row, and where that is the one-row kernel (GEMV_MULTI_ROWS), at more rows too */
+static const char *multi_name(char *buf, size_t len, const struct gpu_model *g,
+                              const struct kweight *const *ws, int n)
+{
+    const char *one = multi_name_at(g, ws, n, 1);
+    if (g->disp.multi_rows < 1 || gpu_linear_multi_kind(g, n, ws, 1) != GEMV_MULTI_ROWS)
+        return one;
+    snprintf(buf, len, "%s; more rows: %s", one, multi_name_at(g, ws, n, 2));
+    return buf;
 }
 
 void gpu_dispatch_log(const struct gpu_model *g)
@@ -413,17 +424,27 @@ void gpu_dispatch_log(const struct gpu_model *g)
         /* gdn_mixer's choice: the four in one launch where a kernel takes them at one row, else
          * qkv + z and b + a */
         const struct kweight *all[4] = { &gdn->qkv, &gdn->z, &gdn->b, &gdn->a };
-        if (gpu_linear_multi_kind(g, 4, all, 1) != GEMV_MULTI_NONE)
+        char m1[128], m2[128];
+        const int k4 = gpu_linear_multi_kind(g, 4, all, 1);
+        if (k4 == GEMV_MULTI_ROWS) /* at one row only: more rows go in pairs */
+            LOG_INFO("gpu_dispatch",
+                     "class=linear_attn_inputs path=\"qkv+z+b+a: %s; more rows: qkv+z: %s; b+a: "
+                     "%s\"",
+                     multi_name_at(g, all, 4, 1), multi_name_at(g, all, 2, 2),
+                     multi_name_at(g, all + 2, 2, 2));
+        else if (k4 != GEMV_MULTI_NONE)
             LOG_INFO("gpu_dispatch", "class=linear_attn_inputs path=\"qkv+z+b+a: %s\"",
-                     multi_name(g, all, 4));
+                     multi_name(m1, sizeof m1, g, all, 4));
         else
             LOG_INFO("gpu_dispatch", "class=linear_attn_inputs path=\"qkv+z: %s; b+a: %s\"",
-                     multi_name(g, all, 2), multi_name(g, all + 2, 2));
+                     multi_name(m1, sizeof m1, g, all, 2),
+                     multi_name(m2, sizeof m2, g, all + 2, 2));
     }
     if (att) {
         const struct kweight *qkv[3] = { &att->q, &att->k, &att->v };
+        char m3[160];
         LOG_INFO("gpu_dispatch", "class=attention_inputs path=\"q+k+v: %s; then %s\"",
-                 multi_name(g, qkv, 3),
+                 multi_name(m3, sizeof m3, g, qkv, 3),
                  g->disp.attn_prep ? "attn_prep (gate split, q/k norms, rope, K/V stores: one "
                                      "launch)"
                                    : "gate split, rmsnorm x2, rope x2, kv_write");
