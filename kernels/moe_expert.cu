@@ -46,8 +46,8 @@
 #ifndef MOE_SLOTS_MAX_TOK /* -DMOE_SLOTS_MAX_TOK=0: the looping form only (an A/B build) */
 #define MOE_SLOTS_MAX_TOK 8
 #endif
-#define MOE_SLOTS_MAX_K 9 /* 288 threads: the bf16 instance's 4-blocks-an-SM bound (56 registers)  \
-                           */
+/* slots a block at most: 288 threads, the bf16 instance bound to 4 blocks an SM (56 registers) */
+#define MOE_SLOTS_MAX_K 9
 #define MOE_DOWN_PF 2 /* chunks a lane of the slots form loads before its PDL wait (bf16, fp8) */
 
 template <int KF>
@@ -125,6 +125,7 @@ __global__ void __launch_bounds__(MOE_SLOTS_MAX_K * 32, KF == KF_BF16 ? 4 : 1)
      * 512 columns) loaded before the PDL wait */
     constexpr bool PRE = KF == KF_BF16 || KF == KF_FP8;
     constexpr int CE = KF == KF_BF16 ? 8 : 16; /* elements a 16-byte chunk */
+    constexpr int KC = PRE ? KF : KF_BF16;     /* the chunk arithmetic's format (PRE only) */
     extern __shared__ float part[];            /* [top_k][rb] */
     const int t = blockIdx.y, j = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31;
     const int rb = 32 / lpr * MOE_DOWN_ROWS;
@@ -176,10 +177,7 @@ __global__ void __launch_bounds__(MOE_SLOTS_MAX_K * 32, KF == KF_BF16 ? 4 : 1)
                 for (int i = 0; i < MOE_DOWN_ROWS; i++)
                     if (i < nr) {
                         const float q =
-                            wr_chunk < PRE
-                                ? KF
-                                : KF_BF16 >
-                                      (pq[k][i], reinterpret_cast<const float4 *>(xs + c * CE));
+                            wr_chunk<KC>(pq[k][i], reinterpret_cast<const float4 *>(xs + c * CE));
                         p[i] += KF == KF_FP8 ? q * ps[k][i] : q;
                     }
             }

@@ -63,6 +63,35 @@ static inline int kw_kf_of(const kweight *w)
     return w->fmt == KW_FMT_FP8 ? KF_FP8 : KF_BF16;
 }
 
+/* One 16-byte chunk's dot with its fp32 x columns, the arithmetic every CUDA-core path shares
+ * (wdot, the row kernel of wrows.cuh, the experts' slots form): bf16, 8 weights widened by a
+ * shift against xa, xb; e4m3, 16 weights widened through fp16 (exact) against x[0..3], summed
+ * per 4-weight word first. */
+static __device__ __forceinline__ float kw_dot_bf16x8(const uint4 q, const float4 xa,
+                                                      const float4 xb)
+{
+    const uint32_t u[4] = {q.x, q.y, q.z, q.w};
+    return __uint_as_float(u[0] << 16) * xa.x + __uint_as_float(u[0] & 0xffff0000u) * xa.y +
+           __uint_as_float(u[1] << 16) * xa.z + __uint_as_float(u[1] & 0xffff0000u) * xa.w +
+           __uint_as_float(u[2] << 16) * xb.x + __uint_as_float(u[2] & 0xffff0000u) * xb.y +
+           __uint_as_float(u[3] << 16) * xb.z + __uint_as_float(u[3] & 0xffff0000u) * xb.w;
+}
+
+static __device__ __forceinline__ float kw_dot_e4m3x16(const uint4 q, const float4 *x)
+{
+    const uint32_t u[4] = {q.x, q.y, q.z, q.w};
+    float p = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        __half2_raw h0 =
+            __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(u[k] & 0xffff), __NV_E4M3);
+        __half2_raw h1 = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(u[k] >> 16), __NV_E4M3);
+        const float2 f0 = __half22float2(__half2(h0)), f1 = __half22float2(__half2(h1));
+        p += f0.x * x[k].x + f0.y * x[k].y + f1.x * x[k].z + f1.y * x[k].w;
+    }
+    return p;
+}
+
 template <int NT, int R, int KF = KF_ANY>
 static __device__ __forceinline__ void wdot(const kweight &w, int e, int r0, int rstep, int nr,
                                             const float *x, int64_t ldx, int nt, int sub, int lpr,
@@ -86,19 +115,9 @@ static __device__ __forceinline__ void wdot(const kweight &w, int e, int r0, int
                     const float4 *xp = reinterpret_cast<const float4 *>(x + t * ldx + c * 8);
                     const float4 a = __ldg(xp), b = __ldg(xp + 1);
 #pragma unroll
-                    for (int i = 0; i < R; i++) {
-                        if (i < nr) {
-                            const uint32_t u[4] = {q[i].x, q[i].y, q[i].z, q[i].w};
-                            acc[i * NT + t] += __uint_as_float(u[0] << 16) * a.x +
-                                               __uint_as_float(u[0] & 0xffff0000u) * a.y +
-                                               __uint_as_float(u[1] << 16) * a.z +
-                                               __uint_as_float(u[1] & 0xffff0000u) * a.w +
-                                               __uint_as_float(u[2] << 16) * b.x +
-                                               __uint_as_float(u[2] & 0xffff0000u) * b.y +
-                                               __uint_as_float(u[3] << 16) * b.z +
-                                               __uint_as_float(u[3] & 0xffff0000u) * b.w;
-                        }
-                    }
+                    for (int i = 0; i < R; i++)
+                        if (i < nr)
+                            acc[i * NT + t] += kw_dot_bf16x8(q[i], a, b);
                 }
             }
         }
@@ -133,24 +152,9 @@ static __device__ __forceinline__ void wdot(const kweight &w, int e, int r0, int
                     for (int k = 0; k < 4; k++)
                         xa[k] = __ldg(xp + k);
 #pragma unroll
-                    for (int i = 0; i < R; i++) {
-                        if (i < nr) {
-                            const uint32_t u[4] = {q[i].x, q[i].y, q[i].z, q[i].w};
-                            float p = 0.0f;
-#pragma unroll
-                            for (int k = 0; k < 4; k++) {
-                                __half2_raw h0 = __nv_cvt_fp8x2_to_halfraw2(
-                                    (__nv_fp8x2_storage_t)(u[k] & 0xffff), __NV_E4M3);
-                                __half2_raw h1 = __nv_cvt_fp8x2_to_halfraw2(
-                                    (__nv_fp8x2_storage_t)(u[k] >> 16), __NV_E4M3);
-                                const float2 f0 = __half22float2(__half2(h0)),
-                                             f1 = __half22float2(__half2(h1));
-                                p += f0.x * xa[k].x + f0.y * xa[k].y + f1.x * xa[k].z +
-                                     f1.y * xa[k].w;
-                            }
-                            acc[i * NT + t] += p * s[i];
-                        }
-                    }
+                    for (int i = 0; i < R; i++)
+                        if (i < nr)
+                            acc[i * NT + t] += kw_dot_e4m3x16(q[i], xa) * s[i];
                 }
             }
         }

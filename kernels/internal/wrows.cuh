@@ -56,30 +56,13 @@ template <int KF> struct wr_fmt {
     static constexpr int U = WR_COLS / CE;            /* chunks a lane a round */
 };
 
-/* the dot of one 16-byte chunk with its x columns (fp32): bf16 widened by a shift, e4m3 through
- * fp16 (exact), in wdot's order */
+/* one 16-byte chunk's dot with its x columns (wdot.cuh's arithmetic) */
 template <int KF> static __device__ __forceinline__ float wr_chunk(const uint4 q, const float4 *xp)
 {
-    const uint32_t v[4] = {q.x, q.y, q.z, q.w};
-    if (KF == KF_BF16) {
-        const float4 xa = __ldg(xp), xb = __ldg(xp + 1);
-        return __uint_as_float(v[0] << 16) * xa.x + __uint_as_float(v[0] & 0xffff0000u) * xa.y +
-               __uint_as_float(v[1] << 16) * xa.z + __uint_as_float(v[1] & 0xffff0000u) * xa.w +
-               __uint_as_float(v[2] << 16) * xb.x + __uint_as_float(v[2] & 0xffff0000u) * xb.y +
-               __uint_as_float(v[3] << 16) * xb.z + __uint_as_float(v[3] & 0xffff0000u) * xb.w;
-    }
-    float p = 0.0f;
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        const float4 xk = __ldg(xp + k);
-        const __half2_raw h0 =
-            __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(v[k] & 0xffff), __NV_E4M3);
-        const __half2_raw h1 =
-            __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(v[k] >> 16), __NV_E4M3);
-        const float2 f0 = __half22float2(__half2(h0)), f1 = __half22float2(__half2(h1));
-        p += f0.x * xk.x + f0.y * xk.y + f1.x * xk.z + f1.y * xk.w;
-    }
-    return p;
+    if (KF == KF_BF16)
+        return kw_dot_bf16x8(q, __ldg(xp), __ldg(xp + 1));
+    const float4 x[4] = {__ldg(xp), __ldg(xp + 1), __ldg(xp + 2), __ldg(xp + 3)};
+    return kw_dot_e4m3x16(q, x);
 }
 
 /* lane's chunks of round `base`: base + (u * wk + kw) * 32 + lane, u < U (each (u, kw) a
