@@ -197,6 +197,11 @@ static __device__ __forceinline__ int gqa_parts_used(int len, int n_parts)
  * issued together, and the warps' sums meet in shared memory: a 2,048-token context's 32
  * partials a head cost one round of loads, not one per partial. */
 #define MERGE_MAX_PARTS ATTN_DECODE_WAVE_BLOCKS
+/* partial rows a warp loads before the factors are known (-DMERGE_PF=0: after, as before; an A/B
+ * build, tests/gpu/measure.sh sessab) */
+#ifndef MERGE_PF
+#define MERGE_PF 2
+#endif
 __global__ void __launch_bounds__(THREADS)
     attn_merge_kernel(float *out, const float *ws, const float *gate, const int32_t *seq_lens,
                       int n_q_heads, int head_dim, int n_parts, int gqa)
@@ -209,6 +214,19 @@ __global__ void __launch_bounds__(THREADS)
     const float *w = ws + ((int64_t)b * n_q_heads + h) * n_parts * ld;
     const int len = max(seq_lens[b], 0);
     const int n = gqa ? gqa_parts_used(len, n_parts) : min(n_parts, CEIL_DIV(len, SPLIT));
+    /* the first MERGE_PF partial rows of a warp's first dims issued before warp 0's factor pass
+     * (one round trip, not two: a 2,048-token context's 16 GQA partials are 2 a warp) */
+    float2 pv[MERGE_PF > 0 ? MERGE_PF : 1][4];
+#pragma unroll
+    for (int k = 0; k < MERGE_PF; k++) {
+        const int s = warp + k * WARPS;
+        if (s < n && lane * 8 < head_dim) {
+            const float2 *p = reinterpret_cast<const float2 *>(w + s * ld + lane * 8);
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                pv[k][i] = p[i];
+        }
+    }
     if (warp == 0) {
         float M = -INFINITY;
         for (int s = lane; s < n; s += KCUDA_WARP)
@@ -231,8 +249,22 @@ __global__ void __launch_bounds__(THREADS)
 #pragma unroll
         for (int i = 0; i < 8; i++)
             o[i] = 0.0f;
+        int s = warp;
+        if (d0 == lane * 8) { /* the rows already loaded */
+#pragma unroll
+            for (int k = 0; k < MERGE_PF; k++, s += WARPS) {
+                if (s >= n)
+                    break;
+                const float f = fac[s];
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    o[2 * i] += pv[k][i].x * f;
+                    o[2 * i + 1] += pv[k][i].y * f;
+                }
+            }
+        }
 #pragma unroll 4
-        for (int s = warp; s < n; s += WARPS) {
+        for (; s < n; s += WARPS) {
             const float2 *p = reinterpret_cast<const float2 *>(w + s * ld + d0);
             const float f = fac[s];
 #pragma unroll

@@ -16,6 +16,14 @@ extern "C" {
 int embed_cuda(float *out, const uint16_t *table, const int32_t *ids, int n_tok, int dim, int vocab,
                cudaStream_t stream);
 int embed_ref(float *out, const uint16_t *table, const int32_t *ids, int n_tok, int dim, int vocab);
+/* embed_cuda into h, then rmsnorm_cuda(x, h, w, n_tok, dim, eps, w_offset) in the same launch (the
+ * first layer's input norm: a launch fewer a step), the bits the two launches give. h and x:
+ * (n_tok, dim), distinct; w: (dim,). Returns 0, ERR_INVAL, ERR_CUDA. */
+int embed_rmsnorm_cuda(float *h, float *x, const uint16_t *table, const int32_t *ids, int n_tok,
+                       int dim, int vocab, const float *w, float eps, float w_offset,
+                       cudaStream_t stream);
+int embed_rmsnorm_ref(float *h, float *x, const uint16_t *table, const int32_t *ids, int n_tok,
+                      int dim, int vocab, const float *w, float eps, float w_offset);
 
 #ifdef __cplusplus
 }

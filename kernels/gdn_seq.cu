@@ -11,6 +11,11 @@
 #include "internal/pdl.cuh"
 
 #define D GDN_SEQ_HEAD_DIM
+/* 1: the conv and the recurrence read their states before the PDL wait (gdn_seq.h); 0: after it,
+ * as before (an A/B build, tests/gpu/measure.sh gdnab) */
+#ifndef GDN_PRE_WAIT
+#define GDN_PRE_WAIT 1
+#endif
 #define MAXW (GDN_CONV_MAX_KC - 1)
 
 /* conv: one thread per (item, channel, time chunk): chunk z covers the item's rows z*chunk ..
@@ -23,7 +28,8 @@ __global__ void gdn_seq_conv_kernel(float *out, float *state, int64_t sstride, f
                                     const float *x, const float *w, const int32_t *items,
                                     int channels, int kc)
 {
-    kcuda_pdl_enter();
+    if (!GDN_PRE_WAIT)
+        kcuda_pdl_enter();
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= channels)
         return;
@@ -42,14 +48,24 @@ __global__ void gdn_seq_conv_kernel(float *out, float *state, int64_t sstride, f
     const int t1 = min(n, t0 + chunk);
     float *st = state + (int64_t)it[2] * sstride + (int64_t)c * kw;
     const float *wc = w + (int64_t)c * kc;
+    /* the weights and the window's state entries before the PDL wait: the slot's state is this
+     * kernel's alone (the kernel before it, the inputs' GEMV, writes x); x after it */
     float win[MAXW], wt[MAXW];
 #pragma unroll
     for (int j = 0; j < MAXW; j++) {
         const int p = t0 - kw + j; /* input position of window entry j (state: p < 0) */
-        win[j] = j < kw ? (p >= 0 ? x[(r0 + p) * channels + c] : st[p + kw]) : 0.0f;
+        win[j] = j < kw && p < 0 ? st[p + kw] : 0.0f;
         wt[j] = j < kw ? wc[j] : 0.0f;
     }
     const float wl = wc[kw];
+    if (GDN_PRE_WAIT)
+        kcuda_pdl_enter();
+#pragma unroll
+    for (int j = 0; j < MAXW; j++) {
+        const int p = t0 - kw + j;
+        if (j < kw && p >= 0)
+            win[j] = x[(r0 + p) * channels + c];
+    }
     for (int t = t0; t < t1; t++) {
         const int64_t r = r0 + t;
         const float xv = x[r * channels + c];
@@ -255,7 +271,8 @@ __global__ void __launch_bounds__(HEAD_THREADS / T, T)
                         const int32_t *items, int n_k_heads, int n_v_heads, float eps,
                         struct chunk_take take, unsigned *cnt)
 {
-    kcuda_pdl_enter();
+    if (!GDN_PRE_WAIT)
+        kcuda_pdl_enter();
     constexpr int COLS = D / T, NW = COLS * LANES / 32, CH = step_smem<T>::CH;
     __shared__ __align__(16) step_smem<T> sm;
     static_assert(sizeof(step_smem<T>) <= 48 * 1024, "static shared memory");
@@ -271,11 +288,15 @@ __global__ void __launch_bounds__(HEAD_THREADS / T, T)
     const float a_exp = __expf(a_log[j]), dtb = dt_bias[j];
     float *S = state + (int64_t)it[2] * sstride + (int64_t)j * hs + col;
     float s[ROWS];
+    /* the item's state before the PDL wait (items, weights and the state: no kernel writes them
+     * while the kernel before this one runs, the conv writing qkv), the rows after it */
 #pragma unroll
     for (int m = 0; m < ROWS / 4; m++)
 #pragma unroll
         for (int r = 0; r < 4; r++)
             s[4 * m + r] = S[(int64_t)(16 * m + 4 * p + r) * D];
+    if (GDN_PRE_WAIT)
+        kcuda_pdl_enter();
     for (int t0 = 0; t0 < n; t0 += CH) {
         const int nc = min(CH, n - t0);
         __syncthreads(); // the previous chunk's shared data is consumed
@@ -693,9 +714,21 @@ int gdn_seq_conv_cuda(float *out, float *state, int64_t state_stride, float *sna
 #define GDN_SEQ_SMS 132 // H200; only picks the tile count
 #define NORM_BLOCKS 256 // gdn_seq_norm_kernel: blocks over all items (8 warps each)
 
-static int auto_tiles(int n_items, int n_v_heads)
+/* Tiles a head by the items' heads (blocks for the SMs), and where the pass's items have one row
+ * each (max_rows 1; 0: unknown) and fewer heads than the SMs, GDN_ONE_ROW_TILES: one block a head
+ * holds the state and normalises in place, where four tiles a head end in a counter and the last
+ * tile's norm (two more dependent round trips). Measured on the H200 at batch 1 (docs/PERF.md,
+ * eighteenth session, with the states read before the PDL wait): 1 tile against 4 BF16 379.8 ->
+ * 384.1 tok/s, FP8 368.8 -> 375.3, NVFP4 450.3 -> 457.7; 2 tiles as 4. -DGDN_ONE_ROW_TILES=4
+ * builds the rule before (tests/gpu/measure.sh sessab). */
+#ifndef GDN_ONE_ROW_TILES
+#define GDN_ONE_ROW_TILES 1
+#endif
+int gdn_seq_step_tiles(int n_items, int n_v_heads, int max_rows)
 {
     const int64_t heads = (int64_t)n_items * n_v_heads;
+    if (max_rows == 1 && heads < GDN_SEQ_SMS)
+        return GDN_ONE_ROW_TILES;
     return heads >= 2 * GDN_SEQ_SMS ? 1 : heads >= GDN_SEQ_SMS ? 2 : 4;
 }
 
@@ -737,11 +770,11 @@ static int run_serial(float *out, float *state, int64_t sstride, float *snap, in
                       const float *qkv, const float *z, const float *a, const float *b,
                       const float *a_log, const float *dt_bias, const float *norm_w,
                       const int32_t *items, int n_items, int n_k_heads, int n_v_heads, float eps,
-                      int tiles, chunk_take take, unsigned *cnt, bool short_items,
+                      int tiles, int max_rows, chunk_take take, unsigned *cnt, bool short_items,
                       cudaStream_t stream)
 {
     if (tiles == 0)
-        tiles = auto_tiles(n_items, n_v_heads);
+        tiles = gdn_seq_step_tiles(n_items, n_v_heads, max_rows);
     if (tiles == 1)
         launch_step<1>(out, state, sstride, snap, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w,
                        items, n_items, n_k_heads, n_v_heads, eps, take, NULL, stream);
@@ -774,7 +807,7 @@ int gdn_seq_step_cuda_tiles(float *out, float *state, int64_t state_stride, floa
         return 0;
     const chunk_take none = {0, 0, 0};
     return run_serial(out, state, step_stride(state_stride, n_v_heads), snap, n_snap, qkv, z, a, b,
-                      a_log, dt_bias, norm_w, items, n_items, n_k_heads, n_v_heads, eps, tiles,
+                      a_log, dt_bias, norm_w, items, n_items, n_k_heads, n_v_heads, eps, tiles, 0,
                       none, norm_cnt, false, stream);
 }
 
@@ -816,7 +849,7 @@ int gdn_seq_step_chunked_cuda(float *out, float *state, int64_t state_stride, fl
         take.min_rows = 0; // no item long enough: the token-serial kernel alone
     const int64_t sstride = step_stride(state_stride, n_v_heads);
     int rc = run_serial(out, state, sstride, snap, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w,
-                        items, n_items, n_k_heads, n_v_heads, eps, 0, take, norm_cnt,
+                        items, n_items, n_k_heads, n_v_heads, eps, 0, max_rows, take, norm_cnt,
                         max_rows > 0 && max_rows <= GDN_SEQ_FUSE_ROWS, stream);
     if (rc < 0 || take.min_rows == 0)
         return rc;

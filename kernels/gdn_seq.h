@@ -18,7 +18,11 @@
  * state_stride: floats from one slot's state to the next (0: packed, channels * (kc-1) for the
  * conv, n_v_heads * 128 * 128 for the recurrence): a caller that keeps each sequence's state in
  * a larger region (the KV pool's blocks, docs/KV.md) passes the region's size; >= the packed
- * size, a multiple of 4 (16-byte rows). */
+ * size, a multiple of 4 (16-byte rows).
+ * Both kernels read the items' states (and their weights, the items table) before their
+ * programmatic-dependent-launch wait (kernels/internal/pdl.cuh): the kernel launched right
+ * before either must not write the states it reads (the runner's: the inputs' GEMV before the
+ * conv, the conv before the recurrence; a launch after a copy or a synchronisation is safe). */
 #ifndef KERNELS_GDN_SEQ_H
 #define KERNELS_GDN_SEQ_H
 
@@ -72,6 +76,11 @@ int gdn_seq_step_cuda_tiles(float *out, float *state, int64_t state_stride, floa
                             const float *a_log, const float *dt_bias, const float *norm_w,
                             const int32_t *items, int n_items, int n_k_heads, int n_v_heads,
                             float eps, int tiles, unsigned *norm_cnt, cudaStream_t stream);
+/* The tiles the token-serial kernel runs with for a pass of n_items items whose longest has
+ * max_rows rows (0: unknown, as gdn_seq_step_cuda): 0's rule above, except a pass of one-row
+ * items with fewer heads than SMs (batch-1 decode): GDN_ONE_ROW_TILES (gdn_seq.cu, 1). The
+ * dispatch log prints it. */
+int gdn_seq_step_tiles(int n_items, int n_v_heads, int max_rows);
 
 /* The chunked form for items of many rows (prefill): the same results as gdn_seq_step_cuda (to
  * fp32 rounding: a different order of operations) with the recurrence run a chunk of 64 rows at
@@ -79,9 +88,10 @@ int gdn_seq_step_cuda_tiles(float *out, float *state, int64_t state_stride, floa
  * It takes the items of at least chunk_min_rows rows (> 0) without snapshots (snap = -1) whose
  * rows lie below ws_rows; the others run the token-serial kernel as gdn_seq_step_cuda does.
  * max_rows: the rows of the longest item (the grid's chunk count; an item longer than it runs
- * token-serial). ws: device scratch of gdn_seq_chunk_ws_floats(ws_rows, n_v_heads)
- * floats, 16-byte aligned, as is out. chunk_min_rows <= 0 (or max_rows below it): exactly
- * gdn_seq_step_cuda, ws unused. Returns 0, ERR_INVAL, ERR_CUDA. */
+ * token-serial; 1 also makes a pass of fewer heads than SMs one block a head, gdn_seq.cu). ws:
+ * device scratch of gdn_seq_chunk_ws_floats(ws_rows, n_v_heads) floats, 16-byte aligned, as is out.
+ * chunk_min_rows <= 0 (or max_rows below it): exactly gdn_seq_step_cuda, ws unused. Returns 0,
+ * ERR_INVAL, ERR_CUDA. */
 size_t gdn_seq_chunk_ws_floats(int rows, int n_v_heads);
 int gdn_seq_step_chunked_cuda(float *out, float *state, int64_t state_stride, float *snap,
                               int n_snap, const float *qkv, const float *z, const float *a,

@@ -28,7 +28,7 @@ int rmsnorm_cuda(float *out, const float *x, const float *w, int n_rows, int dim
         return ERR_INVAL;
     if (n_rows == 0)
         return 0;
-    int threads = dim >= 1024 ? 256 : dim >= 256 ? 128 : 64;
-    kcuda_launch_pdl(rmsnorm_kernel, n_rows, threads, 0, stream, out, x, w, dim, eps, w_offset);
+    kcuda_launch_pdl(rmsnorm_kernel, n_rows, rmsnorm_threads(dim), 0, stream, out, x, w, dim, eps,
+                     w_offset);
     return kcuda_launch_status("rmsnorm");
 }

@@ -14,6 +14,12 @@ extern "C" {
  * ERR_CUDA. */
 int rmsnorm_cuda(float *out, const float *x, const float *w, int n_rows, int dim, float eps,
                  float w_offset, cudaStream_t stream);
+/* Threads of rmsnorm_cuda's block for a row of dim: its block sum's order, so its bits (kernels
+ * that fold the norm in, embed_rmsnorm_cuda, take the same). */
+static inline int rmsnorm_threads(int dim)
+{
+    return dim >= 1024 ? 256 : dim >= 256 ? 128 : 64;
+}
 /* Same contract on host pointers. */
 int rmsnorm_ref(float *out, const float *x, const float *w, int n_rows, int dim, float eps,
                 float w_offset);

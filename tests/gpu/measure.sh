@@ -42,6 +42,15 @@
 #     rowsab   the one-token bf16 row kernel, the slot-parallel expert down stage and one token's
 #              FP8 experts on the cores against the kernels before them (a second build):
 #              gpu_bench batch 1 at 2,048, BF16, FP8 and NVFP4 configs; bench_kernels rows
+#     routerab the one-token router (weights loaded before the PDL wait) against the kernel
+#              before it (-DMOE_ROUTER1=0 build): gpu_bench batch 1 at 2,048, BF16, FP8, NVFP4
+#     gdnab    the GDN conv and recurrence reading their states before the PDL wait against
+#              after it (-DGDN_PRE_WAIT=0 build), the same three runs
+#     sessab   the eighteenth session's batch-1 changes together against a build with all of
+#              them off, the same three runs
+#     prompts3 gpu_bench batch 1 at prompts 512 and 8,192, BF16, FP8, NVFP4 (the default build)
+#     gdntiles the batch-1 GDN recurrence in 4 and 2 value-column tiles a head against 1 (builds
+#              with -DGDN_ONE_ROW_TILES=4 / 2), the same three runs each
 #     fp8moe   the FP8 routed experts on the stream kernel (the default) against the CUDA-core
 #              kernels (a second build, -DMOE_STREAM_FP8_AUTO=0): bench_kernels' moe rows,
 #              gpu_bench FP8 at batch 1, 8
@@ -73,6 +82,32 @@ elapsed() { echo "$(( $(date +%s) - t_start )) s"; }
 # run the same line in a checkout to match a commit
 tree_sum() { (cd "$root" && find kernels services common model -type f | LC_ALL=C sort |
   xargs cat | sha1sum | cut -c1-12); }
+
+# ab_formats STAGE FLAGS: gpu_bench batch 1 at 2,048 on the BF16, FP8 and NVFP4 configs from a
+# second build with FLAGS ("before") and from $b ("after"); 1 when a build failed (noted)
+ab_formats() {
+  local st=$1 abflags=$2 b2=$b-$1 f v bb cf
+  build_benches || { note "$st" "build failed"; return 1; }
+  if [ ! -x "$b2/bin/gpu_bench" ]; then
+    cmake -S "$root/tests/gpu" -B "$b2" -DCMAKE_CUDA_ARCHITECTURES=90 \
+      "-DCMAKE_CUDA_FLAGS=$abflags" \
+      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_WERROR="${TERN_WERROR:-OFF}" \
+      > "$logs/cfg_$st.log" 2>&1 &&
+      cmake --build "$b2" -j"$(nproc)" --target gpu_bench > "$logs/build_$st.log" 2>&1 ||
+      { note "$st" "A/B build failed"; return 1; }
+  fi
+  for f in bf16 fp8 nvfp4; do
+    cf=$root/tests/configs/qwen3.6-35b-a3b$([ $f = bf16 ] || echo "-$f").json
+    for v in before after; do
+      bb=$b
+      [ $v = before ] && bb=$b2
+      timeout 90 "$bb/bin/gpu_bench" "$cf" --prompt-len 2048 --batch 1 --gen 64 --chunk 2048 \
+        > "$logs/${st}_${f}_$v.txt" 2>&1
+      note "$st" "$f $v rc=$? ($(elapsed))"
+      note_lines "  $st" < <(grep '^bench ' "$logs/${st}_${f}_$v.txt" | grep -oE '(decode_tok_s_stream|itl_p50_ms|fraction|graph_kernels|tokens_hash)=[^ ]*' | paste -sd' ')
+    done
+  done
+}
 
 build_benches() {
   [ -x "$b/bin/gpu_bench" ] && [ -x "$b/bin/bench_linear" ] && [ -x "$b/bin/bench_kernels" ] &&
@@ -264,32 +299,49 @@ for s in "${stages[@]}"; do
       # (a build with -DGEMV_BF16_ROWS_AUTO=0 -DMOE_SLOTS_MAX_TOK=0 -DMOE_STREAM_FP8_MIN_TOK=1):
       # gpu_bench batch 1 at 2,048 on the BF16, FP8 and NVFP4 (its lm_head is bf16) configs;
       # bench_kernels' one-token rows for bf16 and fp8
-      build_benches || { note "$s" "build failed"; continue; }
-      b2=$b-$s
-      abflags="-DGEMV_BF16_ROWS_AUTO=0 -DMOE_SLOTS_MAX_TOK=0 -DMOE_STREAM_FP8_MIN_TOK=1"
-      abfmts="bf16 fp8 nvfp4"
-      if [ ! -x "$b2/bin/gpu_bench" ]; then
-        cmake -S "$root/tests/gpu" -B "$b2" -DCMAKE_CUDA_ARCHITECTURES=90 \
-          "-DCMAKE_CUDA_FLAGS=$abflags" \
-          -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_WERROR="${TERN_WERROR:-OFF}" \
-          > "$logs/cfg_$s.log" 2>&1 &&
-          cmake --build "$b2" -j"$(nproc)" --target gpu_bench > "$logs/build_$s.log" 2>&1 ||
-          { note "$s" "A/B build failed"; continue; }
-      fi
-      for f in $abfmts; do
-        cf=$root/tests/configs/qwen3.6-35b-a3b$([ $f = bf16 ] || echo "-$f").json
-        for v in before after; do
-          bb=$b
-          [ $v = before ] && bb=$b2
-          timeout 90 "$bb/bin/gpu_bench" "$cf" --prompt-len 2048 --batch 1 --gen 64 --chunk 2048 \
-            > "$logs/${s}_${f}_$v.txt" 2>&1
-          note "$s" "$f $v rc=$? ($(elapsed))"
-          note_lines "  $s" < <(grep '^bench ' "$logs/${s}_${f}_$v.txt" | grep -oE '(decode_tok_s_stream|itl_p50_ms|fraction|graph_kernels|tokens_hash)=[^ ]*' | paste -sd' ')
-        done
-      done
+      ab_formats "$s" "-DGEMV_BF16_ROWS_AUTO=0 -DMOE_SLOTS_MAX_TOK=0 -DMOE_STREAM_FP8_MIN_TOK=1" ||
+        continue
       timeout 120 "$b/bin/bench_kernels" rows > "$logs/${s}_kernels.txt" 2>&1
       note "$s" "bench_kernels rc=$? ($(elapsed))"
       note_lines "  $s" < <(grep -E '^copy|^moe|^gemv (bf16|fp8) +(cores|stream|rows) .*tok= 1 ' "$logs/${s}_kernels.txt" | cut -c1-150)
+      ;;
+    sessab)
+      # the eighteenth session's batch-1 changes together (the router's early loads, the GDN
+      # states before the wait, one GDN block a head for one-row passes, the merge's early partial
+      # rows, the embedding with the first norm) against a build with all of them off
+      ab_formats "$s" "-DMOE_ROUTER1=0 -DGDN_PRE_WAIT=0 -DGDN_ONE_ROW_TILES=4 -DMERGE_PF=0 -DEMBED_RMSNORM_FUSED=0" ||
+        continue
+      ;;
+    prompts3)
+      # gpu_bench batch 1 at prompts 512 and 8,192 for the BF16, FP8 and NVFP4 configs (issue
+      # 17: "the same at prompts 512 and 8,192")
+      build_benches || { note "$s" "build failed"; continue; }
+      for f in bf16 fp8 nvfp4; do
+        cf=$root/tests/configs/qwen3.6-35b-a3b$([ $f = bf16 ] || echo "-$f").json
+        for pl in 512 8192; do
+          timeout 90 "$b/bin/gpu_bench" "$cf" --prompt-len $pl --batch 1 --gen 64 --chunk 2048 \
+            > "$logs/${s}_${f}_$pl.txt" 2>&1
+          note "$s" "$f prompt=$pl rc=$? ($(elapsed))"
+          note_lines "  $s" < <(grep '^bench ' "$logs/${s}_${f}_$pl.txt" | grep -oE '(decode_tok_s_stream|itl_p50_ms|fraction|graph_kernels|tokens_hash)=[^ ]*' | paste -sd' ')
+        done
+      done
+      ;;
+    gdntiles)
+      # the GDN recurrence of a batch-1 step in 4 and 2 value-column tiles a head (builds with
+      # -DGDN_ONE_ROW_TILES=4 / 2, "before") against 1 (the default, "after"): gpu_bench as gdnab
+      ab_formats "${s}4" "-DGDN_ONE_ROW_TILES=4" || continue
+      ab_formats "${s}2" "-DGDN_ONE_ROW_TILES=2" || continue
+      ;;
+    gdnab)
+      # the GDN conv and recurrence reading their states before the PDL wait (gdn_seq.cu)
+      # against after it (-DGDN_PRE_WAIT=0 build): gpu_bench batch 1 at 2,048, three formats
+      ab_formats "$s" "-DGDN_PRE_WAIT=0" || continue
+      ;;
+    routerab)
+      # the one-token router with its weights loaded before the PDL wait (moe_router1_kernel,
+      # moe_route.cu) against the kernel before (a build with -DMOE_ROUTER1=0): gpu_bench batch 1
+      # at 2,048, BF16, FP8 and NVFP4 (the same tokens_hash: the same bits)
+      ab_formats "$s" "-DMOE_ROUTER1=0" || continue
       ;;
     fp8moe)
       # the FP8 routed experts on the stream kernel (the default build) vs the CUDA-core expert
@@ -399,7 +451,7 @@ for s in "${stages[@]}"; do
       note_lines "  $s" < <(python3 "$root/tests/gpu/ktrace.py" "$logs/$s.csv" --top 24 2>&1)
       gzip -f "$logs/$s.csv"
       ;;
-    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace64 rowsab fp8moe smoke)" >&2; exit 2 ;;
+    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace64 rowsab routerab gdnab gdntiles sessab prompts3 fp8moe smoke)" >&2; exit 2 ;;
   esac
 done
 finish

@@ -75,6 +75,35 @@ static void test_embed_cast(int vocab, int dim, int n_tok)
     CHECK_EQ_INT(embed_cuda(dy, dt, di, n_tok, dim, vocab, 0), 0);
     ktest_to_host(got, dy, (size_t)n_tok * dim * 4);
     CHECK(ktest_compare("embed", got, ref, (size_t)n_tok * dim, 0, 0) == 0);
+    {
+        /* embed_rmsnorm: the bits of embed_cuda + rmsnorm_cuda (the same launches' operations),
+         * and the reference at the norm's tolerance */
+        float *w = malloc((size_t)dim * 4), *h2 = malloc((size_t)n_tok * dim * 4),
+              *x2 = malloc((size_t)n_tok * dim * 4), *xr = malloc((size_t)n_tok * dim * 4),
+              *hr = malloc((size_t)n_tok * dim * 4), *x1 = malloc((size_t)n_tok * dim * 4);
+        ktest_fill(w, dim, -0.5, 0.5);
+        float *dw = ktest_dev_from(w, (size_t)dim * 4),
+              *dx1 = ktest_dev_poison((size_t)n_tok * dim),
+              *dh2 = ktest_dev_poison((size_t)n_tok * dim),
+              *dx2 = ktest_dev_poison((size_t)n_tok * dim);
+        CHECK_EQ_INT(rmsnorm_cuda(dx1, dy, dw, n_tok, dim, 1e-6f, 1.0f, 0), 0);
+        CHECK_EQ_INT(embed_rmsnorm_cuda(dh2, dx2, dt, di, n_tok, dim, vocab, dw, 1e-6f, 1.0f, 0),
+                     0);
+        ktest_to_host(x1, dx1, (size_t)n_tok * dim * 4);
+        ktest_to_host(h2, dh2, (size_t)n_tok * dim * 4);
+        ktest_to_host(x2, dx2, (size_t)n_tok * dim * 4);
+        CHECK(memcmp(h2, got, (size_t)n_tok * dim * 4) == 0);
+        CHECK(memcmp(x2, x1, (size_t)n_tok * dim * 4) == 0);
+        CHECK_EQ_INT(embed_rmsnorm_ref(hr, xr, tab, ids, n_tok, dim, vocab, w, 1e-6f, 1.0f), 0);
+        CHECK(ktest_compare("embed_rmsnorm h", h2, hr, (size_t)n_tok * dim, 0, 0) == 0);
+        CHECK(ktest_compare("embed_rmsnorm x", x2, xr, (size_t)n_tok * dim, 1e-5, 1e-5) == 0);
+        CHECK_EQ_INT(embed_rmsnorm_cuda(dh2, dh2, dt, di, n_tok, dim, vocab, dw, 1e-6f, 1.0f, 0),
+                     ERR_INVAL);
+        fprintf(stderr, "embed_rmsnorm vocab=%d dim=%d tok=%d: the two launches' bits\n", vocab,
+                dim, n_tok);
+        ktest_free(dw), ktest_free(dx1), ktest_free(dh2), ktest_free(dx2);
+        free(w), free(h2), free(x2), free(xr), free(hr), free(x1);
+    }
 
     /* cast_bf16 of random values incl. halfway cases */
     size_t n = (size_t)n_tok * dim;
@@ -163,6 +192,8 @@ int main(void)
     test_rmsnorm(2, 12288, 0.0f); /* the largest dim: 3 per thread, 1024 threads */
     test_embed_cast(1000, 2048, 7);
     test_embed_cast(37, 100, 3);
+    test_embed_cast(50, 1002, 2); /* 1002: rmsnorm's 256 threads, a partial round */
+    test_embed_cast(40, 300, 1);
     test_argmax(4, 248320); /* the model's vocabulary: 31 blocks a row */
     test_argmax(4, 1003);   /* unaligned rows: float loads */
     test_argmax(16, 1001);

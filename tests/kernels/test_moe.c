@@ -239,6 +239,7 @@ int main(void)
     test_router(KW_FMT_BF16, 300, 8, 256, 1, 1); /* more experts than threads */
     test_router(KW_FMT_BF16, 64, 32, 128, 1, 0); /* top_k 32 */
     test_router(KW_FMT_NVFP4, 48, 6, 256, 2, 1);
+    test_router(KW_FMT_BF16, 40, 4, 5008, 1, 1); /* one token past the chunks loaded early */
     test_expert(KW_FMT_NVFP4, 16, 8, 256, 64, RUNS({1, 0}));
     test_expert(KW_FMT_NVFP4, 16, 8, 512, 96, RUNS({5, 1}));
     test_expert(KW_FMT_BF16, 8, 4, 264, 40, RUNS({3, 0}));

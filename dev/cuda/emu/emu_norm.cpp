@@ -4,10 +4,14 @@
 // bf16 and fp8, a partial warp, a row with slot -1) through their real launchers vs the CPU
 // references. Tolerance for the norms: 1e-5 relative (fp32 sums in another order); cache bytes
 // may differ by an ulp where a value sits on a rounding boundary (at most 1 in 1,000).
+// embed_rmsnorm (the gather and the first norm in one launch) against embed_ref + rmsnorm_ref:
+// the rows exactly, the norm at 1e-5, an id out of range a zero row.
 #include "emu_kw.h"
 #include "fused_add_rmsnorm_emu.inc"
 #include "argmax_emu.inc"
 #include "attn_prep_emu.inc"
+#include "rmsnorm_emu.inc"
+#include "embed_emu.inc"
 extern "C" {
 #include "kdtype.h"
 }
@@ -27,6 +31,28 @@ static int run_norm(int rows, int dim, float off)
     const int fail = rc || a.bad || b.bad;
     printf("norm emu rows=%d dim=%d ran=%s: max_err/amax=%.2e bad=%zu resid_bad=%zu rc=%d %s\n", rows, dim,
            g_emu_launched.c_str(), a.max_err / a.amax, a.bad, b.bad, rc, fail ? "FAIL" : "ok");
+    return fail;
+}
+
+static int run_embed_norm(int n_tok, int dim, int vocab)
+{
+    uint16_t *tab = (uint16_t *)emu_alloc((size_t)vocab * dim * 2);
+    int32_t *ids = (int32_t *)emu_alloc((size_t)n_tok * 4);
+    float *w = (float *)emu_alloc((size_t)dim * 4), *h = (float *)emu_alloc((size_t)n_tok * dim * 4),
+          *x = (float *)emu_alloc((size_t)n_tok * dim * 4);
+    float *hr = (float *)malloc((size_t)n_tok * dim * 4), *xr = (float *)malloc((size_t)n_tok * dim * 4);
+    for (size_t i = 0; i < (size_t)vocab * dim; i++) tab[i] = kdtype_f32_to_bf16(runi(-1, 1));
+    for (int i = 0; i < dim; i++) w[i] = runi(-0.5f, 0.5f);
+    for (int t = 0; t < n_tok; t++) ids[t] = (t * 7 + 3) % vocab;
+    if (n_tok > 1) ids[1] = vocab + 2; /* out of range: a zero row */
+    for (size_t i = 0; i < (size_t)n_tok * dim; i++) h[i] = x[i] = NAN;
+    int rc = embed_rmsnorm_ref(hr, xr, tab, ids, n_tok, dim, vocab, w, 1e-6f, 1.0f);
+    g_emu_launched.clear();
+    rc |= embed_rmsnorm_cuda(h, x, tab, ids, n_tok, dim, vocab, w, 1e-6f, 1.0f, 0);
+    const kw_cmp a = kw_compare(h, hr, (size_t)n_tok * dim, 0, 0), b = kw_compare(x, xr, (size_t)n_tok * dim, 1e-5, 1e-5);
+    const int fail = rc || a.bad || b.bad;
+    printf("embed_rmsnorm emu tok=%d dim=%d ran=%s: h_bad=%zu x_bad=%zu rc=%d %s\n", n_tok, dim, g_emu_launched.c_str(),
+           a.bad, b.bad, rc, fail ? "FAIL" : "ok");
     return fail;
 }
 
@@ -100,6 +126,8 @@ int main(int argc, char **argv)
     f += run_norm(2, 2048, 1.0f);  /* the model's: 512 threads, one float4 each */
     f += run_norm(1, 1002, 1.0f);  /* shared-memory kernel */
     f += run_norm(2, 36, 0.0f);    /* 9 float4: one partial warp */
+    f += run_embed_norm(3, 2048, 50);
+    f += run_embed_norm(2, 300, 40); /* 128 threads, a partial round */
     f += run_argmax(2, 1000);
     f += run_argmax(3, 1001);
     f += run_argmax(3, 40000); /* 5 blocks a row */

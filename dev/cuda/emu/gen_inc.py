@@ -278,7 +278,7 @@ for name in sorted(os.listdir(os.path.join(kdir, 'internal'))):
         write(os.path.join('internal', name), s)
 # whole files, launchers included (they run on the host through emu_launch_cfg)
 for name in ('gdn_seq', 'gemv', 'moe_expert', 'fused_add_rmsnorm', 'argmax', 'moe_route', 'attn_prep',
-             'dummy_fill'):
+             'dummy_fill', 'rmsnorm', 'embed'):
     s = hostify(read(name + '.cu'))
     s = s.replace('extern __shared__ __align__(16) float csm[];', 'float *csm = (float *)g_emu_dyn_smem;')
     s = s.replace('extern __shared__ float row[];', 'float *row = (float *)g_emu_dyn_smem;')

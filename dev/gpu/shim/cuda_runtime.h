@@ -10,7 +10,7 @@ typedef int cudaError_t;
 #define cudaStreamNonBlocking 1
 enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
                       cudaMemcpyDeviceToDevice };
-struct cudaDeviceProp { int major, minor; char name[256]; };
+struct cudaDeviceProp { int major, minor, multiProcessorCount; char name[256]; };
 cudaError_t cudaMalloc(void **p, size_t n);
 cudaError_t cudaFree(void *p);
 cudaError_t cudaMallocHost(void **p, size_t n);

@@ -46,7 +46,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t st) { (void)st; return 0; }
 cudaError_t cudaDeviceSynchronize(void) { return 0; }
 cudaError_t cudaStreamDestroy(cudaStream_t st) { (void)st; return 0; }
 cudaError_t cudaSetDevice(int d) { (void)d; return 0; }
-cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d) { (void)d; p->major = 9; p->minor = 0; strcpy(p->name, "shim H200"); return 0; }
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d) { (void)d; p->major = 9; p->minor = 0; p->multiProcessorCount = 132; strcpy(p->name, "shim H200"); return 0; }
 cudaError_t cudaGetDeviceCount(int *n) { *n = 1; return 0; }
 cudaError_t cudaGetLastError(void) { return 0; }
 const char *cudaGetErrorString(cudaError_t e) { (void)e; return "shim"; }
@@ -157,6 +157,23 @@ int attn_prep_cuda(float *q, float *g, const float *qs, float *k, const float *v
                    float vs, const float *qn, const float *kn, const int32_t *pos, const int32_t *m, int n, int hq, int hkv,
                    int hd, int rd, float eps, float th, cudaStream_t s)
 { (void)s; return attn_prep_ref(q, g, qs, k, v, kc, vc, dt, ks, vs, qn, kn, pos, m, n, hq, hkv, hd, rd, eps, th); }
+int embed_rmsnorm_cuda(float *h, float *x, const uint16_t *t, const int32_t *ids, int n, int d, int v, const float *w,
+                       float eps, float off, cudaStream_t s)
+{ (void)s; return embed_rmsnorm_ref(h, x, t, ids, n, d, v, w, eps, off); }
+int gdn_seq_step_tiles(int n, int hv, int mr) { (void)n; (void)hv; (void)mr; return 4; }
+int attn_decode_path_auto(int hq, int hkv, int hd, int dt) { (void)hq; (void)hkv; (void)hd; (void)dt; return ATTN_DECODE_PATH_CORES; }
+int attn_decode_path_cuda(int path, float *out, float *ws, const float *q, const float *g, const void *kc, const void *vc, int dt,
+                          float ks, float vs, const int32_t *bt, const int32_t *sl, int n, int hq, int hkv, int d, int bs,
+                          int mb, int ml, float sc, cudaStream_t s)
+{ (void)path; (void)s; return attn_decode_dtype_ref(out, ws, q, g, kc, vc, dt, ks, vs, bt, sl, n, hq, hkv, d, bs, mb, ml, sc); }
+int attn_prefill_flash_ok(int hd, int dt) { (void)hd; (void)dt; return 0; }
+int attn_prefill_split_ok(int hd, int dt) { (void)hd; (void)dt; return 1; }
+int attn_prefill_split_parts(int ns, int mr, int hq, int hkv, int ml, int sms) { (void)ns; (void)mr; (void)hq; (void)hkv; (void)ml; (void)sms; return 1; }
+size_t attn_prefill_split_ws_floats(int rows, int hq, int hd, int np) { return (size_t)rows * hq * (hd + 2) * np; }
+int attn_prefill_split_cuda(float *out, float *ws, int np, const float *q, const float *g, const void *kc, const void *vc, int dt,
+                            const int32_t *bt, int mb, const struct attn_prefill_seq *seqs, int ns, int mr, int hq, int hkv,
+                            int hd, int bs, float sc, cudaStream_t s)
+{ (void)ws; (void)np; (void)s; return attn_prefill_batch_ref(out, q, g, kc, vc, dt, 1.0f, 1.0f, bt, mb, seqs, ns, mr, hq, hkv, hd, bs, sc); }
 int attn_prefill_batch_path_cuda(float *out, const float *q, const float *g, const void *kc, const void *vc, int dt,
                                  float ks, float vs, const int32_t *bt, int mb, const struct attn_prefill_seq *seqs,
                                  int ns, int mr, int hq, int hkv, int hd, int bs, float sc, int path, cudaStream_t s)

@@ -16,6 +16,7 @@
 #include "attn_prep.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "gdn_seq.h"
 #include "gemv.h"
 #include "moe_expert.h"
 #include "moe_grouped.h"
@@ -476,10 +477,13 @@ void gpu_dispatch_log(const struct gpu_model *g)
     }
     log_dense(g, "lm_head", &g->lm_head, g->disp.lm_rows, true);
     if (gdn)
-        LOG_INFO("gpu_dispatch", "class=gdn_recurrence path=\"%s\" note=\"rows of one item; items "
-                 "with snapshots (verify windows) token-serial\"",
+        LOG_INFO("gpu_dispatch",
+                 "class=gdn_recurrence path=\"%s\" note=\"rows of one item; items "
+                 "with snapshots (verify windows) token-serial\" serial_tiles_rows1=%d "
+                 "serial_tiles_rows2=%d",
                  paths(b, sizeof b, "gdn_seq_step", "gdn_chunked",
-                       g->disp.gdn_chunk_rows > 0 ? g->disp.gdn_chunk_rows : INT_MAX));
+                       g->disp.gdn_chunk_rows > 0 ? g->disp.gdn_chunk_rows : INT_MAX),
+                 gdn_seq_step_tiles(1, g->hv, 1), gdn_seq_step_tiles(1, g->hv, 2));
     if (g->disp.attn_split_rows > 0)
         LOG_INFO("gpu_dispatch",
                  "class=attention_core_few path=\"attn_prefill_split\" "

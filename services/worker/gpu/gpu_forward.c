@@ -263,12 +263,12 @@ int gpu_run_layers(struct gpu_model *g, const struct gpu_pass *p)
         p->ts > g->bps || p->max_len < 1 || p->max_len > p->ts * g->o.block_tokens ||
         p->max_len > g->o.max_model_len)
         return ERR_INVAL;
-    TRY(embed_cuda(g->h, g->embed, p->tokens, n, H, g->V, st));
+    /* the embedding and the first layer's input norm in one launch */
+    TRY(embed_rmsnorm_cuda(g->h, g->x, g->embed, p->tokens, n, H, g->V, g->layers[0].in_norm, eps,
+                           1.0f, st));
     for (int l = 0; l < g->cfg.n_layers; l++) {
         struct gpu_layer *L = &g->layers[l];
-        if (l == 0)
-            TRY(rmsnorm_cuda(g->x, g->h, L->in_norm, n, H, eps, 1.0f, st));
-        else
+        if (l > 0)
             TRY(fused_add_rmsnorm_cuda(g->x, g->h, g->y, L->in_norm, n, H, eps, 1.0f, st));
         TRY(L->type == LAYER_FULL_ATTN ? gpu_attn_mixer(g, L, p) : gdn_mixer(g, L, p));
         TRY(fused_add_rmsnorm_cuda(g->x, g->h, g->y, L->post_norm, n, H, eps, 1.0f, st));
