@@ -48,6 +48,7 @@
 #              after it (-DGDN_PRE_WAIT=0 build), the same three runs
 #     sessab   the eighteenth session's batch-1 changes together against a build with all of
 #              them off, the same three runs
+#     sessab64 sessab's two builds at batch 8 (prompt 2,048) and 64 (prompt 1,024) on CONFIG
 #     prompts3 gpu_bench batch 1 at prompts 512 and 8,192, BF16, FP8, NVFP4 (the default build)
 #     gdntiles the batch-1 GDN recurrence in 4 and 2 value-column tiles a head against 1 (builds
 #              with -DGDN_ONE_ROW_TILES=4 / 2), the same three runs each
@@ -312,6 +313,32 @@ for s in "${stages[@]}"; do
       ab_formats "$s" "-DMOE_ROUTER1=0 -DGDN_PRE_WAIT=0 -DGDN_ONE_ROW_TILES=4 -DMERGE_PF=0 -DEMBED_RMSNORM_FUSED=0" ||
         continue
       ;;
+    sessab64)
+      # the same two builds as sessab (its A/B build reused when it is there) at batch 8 (prompt
+      # 2,048) and batch 64 (prompt 1,024) on CONFIG: the session's changes where the batch-1
+      # rules do not apply (the merge's early loads, the GDN states before the wait do)
+      build_benches || { note "$s" "build failed"; continue; }
+      b2=$b-sessab
+      if [ ! -x "$b2/bin/gpu_bench" ]; then
+        cmake -S "$root/tests/gpu" -B "$b2" -DCMAKE_CUDA_ARCHITECTURES=90 \
+          "-DCMAKE_CUDA_FLAGS=-DMOE_ROUTER1=0 -DGDN_PRE_WAIT=0 -DGDN_ONE_ROW_TILES=4 -DMERGE_PF=0 -DEMBED_RMSNORM_FUSED=0" \
+          -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_WERROR="${TERN_WERROR:-OFF}" \
+          > "$logs/cfg_$s.log" 2>&1 &&
+          cmake --build "$b2" -j"$(nproc)" --target gpu_bench > "$logs/build_$s.log" 2>&1 ||
+          { note "$s" "A/B build failed"; continue; }
+      fi
+      for pt in "8 2048" "64 1024"; do
+        set -- $pt
+        for v in before after; do
+          bb=$b
+          [ $v = before ] && bb=$b2
+          timeout 90 "$bb/bin/gpu_bench" "$cfg" --prompt-len $2 --batch $1 --gen 64 --chunk 2048 \
+            > "$logs/${s}_$1_$v.txt" 2>&1
+          note "$s" "batch $1 prompt $2 $v rc=$? ($(elapsed))"
+          note_lines "  $s" < <(grep '^bench ' "$logs/${s}_$1_$v.txt" | grep -oE '(decode_tok_s_stream|decode_tok_s_total|itl_p50_ms|fraction|tokens_hash)=[^ ]*' | paste -sd' ')
+        done
+      done
+      ;;
     prompts3)
       # gpu_bench batch 1 at prompts 512 and 8,192 for the BF16, FP8 and NVFP4 configs (issue
       # 17: "the same at prompts 512 and 8,192")
@@ -451,7 +478,7 @@ for s in "${stages[@]}"; do
       note_lines "  $s" < <(python3 "$root/tests/gpu/ktrace.py" "$logs/$s.csv" --top 24 2>&1)
       gzip -f "$logs/$s.csv"
       ;;
-    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace64 rowsab routerab gdnab gdntiles sessab prompts3 fp8moe smoke)" >&2; exit 2 ;;
+    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace64 rowsab routerab gdnab gdntiles sessab sessab64 prompts3 fp8moe smoke)" >&2; exit 2 ;;
   esac
 done
 finish
