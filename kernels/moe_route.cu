@@ -191,11 +191,24 @@ struct moe_router_args {
     int n_tok, n_experts, top_k, has_sh;
 };
 
+/* The one-token bf16 instance (the batch-1 decode step) loads each thread's first ROUTER1_PF
+ * chunks of its row before the PDL wait (no kernel of the step writes weights: the model's whole
+ * 1 MB router is in flight while the kernel before it finishes), then sums them as wdot does (each
+ * thread's chunks in turn: the same bits). Measured on the H200 (docs/PERF.md, eighteenth
+ * session): batch-1 decode BF16 371.2 -> 377.5 tok/s, FP8 364.3 -> 367.4, NVFP4 448.3 -> 449.5.
+ * The post-mixer add + RMSNorm folded into this launch as well (every block computing the normed
+ * row, the last one writing it) measured slower than its own launch and was dropped.
+ * -DMOE_ROUTER1=0 loads after the wait (an A/B build, tests/gpu/measure.sh routerab). */
+#ifndef MOE_ROUTER1
+#define MOE_ROUTER1 1
+#endif
+#define ROUTER1_PF 2 /* chunks a thread before the wait: 4,096 columns at 256 threads */
+
 /* NT: the token count the GEMV part is built for (1: the batch-1 step, no idle token lanes) */
 template <int KF, int NT>
 __global__ void __launch_bounds__(ROUTER_THREADS) moe_router_kernel(moe_router_args a)
 {
-    kcuda_pdl_enter();
+    constexpr bool EARLY = MOE_ROUTER1 && KF == KF_BF16 && NT == 1;
     __shared__ float red[MOE_ROUTER_MAX_TOK][ROUTER_THREADS / 32];
     __shared__ __align__(16) float p[MOE_ROUTER_MAX_TOK][MOE_ROUTER_MAX_EXPERTS];
     __shared__ float selw[MOE_ROUTER_MAX_TOK][MOE_ROUTE_MAX_TOPK];
@@ -203,12 +216,38 @@ __global__ void __launch_bounds__(ROUTER_THREADS) moe_router_kernel(moe_router_a
     const int r = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const bool shr = r >= a.n_experts; /* the shared gate's block */
     const kweight w = shr ? a.sh : a.w;
-    const int row = shr ? 0 : r;
+    const int row = shr ? 0 : r, tid = threadIdx.x;
+    const uint4 *wr =
+        reinterpret_cast<const uint4 *>((const uint16_t *)w.data + (int64_t)row * w.row_stride);
+    uint4 q[ROUTER1_PF];
+#pragma unroll
+    for (int j = 0; j < ROUTER1_PF; j++) {
+        const int c = tid + j * ROUTER_THREADS;
+        if (EARLY)
+            q[j] = c < w.cols / 8 ? __ldg(wr + c) : make_uint4(0u, 0u, 0u, 0u);
+    }
+    kcuda_pdl_enter();
     float acc[NT];
 #pragma unroll
     for (int t = 0; t < NT; t++)
         acc[t] = 0.0f;
-    wdot<NT, 1, KF>(w, 0, row, 1, 1, a.x, w.cols, a.n_tok, threadIdx.x, ROUTER_THREADS, acc);
+    if (EARLY) {
+        const int nch = w.cols / 8;
+#pragma unroll
+        for (int j = 0; j < ROUTER1_PF; j++) {
+            const int c = tid + j * ROUTER_THREADS;
+            if (c < nch) {
+                const float4 *xp = reinterpret_cast<const float4 *>(a.x + c * 8);
+                acc[0] += kw_dot_bf16x8(q[j], __ldg(xp), __ldg(xp + 1));
+            }
+        }
+        for (int c = tid + ROUTER1_PF * ROUTER_THREADS; c < nch; c += ROUTER_THREADS) {
+            const float4 *xp = reinterpret_cast<const float4 *>(a.x + c * 8);
+            acc[0] += kw_dot_bf16x8(__ldg(wr + c), __ldg(xp), __ldg(xp + 1));
+        }
+    } else {
+        wdot<NT, 1, KF>(w, 0, row, 1, 1, a.x, w.cols, a.n_tok, tid, ROUTER_THREADS, acc);
+    }
 #pragma unroll
     for (int t = 0; t < NT; t++) {
         const float v = warp_sum(acc[t]);
@@ -246,82 +285,6 @@ __global__ void __launch_bounds__(ROUTER_THREADS) moe_router_kernel(moe_router_a
                     a.logits + (int64_t)warp * a.n_experts, a.n_experts, a.top_k, a.has_sh ? a.sh_logits + (int64_t)warp * 2 : NULL, p[warp], selw[warp], lane);
     }
     if (threadIdx.x == 0)
-        *a.counter = 0u; /* the next launch (stream order) starts from zero */
-}
-
-/* moe_router1: moe_router's one-token form for a bf16 router (the batch-1 decode step): the same
- * blocks and threads, each thread's first ROUTER1_PF chunks of its row loaded before the PDL wait
- * (no kernel of the step writes weights: the model's whole 1 MB router is in flight while the
- * kernel before it finishes), the logits with wdot<1, 1, KF_BF16>'s operations (each thread's
- * chunks in turn: the same bits) and the last block routing as moe_router_kernel<KF_BF16, 1>'s.
- * Measured on the H200 (docs/PERF.md, eighteenth session): batch-1 decode +1.3% in BF16, FP8 and
- * NVFP4. The post-mixer add + RMSNorm folded into this launch as well (every block computing the
- * normed row, the last one writing it) measured slower than its own launch and was dropped.
- * -DMOE_ROUTER1=0 builds moe_router_kernel<KF_BF16, 1> instead (an A/B build). */
-#ifndef MOE_ROUTER1
-#define MOE_ROUTER1 1
-#endif
-#define ROUTER1_PF 2 /* chunks a thread before the wait: 4,096 columns at 256 threads */
-
-__global__ void __launch_bounds__(ROUTER_THREADS) moe_router1_kernel(moe_router_args a)
-{
-    __shared__ float red[ROUTER_THREADS / 32 + 1];
-    /* route_token_block's probabilities (E floats), then its candidate keys (<= 512 of 8 bytes) */
-    __shared__ __align__(16) float p[3 * MOE_ROUTER_MAX_EXPERTS];
-    __shared__ float selw[MOE_ROUTE_MAX_TOPK];
-    __shared__ int seli[MOE_ROUTE_MAX_TOPK];
-    __shared__ bool last;
-    const int r = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const bool shr = r >= a.n_experts; /* the shared gate's block */
-    const kweight w = shr ? a.sh : a.w;
-    const int row = shr ? 0 : r, nch = w.cols / 8;
-    const uint4 *wr =
-        reinterpret_cast<const uint4 *>((const uint16_t *)w.data + (int64_t)row * w.row_stride);
-    uint4 q[ROUTER1_PF];
-#pragma unroll
-    for (int j = 0; j < ROUTER1_PF; j++) {
-        const int c = tid + j * ROUTER_THREADS;
-        q[j] = c < nch ? __ldg(wr + c) : make_uint4(0u, 0u, 0u, 0u);
-    }
-    kcuda_pdl_enter();
-    float acc = 0.0f;
-#pragma unroll
-    for (int j = 0; j < ROUTER1_PF; j++) {
-        const int c = tid + j * ROUTER_THREADS;
-        if (c < nch) {
-            const float4 *xp = reinterpret_cast<const float4 *>(a.x + c * 8);
-            acc += kw_dot_bf16x8(q[j], __ldg(xp), __ldg(xp + 1));
-        }
-    }
-    for (int c = tid + ROUTER1_PF * ROUTER_THREADS; c < nch; c += ROUTER_THREADS) {
-        const float4 *xp = reinterpret_cast<const float4 *>(a.x + c * 8);
-        acc += kw_dot_bf16x8(__ldg(wr + c), __ldg(xp), __ldg(xp + 1));
-    }
-    acc = warp_sum(acc);
-    if (lane == 0)
-        red[warp] = acc;
-    __syncthreads();
-    if (tid == 0) {
-        float v = 0.0f;
-#pragma unroll
-        for (int i = 0; i < ROUTER_THREADS / 32; i++)
-            v += red[i];
-        v *= kw_row_scale(w, 0, row);
-        if (shr)
-            a.sh_logits[0] = v;
-        else
-            a.logits[row] = v;
-        __threadfence(); /* visible to the last block before the counter says so */
-        last = atomicAdd(a.counter, 1u) == gridDim.x - 1;
-    }
-    __syncthreads();
-    if (!last)
-        return;
-    __threadfence();
-    route_token_block(
-        a.ids, a.weights, a.logits, a.n_experts, a.top_k, a.has_sh ? a.sh_logits : NULL, p,
-        reinterpret_cast<unsigned long long *>(p + MOE_ROUTER_MAX_EXPERTS), red, selw, seli);
-    if (tid == 0)
         *a.counter = 0u; /* the next launch (stream order) starts from zero */
 }
 
@@ -387,9 +350,7 @@ int moe_router_cuda(int32_t *ids, float *weights, float *logits, float *sh_logit
     const int blocks = E + (sh_gate ? 1 : 0);
     const int kf = kw_kf_of(router);
     const bool bf16 = kf == KF_BF16 && (!sh_gate || kw_kf_of(sh_gate) == kf);
-    if (bf16 && n_tok == 1 && MOE_ROUTER1)
-        kcuda_launch_pdl(moe_router1_kernel, blocks, ROUTER_THREADS, 0, stream, a);
-    else if (bf16 && n_tok == 1)
+    if (bf16 && n_tok == 1)
         kcuda_launch_pdl(moe_router_kernel<KF_BF16, 1>, blocks, ROUTER_THREADS, 0, stream, a);
     else if (bf16)
         kcuda_launch_pdl(moe_router_kernel<KF_BF16, MOE_ROUTER_MAX_TOK>, blocks, ROUTER_THREADS, 0,

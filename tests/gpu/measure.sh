@@ -84,19 +84,26 @@ elapsed() { echo "$(( $(date +%s) - t_start )) s"; }
 tree_sum() { (cd "$root" && find kernels services common model -type f | LC_ALL=C sort |
   xargs cat | sha1sum | cut -c1-12); }
 
+# ab_build NAME FLAGS: $b and a second gpu_bench build with CUDA FLAGS in $b-NAME (kept: a later
+# stage with the same NAME reuses it); 1 when a build failed (noted)
+ab_build() {
+  build_benches || { note "$1" "build failed"; return 1; }
+  [ -x "$b-$1/bin/gpu_bench" ] && return 0
+  cmake -S "$root/tests/gpu" -B "$b-$1" -DCMAKE_CUDA_ARCHITECTURES=90 "-DCMAKE_CUDA_FLAGS=$2" \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_WERROR="${TERN_WERROR:-OFF}" \
+    > "$logs/cfg_$1.log" 2>&1 &&
+    cmake --build "$b-$1" -j"$(nproc)" --target gpu_bench > "$logs/build_$1.log" 2>&1 ||
+    { note "$1" "A/B build failed"; return 1; }
+}
+
+# the eighteenth session's batch-1 changes off (sessab, sessab64)
+SESS_OFF="-DMOE_ROUTER1=0 -DGDN_PRE_WAIT=0 -DGDN_ONE_ROW_TILES=4 -DMERGE_PF=0 -DEMBED_RMSNORM_FUSED=0"
+
 # ab_formats STAGE FLAGS: gpu_bench batch 1 at 2,048 on the BF16, FP8 and NVFP4 configs from a
 # second build with FLAGS ("before") and from $b ("after"); 1 when a build failed (noted)
 ab_formats() {
-  local st=$1 abflags=$2 b2=$b-$1 f v bb cf
-  build_benches || { note "$st" "build failed"; return 1; }
-  if [ ! -x "$b2/bin/gpu_bench" ]; then
-    cmake -S "$root/tests/gpu" -B "$b2" -DCMAKE_CUDA_ARCHITECTURES=90 \
-      "-DCMAKE_CUDA_FLAGS=$abflags" \
-      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_WERROR="${TERN_WERROR:-OFF}" \
-      > "$logs/cfg_$st.log" 2>&1 &&
-      cmake --build "$b2" -j"$(nproc)" --target gpu_bench > "$logs/build_$st.log" 2>&1 ||
-      { note "$st" "A/B build failed"; return 1; }
-  fi
+  local st=$1 b2=$b-$1 f v bb cf
+  ab_build "$st" "$2" || return 1
   for f in bf16 fp8 nvfp4; do
     cf=$root/tests/configs/qwen3.6-35b-a3b$([ $f = bf16 ] || echo "-$f").json
     for v in before after; do
@@ -310,23 +317,14 @@ for s in "${stages[@]}"; do
       # the eighteenth session's batch-1 changes together (the router's early loads, the GDN
       # states before the wait, one GDN block a head for one-row passes, the merge's early partial
       # rows, the embedding with the first norm) against a build with all of them off
-      ab_formats "$s" "-DMOE_ROUTER1=0 -DGDN_PRE_WAIT=0 -DGDN_ONE_ROW_TILES=4 -DMERGE_PF=0 -DEMBED_RMSNORM_FUSED=0" ||
-        continue
+      ab_formats "$s" "$SESS_OFF" || continue
       ;;
     sessab64)
       # the same two builds as sessab (its A/B build reused when it is there) at batch 8 (prompt
       # 2,048) and batch 64 (prompt 1,024) on CONFIG: the session's changes where the batch-1
       # rules do not apply (the merge's early loads, the GDN states before the wait do)
-      build_benches || { note "$s" "build failed"; continue; }
+      ab_build sessab "$SESS_OFF" || continue
       b2=$b-sessab
-      if [ ! -x "$b2/bin/gpu_bench" ]; then
-        cmake -S "$root/tests/gpu" -B "$b2" -DCMAKE_CUDA_ARCHITECTURES=90 \
-          "-DCMAKE_CUDA_FLAGS=-DMOE_ROUTER1=0 -DGDN_PRE_WAIT=0 -DGDN_ONE_ROW_TILES=4 -DMERGE_PF=0 -DEMBED_RMSNORM_FUSED=0" \
-          -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_WERROR="${TERN_WERROR:-OFF}" \
-          > "$logs/cfg_$s.log" 2>&1 &&
-          cmake --build "$b2" -j"$(nproc)" --target gpu_bench > "$logs/build_$s.log" 2>&1 ||
-          { note "$s" "A/B build failed"; continue; }
-      fi
       for pt in "8 2048" "64 1024"; do
         set -- $pt
         for v in before after; do
@@ -374,15 +372,8 @@ for s in "${stages[@]}"; do
       # the FP8 routed experts on the stream kernel (the default build) vs the CUDA-core expert
       # kernels (a build with -DMOE_STREAM_FP8_AUTO=0): bench_kernels' moe rows, then gpu_bench
       # on the FP8 config at batch 1 and 8 (the tokens may differ: fp16 activations on the stream)
-      build_benches || { note fp8moe "build failed"; continue; }
+      ab_build fp8moe "-DMOE_STREAM_FP8_AUTO=0" || continue
       b2=$b-fp8moe
-      if [ ! -x "$b2/bin/gpu_bench" ]; then
-        cmake -S "$root/tests/gpu" -B "$b2" -DCMAKE_CUDA_ARCHITECTURES=90 \
-          -DCMAKE_CUDA_FLAGS=-DMOE_STREAM_FP8_AUTO=0 -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-          -DTERN_WERROR="${TERN_WERROR:-OFF}" > "$logs/cfg_fp8moe.log" 2>&1 &&
-          cmake --build "$b2" -j"$(nproc)" --target gpu_bench > "$logs/build_fp8moe.log" 2>&1 ||
-          { note fp8moe "fp8moe build failed"; continue; }
-      fi
       timeout 120 "$b/bin/bench_kernels" nvfp4 > "$logs/fp8moe_bench.txt" 2>&1
       note fp8moe "bench rc=$? ($(elapsed))"
       note_lines "  fp8moe" < <(grep -E '^moe_expert' "$logs/fp8moe_bench.txt")
