@@ -18,6 +18,20 @@
 #endif
 #define MAXW (GDN_CONV_MAX_KC - 1)
 
+/* One channel's conv output for input xv with the window win (the kw = kc - 1 inputs before it,
+ * oldest first) and weights wt (wl: the newest input's): the conv kernel's and the fused step's
+ * arithmetic (the same bits). */
+static __device__ __forceinline__ float conv_out(float xv, const float (&win)[MAXW],
+                                                 const float (&wt)[MAXW], float wl, int kw)
+{
+    float u = wl * xv;
+#pragma unroll
+    for (int j = 0; j < MAXW; j++)
+        if (j < kw)
+            u += wt[j] * win[j];
+    return silu_f32(u);
+}
+
 /* conv: one thread per (item, channel, time chunk): chunk z covers the item's rows z*chunk ..
  * (chunk = ceil(n / gridDim.z), at least kc-1), its window of the kc-1 inputs before its first
  * row read from x, or from the slot's state for rows before the item. Every row's sum is the
@@ -69,12 +83,7 @@ __global__ void gdn_seq_conv_kernel(float *out, float *state, int64_t sstride, f
     for (int t = t0; t < t1; t++) {
         const int64_t r = r0 + t;
         const float xv = x[r * channels + c];
-        float u = wl * xv;
-#pragma unroll
-        for (int j = 0; j < MAXW; j++)
-            if (j < kw)
-                u += wt[j] * win[j];
-        out[r * channels + c] = silu_f32(u);
+        out[r * channels + c] = conv_out(xv, win, wt, wl, kw);
 #pragma unroll
         for (int j = 0; j < MAXW - 1; j++)
             if (j < kw - 1)
@@ -257,24 +266,68 @@ stage_rows(step_smem<T> &sm, const float *qkv, const float *z, const float *a, c
     }
 }
 
+/* The conv fused into the step kernel (gdn_seq_conv_step_cuda, CONV instances): the conv's state
+ * (slots at sstride), snapshots (the step's n_snap) or NULL, raw inputs, weights and shape. */
+struct conv_fuse {
+    float *state;
+    int64_t sstride;
+    float *snap;
+    const float *x; // (rows, channels) before the conv
+    const float *w; // (channels, kc)
+    int channels, kc;
+    unsigned *cnt; // (items, n_k_heads) counters, 0 between launches
+};
+
+/* CONV: row r0 (an item of one row) into sm from cv, the head's conv outputs [q | k | v] (3 D
+ * floats in shared memory), as stage_rows<1> stages it from the conv's output rows: the same
+ * values, the same normalisation. */
+static __device__ __forceinline__ void stage_row_conv(step_smem<1> &sm, const float *cv,
+                                                      const float *z, const float *a,
+                                                      const float *b, int64_t r0, int j,
+                                                      int n_v_heads, float a_exp, float dtb)
+{
+    const int tid = threadIdx.x, lane = tid & 31;
+    const int64_t vw = (int64_t)n_v_heads * D;
+    if (tid < D) {
+        sm.vs[0][tid] = cv[2 * D + tid];
+        sm.zs[0][tid] = z[r0 * vw + (int64_t)j * D + tid];
+    }
+    if (tid < 32) {
+        float qv[D / 32], kv[D / 32];
+#pragma unroll
+        for (int i = 0; i < D / 32; i++) {
+            qv[i] = cv[lane + 32 * i];
+            kv[i] = cv[D + lane + 32 * i];
+        }
+        const float av = a[r0 * n_v_heads + j], bv = b[r0 * n_v_heads + j];
+        norm_qk_warp(sm.qn[0], sm.kn[0], qv, kv);
+        if (lane == 0) {
+            sm.ga[0] = __expf(gdn_log_decay(av, dtb, a_exp));
+            sm.gb[0] = sigmoid_f32(bv);
+        }
+    }
+}
+
 /* Block = (tile, value head j) x item: the item's rows in chunks of CH, each chunk staged in
  * shared memory and then run row by row with no block barrier. T == 1: o of the chunk kept in
  * shared memory and gated-normalised here; T > 1: o written raw to out, then either the last of
  * the item's T tile blocks to finish normalises the head's rows (cnt given and the item has at
  * most GDN_SEQ_FUSE_ROWS rows: a counter per (item, head), back to 0 after) or
  * gdn_seq_norm_kernel does. */
-template <int T>
+template <int T, bool CONV = false>
 __global__ void __launch_bounds__(HEAD_THREADS / T, T)
     gdn_seq_step_kernel(float *out, float *state, int64_t sstride, float *snap, int n_snap,
                         const float *qkv, const float *z, const float *a, const float *b,
                         const float *a_log, const float *dt_bias, const float *norm_w,
                         const int32_t *items, int n_k_heads, int n_v_heads, float eps,
-                        struct chunk_take take, unsigned *cnt)
+                        struct chunk_take take, unsigned *cnt, conv_fuse cf)
 {
+    static_assert(!CONV || T == 1, "the fused conv: one block a head");
     if (!GDN_PRE_WAIT)
         kcuda_pdl_enter();
     constexpr int COLS = D / T, NW = COLS * LANES / 32, CH = step_smem<T>::CH;
     __shared__ __align__(16) step_smem<T> sm;
+    __shared__ float cvs[CONV ? 3 * D : 1]; /* CONV: the head's conv outputs [q | k | v] */
     static_assert(sizeof(step_smem<T>) <= 48 * 1024, "static shared memory");
     const int j = blockIdx.x / T, tile = blockIdx.x % T;
     const int32_t *it = items + (int64_t)blockIdx.y * GDN_SEQ_ITEM_INTS;
@@ -295,12 +348,70 @@ __global__ void __launch_bounds__(HEAD_THREADS / T, T)
 #pragma unroll
         for (int r = 0; r < 4; r++)
             s[4 * m + r] = S[(int64_t)(16 * m + 4 * p + r) * D];
+    /* CONV (items of one row): thread i < 3 D runs conv channel i of the head: q (i < D) and k
+     * of its key head, then its v; its window and weights before the wait as the state. The
+     * key head's q / k windows are shared by its value heads' blocks: the last of them to have
+     * read them (a counter per item and key head) writes them back. */
+    float cwin[MAXW], cwt[MAXW], cwl = 0.0f;
+    int64_t cch = 0;
+    const int ckw = CONV ? cf.kc - 1 : 0;
+    const bool cthr = CONV && (int)threadIdx.x < 3 * D;
+    if (cthr) {
+        const int i = threadIdx.x, kh = j / (n_v_heads / n_k_heads);
+        cch = i < D       ? (int64_t)kh * D + i
+              : i < 2 * D ? (int64_t)(n_k_heads + kh) * D + i - D
+                          : (int64_t)(2 * n_k_heads + j) * D + i - 2 * D;
+        const float *cs = cf.state + (int64_t)it[2] * cf.sstride + cch * ckw;
+        const float *wc = cf.w + cch * cf.kc;
+#pragma unroll
+        for (int u = 0; u < MAXW; u++) {
+            cwin[u] = u < ckw ? cs[u] : 0.0f;
+            cwt[u] = u < ckw ? wc[u] : 0.0f;
+        }
+        cwl = wc[ckw];
+    }
     if (GDN_PRE_WAIT)
         kcuda_pdl_enter();
+    float cxv = 0.0f;
+    if (cthr) {
+        cxv = cf.x[r0 * cf.channels + cch];
+        cvs[threadIdx.x] = conv_out(cxv, cwin, cwt, cwl, ckw);
+    }
+    if (CONV) {
+        __shared__ bool clast;
+        const int ratio = n_v_heads / n_k_heads;
+        __syncthreads(); /* every window read of this block consumed */
+        if (threadIdx.x == 0) {
+            unsigned *c = cf.cnt + (int64_t)blockIdx.y * n_k_heads + j / ratio;
+            clast = atomicAdd(c, 1u) == (unsigned)(ratio - 1);
+            if (clast)
+                *c = 0u; /* for the next launch (stream order) */
+        }
+        __syncthreads();
+        if (cthr && ((int)threadIdx.x >= 2 * D || clast)) {
+            /* the window after the row (gdn_seq_conv_kernel's state and snapshot) */
+            float *cs = cf.state + (int64_t)it[2] * cf.sstride + cch * ckw;
+            float *sp = cf.snap && sn >= 0 && sn < n_snap
+                            ? cf.snap + ((int64_t)sn * cf.channels + cch) * ckw
+                            : nullptr;
+#pragma unroll
+            for (int u = 0; u < MAXW; u++)
+                if (u < ckw) {
+                    const float v = u < ckw - 1 && u + 1 < MAXW ? cwin[u + 1] : cxv;
+                    cs[u] = v;
+                    if (sp)
+                        sp[u] = v;
+                }
+        }
+    }
     for (int t0 = 0; t0 < n; t0 += CH) {
         const int nc = min(CH, n - t0);
-        __syncthreads(); // the previous chunk's shared data is consumed
-        stage_rows<T>(sm, qkv, z, a, b, r0 + t0, nc, j, tile, n_k_heads, n_v_heads, a_exp, dtb);
+        __syncthreads(); // the previous chunk's shared data is consumed (CONV: cvs is written)
+        if (CONV)
+            stage_row_conv(reinterpret_cast<step_smem<1> &>(sm), cvs, z, a, b, r0, j, n_v_heads,
+                           a_exp, dtb);
+        else
+            stage_rows<T>(sm, qkv, z, a, b, r0 + t0, nc, j, tile, n_k_heads, n_v_heads, a_exp, dtb);
         __syncthreads();
         for (int t = 0; t < nc; t++) {
             const float alpha = sm.ga[t];
@@ -740,9 +851,10 @@ static void launch_step(float *out, float *state, int64_t sstride, float *snap, 
                         chunk_take take, unsigned *cnt, cudaStream_t stream)
 {
     dim3 grid(n_v_heads * T, n_items);
+    const conv_fuse none = {nullptr, 0, nullptr, nullptr, nullptr, 0, 0, nullptr};
     kcuda_launch_pdl(gdn_seq_step_kernel<T>, grid, HEAD_THREADS / T, 0, stream, out, state, sstride,
                      snap, n_snap, qkv, z, a, b, a_log, dt_bias, norm_w, items, n_k_heads,
-                     n_v_heads, eps, take, cnt);
+                     n_v_heads, eps, take, cnt, none);
 }
 
 static bool step_args_ok(float *out, float *state, int64_t state_stride, int n_snap,
@@ -820,6 +932,41 @@ int gdn_seq_step_cuda(float *out, float *state, int64_t state_stride, float *sna
     return gdn_seq_step_cuda_tiles(out, state, state_stride, snap, n_snap, qkv, z, a, b, a_log,
                                    dt_bias, norm_w, items, n_items, n_k_heads, n_v_heads, eps, 0,
                                    NULL, stream);
+}
+
+int gdn_seq_conv_step_cuda(float *out, float *state, int64_t state_stride, float *snap,
+                           float *conv_state, int64_t conv_stride, float *conv_snap, int n_snap,
+                           const float *x, const float *conv_w, int channels, int kc,
+                           const float *z, const float *a, const float *b, const float *a_log,
+                           const float *dt_bias, const float *norm_w, const int32_t *items,
+                           int n_items, int n_k_heads, int n_v_heads, float eps, unsigned *cnt,
+                           cudaStream_t stream)
+{
+    if (!step_args_ok(out, state, state_stride, n_snap, x, z, a, b, a_log, dt_bias, norm_w, items,
+                      n_items, n_k_heads, n_v_heads) ||
+        !conv_state || !conv_w || !cnt || kc < 2 || kc > GDN_CONV_MAX_KC ||
+        channels != (2 * n_k_heads + n_v_heads) * D || conv_stride < 0 ||
+        (conv_stride && conv_stride < (int64_t)channels * (kc - 1)))
+        return ERR_INVAL;
+    if (gdn_seq_step_tiles(n_items, n_v_heads, 1) != 1)
+        return ERR_UNSUPPORTED;
+    if (n_items == 0)
+        return 0;
+    conv_fuse cf;
+    cf.state = conv_state;
+    cf.sstride = conv_stride ? conv_stride : (int64_t)channels * (kc - 1);
+    cf.snap = conv_snap;
+    cf.x = x;
+    cf.w = conv_w;
+    cf.channels = channels;
+    cf.kc = kc;
+    cf.cnt = cnt;
+    const chunk_take none = {0, 0, 0};
+    dim3 grid(n_v_heads, n_items);
+    kcuda_launch_pdl(gdn_seq_step_kernel<1, true>, grid, HEAD_THREADS, 0, stream, out, state,
+                     step_stride(state_stride, n_v_heads), snap, n_snap, x, z, a, b, a_log, dt_bias,
+                     norm_w, items, n_k_heads, n_v_heads, eps, none, (unsigned *)nullptr, cf);
+    return kcuda_launch_status("gdn_seq_conv_step");
 }
 
 size_t gdn_seq_chunk_ws_floats(int rows, int n_v_heads)

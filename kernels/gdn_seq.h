@@ -82,6 +82,25 @@ int gdn_seq_step_cuda_tiles(float *out, float *state, int64_t state_stride, floa
  * dispatch log prints it. */
 int gdn_seq_step_tiles(int n_items, int n_v_heads, int max_rows);
 
+/* The conv and the recurrence of a pass whose items have one row each (decode) in one launch:
+ * gdn_seq_conv_cuda (x, conv_w, conv_state at conv_stride, conv_snap) then gdn_seq_step_cuda on
+ * its output, the same bits, the conv's output not stored. Each (item, value head) block runs
+ * its head's conv channels (q and k of its key head, its v) and then the recurrence at one block
+ * a head; of the value heads sharing a key head, the last to have read its q / k windows writes
+ * them back (cnt: (n_items, n_k_heads) device counters, all 0, and 0 again after the call; the
+ * step's norm_cnt will do). Items of more than one row are outside its contract. The conv state and
+ * weights are read before the PDL wait too: the kernel launched right before must not write them.
+ * ERR_UNSUPPORTED where the pass is not one block a head (gdn_seq_step_tiles(n_items, n_v_heads, 1)
+ * != 1: as many heads as SMs); ERR_INVAL as the two functions', or channels != (2 n_k_heads +
+ * n_v_heads) * 128. */
+int gdn_seq_conv_step_cuda(float *out, float *state, int64_t state_stride, float *snap,
+                           float *conv_state, int64_t conv_stride, float *conv_snap, int n_snap,
+                           const float *x, const float *conv_w, int channels, int kc,
+                           const float *z, const float *a, const float *b, const float *a_log,
+                           const float *dt_bias, const float *norm_w, const int32_t *items,
+                           int n_items, int n_k_heads, int n_v_heads, float eps, unsigned *cnt,
+                           cudaStream_t stream);
+
 /* The chunked form for items of many rows (prefill): the same results as gdn_seq_step_cuda (to
  * fp32 rounding: a different order of operations) with the recurrence run a chunk of 64 rows at
  * a time as small matrix products (kernels/gdn_seq.cu, "the chunked form"), not row after row.

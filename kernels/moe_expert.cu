@@ -50,24 +50,31 @@
 #define MOE_SLOTS_MAX_K 9
 #define MOE_DOWN_PF 2 /* chunks a lane of the slots form loads before its PDL wait (bf16, fp8) */
 
+/* sh_e >= 0: slot top_k - 1 of every token is expert sh_e (the folded shared expert; the caller
+ * guarantees ids say so): its blocks come first (moe_block_slot) and compute before the PDL wait,
+ * from x, which the kernel right before (the router) does not write; they wait only to store. */
 template <int KF>
 __global__ void __launch_bounds__(256)
     moe_gate_up_kernel(float *hbuf, kweight gu, const float *x, const int32_t *ids, int top_k,
-                       int n_experts, int inter, int lpr)
+                       int n_experts, int inter, int lpr, int sh_e)
 {
-    kcuda_pdl_enter();
-    const int slot = blockIdx.y;
+    const bool early = sh_e >= 0 && (int)blockIdx.y < (int)gridDim.y / top_k; /* block-uniform */
+    if (!early)
+        kcuda_pdl_enter();
+    const int slot = moe_block_slot(blockIdx.y, gridDim.y, top_k, sh_e >= 0);
     const int t = slot / top_k;
-    const int e = ids[slot];
+    const int e = early ? sh_e : ids[slot];
     const int r = blockIdx.x * (blockDim.x / lpr) + threadIdx.x / lpr;
     const int sub = threadIdx.x % lpr;
     if (e < 0 || e >= n_experts)
-        return; /* uniform over the block */
+        return; /* uniform over the block; never an early one (the launcher checks sh_e) */
     const bool valid = r < inter;
     float acc[2] = {0.0f, 0.0f}; /* gate row r and up row r + inter share the activations */
     if (valid)
         wdot<1, 2, KF>(gu, e, r, inter, 2, x + (int64_t)t * gu.cols, 0, 1, sub, lpr, acc);
     float g = group_sum(acc[0], lpr), u = group_sum(acc[1], lpr);
+    if (early)
+        kcuda_pdl_enter(); /* the router and the down launch before it done: hbuf is free */
     if (valid && sub == 0) {
         g *= kw_row_scale(gu, e, r);
         u *= kw_row_scale(gu, e, r + inter);
@@ -225,10 +232,10 @@ __global__ void moe_combine_kernel(float *out, const float *ys, const int32_t *i
     *o = acc;
 }
 
-int moe_expert_cuda_path(float *out, float *ws, const float *x, const int32_t *ids,
-                         const float *weights, int n_tok, int top_k, int n_experts,
-                         const struct kweight *gate_up, const struct kweight *down, int accumulate,
-                         int path, cudaStream_t stream)
+int moe_expert_sh_cuda(float *out, float *ws, const float *x, const int32_t *ids,
+                       const float *weights, int n_tok, int top_k, int n_experts,
+                       const struct kweight *gate_up, const struct kweight *down, int accumulate,
+                       int sh_expert, int path, cudaStream_t stream)
 {
     float *hbuf = ws;
     int rc = kweight_check_dev(gate_up);
@@ -239,7 +246,8 @@ int moe_expert_cuda_path(float *out, float *ws, const float *x, const int32_t *i
     const int inter = down->cols, hidden = down->rows;
     if (!out || !hbuf || !x || !ids || !weights || n_tok < 0 || top_k <= 0 || n_experts <= 0 ||
         gate_up->rows != 2 * inter || gate_up->cols != hidden || ((uintptr_t)x) % 16 ||
-        ((uintptr_t)hbuf) % 16)
+        ((uintptr_t)hbuf) % 16 || sh_expert < -1 || sh_expert >= n_experts ||
+        (sh_expert >= 0 && top_k < 2))
         return ERR_INVAL;
     const bool mma_ok = nvfp4_mma_ok(gate_up) && nvfp4_mma_ok(down);
     if (path == GEMV_PATH_TENSOR && !mma_ok)
@@ -266,8 +274,9 @@ int moe_expert_cuda_path(float *out, float *ws, const float *x, const int32_t *i
          * written before launch 1, which every block of it waits for (internal/pdl.cuh). */
         if ((int64_t)n_tok * top_k > 65535)
             return ERR_INVAL;
-        const struct nvs_args a1 = {ws,    2 * (int64_t)inter, x, hidden, ids, weights, 1,
-                                    top_k, n_experts,          0, 1,      0};
+        /* SLOT's expert field: the folded shared expert computed before the wait, or -1 */
+        const struct nvs_args a1 = {ws,    2 * (int64_t)inter, x,         hidden, ids, weights, 1,
+                                    top_k, n_experts,          sh_expert, 1,      0};
         rc = nvs_launch<NVS_SLOT>(gate_up, a1, n_tok * top_k, 1, 1, stream);
         if (rc < 0)
             return rc;
@@ -304,19 +313,19 @@ int moe_expert_cuda_path(float *out, float *ws, const float *x, const int32_t *i
     switch (kw_kf_of(gate_up)) {
     case KF_BF16:
         kcuda_launch_pdl(moe_gate_up_kernel<KF_BF16>, g1, threads, 0, stream, hbuf, *gate_up, x,
-                         ids, top_k, n_experts, inter, lpr1);
+                         ids, top_k, n_experts, inter, lpr1, sh_expert);
         break;
     case KF_FP8:
-        kcuda_launch_pdl(moe_gate_up_kernel<KF_FP8>, g1, threads, 0, stream, hbuf, *gate_up, x,
-                         ids, top_k, n_experts, inter, lpr1);
+        kcuda_launch_pdl(moe_gate_up_kernel<KF_FP8>, g1, threads, 0, stream, hbuf, *gate_up, x, ids,
+                         top_k, n_experts, inter, lpr1, sh_expert);
         break;
     case KF_NVFP4:
         kcuda_launch_pdl(moe_gate_up_kernel<KF_NVFP4>, g1, threads, 0, stream, hbuf, *gate_up, x,
-                         ids, top_k, n_experts, inter, lpr1);
+                         ids, top_k, n_experts, inter, lpr1, sh_expert);
         break;
     default:
         kcuda_launch_pdl(moe_gate_up_kernel<KF_NVFP4_NARROW>, g1, threads, 0, stream, hbuf,
-                         *gate_up, x, ids, top_k, n_experts, inter, lpr1);
+                         *gate_up, x, ids, top_k, n_experts, inter, lpr1, sh_expert);
         break;
     }
     rc = kcuda_launch_status("moe_gate_up");
@@ -366,6 +375,15 @@ int moe_expert_cuda_path(float *out, float *ws, const float *x, const int32_t *i
         break;
     }
     return kcuda_launch_status("moe_expert");
+}
+
+int moe_expert_cuda_path(float *out, float *ws, const float *x, const int32_t *ids,
+                         const float *weights, int n_tok, int top_k, int n_experts,
+                         const struct kweight *gate_up, const struct kweight *down, int accumulate,
+                         int path, cudaStream_t stream)
+{
+    return moe_expert_sh_cuda(out, ws, x, ids, weights, n_tok, top_k, n_experts, gate_up, down,
+                              accumulate, -1, path, stream);
 }
 
 int moe_expert_cuda(float *out, float *ws, const float *x, const int32_t *ids, const float *weights,

@@ -44,6 +44,18 @@ int moe_expert_cuda_path(float *out, float *ws, const float *x, const int32_t *i
                          const float *weights, int n_tok, int top_k, int n_experts,
                          const struct kweight *gate_up, const struct kweight *down, int accumulate,
                          int path, cudaStream_t stream);
+/* moe_expert_cuda_path with the shared expert folded in as the last slot of every token:
+ * sh_expert >= 0 promises ids[t * top_k + top_k - 1] == sh_expert for every token t (the router's
+ * moe_route_shared_cuda / moe_router_cuda with a shared gate write it so; top_k >= 2). The stream
+ * and CUDA-core gate/up launches then compute that slot before their programmatic-launch wait,
+ * from x without reading its id (x must not be written by the kernel launched right before this
+ * call: it is the router's input), and wait only to store it; the routed slots as before. The
+ * same results as moe_expert_cuda_path. sh_expert = -1: that function. ERR_INVAL for sh_expert
+ * outside [-1, n_experts) or top_k < 2 with it. */
+int moe_expert_sh_cuda(float *out, float *ws, const float *x, const int32_t *ids,
+                       const float *weights, int n_tok, int top_k, int n_experts,
+                       const struct kweight *gate_up, const struct kweight *down, int accumulate,
+                       int sh_expert, int path, cudaStream_t stream);
 /* Same contract on host pointers: gemv_ref per selected expert, composed. */
 int moe_expert_ref(float *out, float *ws, const float *x, const int32_t *ids, const float *weights,
                    int n_tok, int top_k, int n_experts, const struct kweight *gate_up,

@@ -103,6 +103,21 @@ static __device__ __forceinline__ uint8_t f32_to_e4m3_sat(float x)
     return (uint8_t)__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
 }
 
+/* The slot of grid row y of an expert launch over n_slots = n_tok * top_k slots. sh_first: the
+ * last slot of every token is the folded shared expert, whose blocks come first (rows y < n_tok:
+ * token y's slot top_k - 1; they run before the PDL wait, and blocks are placed in grid order),
+ * then the routed slots in order; else y itself. top_k >= 2 with sh_first. */
+static __device__ __forceinline__ int moe_block_slot(int y, int n_slots, int top_k, bool sh_first)
+{
+    if (!sh_first)
+        return y;
+    const int n_tok = n_slots / top_k;
+    if (y < n_tok)
+        return y * top_k + top_k - 1;
+    y -= n_tok;
+    return y / (top_k - 1) * top_k + y % (top_k - 1);
+}
+
 static __device__ __forceinline__ float silu_f32(float x)
 {
     return x / (1.0f + __expf(-x));

@@ -19,7 +19,9 @@
  * Modes:
  *   NVS_PLAIN:   y[tok][r] = W[expert] x[tok], tok < n_tok (<= 8); one segment.
  *   NVS_SLOT:    blockIdx.y = slot, e = ids[slot] (block exits if out of range); activation row
- *                x + (slot / top_k) * ldx; output row y + slot * ldy. One segment.
+ *                x + (slot / top_k) * ldx; output row y + slot * ldy. One segment. With
+ *                expert >= 0 (the folded shared expert, slot top_k - 1 of every token) those
+ *                slots' blocks come first and run before the PDL wait (moe_block_slot).
  *   NVS_COMBINE: blockIdx.y = token t; segment s < top_k is slot t*top_k + s with its expert, the
  *                activation silu(x[slot][c]) * x[slot][c + cols] (x rows hold [gate | up]) and
  *                the multiplier weights[slot]; y[t][r] (+)= sum over segments.
@@ -69,7 +71,7 @@ struct nvs_args {
     int n_tok;            // PLAIN: activation rows (1..8)
     int top_k;            // SLOT: slots per activation row; COMBINE: segments per token
     int n_experts;        // SLOT/COMBINE: valid id range
-    int expert;           // PLAIN: expert index
+    int expert;           // PLAIN: expert index; SLOT: the folded shared expert, or -1 (above)
     int wk;               // warps splitting K per row tile (1, 2, 4, 8); set by nvs_launch
     int accumulate;       // COMBINE: add into y
 };
@@ -185,6 +187,8 @@ template <int MODE> static __device__ __forceinline__ int nvs_seg_expert(const n
 {
     if (MODE == NVS_PLAIN)
         return a.expert;
+    /* (SLOT's branch is not taken: nvs_kernel reads its block's slot; kept, as this form keeps
+     * the 8-warp COMBINE kernel at 12 bytes of spills, the other 16) */
     const int e =
         __ldg(a.ids + (MODE == NVS_SLOT ? (int)blockIdx.y : (int)blockIdx.y * a.top_k + s));
     return e >= 0 && e < a.n_experts ? e : -1;
@@ -471,16 +475,23 @@ static __global__ void __launch_bounds__(W * 32, W != NVS_WARPS ? 1
     int *eseg = reinterpret_cast<int *>(nvs_smem + 4 * S);
     __half *xs = reinterpret_cast<__half *>(nvs_smem + (8 * S + 15) / 16 * 16);
 
-    /* SLOT's expert ids come from the kernel before (the router): it waits for it first.
+    /* SLOT's expert ids come from the kernel before (the router): it waits for it first, but
+     * for the folded shared expert's blocks (a.expert >= 0: slot top_k - 1 of every token is that
+     * expert; those blocks first, moe_block_slot), which run before the wait (their activations
+     * are the router's input) and wait only to store.
      * COMBINE's come from the kernel two launches back (the router, before the SLOT launch of
      * the same experts), complete once the kernel before has passed its own enter (pdl.cuh), so
      * its first round of weight loads is issued before the wait, as PLAIN's: only the staged
      * activations (the SLOT launch's output) and the routing weights wait. */
-    if (MODE == NVS_SLOT)
+    const bool early =
+        MODE == NVS_SLOT && a.expert >= 0 && (int)blockIdx.y < (int)gridDim.y / a.top_k;
+    const int slot =
+        MODE == NVS_SLOT ? moe_block_slot(blockIdx.y, gridDim.y, a.top_k, a.expert >= 0) : 0;
+    if (MODE == NVS_SLOT && !early)
         kcuda_pdl_enter();
     int e_blk = MODE == NVS_PLAIN ? a.expert : 0; /* COMBINE: per item, from its segment */
     if (MODE == NVS_SLOT) {
-        e_blk = a.ids[blockIdx.y];
+        e_blk = early ? a.expert : a.ids[slot];
         if (e_blk < 0 || e_blk >= a.n_experts)
             return; /* whole block, before any barrier */
     }
@@ -512,7 +523,7 @@ static __global__ void __launch_bounds__(W * 32, W != NVS_WARPS ? 1
     int seg_e = -1;
     float seg_w = 1.0f, seg_g = 1.0f;
     if (has_seg) {
-        seg_e = nvs_seg_expert<MODE>(a, threadIdx.x);
+        seg_e = MODE == NVS_SLOT ? e_blk : nvs_seg_expert<MODE>(a, threadIdx.x);
         if (seg_e >= 0 && MODE == NVS_COMBINE)
             seg_w = a.weights[blockIdx.y * S + threadIdx.x];
         if (seg_e >= 0)
@@ -549,7 +560,7 @@ static __global__ void __launch_bounds__(W * 32, W != NVS_WARPS ? 1
                 if (MODE == NVS_PLAIN) {
                     v[j] = __ldg(reinterpret_cast<const float4 *>(a.x + (int64_t)i * a.ldx + c));
                 } else if (MODE == NVS_SLOT) {
-                    const float *xr = a.x + (int64_t)(blockIdx.y / a.top_k) * a.ldx;
+                    const float *xr = a.x + (int64_t)(slot / a.top_k) * a.ldx;
                     v[j] = __ldg(reinterpret_cast<const float4 *>(xr + c));
                 } else {
                     const float *xr = a.x + ((int64_t)blockIdx.y * S + i) * a.ldx;
@@ -643,6 +654,8 @@ static __global__ void __launch_bounds__(W * 32, W != NVS_WARPS ? 1
     for (int c = 0; c < 4; c++)
         red[warp][c][lane] = acc[c];
     __syncthreads();
+    if (early)
+        kcuda_pdl_enter(); /* block-uniform: the stores wait for the kernel before */
     if (kw == 0) {
 #pragma unroll
         for (int c = 0; c < 4; c++) {
@@ -658,7 +671,7 @@ static __global__ void __launch_bounds__(W * 32, W != NVS_WARPS ? 1
             if (MODE == NVS_PLAIN) {
                 y_out[(int64_t)tok * ldy + row] = v;
             } else if (MODE == NVS_SLOT) {
-                a.y[(int64_t)blockIdx.y * a.ldy + row] = v;
+                a.y[(int64_t)slot * a.ldy + row] = v;
             } else {
                 float *o = a.y + (int64_t)blockIdx.y * a.ldy + row;
                 *o = a.accumulate ? *o + v : v;

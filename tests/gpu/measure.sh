@@ -49,6 +49,12 @@
 #     sessab   the eighteenth session's batch-1 changes together against a build with all of
 #              them off, the same three runs
 #     sessab64 sessab's two builds at batch 8 (prompt 2,048) and 64 (prompt 1,024) on CONFIG
+#     shab     the folded shared expert's gate/up before the routed experts' PDL wait against
+#              a build whose gate/up launches wait first (-DMOE_SH_EARLY=0): the same three runs
+#     shab64   shab's two builds at batch 8 (prompt 2,048) and 64 (prompt 1,024) on CONFIG
+#     convab   the GDN conv inside the recurrence's launch for one-row passes against the two
+#              launches (-DGDN_CONV_FUSED=0 build): the same three runs
+#     sess19ab both of the nineteenth session's changes against a build with both off
 #     prompts3 gpu_bench batch 1 at prompts 512 and 8,192, BF16, FP8, NVFP4 (the default build)
 #     gdntiles the batch-1 GDN recurrence in 4 and 2 value-column tiles a head against 1 (builds
 #              with -DGDN_ONE_ROW_TILES=4 / 2), the same three runs each
@@ -84,12 +90,14 @@ elapsed() { echo "$(( $(date +%s) - t_start )) s"; }
 tree_sum() { (cd "$root" && find kernels services common model -type f | LC_ALL=C sort |
   xargs cat | sha1sum | cut -c1-12); }
 
-# ab_build NAME FLAGS: $b and a second gpu_bench build with CUDA FLAGS in $b-NAME (kept: a later
-# stage with the same NAME reuses it); 1 when a build failed (noted)
+# ab_build NAME FLAGS: $b and a second gpu_bench build with FLAGS for the CUDA and the C sources
+# (the runner's switches live in its C files) in $b-NAME (kept: a later stage with the same NAME
+# reuses it); 1 when a build failed (noted)
 ab_build() {
   build_benches || { note "$1" "build failed"; return 1; }
   [ -x "$b-$1/bin/gpu_bench" ] && return 0
   cmake -S "$root/tests/gpu" -B "$b-$1" -DCMAKE_CUDA_ARCHITECTURES=90 "-DCMAKE_CUDA_FLAGS=$2" \
+    "-DCMAKE_C_FLAGS=$2" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_WERROR="${TERN_WERROR:-OFF}" \
     > "$logs/cfg_$1.log" 2>&1 &&
     cmake --build "$b-$1" -j"$(nproc)" --target gpu_bench > "$logs/build_$1.log" 2>&1 ||
@@ -113,6 +121,24 @@ ab_formats() {
         > "$logs/${st}_${f}_$v.txt" 2>&1
       note "$st" "$f $v rc=$? ($(elapsed))"
       note_lines "  $st" < <(grep '^bench ' "$logs/${st}_${f}_$v.txt" | grep -oE '(decode_tok_s_stream|itl_p50_ms|fraction|graph_kernels|tokens_hash)=[^ ]*' | paste -sd' ')
+    done
+  done
+}
+
+# ab_batches STAGE NAME FLAGS: the A/B build NAME (ab_build, reused when there) against $b at
+# batch 8 (prompt 2,048) and batch 64 (prompt 1,024) on CONFIG; 1 when a build failed (noted)
+ab_batches() {
+  local st=$1 b2=$b-$2 v bb
+  ab_build "$2" "$3" || return 1
+  for pt in "8 2048" "64 1024"; do
+    set -- $pt
+    for v in before after; do
+      bb=$b
+      [ $v = before ] && bb=$b2
+      timeout 90 "$bb/bin/gpu_bench" "$cfg" --prompt-len $2 --batch $1 --gen 64 --chunk 2048 \
+        > "$logs/${st}_$1_$v.txt" 2>&1
+      note "$st" "batch $1 prompt $2 $v rc=$? ($(elapsed))"
+      note_lines "  $st" < <(grep '^bench ' "$logs/${st}_$1_$v.txt" | grep -oE '(decode_tok_s_stream|decode_tok_s_total|itl_p50_ms|fraction|tokens_hash)=[^ ]*' | paste -sd' ')
     done
   done
 }
@@ -323,19 +349,27 @@ for s in "${stages[@]}"; do
       # the same two builds as sessab (its A/B build reused when it is there) at batch 8 (prompt
       # 2,048) and batch 64 (prompt 1,024) on CONFIG: the session's changes where the batch-1
       # rules do not apply (the merge's early loads, the GDN states before the wait do)
-      ab_build sessab "$SESS_OFF" || continue
-      b2=$b-sessab
-      for pt in "8 2048" "64 1024"; do
-        set -- $pt
-        for v in before after; do
-          bb=$b
-          [ $v = before ] && bb=$b2
-          timeout 90 "$bb/bin/gpu_bench" "$cfg" --prompt-len $2 --batch $1 --gen 64 --chunk 2048 \
-            > "$logs/${s}_$1_$v.txt" 2>&1
-          note "$s" "batch $1 prompt $2 $v rc=$? ($(elapsed))"
-          note_lines "  $s" < <(grep '^bench ' "$logs/${s}_$1_$v.txt" | grep -oE '(decode_tok_s_stream|decode_tok_s_total|itl_p50_ms|fraction|tokens_hash)=[^ ]*' | paste -sd' ')
-        done
-      done
+      ab_batches "$s" sessab "$SESS_OFF" || continue
+      ;;
+    shab)
+      # the folded shared expert's gate/up before the routed experts' PDL wait (moe_expert_sh_cuda,
+      # the runner's fold_early) against a build whose gate/up launches wait first
+      # (-DMOE_SH_EARLY=0): gpu_bench batch 1 at 2,048, BF16, FP8, NVFP4 (the same tokens_hash)
+      ab_formats "$s" "-DMOE_SH_EARLY=0" || continue
+      ;;
+    shab64)
+      # shab's two builds at batch 8 and 64 on CONFIG (the fold covers up to 23 rows)
+      ab_batches "$s" shab "-DMOE_SH_EARLY=0" || continue
+      ;;
+    convab)
+      # the GDN conv inside the recurrence's launch for one-row passes (gdn_seq_conv_step_cuda,
+      # the runner's gdn_conv_fused) against the two launches (-DGDN_CONV_FUSED=0): gpu_bench
+      # batch 1 at 2,048, BF16, FP8, NVFP4 (the same tokens_hash)
+      ab_formats "$s" "-DGDN_CONV_FUSED=0" || continue
+      ;;
+    sess19ab)
+      # the nineteenth session's two changes together against a build with both off
+      ab_formats "$s" "-DGDN_CONV_FUSED=0 -DMOE_SH_EARLY=0" || continue
       ;;
     prompts3)
       # gpu_bench batch 1 at prompts 512 and 8,192 for the BF16, FP8 and NVFP4 configs (issue
@@ -469,7 +503,7 @@ for s in "${stages[@]}"; do
       note_lines "  $s" < <(python3 "$root/tests/gpu/ktrace.py" "$logs/$s.csv" --top 24 2>&1)
       gzip -f "$logs/$s.csv"
       ;;
-    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace64 rowsab routerab gdnab gdntiles sessab sessab64 prompts3 fp8moe smoke)" >&2; exit 2 ;;
+    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace64 rowsab routerab gdnab gdntiles sessab sessab64 shab shab64 convab sess19ab prompts3 fp8moe smoke)" >&2; exit 2 ;;
   esac
 done
 finish

@@ -357,6 +357,99 @@ static void chunked(const int *lens, int n_items, int hk, int hv, int min_rows,
     free(zsn);
 }
 
+/* gdn_seq_conv_step_cuda (items of 0 or 1 row: the conv inside the step's launch) against
+ * gdn_seq_conv_cuda then gdn_seq_step_cuda on the same inputs: the same bits in the output, both
+ * states and both snapshot buffers (snapshots on the even items, the last index cut by n_snap).
+ * expect: ERR_UNSUPPORTED for passes of as many (item, head) pairs as an H200's SMs. */
+static void fused(const int *lens, int n_items, int hk, int hv, int kc, int expect)
+{
+    struct prob p;
+    make_prob(&p, lens, n_items, hk, hv, kc);
+    const size_t R = (size_t)(p.rows > 0 ? p.rows : 1), win = (size_t)p.ch * (kc - 1);
+    const size_t ss = (size_t)hv * D * D, vw = (size_t)hv * D;
+    const size_t nsnap = (size_t)(p.n_snap > 0 ? p.n_snap : 1);
+    const size_t ncs = p.n_slots * win, nss = p.n_slots * ss;
+    float *x = malloc(R * p.ch * 4), *w = malloc((size_t)p.ch * kc * 4), *cst0 = malloc(ncs * 4);
+    float *sst0 = malloc(nss * 4), *z = malloc(R * vw * 4), *a = malloc(R * hv * 4);
+    float *b = malloc(R * hv * 4), *alog = malloc(hv * 4), *dtb = malloc(hv * 4),
+          *nw = malloc(D * 4);
+    ktest_fill(x, R * p.ch, -2, 2);
+    ktest_fill(w, (size_t)p.ch * kc, -1, 1);
+    ktest_fill(cst0, ncs, -1, 1);
+    ktest_fill(sst0, nss, -0.1f, 0.1f);
+    ktest_fill(z, R * vw, -2, 2);
+    ktest_fill(a, R * hv, -3, 3);
+    ktest_fill(b, R * hv, -3, 3);
+    ktest_fill(alog, hv, -2, 1);
+    ktest_fill(dtb, hv, -1, 1);
+    ktest_fill(nw, D, 0.5f, 1.5f);
+    int32_t *ditems = ktest_dev_from(p.items, sizeof(int32_t) * n_items * GDN_SEQ_ITEM_INTS);
+    float *dx = ktest_dev_from(x, R * p.ch * 4), *dw = ktest_dev_from(w, (size_t)p.ch * kc * 4);
+    float *dz = ktest_dev_from(z, R * vw * 4), *da = ktest_dev_from(a, R * hv * 4);
+    float *db = ktest_dev_from(b, R * hv * 4), *dalog = ktest_dev_from(alog, hv * 4);
+    float *ddtb = ktest_dev_from(dtb, hv * 4), *dnw = ktest_dev_from(nw, D * 4);
+    /* [0]: the pair, [1]: fused; outputs and snapshots NaN-filled */
+    float *dout[2], *dcst[2], *dcsn[2], *dsst[2], *dssn[2];
+    for (int k = 0; k < 2; k++) {
+        dout[k] = ktest_dev_poison(R * vw);
+        dcst[k] = ktest_dev_from(cst0, ncs * 4);
+        dcsn[k] = ktest_dev_poison(nsnap * win);
+        dsst[k] = ktest_dev_from(sst0, nss * 4);
+        dssn[k] = ktest_dev_poison(nsnap * ss);
+    }
+    float *dmix = ktest_dev_poison(R * p.ch);
+    CHECK_EQ_INT(gdn_seq_conv_cuda(dmix, dcst[0], 0, dcsn[0], p.n_snap, dx, dw, ditems, n_items, 1,
+                                   p.ch, kc, 0),
+                 0);
+    CHECK_EQ_INT(gdn_seq_step_cuda(dout[0], dsst[0], 0, dssn[0], p.n_snap, dmix, dz, da, db, dalog,
+                                   ddtb, dnw, ditems, n_items, hk, hv, 1e-6f, 0),
+                 0);
+    const size_t ncnt = (size_t)n_items * hk + 1;
+    unsigned *hcnt = calloc(ncnt, sizeof(unsigned)), *dcnt = ktest_dev_from(hcnt, ncnt * 4);
+    const int rc = gdn_seq_conv_step_cuda(dout[1], dsst[1], 0, dssn[1], dcst[1], 0, dcsn[1],
+                                          p.n_snap, dx, dw, p.ch, kc, dz, da, db, dalog, ddtb, dnw,
+                                          ditems, n_items, hk, hv, 1e-6f, dcnt, 0);
+    CHECK_EQ_INT(rc, expect);
+    int same = -1;
+    if (rc == 0) {
+        const size_t n[5] = {R * vw, ncs, nsnap * win, nss, nsnap * ss};
+        size_t most = 0;
+        for (int k = 0; k < 5; k++)
+            most = n[k] > most ? n[k] : most;
+        float *h0 = malloc(most * 4), *h1 = malloc(most * 4);
+        same = 1;
+        for (int k = 0; k < 5; k++) {
+            float *const d0[5] = {dout[0], dcst[0], dcsn[0], dsst[0], dssn[0]};
+            float *const d1[5] = {dout[1], dcst[1], dcsn[1], dsst[1], dssn[1]};
+            ktest_to_host(h0, d0[k], n[k] * 4);
+            ktest_to_host(h1, d1[k], n[k] * 4);
+            if (memcmp(h0, h1, n[k] * 4) != 0) { /* NaNs of the poison compare by bits */
+                fprintf(stderr, "  gdn_seq_conv_step: buffer %d differs\n", k);
+                same = 0;
+            }
+        }
+        ktest_to_host(hcnt, dcnt, ncnt * 4);
+        for (size_t i = 0; i < ncnt; i++)
+            if (hcnt[i]) { /* the counters back to 0 for the next launch */
+                fprintf(stderr, "  gdn_seq_conv_step: counter %zu left at %u\n", i, hcnt[i]);
+                same = 0;
+            }
+        CHECK(same);
+        free(h0), free(h1);
+    }
+    printf("gdn_seq_conv_step items=%d hk=%d hv=%d kc=%d: rc=%d bit-identical=%d\n", n_items, hk,
+           hv, kc, rc, same);
+    for (int k = 0; k < 2; k++)
+        ktest_free(dout[k]), ktest_free(dcst[k]), ktest_free(dcsn[k]), ktest_free(dsst[k]),
+            ktest_free(dssn[k]);
+    ktest_free(dmix), ktest_free(ditems), ktest_free(dx), ktest_free(dw), ktest_free(dz);
+    ktest_free(dcnt);
+    free(hcnt);
+    ktest_free(da), ktest_free(db), ktest_free(dalog), ktest_free(ddtb), ktest_free(dnw);
+    free(x), free(w), free(cst0), free(sst0), free(z), free(a), free(b), free(alog), free(dtb);
+    free(nw);
+}
+
 static void all(bool gpu)
 {
     ktest_seed(11);
@@ -403,6 +496,21 @@ int main(void)
         chunked(v4, 4, 16, 32, 64, 3u, false);
         chunked(d9, 5, 16, 32, 64, 0, false); /* 160 pairs: 2 tiles */
     }
+    { /* the conv inside the step's launch: the model's heads at 1 and 4 items (an empty one),
+       * GQA ratio 1 and 2, windows of 1, 3 and 7 (kc 2, 4, 8); 5 items of the model: 160 pairs */
+        const int f1[] = {1}, f4[] = {1, 1, 0, 1}, f3[] = {1, 1, 1}, f5[] = {1, 1, 1, 1, 1};
+        fused(f1, 1, 16, 32, 4, 0);
+        fused(f4, 4, 16, 32, 4, 0);
+        fused(f3, 3, 2, 2, 2, 0);
+        fused(f3, 3, 1, 2, 8, 0);
+        fused(f4, 4, 2, 4, 3, 0);
+        fused(f5, 5, 16, 32, 4, ERR_UNSUPPORTED);
+    }
+    CHECK_EQ_INT(gdn_seq_conv_step_cuda((float *)8, (float *)8, 0, NULL, (float *)8, 0, NULL, 0,
+                                        (float *)8, (float *)8, 5 * D, 4, (float *)8, (float *)8,
+                                        (float *)8, (float *)8, (float *)8, (float *)8,
+                                        (int32_t *)8, 1, 2, 2, 1e-6f, (unsigned *)8, 0),
+                 ERR_INVAL); /* channels not (2 hk + hv) * 128 */
     CHECK_EQ_INT(gdn_seq_step_chunked_cuda((float *)8, (float *)8, 0, NULL, 0, (float *)8,
                                            (float *)8, (float *)8, (float *)8, (float *)8,
                                            (float *)8, (float *)8, (int32_t *)8, 1, 2, 4, 1e-6f, 64,

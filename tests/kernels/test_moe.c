@@ -148,6 +148,46 @@ struct erun {
     int accumulate;
 };
 
+/* moe_expert_sh_cuda: with the last slot of every token made expert n_exp - 1 (a folded shared
+ * expert), computed before the PDL wait, bit for bit what moe_expert_cuda_path gives on the same
+ * ids (each with its own NaN-filled scratch: a slot the launch skips cannot pass on the other's
+ * values); then its refusals. ids: the run's (host), copied. */
+static void test_expert_sh(int path, int n_tok, int k, int n_exp, const struct kw_pair *gu,
+                           const struct kw_pair *dn, const float *dx, const float *dw, float *dh,
+                           const int32_t *ids, const float *init, int accumulate)
+{
+    const int hidden = dn->host.rows, sh = n_exp - 1;
+    float *dh2 = ktest_dev_poison(moe_expert_ws_floats(n_tok, k, dn->host.cols, hidden));
+    const size_t nx = (size_t)n_tok * hidden, ns = (size_t)n_tok * k;
+    int32_t *ids2 = malloc(ns * 4);
+    float *a = malloc(nx * 4), *b = malloc(nx * 4);
+    memcpy(ids2, ids, ns * 4);
+    for (int t = 0; t < n_tok; t++)
+        ids2[t * k + k - 1] = sh;
+    int32_t *di = ktest_dev_from(ids2, ns * 4);
+    float *da = ktest_dev_from(init, nx * 4), *db = ktest_dev_from(init, nx * 4);
+    CHECK_EQ_INT(moe_expert_cuda_path(da, dh, dx, di, dw, n_tok, k, n_exp, &gu->dev, &dn->dev,
+                                      accumulate, path, 0),
+                 0);
+    ktest_to_host(a, da, nx * 4);
+    CHECK_EQ_INT(moe_expert_sh_cuda(db, dh2, dx, di, dw, n_tok, k, n_exp, &gu->dev, &dn->dev,
+                                    accumulate, sh, path, 0),
+                 0);
+    ktest_to_host(b, db, nx * 4);
+    const int same = memcmp(a, b, nx * 4) == 0;
+    CHECK(same);
+    CHECK_EQ_INT(moe_expert_sh_cuda(db, dh, dx, di, dw, n_tok, k, n_exp, &gu->dev, &dn->dev,
+                                    accumulate, n_exp, path, 0),
+                 ERR_INVAL);
+    CHECK_EQ_INT(moe_expert_sh_cuda(db, dh, dx, di, dw, n_tok, k, n_exp, &gu->dev, &dn->dev,
+                                    accumulate, -2, path, 0),
+                 ERR_INVAL);
+    fprintf(stderr, "moe_expert_sh path=%d tok=%d E=%d k=%d acc=%d: bit-identical=%d\n", path,
+            n_tok, n_exp, k, accumulate, same);
+    ktest_free(di), ktest_free(da), ktest_free(db), ktest_free(dh2);
+    free(ids2), free(a), free(b);
+}
+
 static void test_expert(int fmt, int n_exp, int k, int hidden, int inter, const struct erun *runs,
                         int n_runs)
 {
@@ -207,6 +247,8 @@ static void test_expert(int fmt, int n_exp, int k, int hidden, int inter, const 
                 CHECK(ktest_compare(what, got, ref, nx, 2e-3 * amax, 2e-3) == 0);
             else
                 CHECK(ktest_compare(what, got, ref, nx, 1e-5 * amax, 1e-4) == 0);
+            if (k >= 2)
+                test_expert_sh(path, n_tok, k, n_exp, &gu, &dn, dx, dw, dh, ids, init, accumulate);
         }
         ktest_free(dx), ktest_free(dw), ktest_free(dh), ktest_free(di);
         free(x), free(w), free(init), free(ref), free(got), free(hb), free(ids);
@@ -269,6 +311,10 @@ int main(void)
         CHECK_EQ_INT(
             moe_expert_cuda_path(d, d, d, di, d, 1, 8, 2, &gu.dev, &dn.dev, 0, GEMV_PATH_STREAM, 0),
             ERR_UNSUPPORTED);
+        /* a folded shared expert needs a routed slot beside it */
+        CHECK_EQ_INT(
+            moe_expert_sh_cuda(d, d, d, di, d, 1, 1, 2, &gu.dev, &dn.dev, 0, 1, GEMV_PATH_AUTO, 0),
+            ERR_INVAL);
         kw_pair_free(&gu);
         kw_pair_free(&dn);
         ktest_free(d);

@@ -288,6 +288,61 @@ static int run_strided(const int *lens, int n_items, int hk, int hv, int kc, int
     return diff || rc;
 }
 
+/* gdn_seq_conv_step_cuda (items of 0 or 1 row: the conv in the step's launch) against
+ * gdn_seq_conv_cuda then gdn_seq_step_cuda, both emulated, bit for bit: output, both states (at
+ * padded strides, the padding untouched) and both snapshot buffers (snapshots on odd items, the
+ * last index cut). */
+static int run_fused(const int *lens, int n_items, int hk, int hv, int kc)
+{
+    const int D = GDN_SEQ_HEAD_DIM, ch = (2 * hk + hv) * D, n_slots = n_items + 2;
+    std::vector<int32_t> items((size_t)n_items * GDN_SEQ_ITEM_INTS);
+    int rows = 0, nsnap = 0;
+    for (int i = 0; i < n_items; i++) {
+        int32_t *it = &items[(size_t)i * GDN_SEQ_ITEM_INTS];
+        it[0] = rows, it[1] = lens[i], it[2] = n_slots - 1 - i, it[3] = i % 2 ? nsnap : -1;
+        nsnap += i % 2 ? lens[i] : 0;
+        rows += lens[i];
+    }
+    const int n_snap = nsnap > 1 ? nsnap - 1 : nsnap;
+    const size_t R = (size_t)(rows > 0 ? rows : 1), win = (size_t)ch * (kc - 1), ss = (size_t)hv * D * D;
+    const size_t vw = (size_t)hv * D, cstr = win + 8, sstr = ss + 16, ns1 = (size_t)(n_snap > 0 ? n_snap : 1);
+    float *x = fill(R * ch, -2, 2), *w = fill((size_t)ch * kc, -1, 1), *z = fill(R * vw, -2, 2);
+    float *a = fill(R * hv, -3, 3), *b = fill(R * hv, -3, 3), *alog = fill(hv, -2, 1), *dtb = fill(hv, -1, 1);
+    float *nw = fill(D, 0.5f, 1.5f), *cst0 = fill(n_slots * cstr, -1, 1), *sst0 = fill(n_slots * sstr, -0.1f, 0.1f);
+    int32_t *ditems = (int32_t *)emu_alloc(items.size() * 4);
+    memcpy(ditems, items.data(), items.size() * 4);
+    float *o[2], *cs[2], *cn[2], *st[2], *sn[2];
+    for (int k = 0; k < 2; k++) {
+        o[k] = fill(R * vw, NAN, NAN), cs[k] = dup(cst0, n_slots * cstr), cn[k] = fill(ns1 * win, -9, -9);
+        st[k] = dup(sst0, n_slots * sstr), sn[k] = fill(ns1 * ss, -9, -9);
+    }
+    float *mix = fill(R * ch, NAN, NAN);
+    int rc = gdn_seq_conv_cuda(mix, cs[0], (int64_t)cstr, cn[0], n_snap, x, w, ditems, n_items, 1, ch, kc, 0);
+    rc |= gdn_seq_step_cuda(o[0], st[0], (int64_t)sstr, sn[0], n_snap, mix, z, a, b, alog, dtb, nw, ditems, n_items,
+                            hk, hv, 1e-6f, 0);
+    unsigned *cnt = (unsigned *)emu_alloc((size_t)n_items * hk * 4 + 4);
+    memset(cnt, 0, (size_t)n_items * hk * 4 + 4);
+    g_emu_launched.clear();
+    rc |= gdn_seq_conv_step_cuda(o[1], st[1], (int64_t)sstr, sn[1], cs[1], (int64_t)cstr, cn[1], n_snap, x, w, ch, kc,
+                                 z, a, b, alog, dtb, nw, ditems, n_items, hk, hv, 1e-6f, cnt, 0);
+    size_t diff = 0;
+    for (int i = 0; i < n_items * hk; i++) diff += cnt[i] != 0; /* the counters back to 0 */
+    diff += memcmp(o[0], o[1], R * vw * 4) != 0;
+    diff += memcmp(cs[0], cs[1], n_slots * cstr * 4) != 0;
+    diff += memcmp(cn[0], cn[1], ns1 * win * 4) != 0;
+    diff += memcmp(st[0], st[1], n_slots * sstr * 4) != 0;
+    diff += memcmp(sn[0], sn[1], ns1 * ss * 4) != 0;
+    for (int sl = 0; sl < n_slots; sl++) { /* the padding past each slot's states untouched */
+        diff += memcmp(cs[1] + sl * cstr + win, cst0 + sl * cstr + win, (cstr - win) * 4) != 0;
+        diff += memcmp(st[1] + sl * sstr + ss, sst0 + sl * sstr + ss, (sstr - ss) * 4) != 0;
+    }
+    const bool one = g_emu_launched == "gdn_seq_step_kernel<1, true>;";
+    const int fail = rc || diff || !one;
+    printf("gdn_seq_conv_step emu items=%d hk=%d hv=%d kc=%d n_snap=%d ran=%s: buffers differing=%zu rc=%d %s\n",
+           n_items, hk, hv, kc, n_snap, g_emu_launched.c_str(), diff, rc, fail ? "FAIL" : "ok");
+    return fail;
+}
+
 int main(int argc, char **argv)
 {
     const bool quick = argc > 1 && strcmp(argv[1], "quick") == 0;
@@ -296,6 +351,16 @@ int main(int argc, char **argv)
     f += run(l1, 5, 2, 4, 4, 1);
     f += run(l3, 4, 2, 2, 2, 0);
     f += run(l5, 4, 1, 4, 4, 2);
+    {   /* the conv inside the step's launch (items of 0 or 1 row) */
+        static const int f1[] = {1, 1, 0, 1}, f2[] = {1, 1, 1};
+        f += run_fused(f1, 4, 2, 4, 4);
+        f += run_fused(f2, 3, 1, 1, 2);
+        f += run_fused(f2, 3, 1, 2, 8);
+        if (!quick) {
+            static const int f3[] = {1};
+            f += run_fused(f3, 1, 16, 32, 4); /* the model's heads */
+        }
+    }
     if (!quick) {
         f += run(l2, 1, 1, 1, 4, 1);
         f += run(l4, 3, 1, 2, 3, 3);

@@ -8,6 +8,8 @@
 //     2048 x 512 shape at 1 token;
 //   - fp8 on the stream path (channel-scaled gate_up in SLOT, block-scaled down in COMBINE), 1,
 //     2 and 8 tokens, by AUTO up to 8 tokens and forced;
+//   - moe_expert_sh_cuda (a folded shared expert's gate/up before the PDL wait) bit for bit
+//     against moe_expert_cuda_path on the same ids, stream and cores;
 //   - AUTO: the path picked (by kernel name) and its result; the CUDA-core path (moe_gate_up /
 //     moe_down kernels, per-format wdot) for bf16, fp8 past 8 tokens or with a channel-scaled
 //     down, and narrow nvfp4; the nvfp4 tensor path once.
@@ -81,6 +83,38 @@ static int run(int fmt, int n_tok, int E, int k, int H, int I, int acc, int path
     return fail;
 }
 
+/* moe_expert_sh_cuda (the last slot of every token expert E - 1, its gate/up blocks first and
+ * before the PDL wait) against moe_expert_cuda_path on the same ids: bit for bit, the same
+ * kernels */
+static int run_sh(int fmt, int n_tok, int E, int k, int H, int I, int acc, int path)
+{
+    kweight gu = kw_make(fmt, KW_SCALE_CHANNEL, E, 2 * I, H, H), dn = kw_make(fmt, KW_SCALE_BLOCK, E, H, I, I);
+    const size_t nx = (size_t)n_tok * H, ns = (size_t)n_tok * k;
+    float *x = (float *)emu_alloc(nx * 4), *wts = (float *)emu_alloc(ns * 4);
+    int32_t *ids = (int32_t *)emu_alloc(ns * 4);
+    for (size_t i = 0; i < nx; i++) x[i] = runi(-1, 1);
+    for (size_t i = 0; i < ns; i++) wts[i] = runi(0, 1);
+    for (size_t i = 0; i < ns; i++) ids[i] = (int32_t)(ru32() % (uint32_t)(E - 1));
+    for (int t = 0; t < n_tok; t++) ids[t * k + k - 1] = E - 1;
+    if (ns > 3 && k > 4) ids[3] = -1;
+    float *a = kw_out(nx), *b = kw_out(nx);
+    for (size_t i = 0; i < nx; i++) a[i] = b[i] = acc ? runi(-1, 1) : NAN;
+    const size_t wsf = moe_expert_ws_floats(n_tok, k, I, H);
+    float *ws = (float *)emu_alloc(wsf * 4);
+    for (size_t i = 0; i < wsf; i++) ws[i] = NAN;
+    g_emu_launched.clear();
+    int rc = moe_expert_cuda_path(a, ws, x, ids, wts, n_tok, k, E, &gu, &dn, acc, path, 0);
+    const std::string plain = g_emu_launched;
+    for (size_t i = 0; i < wsf; i++) ws[i] = NAN; /* a slot the launch skips cannot pass */
+    g_emu_launched.clear();
+    rc |= moe_expert_sh_cuda(b, ws, x, ids, wts, n_tok, k, E, &gu, &dn, acc, E - 1, path, 0);
+    const bool same = memcmp(a, b, nx * 4) == 0 && plain == g_emu_launched, guard = kw_guard_ok(b, nx);
+    const int fail = rc || !same || !guard;
+    printf("moe_expert_sh emu fmt=%d tok=%d E=%d k=%d H=%d I=%d acc=%d path=%s ran=%s: bit-identical=%d guard=%d rc=%d %s\n",
+           fmt, n_tok, E, k, H, I, acc, path_name(path), g_emu_launched.c_str(), same, guard, rc, fail ? "FAIL" : "ok");
+    return fail;
+}
+
 int main(int argc, char **argv)
 {
     const bool quick = argc > 1 && strcmp(argv[1], "quick") == 0;
@@ -128,6 +162,14 @@ int main(int argc, char **argv)
         f += run(KW_FMT_FP8, 8, 16, 8, 512, 256, 1, S, F8); /* 8 tokens, two down chunks */
         f += run(KW_FMT_BF16, 1, 4, 2, 136, 24, 1, A, CO);
     }
+    /* the folded shared expert before the wait: stream SLOT (nvfp4, fp8), the cores (bf16, fp8
+     * at one token), K % 32 == 16 */
+    f += run_sh(NV, 1, 17, 9, 256, 64, 0, A);
+    f += run_sh(NV, 3, 9, 9, 272, 48, 1, A);
+    f += run_sh(KW_FMT_BF16, 1, 9, 9, 264, 40, 0, A);
+    f += run_sh(KW_FMT_BF16, 2, 5, 3, 264, 40, 1, C);
+    f += run_sh(KW_FMT_FP8, 1, 9, 9, 256, 64, 0, A);
+    f += run_sh(KW_FMT_FP8, 2, 9, 9, 272, 48, 1, S);
     /* a device of 2 SMs: the COMBINE grids fill it, the 8-warp form runs (the same sums up to
      * the order of the K-split warps) */
     setenv("EMU_SMS", "2", 1);

@@ -57,6 +57,18 @@ int moe_route_cuda(int32_t *ids, float *w, const float *l, int n, int E, int k, 
 int moe_expert_cuda(float *out, float *ws, const float *x, const int32_t *ids, const float *w, int n, int k, int E,
                     const struct kweight *gu, const struct kweight *dn, int acc, cudaStream_t s)
 { (void)s; return moe_expert_ref(out, ws, x, ids, w, n, k, E, gu, dn, acc); }
+/* the runner's promise (moe_expert.h) checked: slot k - 1 of every row holds sh */
+int moe_expert_sh_cuda(float *out, float *ws, const float *x, const int32_t *ids, const float *w, int n, int k, int E,
+                       const struct kweight *gu, const struct kweight *dn, int acc, int sh, int path, cudaStream_t s)
+{
+    (void)s, (void)path;
+    if (sh < -1 || sh >= E || (sh >= 0 && k < 2))
+        return ERR_INVAL;
+    for (int t = 0; sh >= 0 && t < n; t++)
+        if (ids[t * k + k - 1] != sh)
+            return ERR_STATE;
+    return moe_expert_ref(out, ws, x, ids, w, n, k, E, gu, dn, acc);
+}
 int dummy_fill_bytes_cuda(uint8_t *o, int64_t n, uint64_t seed, uint8_t mask, uint8_t add, cudaStream_t s) { (void)s; return dummy_fill_bytes_ref(o, n, seed, mask, add); }
 int dummy_fill_u16_cuda(uint16_t *o, int64_t n, uint64_t seed, const uint16_t *t, cudaStream_t s) { (void)s; return dummy_fill_u16_ref(o, n, seed, t); }
 int rmsnorm_cuda(float *o, const float *x, const float *w, int n, int d, float eps, float off, cudaStream_t s) { (void)s; return rmsnorm_ref(o, x, w, n, d, eps, off); }
@@ -161,6 +173,30 @@ int embed_rmsnorm_cuda(float *h, float *x, const uint16_t *t, const int32_t *ids
                        float eps, float off, cudaStream_t s)
 { (void)s; return embed_rmsnorm_ref(h, x, t, ids, n, d, v, w, eps, off); }
 int gdn_seq_step_tiles(int n, int hv, int mr) { (void)n; (void)hv; (void)mr; return 4; }
+/* the conv then the step on its output (a scratch of the pass's rows); the contract checked:
+ * every item of one row at most */
+int gdn_seq_conv_step_cuda(float *out, float *state, int64_t sst, float *snap, float *cst, int64_t cstr, float *csnap, int ns,
+                           const float *x, const float *cw, int c, int kc, const float *z, const float *a, const float *b,
+                           const float *al, const float *dt, const float *nw, const int32_t *it, int ni, int hk, int hv,
+                           float eps, unsigned *cnt, cudaStream_t s)
+{
+    (void)s;
+    if (!cnt)
+        return ERR_INVAL;
+    int rows = 0;
+    for (int i = 0; i < ni; i++) {
+        if (it[i * GDN_SEQ_ITEM_INTS + 1] > 1)
+            return ERR_INVAL;
+        if (it[i * GDN_SEQ_ITEM_INTS] + it[i * GDN_SEQ_ITEM_INTS + 1] > rows)
+            rows = it[i * GDN_SEQ_ITEM_INTS] + it[i * GDN_SEQ_ITEM_INTS + 1];
+    }
+    float *mix = malloc(sizeof(float) * (size_t)(rows > 0 ? rows : 1) * (size_t)c);
+    int rc = gdn_seq_conv_ref(mix, cst, cstr, csnap, ns, x, cw, it, ni, c, kc);
+    if (rc == 0)
+        rc = gdn_seq_step_ref(out, state, sst, snap, ns, mix, z, a, b, al, dt, nw, it, ni, hk, hv, eps);
+    free(mix);
+    return rc;
+}
 int attn_decode_path_auto(int hq, int hkv, int hd, int dt) { (void)hq; (void)hkv; (void)hd; (void)dt; return ATTN_DECODE_PATH_CORES; }
 int attn_decode_path_cuda(int path, float *out, float *ws, const float *q, const float *g, const void *kc, const void *vc, int dt,
                           float ks, float vs, const int32_t *bt, const int32_t *sl, int n, int hq, int hkv, int d, int bs,

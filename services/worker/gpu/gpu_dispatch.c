@@ -57,6 +57,16 @@ static const int DEFAULT_ROUTER_ROWS = 9;
  * form's 39, whose 64 parts of one key tile each are latency; 32,768: 91 against 103) */
 #define DEFAULT_ATTN_SPLIT_ROWS 16
 #define DEFAULT_ATTN_SPLIT_ITEMS 2
+/* the GDN conv inside the recurrence's launch for one-row passes (docs/PERF.md, nineteenth
+ * session); -DGDN_CONV_FUSED=0 builds the two launches (tests/gpu/measure.sh convab) */
+#ifndef GDN_CONV_FUSED
+#define GDN_CONV_FUSED 1
+#endif
+/* the folded shared expert's gate/up before the routed experts' wait (docs/PERF.md, nineteenth
+ * session); -DMOE_SH_EARLY=0 builds the launches that wait first (tests/gpu/measure.sh shab) */
+#ifndef MOE_SH_EARLY
+#define MOE_SH_EARLY 1
+#endif
 
 static const char *const FMT_NAME[4] = { "?", "bf16", "fp8", "nvfp4" };
 
@@ -117,6 +127,8 @@ int gpu_dispatch_init(struct gpu_model *g, char *err, size_t errlen)
         const int cap = 65535 / (g->K + 1), below = d->grouped_rows[f] - 1;
         d->fold_rows[f] = g->o.fuse < 0 ? 0 : below < cap ? below : cap;
     }
+    d->fold_early = MOE_SH_EARLY && g->o.fuse >= 0;
+    d->gdn_conv_fused = GDN_CONV_FUSED && g->o.fuse >= 0;
     const int dt = g->o.dense_tiles;
     d->dense_tiles_min = gm > 0 ? gm : DEFAULT_DENSE_TILES_MIN;
     d->dense_tiles_max = gm < 0 || dt < 0 ? 0 : dt > 0 ? dt : gm == 0 ? DEFAULT_DENSE_TILES_MAX : 0;
@@ -265,8 +277,9 @@ size_t gpu_experts_ws_floats(int n, int top_k, int n_experts, int inter, int hid
 }
 
 int gpu_experts(struct gpu_model *g, float *out, const float *x, const int32_t *ids,
-                const float *weights, int n, int top_k, int n_experts, const struct kweight *gate_up,
-                const struct kweight *down, int accumulate)
+                const float *weights, int n, int top_k, int n_experts,
+                const struct kweight *gate_up, const struct kweight *down, int accumulate,
+                int sh_expert)
 {
     const int f = gate_up->fmt;
     if (fmt_ok(f) && n >= g->disp.grouped_rows[f]) {
@@ -279,8 +292,8 @@ int gpu_experts(struct gpu_model *g, float *out, const float *x, const int32_t *
         return moe_grouped_cuda_tiles(out, g->moe_ws, x, ids, weights, n, top_k, n_experts,
                                       gate_up, down, accumulate, tiles, g->stream);
     }
-    return moe_expert_cuda(out, g->moe_ws, x, ids, weights, n, top_k, n_experts, gate_up, down,
-                           accumulate, g->stream);
+    return moe_expert_sh_cuda(out, g->moe_ws, x, ids, weights, n, top_k, n_experts, gate_up, down,
+                              accumulate, sh_expert, GEMV_PATH_AUTO, g->stream);
 }
 
 /* "gemv<32 gemm>=32" for a threshold */
@@ -469,21 +482,27 @@ void gpu_dispatch_log(const struct gpu_model *g)
         char fb[48] = "never";
         if (fr > 0)
             snprintf(fb, sizeof fb, "rows<=%d", fr);
-        LOG_INFO("gpu_dispatch", "class=shared_expert_fold path=\"%s: slot K of moe_expert (one "
-                 "route, two launches for routed + shared), else as shared_expert\" note=\"%s\"",
-                 fb, L0->sh_folded ? "shared expert stored as expert E of the routed stacks"
-                                   : "shared expert differs from the routed ones in format or "
-                                     "shape");
+        LOG_INFO("gpu_dispatch",
+                 "class=shared_expert_fold path=\"%s: slot K of moe_expert (one "
+                 "route, two launches for routed + shared), else as shared_expert\" "
+                 "gate_up_before_wait=%d note=\"%s\"",
+                 fb, g->disp.fold_early && fr > 0,
+                 L0->sh_folded ? "shared expert stored as expert E of the routed stacks; "
+                                 "gate_up_before_wait: its gate/up computed during the router"
+                               : "shared expert differs from the routed ones in format or "
+                                 "shape");
     }
     log_dense(g, "lm_head", &g->lm_head, g->disp.lm_rows, true);
     if (gdn)
         LOG_INFO("gpu_dispatch",
                  "class=gdn_recurrence path=\"%s\" note=\"rows of one item; items "
-                 "with snapshots (verify windows) token-serial\" serial_tiles_rows1=%d "
-                 "serial_tiles_rows2=%d",
+                 "with snapshots (verify windows) token-serial; conv_in_step_rows1: passes of "
+                 "one-row items run the conv in the recurrence's launch\" serial_tiles_rows1=%d "
+                 "serial_tiles_rows2=%d conv_in_step_rows1=%d",
                  paths(b, sizeof b, "gdn_seq_step", "gdn_chunked",
                        g->disp.gdn_chunk_rows > 0 ? g->disp.gdn_chunk_rows : INT_MAX),
-                 gdn_seq_step_tiles(1, g->hv, 1), gdn_seq_step_tiles(1, g->hv, 2));
+                 gdn_seq_step_tiles(1, g->hv, 1), gdn_seq_step_tiles(1, g->hv, 2),
+                 g->disp.gdn_conv_fused && !g->gdn_pad && gdn_seq_step_tiles(1, g->hv, 1) == 1);
     if (g->disp.attn_split_rows > 0)
         LOG_INFO("gpu_dispatch",
                  "class=attention_core_few path=\"attn_prefill_split\" "

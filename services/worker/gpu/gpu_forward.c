@@ -76,9 +76,20 @@ static int gdn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_
             TRY(gpu_linear_multi(g, 2, ys + 2, ws + 2, g->x, n));
         }
     }
-    TRY(gdn_seq_conv_cuda(g->mix, L->conv_state, g->o.state_in_pool ? g->state_stride : 0,
-                          L->conv_snap, g->n_snap, g->mix_raw, L->conv_w, items, p->items, n, g->cd,
-                          g->kc, st));
+    const int64_t sst = g->o.state_in_pool ? g->state_stride : 0;
+    if (g->disp.gdn_conv_fused && p->max_n == 1 && !g->gdn_pad) {
+        /* one-row items: the conv inside the recurrence's launch (one block a head) */
+        const int rc = gdn_seq_conv_step_cuda(
+            g->go, L->ssm, sst, L->ssm_snap, L->conv_state, sst, L->conv_snap, g->n_snap,
+            g->mix_raw, L->conv_w, g->cd, g->kc, g->gz, g->ga, g->gb, L->a_log, L->dt_bias,
+            L->gnorm, items, p->items, g->hk, g->hv, g->gdn_eps, g->gdn_norm_cnt, st);
+        if (rc == 0)
+            return gpu_linear(g, g->y, &L->out, g->go, n);
+        if (rc != ERR_UNSUPPORTED)
+            return rc;
+    }
+    TRY(gdn_seq_conv_cuda(g->mix, L->conv_state, sst, L->conv_snap, g->n_snap, g->mix_raw,
+                          L->conv_w, items, p->items, n, g->cd, g->kc, st));
     /* long items (prefill) take the chunked recurrence; its workspace is the expert scratch,
      * idle until this layer's MoE block (same stream) */
     const int chunk = g->disp.gdn_chunk_rows;
@@ -222,14 +233,17 @@ int gpu_moe_block(struct gpu_model *g, struct gpu_layer *L, int n)
                                          g->E, g->K, st)
                  : moe_route_cuda(g->moe_ids, g->moe_w, g->moe_logits, n, g->E, g->K, st));
     }
-    if (fold) /* fold_rows keeps n on moe_expert's rows: one call */
-        return gpu_experts(g, g->y, g->x, g->moe_ids, g->moe_w, n, g->K + 1, g->E + 1,
-                           &L->gate_up, &L->down, 0);
+    /* fold_rows keeps n on moe_expert's rows: one call. The router wrote slot K = E; the kernel
+     * right before is the router (or moe_route), which does not write x: the shared slot's
+     * gate/up may run before the wait (fold_early) */
+    if (fold)
+        return gpu_experts(g, g->y, g->x, g->moe_ids, g->moe_w, n, g->K + 1, g->E + 1, &L->gate_up,
+                           &L->down, 0, g->disp.fold_early ? g->E : -1);
     for (int r0 = 0; r0 < n; r0 += grp) {
         const int nr = n - r0 < grp ? n - r0 : grp;
         const int64_t o = (int64_t)r0 * g->K;
         TRY(gpu_experts(g, g->y + r0 * H, g->x + r0 * H, g->moe_ids + o, g->moe_w + o, nr, g->K,
-                        g->E, &L->gate_up, &L->down, 0));
+                        g->E, &L->gate_up, &L->down, 0, -1));
     }
     if (!L->has_shared)
         return 0;
@@ -239,7 +253,7 @@ int gpu_moe_block(struct gpu_model *g, struct gpu_layer *L, int n)
     for (int r0 = 0; r0 < n; r0 += grp) {
         const int nr = n - r0 < grp ? n - r0 : grp;
         TRY(gpu_experts(g, g->y + r0 * H, g->x + r0 * H, g->sh_ids + 2 * (int64_t)r0,
-                        g->sh_w + 2 * (int64_t)r0, nr, 2, 1, &L->sh_gate_up, &L->sh_down, 1));
+                        g->sh_w + 2 * (int64_t)r0, nr, 2, 1, &L->sh_gate_up, &L->sh_down, 1, -1));
     }
     return 0;
 }

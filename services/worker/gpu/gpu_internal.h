@@ -61,6 +61,8 @@ struct gpu_dispatch {
     int dense_tiles_max;       //  this many (0 = never), outside: gemm_rows as for the others
     int gdn_chunk_rows;        // GDN items of at least this many rows (no snapshots) run the
                                //  chunked recurrence (0 = never), the others token-serial
+    bool gdn_conv_fused;       // passes of one-row items run the conv inside the recurrence's
+                               //  launch where it is one block a head (gdn_seq_conv_step_cuda)
     int attn_prefill_rows;     // items of at least this many rows attend through attn_prefill
                                //  (all items of the pass, one launch); else attn_decode per row
     int attn_prefill_path;     // enum attn_prefill_path of that launch (MMA when head_dim % 16 == 0)
@@ -75,6 +77,8 @@ struct gpu_dispatch {
     int fold_rows[4];          // steps of at most this many rows run a folded shared expert
                                //  (gpu_layer.sh_folded) in the routed experts' launches (the
                                //  moe_expert rows: below grouped_rows; 0 = never)
+    bool fold_early;           // ... and its gate/up before the launch's PDL wait, during the
+                               //  router (moe_expert_sh_cuda)
     char why[160];             // where the thresholds came from (measured table, options)
 };
 
@@ -235,10 +239,13 @@ int gpu_linear_multi_kind(const struct gpu_model *g, int n_w, const struct kweig
                           int n);
 int gpu_lm_head(struct gpu_model *g, float *y, const float *x, int n);
 int gpu_router(struct gpu_model *g, struct gpu_layer *L, int n);
-/* out (+)= the SwiGLU experts ids/weights of n rows (moe_expert or moe_grouped by g->disp). */
+/* out (+)= the SwiGLU experts ids/weights of n rows (moe_expert or moe_grouped by g->disp).
+ * sh_expert >= 0: slot top_k - 1 of every row is that expert (a folded shared expert; see
+ * moe_expert_sh_cuda for what it asks of the launch before), else -1. */
 int gpu_experts(struct gpu_model *g, float *out, const float *x, const int32_t *ids,
-                const float *weights, int n, int top_k, int n_experts, const struct kweight *gate_up,
-                const struct kweight *down, int accumulate);
+                const float *weights, int n, int top_k, int n_experts,
+                const struct kweight *gate_up, const struct kweight *down, int accumulate,
+                int sh_expert);
 /* Scratch floats gpu_experts needs for n rows (both paths). */
 size_t gpu_experts_ws_floats(int n, int top_k, int n_experts, int inter, int hidden);
 
