@@ -312,14 +312,27 @@ __global__ void __launch_bounds__(THREADS)
 #define GQA_LOG2E 1.4426950408889634f
 #define GQA_LN2 0.6931471805599453f
 
+/* warps a GQA block on e4m3 K/V where the shared memory holds them (8: two a scheduler, one
+ * warp's conversions beside another's; bf16 stays at 4); -DGQA_E4M3_WARPS=4 builds 4 */
+#ifndef GQA_E4M3_WARPS
+#define GQA_E4M3_WARPS 8
+#endif
+
 template <typename T> struct gqa_elem;
 template <> struct gqa_elem<uint16_t> {
-    static constexpr int ST = 3;       /* stages of K and V a warp */
     static constexpr bool F16 = false; /* bf16 operands */
+    /* stages of K and V a warp */
+    template <int NW> __host__ __device__ static constexpr int st()
+    {
+        return 3;
+    }
 };
 template <> struct gqa_elem<uint8_t> {
-    static constexpr int ST = 4;
     static constexpr bool F16 = true; /* e4m3 widened to fp16 */
+    template <int NW> __host__ __device__ static constexpr int st()
+    {
+        return NW >= 8 ? 3 : 4;
+    }
 };
 
 /* byte offset of byte b of row r in a tile of rows of RB bytes: 16-byte chunk c at c ^ sw(r),
@@ -366,10 +379,75 @@ static __device__ __forceinline__ void gqa_lds4(uint32_t *w, const uint8_t *t, i
     w[0] = e4m3x2_h2(v & 0xffffu), w[1] = e4m3x2_h2(v >> 16);
 }
 
+/* O^T += V^T P^T's A fragments of NWD m-tiles from the keys kr[0..3] (a lane's k columns) at
+ * dims d0.. (NWD == 4: 8 dims, 2: 4): a[u] = the pairs (key kr[0], kr[1]) and (kr[2], kr[3]) of
+ * dims d0 + 2u and d0 + 2u + 1, from each key's words (e4m3: widened) paired by byte permutes */
+template <int RB, int NWD, typename T>
+static __device__ __forceinline__ void gqa_v_frags_keys(uint32_t (*a)[4], const uint8_t *vs,
+                                                        const int *kr, int d0)
+{
+    uint32_t vw[4][NWD];
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        if constexpr (NWD == 4)
+            gqa_lds8<RB>(vw[r], vs, kr[r], d0, T());
+        else
+            gqa_lds4<RB>(vw[r], vs, kr[r], d0, T());
+    }
+#pragma unroll
+    for (int u = 0; u < NWD; u++) {
+        a[u][0] = __byte_perm(vw[0][u], vw[1][u], 0x5410);
+        a[u][1] = __byte_perm(vw[0][u], vw[1][u], 0x7632);
+        a[u][2] = __byte_perm(vw[2][u], vw[3][u], 0x5410);
+        a[u][3] = __byte_perm(vw[2][u], vw[3][u], 0x7632);
+    }
+}
+template <int RB, int NWD>
+static __device__ __forceinline__ void gqa_v_frags(uint32_t (*a)[4], const uint8_t *vs,
+                                                   const int *kr, int d0, uint16_t)
+{
+    gqa_v_frags_keys<RB, NWD, uint16_t>(a, vs, kr, d0);
+}
+/* e4m3: two keys' codes of a dim paired by one byte permute, then widened by one conversion a
+ * pair (the same fp16 values as widening each key's pairs first, 8 permutes fewer an NWD 4
+ * call); -DGQA_V_PAIR=0 builds the widen-then-permute form */
+#ifndef GQA_V_PAIR
+#define GQA_V_PAIR 1
+#endif
+template <int RB, int NWD>
+static __device__ __forceinline__ void gqa_v_frags(uint32_t (*a)[4], const uint8_t *vs,
+                                                   const int *kr, int d0, uint8_t)
+{
+#if GQA_V_PAIR
+    uint32_t raw[4][2];
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        if constexpr (NWD == 4) {
+            const uint2 v = *reinterpret_cast<const uint2 *>(vs + gqa_off<RB>(kr[r], d0));
+            raw[r][0] = v.x, raw[r][1] = v.y;
+        } else {
+            raw[r][0] = *reinterpret_cast<const uint32_t *>(vs + gqa_off<RB>(kr[r], d0));
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < NWD; u++) {
+        /* bytes (dim 2u of the first key, of the second, dim 2u + 1 of the first, the second) */
+        const uint32_t sel = (u & 1) ? 0x7362u : 0x5140u;
+        const uint32_t lo = __byte_perm(raw[0][u >> 1], raw[1][u >> 1], sel);
+        const uint32_t hi = __byte_perm(raw[2][u >> 1], raw[3][u >> 1], sel);
+        a[u][0] = e4m3x2_h2(lo & 0xffffu), a[u][1] = e4m3x2_h2(lo >> 16);
+        a[u][2] = e4m3x2_h2(hi & 0xffffu), a[u][3] = e4m3x2_h2(hi >> 16);
+    }
+#else
+    gqa_v_frags_keys<RB, NWD, uint8_t>(a, vs, kr, d0);
+#endif
+}
+
 /* Dynamic shared memory of the GQA kernel: the warps' stages, or the block merge's scratch. */
 template <typename T, int HD, int NW> static constexpr size_t gqa_smem()
 {
-    constexpr size_t st = (size_t)NW * gqa_elem<T>::ST * 2 * GQA_KEYS * HD * sizeof(T);
+    constexpr size_t st =
+        (size_t)NW * gqa_elem<T>::template st<NW>() * 2 * GQA_KEYS * HD * sizeof(T);
     constexpr size_t mg = (size_t)NW * (HD * GQA_COLS + 2 * GQA_COLS) * sizeof(float);
     return st > mg ? st : mg;
 }
@@ -382,7 +460,8 @@ __global__ void __launch_bounds__(NW * 32, 1)
                     float scale2, float v_scale)
 {
     using E = gqa_elem<T>;
-    constexpr int ST = E::ST, RB = HD * (int)sizeof(T), NC = RB / 16, TB = GQA_KEYS * RB;
+    constexpr int ST = E::template st<NW>(), RB = HD * (int)sizeof(T), NC = RB / 16,
+                  TB = GQA_KEYS * RB;
     constexpr int NJ = HD / 32, NM = HD / 16, VW = HD / 8; /* V: dims a lane owns per key */
     extern __shared__ __align__(16) uint8_t gsm[];
     kcuda_pdl_enter();
@@ -496,22 +575,11 @@ __global__ void __launch_bounds__(NW * 32, 1)
 #pragma unroll
         for (int e0 = 0; e0 < VW; e0 += (VW >= 8 ? 8 : 4)) {
             constexpr int NWD = VW >= 8 ? 4 : 2; /* words a load: m-tiles e0 / 2 .. */
-            uint32_t vw[4][NWD];
+            uint32_t a[NWD][4];
+            gqa_v_frags<RB, NWD>(a, vs, kr, g * VW + e0, T());
 #pragma unroll
-            for (int r = 0; r < 4; r++) {
-                if constexpr (NWD == 4)
-                    gqa_lds8<RB>(vw[r], vs, kr[r], g * VW + e0, T());
-                else
-                    gqa_lds4<RB>(vw[r], vs, kr[r], g * VW + e0, T());
-            }
-#pragma unroll
-            for (int u = 0; u < NWD; u++) {
-                const uint32_t a[4] = {__byte_perm(vw[0][u], vw[1][u], 0x5410),
-                                       __byte_perm(vw[0][u], vw[1][u], 0x7632),
-                                       __byte_perm(vw[2][u], vw[3][u], 0x5410),
-                                       __byte_perm(vw[2][u], vw[3][u], 0x7632)};
-                mma_t<E::F16>(o[e0 / 2 + u], a, b0, b1);
-            }
+            for (int u = 0; u < NWD; u++)
+                mma_t<E::F16>(o[e0 / 2 + u], a[u], b0, b1);
         }
         __syncwarp(); /* every lane is done with this stage before it is refilled */
         if (i + ST - 1 < n_mine)
@@ -569,26 +637,35 @@ static size_t gqa_smem_for(int head_dim, int kv_dtype, int nw)
 #define GQA_SM(T, HD)                                                                              \
     if (head_dim == HD)                                                                            \
         return nw == 4 ? gqa_smem<T, HD, 4>() : nw == 2 ? gqa_smem<T, HD, 2>() : 0;
+#define GQA_SM8(HD)                                                                                \
+    if (head_dim == HD)                                                                            \
+        return nw == 8   ? gqa_smem<uint8_t, HD, 8>()                                              \
+               : nw == 4 ? gqa_smem<uint8_t, HD, 4>()                                              \
+               : nw == 2 ? gqa_smem<uint8_t, HD, 2>()                                              \
+                         : 0;
     if (kv_dtype == KV_DTYPE_BF16) {
         GQA_SM(uint16_t, 32) GQA_SM(uint16_t, 64) GQA_SM(uint16_t, 128) GQA_SM(uint16_t, 256)
     } else {
-        GQA_SM(uint8_t, 32) GQA_SM(uint8_t, 64) GQA_SM(uint8_t, 128) GQA_SM(uint8_t, 256)
+        GQA_SM8(32) GQA_SM8(64) GQA_SM8(128) GQA_SM8(256)
     }
+#undef GQA_SM8
 #undef GQA_SM
     return 0;
 }
 
-/* warps a GQA block gets on this device: 4, 2 where 4 do not fit the shared memory, 0 where the
- * form does not run these shapes */
+/* warps a GQA block gets on this device: 8 on e4m3 K/V (GQA_E4M3_WARPS), else 4, each where it
+ * fits the shared memory, then 2; 0 where the form does not run these shapes */
 static int gqa_warps(int n_q_heads, int n_kv_heads, int head_dim, int kv_dtype)
 {
     if (n_kv_heads <= 0 || n_q_heads % n_kv_heads || n_q_heads / n_kv_heads > GQA_COLS ||
         !gqa_smem_for(head_dim, kv_dtype, 4))
         return 0;
     const size_t most = (size_t)kcuda_device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);
-    return gqa_smem_for(head_dim, kv_dtype, 4) <= most   ? 4
-           : gqa_smem_for(head_dim, kv_dtype, 2) <= most ? 2
-                                                         : 0;
+    const int top = kv_dtype == KV_DTYPE_BF16 ? 4 : GQA_E4M3_WARPS;
+    for (int nw = top; nw >= 2; nw /= 2)
+        if (gqa_smem_for(head_dim, kv_dtype, nw) && gqa_smem_for(head_dim, kv_dtype, nw) <= most)
+            return nw;
+    return 0;
 }
 
 int attn_decode_gqa_ok(int n_q_heads, int n_kv_heads, int head_dim, int kv_dtype)
@@ -632,6 +709,9 @@ static cudaError_t gqa_launch_t(int nw, int head_dim, dim3 grid, cudaStream_t st
         return gqa_launch<T, HD, NW>(grid, stream, ws, q, k_cache, v_cache, bt, seq_lens,          \
                                      n_q_heads, n_kv_heads, block_size, max_blocks_per_seq,        \
                                      n_parts, scale2, v_scale);
+    if constexpr (sizeof(T) == 1) {
+        GQA_GO(32, 8) GQA_GO(64, 8) GQA_GO(128, 8) GQA_GO(256, 8)
+    }
     GQA_GO(32, 4)
     GQA_GO(64, 4)
     GQA_GO(128, 4) GQA_GO(256, 4) GQA_GO(32, 2) GQA_GO(64, 2) GQA_GO(128, 2) GQA_GO(256, 2)

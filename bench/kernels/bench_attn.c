@@ -7,7 +7,8 @@
  *                 2,048), GB/s of KV bytes read, against a device-to-device cudaMemcpy measured
  *                 in the same run
  *   attn_split:   attn_prefill_split (bf16) on the same decode shapes and a k = 3 verify window
- * Usage: bench_attn. Times are medians of CUDA-event timings. */
+ * Usage: bench_attn [decode] (decode: the attn_decode rows only). Times are medians of
+ * CUDA-event timings. */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,10 +192,15 @@ static void bench_split(int n_seq, int T, int len, double copy_bw)
     free(d);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     struct copy_arg c;
     struct cudaDeviceProp prop;
+    const int decode_only = argc > 1 && strcmp(argv[1], "decode") == 0;
+    if (argc > 2 || (argc == 2 && !decode_only)) {
+        fprintf(stderr, "usage: bench_attn [decode]\n");
+        return 2;
+    }
     ktest_require_gpu();
     cudaGetDeviceProperties(&prop, 0);
     printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
@@ -207,7 +213,8 @@ int main(void)
     printf("copy d2d 1 GiB: %.1f us  %.0f GB/s (read + write)\n", us, copy_bw);
     ktest_free(c.src), ktest_free(c.dst);
     for (int dt = KV_DTYPE_BF16; dt <= KV_DTYPE_FP8; dt++) {
-        for (int path = ATTN_PREFILL_PATH_CORES; path <= ATTN_PREFILL_PATH_FLASH; path++) {
+        for (int path = ATTN_PREFILL_PATH_CORES; !decode_only && path <= ATTN_PREFILL_PATH_FLASH;
+             path++) {
             if (path == ATTN_PREFILL_PATH_FLASH && !attn_prefill_flash_ok(HD, dt))
                 continue;
             bench_prefill(dt, 2048, 0, path);
@@ -226,7 +233,7 @@ int main(void)
             for (size_t i = 0; i < sizeof dec / sizeof dec[0]; i++)
                 if (path != ATTN_DECODE_PATH_GQA || attn_decode_gqa_ok(HQ, HKV, HD, dt))
                     bench_decode(dt, dec[i][0], dec[i][1], copy_bw, path);
-        if (dt == KV_DTYPE_BF16 && attn_prefill_split_ok(HD, dt)) {
+        if (!decode_only && dt == KV_DTYPE_BF16 && attn_prefill_split_ok(HD, dt)) {
             bench_split(1, 1, 2048, copy_bw);
             bench_split(1, 1, 4096, copy_bw);
             bench_split(1, 1, 32768, copy_bw);

@@ -22,6 +22,10 @@
 #     attn     bench_attn: prefill attention per path (cores, mma, flash) in TFLOP/s, decode
 #     attnab   the FLASH prefill attention's block shape (warps x keys a tile): 8 x 64 (default),
 #              4 x 32, 8 x 32 (a build each), bench_attn's flash rows
+#     gqaab    the GQA decode attention on e4m3 K/V at 8 warps with the V codes paired before
+#              their conversion (the default) against 4 warps (-DGQA_E4M3_WARPS=4) and against
+#              4 warps converting before pairing (-DGQA_V_PAIR=0 too): `bench_attn decode` from
+#              a build of each ($BUILD_DIR-gqa4, $BUILD_DIR-gqaold)
 #     long     gpu_bench, batch 1, prompts 2,048 and 131,072 on one model (max_model_len for
 #              the long one): TTFT and decode at a 128K context (issue 16)
 #     gdn      bench_kernels gdn: token-serial vs chunked GDN recurrence by item rows (threshold)
@@ -29,6 +33,9 @@
 #              --gdn-state pool) against slots: batch 1 at 2,048 and batch 64 at 128; the
 #              tokens_hash of each pair must match (the layout moves no arithmetic)
 #     stack    tests/gpu/stack.sh at 64 streams (needs .gpu/stack, tests/gpu/stack_bundle.sh)
+#     specgate tests/gpu/stack.sh at 1 stream, prompt 512, 1,024 tokens, speculation off (SPEC=0)
+#              and at K = 3 with the gate (dummy weights: acceptance near 0, so the gate should
+#              close; issue 16 asks the decode rate within 5% of K = 0); the worker's spec_stats
 #     profile  tests/gpu/profile.sh of a batch-64 decode step and a 2,048-token prefill
 #     nvs      bench_kernels nvfp4 (the model's nvfp4 shapes against the copy bandwidth), the
 #              stream kernel's SASS opcodes by count, ncu sections of one of its launches
@@ -271,6 +278,28 @@ for s in "${stages[@]}"; do
         note_lines "  fa$v" < <(grep -E '^attn_prefill bf16 flash' "$logs/attn_fa$v.txt" | sed -E 's/  +/ /g')
       done
       ;;
+    gqaab)
+      build_benches && { [ -x "$b/bin/bench_attn" ] || cmake --build "$b" -j"$(nproc)" \
+          --target bench_attn > "$logs/build_attn.log" 2>&1; } || { note gqaab "build failed"; continue; }
+      for v in new gqa4 gqaold; do
+        bb=$b
+        case $v in
+          gqa4) fl="-DGQA_E4M3_WARPS=4" ;;
+          gqaold) fl="-DGQA_E4M3_WARPS=4 -DGQA_V_PAIR=0" ;;
+          *) fl="" ;;
+        esac
+        if [ $v != new ]; then
+          bb=$b-$v
+          [ -x "$bb/bin/bench_attn" ] || { cmake -S "$root/tests/gpu" -B "$bb" -DCMAKE_CUDA_ARCHITECTURES=90 \
+            "-DCMAKE_CUDA_FLAGS=$fl" -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$logs/cfg_$v.log" 2>&1 &&
+            cmake --build "$bb" -j"$(nproc)" --target bench_attn > "$logs/build_$v.log" 2>&1; } ||
+            { note gqaab "$v build failed"; continue; }
+        fi
+        timeout 90 "$bb/bin/bench_attn" decode > "$logs/attn_$v.txt" 2>&1
+        note gqaab "$v rc=$? ($(elapsed))"
+        note_lines "  $v" < <(grep -E '^copy|^attn_decode .* gqa' "$logs/attn_$v.txt" | sed -E 's/  +/ /g')
+      done
+      ;;
     long)
       # issue 16's long prompt: 131,072 tokens at batch 1 (TTFT, then decode at that context)
       # at the engine's 8,192-token step, and 2,048 on the same model (max_model_len sized for the long one: decode at 2,048
@@ -292,6 +321,17 @@ for s in "${stages[@]}"; do
         > "$logs/stack.txt" 2>&1
       note stack "rc=$? ($(elapsed))"
       note_lines "  stack" < <(grep -E 'output tokens/s|TPOT|TTFT|completed|failed' "$logs/stack.txt")
+      ;;
+    specgate)
+      for k in 0 3; do
+        mkdir -p "$logs/spec$k"
+        OUT=$logs/spec$k SPEC=$k STREAMS=1 REQS_PER_STREAM=3 PROMPT=512 OUTPUT=1024 \
+          POINT_TIMEOUT=100 timeout 200 "$root/tests/gpu/stack.sh" "$cfg" > "$logs/spec$k.txt" 2>&1
+        note specgate "K=$k rc=$? ($(elapsed))"
+        note_lines "  K=$k" < <(grep -E 'output tokens/s|TPOT|completed|failed' "$logs/spec$k.txt")
+        note_lines "  K=$k" < <(grep -h 'spec_stats' "$logs/spec$k/stack_worker.log" | tail -n 2 |
+          grep -oE '(gate|gated_tokens|probes|round_ms|plain_step_ms|accept[a-z_]*|drafts?[a-z_]*)=[^ ]*' | paste -sd' ')
+      done
       ;;
     profile)
       build_benches || { note profile "build failed"; continue; }

@@ -7,7 +7,8 @@
 # point on stdout.
 #   tests/gpu/stack.sh [CONFIG.json]   env: STREAMS ("1 16 64"), PROMPT (512), OUTPUT (256),
 #   REQS_PER_STREAM (2), MAX_SEQS (64), MAX_MODEL_LEN (4096), STEP_TOKENS (8192), POINT_TIMEOUT (150),
-#   ENGINE (cuda; fake checks the script without a GPU), WORKER_ARGS (more tern-worker flags)
+#   ENGINE (cuda; fake checks the script without a GPU), SPEC (the worker's --speculative-tokens,
+#   0), WORKER_ARGS (more tern-worker flags)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cfg=${1:-$root/tests/configs/qwen3.6-35b-a3b-nvfp4.json}
@@ -29,7 +30,7 @@ trap stop EXIT
   --max-step-tokens "${STEP_TOKENS:-8192}" > "$out/stack_scheduler.log" 2>&1 & pids+=($!)
 "$s/bin/tern-worker" --engine "${ENGINE:-cuda}" --model "$run/model" --load-format dummy --scheduler-endpoint "$wk" \
   --max-seqs "${MAX_SEQS:-64}" --max-model-len "${MAX_MODEL_LEN:-4096}" \
-  --max-step-tokens "${STEP_TOKENS:-8192}" --speculative-tokens 0 ${WORKER_ARGS:-} \
+  --max-step-tokens "${STEP_TOKENS:-8192}" --speculative-tokens "${SPEC:-0}" ${WORKER_ARGS:-} \
   > "$out/stack_worker.log" 2>&1 & pids+=($!)
 "$s/bin/tern-gateway" --scheduler-endpoint "$gw" --port "$port" --tokenizer "$s/tok" \
   --served-model-name dummy > "$out/stack_gateway.log" 2>&1 & pids+=($!)

@@ -172,7 +172,15 @@ int attn_prep_cuda(float *q, float *g, const float *qs, float *k, const float *v
 int embed_rmsnorm_cuda(float *h, float *x, const uint16_t *t, const int32_t *ids, int n, int d, int v, const float *w,
                        float eps, float off, cudaStream_t s)
 { (void)s; return embed_rmsnorm_ref(h, x, t, ids, n, d, v, w, eps, off); }
-int gdn_seq_step_tiles(int n, int hv, int mr) { (void)n; (void)hv; (void)mr; return 4; }
+/* gdn_seq.cu's rule (132 SMs, GDN_ONE_ROW_TILES 1): the runner takes the fused conv + step where
+ * it says 1 */
+int gdn_seq_step_tiles(int n, int hv, int mr)
+{
+    const long h = (long)n * hv;
+    if (mr == 1 && h < 132)
+        return 1;
+    return h >= 264 ? 1 : h >= 132 ? 2 : 4;
+}
 /* the conv then the step on its output (a scratch of the pass's rows); the contract checked:
  * every item of one row at most */
 int gdn_seq_conv_step_cuda(float *out, float *state, int64_t sst, float *snap, float *cst, int64_t cstr, float *csnap, int ns,

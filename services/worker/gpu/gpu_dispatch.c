@@ -68,6 +68,13 @@ static const int DEFAULT_ROUTER_ROWS = 9;
 #define MOE_SH_EARLY 1
 #endif
 
+/* the MTP upkeep after a plain step stops once the MTP K/V are stored (no attention, MoE or
+ * final norm: nothing reads that output; docs/PERF.md, twentieth session); -DMTP_UPKEEP_KV_ONLY=0
+ * builds the whole pass */
+#ifndef MTP_UPKEEP_KV_ONLY
+#define MTP_UPKEEP_KV_ONLY 1
+#endif
+
 static const char *const FMT_NAME[4] = { "?", "bf16", "fp8", "nvfp4" };
 
 #define LIN_WS_BYTES ((size_t)32 << 20)
@@ -129,6 +136,7 @@ int gpu_dispatch_init(struct gpu_model *g, char *err, size_t errlen)
     }
     d->fold_early = MOE_SH_EARLY && g->o.fuse >= 0;
     d->gdn_conv_fused = GDN_CONV_FUSED && g->o.fuse >= 0;
+    d->mtp_upkeep_kv_only = MTP_UPKEEP_KV_ONLY;
     const int dt = g->o.dense_tiles;
     d->dense_tiles_min = gm > 0 ? gm : DEFAULT_DENSE_TILES_MIN;
     d->dense_tiles_max = gm < 0 || dt < 0 ? 0 : dt > 0 ? dt : gm == 0 ? DEFAULT_DENSE_TILES_MAX : 0;

@@ -77,16 +77,14 @@ static int gdn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_
         }
     }
     const int64_t sst = g->o.state_in_pool ? g->state_stride : 0;
-    if (g->disp.gdn_conv_fused && p->max_n == 1 && !g->gdn_pad) {
-        /* one-row items: the conv inside the recurrence's launch (one block a head) */
-        const int rc = gdn_seq_conv_step_cuda(
-            g->go, L->ssm, sst, L->ssm_snap, L->conv_state, sst, L->conv_snap, g->n_snap,
-            g->mix_raw, L->conv_w, g->cd, g->kc, g->gz, g->ga, g->gb, L->a_log, L->dt_bias,
-            L->gnorm, items, p->items, g->hk, g->hv, g->gdn_eps, g->gdn_norm_cnt, st);
-        if (rc == 0)
-            return gpu_linear(g, g->y, &L->out, g->go, n);
-        if (rc != ERR_UNSUPPORTED)
-            return rc;
+    if (g->disp.gdn_conv_fused && p->max_n == 1 && !g->gdn_pad &&
+        gdn_seq_step_tiles(p->items, g->hv, 1) == 1) {
+        /* one-row items where the recurrence runs one block a head: the conv inside its launch */
+        TRY(gdn_seq_conv_step_cuda(g->go, L->ssm, sst, L->ssm_snap, L->conv_state, sst,
+                                   L->conv_snap, g->n_snap, g->mix_raw, L->conv_w, g->cd, g->kc,
+                                   g->gz, g->ga, g->gb, L->a_log, L->dt_bias, L->gnorm, items,
+                                   p->items, g->hk, g->hv, g->gdn_eps, g->gdn_norm_cnt, st));
+        return gpu_linear(g, g->y, &L->out, g->go, n);
     }
     TRY(gdn_seq_conv_cuda(g->mix, L->conv_state, sst, L->conv_snap, g->n_snap, g->mix_raw,
                           L->conv_w, items, p->items, n, g->cd, g->kc, st));
@@ -121,7 +119,7 @@ static int gdn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_
     return gpu_linear(g, g->y, &L->out, g->go, n);
 }
 
-int gpu_attn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_pass *p)
+int gpu_attn_inputs(struct gpu_model *g, struct gpu_layer *L, const struct gpu_pass *p)
 {
     cudaStream_t st = g->stream;
     const int n = p->rows;
@@ -157,6 +155,17 @@ int gpu_attn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_pa
         TRY(kv_write_dtype_cuda(L->k_cache, L->v_cache, g->k, g->v, p->map, n, hkv, hd,
                                 g->kv_dtype, 1.0f, 1.0f, st));
     }
+    return 0;
+}
+
+int gpu_attn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_pass *p)
+{
+    cudaStream_t st = g->stream;
+    const int n = p->rows;
+    const int hd = g->hd, hq = g->hq, hkv = g->hkv;
+    const int64_t qd = (int64_t)hq * hd;
+    const float *gate = g->cfg.attn_output_gate ? g->gate : NULL;
+    TRY(gpu_attn_inputs(g, L, p));
     /* items of few rows (decode rows, verify windows): split over the keys when the pass has
      * several of them (batched verify windows; batched decode where attn_decode is not the GQA
      * form), else row by row (attn_decode below: decode rows, a verify window); items of more

@@ -79,6 +79,8 @@ struct gpu_dispatch {
                                //  moe_expert rows: below grouped_rows; 0 = never)
     bool fold_early;           // ... and its gate/up before the launch's PDL wait, during the
                                //  router (moe_expert_sh_cuda)
+    bool mtp_upkeep_kv_only;   // the MTP pass after a plain step stores its K/V and stops
+                               //  (gpu_spec_after_step; the gpu_spec log line's upkeep=)
     char why[160];             // where the thresholds came from (measured table, options)
 };
 
@@ -188,6 +190,11 @@ struct gpu_pass {
 /* The attention mixer and the MoE block of one layer over pass p's rows (x -> y); shared by
  * the MTP layer. */
 int gpu_attn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_pass *p);
+/* The attention mixer's inputs from g->x: the q (and gate), k, v projections, the q/k norms and
+ * rope, and every row's K/V stored at p->map (g->q, g->gate ready for the attention). */
+int gpu_attn_inputs(struct gpu_model *g, struct gpu_layer *L, const struct gpu_pass *p);
+/* The MTP head's layer (its K/V caches: ktest_gpu_spec reads them), NULL without speculation. */
+struct gpu_layer *gpu_spec_layer(struct gpu_model *g);
 int gpu_moe_block(struct gpu_model *g, struct gpu_layer *L, int n);
 /* cudaError_t -> 0 or ERR_CUDA (logged). */
 int gpu_cu(cudaError_t e);

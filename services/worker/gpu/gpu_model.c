@@ -1014,8 +1014,9 @@ void gpu_model_log(const struct gpu_model *g)
              g->o.kv_blocks, g->o.state_in_pool ? "pool" : "slots", gpu_model_state_blocks(g), g->R,
              g->gdn_pad ? 1 : 0, g->use_graphs ? 1 : 0);
     if (g->spec_k > 0)
-        LOG_INFO("gpu_spec", "k=%d mtp_bytes=%lld snap_rows=%d", g->spec_k,
-                 (long long)g->mem.group[MODEL_GROUP_MTP], g->n_snap);
+        LOG_INFO("gpu_spec", "k=%d mtp_bytes=%lld snap_rows=%d upkeep=%s", g->spec_k,
+                 (long long)g->mem.group[MODEL_GROUP_MTP], g->n_snap,
+                 g->disp.mtp_upkeep_kv_only ? "kv_only" : "full_pass");
     LOG_INFO("gpu_step_buffers", "max_rows=%d logit_rows=%d activations=%lld inputs=%lld",
              g->R, g->lrows, (long long)g->mem.activations,
              (long long)(sizeof(int32_t) * (size_t)gpu_in_count(g)));

@@ -161,6 +161,11 @@ void gpu_spec_reset(struct gpu_model *g, int slot)
 
 int gpu_model_spec_k(const struct gpu_model *g) { return g->spec_k; }
 
+struct gpu_layer *gpu_spec_layer(struct gpu_model *g)
+{
+    return g->spec ? &g->spec->w.layer : NULL;
+}
+
 static int d2d(struct gpu_model *g, float *dst, const float *src, int64_t n_floats)
 {
     if (n_floats <= 0)
@@ -193,9 +198,11 @@ static int stage_rows(struct gpu_model *g, int n, int ts)
 }
 
 /* The MTP head over staged rows r0 .. r0+n-1 (n <= R): token ids tokens (device), hidden
- * inputs hid (n, H). Writes the MTP K/V of those positions; the normed output lands in g->x. */
+ * inputs hid (n, H). Writes the MTP K/V of those positions; the normed output lands in g->x,
+ * except with kv_only: then the pass stops once the K/V are stored (a row's K/V depend on its
+ * own inputs only; the upkeep after a plain step reads no output, drafting always does). */
 static int mtp_pass(struct gpu_model *g, const int32_t *tokens, const float *hid, int r0, int n,
-                    int ts, int max_len)
+                    int ts, int max_len, bool kv_only)
 {
     struct gpu_spec *s = g->spec;
     cudaStream_t st = g->stream;
@@ -217,6 +224,8 @@ static int mtp_pass(struct gpu_model *g, const int32_t *tokens, const float *hid
     TRY(gpu_linear(g, g->h, &s->w.fc, s->cat, n));
     struct gpu_layer *L = &s->w.layer;
     TRY(rmsnorm_cuda(g->x, g->h, L->in_norm, n, H, eps, 1.0f, st));
+    if (kv_only)
+        return gpu_attn_inputs(g, L, &p);
     TRY(gpu_attn_mixer(g, L, &p));
     TRY(fused_add_rmsnorm_cuda(g->x, g->h, g->y, L->post_norm, n, H, eps, 1.0f, st));
     TRY(gpu_moe_block(g, L, n));
@@ -274,7 +283,8 @@ int gpu_spec_after_step(struct gpu_model *g, const struct gpu_item *items, int n
     TRY(stage_rows(g, n, ts));
     for (int r0 = 0; r0 < n; r0 += g->R) {
         const int nr = n - r0 < g->R ? n - r0 : g->R;
-        TRY(mtp_pass(g, s->d_min + r0, s->hid + (int64_t)r0 * H, r0, nr, ts, max_len));
+        TRY(mtp_pass(g, s->d_min + r0, s->hid + (int64_t)r0 * H, r0, nr, ts, max_len,
+                     g->disp.mtp_upkeep_kv_only));
     }
     return 0;
 }
@@ -296,7 +306,7 @@ static int window_run(struct gpu_model *g, int slot, int pos, int32_t x, int k,
     const int max_len = pos + k - 1; // last draft row's position is pos+k-2
     const int ts = (int)CEIL_DIV(max_len, g->o.block_tokens);
     TRY(stage_rows(g, n1 + k - 1, ts));
-    TRY(mtp_pass(g, s->d_min, s->hid, 0, n1, ts, max_len));
+    TRY(mtp_pass(g, s->d_min, s->hid, 0, n1, ts, max_len, false));
     const float *y = g->x + (int64_t)(n1 - 1) * H;
     for (int j = 0; j < k; j++) {
         TRY(gemv_cuda(g->logits, &g->lm_head, 0, y, 1, g->stream));
@@ -304,7 +314,7 @@ static int window_run(struct gpu_model *g, int slot, int pos, int32_t x, int k,
         if (j + 1 == k)
             break;
         TRY(d2d(g, s->hid, y, H)); // the MTP output feeds the next draft step
-        TRY(mtp_pass(g, g->argmax_ids + j, s->hid, n1 + j, 1, ts, max_len));
+        TRY(mtp_pass(g, g->argmax_ids + j, s->hid, n1 + j, 1, ts, max_len, false));
         y = g->x;
     }
     TRY(gpu_cu(cudaMemcpyAsync(g->h_argmax, g->argmax_ids, sizeof(int32_t) * (size_t)k,

@@ -22,7 +22,12 @@
  * TIE_FP8 = 1e-2 of max|logit|), which needs no CPU counterpart of the e4m3 storage.
  * GDN states in the pool (opts.state_in_pool: the MTP layer's K/V as sub-blocks of the same
  * arena, the rollback copying a snapshot into the sequence's chunk): both models, eager and
- * with graphs, parts 1-3. */
+ * with graphs, parts 1-3.
+ *   4. the upkeep after a plain step (bf16 K/V, states in slots): the MTP K/V it stores when it
+ *      stops after the K/V stores (the dispatch's default, disp.mtp_upkeep_kv_only) are the
+ *      bytes the whole MTP pass stores, and every upkept position is stored (the cache is
+ *      filled with 0xff, a bf16 NaN, before each prefill). Part 1 cannot see a missing K/V:
+ *      the dummy MTP attention moves the drafts' logits too little. */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
@@ -34,6 +39,7 @@
 #include "common/file.h"
 #include "common/kv_plan.h"
 #include "common/xalloc.h"
+#include "gpu_internal.h"
 #include "gpu_model.h"
 #include "model/dtype.h"
 #include "model/forward.h"
@@ -238,6 +244,48 @@ static void check_rollback(const struct model *m, struct gpu_model *g, const int
     free(lg);
 }
 
+/* 4: the K/V-only upkeep stores the whole pass's MTP K/V, at every upkept position. */
+static void check_upkeep(struct gpu_model *g, const int32_t *prompt)
+{
+    struct gpu_layer *L = gpu_spec_layer(g);
+    CHECK(L != NULL);
+    if (!L)
+        return;
+    const size_t n = (size_t)gpu_model_kv_blocks(g) * (size_t)gpu_model_block_tokens(g) *
+                     (size_t)g->hkv * (size_t)g->hd; /* bf16 elements of each cache */
+    uint16_t *kv[2][2];
+    const bool def = g->disp.mtp_upkeep_kv_only;
+    for (int mode = 0; mode < 2; mode++) {
+        g->disp.mtp_upkeep_kv_only = mode == 1;
+        CHECK_EQ_INT(cudaMemset(L->k_cache, 0xff, n * 2), cudaSuccess);
+        CHECK_EQ_INT(cudaMemset(L->v_cache, 0xff, n * 2), cudaSuccess);
+        prefill(g, prompt);
+        for (int c = 0; c < 2; c++) {
+            kv[mode][c] = xmalloc(n * 2);
+            CHECK_EQ_INT(
+                cudaMemcpy(kv[mode][c], c ? L->v_cache : L->k_cache, n * 2, cudaMemcpyDeviceToHost),
+                cudaSuccess);
+        }
+        gpu_model_seq_close(g, 0);
+    }
+    g->disp.mtp_upkeep_kv_only = def;
+    /* the prefill's rows 0 .. NP-2 are upkept (row NP-1's entry waits for its next token) */
+    const size_t want = (size_t)(NP - 1) * (size_t)g->hkv * (size_t)g->hd;
+    for (int c = 0; c < 2; c++) {
+        size_t stored = 0, differ = 0;
+        for (size_t i = 0; i < n; i++) {
+            stored += kv[1][c][i] != 0xffff;
+            differ += kv[1][c][i] != kv[0][c][i];
+        }
+        printf("part=upkeep cache=%s kv_only_stored=%zu want=%zu differ_from_whole_pass=%zu %s\n",
+               c ? "v" : "k", stored, want, differ, stored == want && !differ ? "ok" : "FAIL");
+        CHECK(stored == want);
+        CHECK(differ == 0);
+        free(kv[0][c]);
+        free(kv[1][c]);
+    }
+}
+
 /* 3: greedy with speculation equals plain greedy (a divergence only where the plain run's
  * top-two margin is below tie x max|logit|). */
 static void check_greedy(const struct model *m, struct gpu_model *g, const int32_t *prompt,
@@ -347,6 +395,8 @@ static void run_spec(const char *name, const struct model *m, bool fp8, bool poo
             check_rollback(m, g, prompt, 0);
         }
         check_greedy(m, g, prompt, fp8 ? TIE_FP8 : TIE);
+        if (!fp8 && !pool)
+            check_upkeep(g, prompt);
         gpu_model_destroy(g);
     }
 }
