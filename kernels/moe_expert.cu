@@ -49,6 +49,15 @@
 /* slots a block at most: 288 threads, the bf16 instance bound to 4 blocks an SM (56 registers) */
 #define MOE_SLOTS_MAX_K 9
 #define MOE_DOWN_PF 2 /* chunks a lane of the slots form loads before its PDL wait (bf16, fp8) */
+/* Lanes a row of the fp8 slots form at most (0: kw_lanes_per_row's 32 at the model's 512
+ * columns). 16: a lane's two chunks of each of its 4 rows (128 bytes) load before the PDL wait
+ * (MOE_DOWN_PF), 8 rows a block, so one token's 2,048 rows are 256 blocks, one wave at the
+ * form's 2 blocks an SM (92 registers); 32 lanes gave 512 blocks in two waves with 64 bytes a
+ * lane. H200, FP8 batch-1 decode at 2,048: 398.0 / 398.9 -> 419.1 / 418.2 tok/s (docs/PERF.md,
+ * twenty-first session). -DMOE_DOWN_FP8_LPR=0 builds the form before (A/B). */
+#ifndef MOE_DOWN_FP8_LPR
+#define MOE_DOWN_FP8_LPR 16
+#endif
 
 /* sh_e >= 0: slot top_k - 1 of every token is expert sh_e (the folded shared expert; the caller
  * guarantees ids say so): its blocks come first (moe_block_slot) and compute before the PDL wait,
@@ -332,7 +341,11 @@ int moe_expert_sh_cuda(float *out, float *ws, const float *x, const int32_t *ids
     if (rc < 0)
         return rc;
     if (n_tok <= MOE_SLOTS_MAX_TOK && top_k <= MOE_SLOTS_MAX_K) {
-        const int rb = 32 / lpr2 * MOE_DOWN_ROWS;
+        /* fp8: at most MOE_DOWN_FP8_LPR lanes a row (0: kw_lanes_per_row's) */
+        const int lps = MOE_DOWN_FP8_LPR > 0 && kw_kf_of(down) == KF_FP8 && lpr2 > MOE_DOWN_FP8_LPR
+                            ? MOE_DOWN_FP8_LPR
+                            : lpr2;
+        const int rb = 32 / lps * MOE_DOWN_ROWS;
         const dim3 gs(CEIL_DIV(hidden, rb), n_tok);
         const size_t smem = sizeof(float) * (size_t)top_k * rb;
         switch (kw_kf_of(down)) {
@@ -342,7 +355,7 @@ int moe_expert_sh_cuda(float *out, float *ws, const float *x, const int32_t *ids
             break;
         case KF_FP8:
             kcuda_launch_pdl(moe_down_slots_kernel<KF_FP8>, gs, 32 * top_k, smem, stream, out,
-                             *down, hbuf, ids, weights, top_k, n_experts, accumulate, lpr2);
+                             *down, hbuf, ids, weights, top_k, n_experts, accumulate, lps);
             break;
         case KF_NVFP4:
             kcuda_launch_pdl(moe_down_slots_kernel<KF_NVFP4>, gs, 32 * top_k, smem, stream, out,

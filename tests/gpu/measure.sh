@@ -36,6 +36,15 @@
 #     specgate tests/gpu/stack.sh at 1 stream, prompt 512, 1,024 tokens, speculation off (SPEC=0)
 #              and at K = 3 with the gate (dummy weights: acceptance near 0, so the gate should
 #              close; issue 16 asks the decode rate within 5% of K = 0); the worker's spec_stats
+#     pipes    bench_kernels rows (one-token bf16 / fp8 GEMVs and experts on the model's
+#              shapes), then Nsight Compute of one launch each (caches flushed): the fp8 stream
+#              kernel (12,288 x 2,048), the fp8 experts' gate/up and down on the CUDA cores, the
+#              bf16 row kernel (12,288 x 2,048): issue, stalls and the share of each pipe
+#              (where the fp8 kernels' time goes: e4m3 conversions or the loads), their SASS
+#              opcode counts
+#     fp8ab    one token's FP8 experts, the down stage's slots form at 16 lanes a row (default,
+#              one wave of blocks) against 32 (-DMOE_DOWN_FP8_LPR=0, $BUILD_DIR-lpr0):
+#              gpu_bench FP8 batch 1 at 2,048, twice each
 #     profile  tests/gpu/profile.sh of a batch-64 decode step and a 2,048-token prefill
 #     nvs      bench_kernels nvfp4 (the model's nvfp4 shapes against the copy bandwidth), the
 #              stream kernel's SASS opcodes by count, ncu sections of one of its launches
@@ -513,6 +522,61 @@ for s in "${stages[@]}"; do
       note_lines "  stall" < <(grep -E 'issue_stalled' "$logs/nvs_ncu.txt" |
         awk '{ v = $NF + 0; if (v >= 0.2) printf "%-60s %s\n", $1, $NF }' | sort -k2,2nr | head -12)
       ;;
+    fp8ab)
+      build_benches || { note fp8ab "build failed"; continue; }
+      ab_build lpr0 "-DMOE_DOWN_FP8_LPR=0" || continue
+      cf8=$root/tests/configs/qwen3.6-35b-a3b-fp8.json
+      for rep in 1 2; do
+        for v in lpr0 on; do
+          bb=$b; [ $v = on ] || bb=$b-$v
+          timeout 90 "$bb/bin/gpu_bench" "$cf8" --prompt-len 2048 --batch 1 --gen 64 --chunk 2048 \
+            > "$logs/fp8ab_${v}_$rep.txt" 2>&1
+          note fp8ab "fp8 $v rc=$? ($(elapsed))"
+          note_lines "  $v" < <(grep '^bench ' "$logs/fp8ab_${v}_$rep.txt" | grep -oE '(decode_tok_s_stream|itl_p50_ms|fraction|graph_kernels|tokens_hash)=[^ ]*' | paste -sd' ')
+        done
+      done
+      ;;
+    pipes)
+      build_benches || { note pipes "build failed"; continue; }
+      timeout 90 "$b/bin/bench_kernels" rows > "$logs/pipes_rows.txt" 2>&1
+      note pipes "rows rc=$? ($(elapsed))"
+      note_lines "  rows" < <(grep -E '^copy|tok= 1 |^moe' "$logs/pipes_rows.txt")
+      for k in 'nvs_kernel<\(int\)0, \(bool\)1, \(bool\)1, \(bool\)0' \
+          'moe_gate_up_kernel<\(int\)2>' 'moe_down_slots_kernel<\(int\)2>' \
+          'wrows_kernel'; do
+        timeout 100 ncu --clock-control none --cache-control all --kernel-name-base demangled \
+          -k "regex:$k" -s 8 -c 1 \
+          --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
+          --section Occupancy --section LaunchStats --section SchedulerStats \
+          --section InstructionStats \
+          --metrics 'regex:^sm__inst_executed_pipe_[a-z_]*\.avg\.pct_of_peak_sustained_active$,regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$' \
+          "$b/bin/bench_kernels" rows > "$logs/pipes_ncu.txt" 2>&1
+        note pipes "ncu '$k' rc=$? ($(elapsed))"
+        note_lines "  ncu" < <(grep -E '^  [a-z_]+.*\(|DRAM Throughput|^ +Duration|Registers Per Thread|Achieved Occupancy|Theoretical Occupancy|Waves Per SM|Grid Size|Block Size|Issued Warp Per|No Eligible|Eligible Warps|Warp Cycles Per Issued|Executed Instructions  |Issue Slots Busy|SM Busy' "$logs/pipes_ncu.txt" | head -24)
+        note_lines "  pipe" < <(grep -E 'inst_executed_pipe_' "$logs/pipes_ncu.txt" |
+          awk '{ v = $NF + 0; if (v >= 1.0) printf "%-62s %s\n", $1, $NF }' | sort -k2,2nr | head -10)
+        note_lines "  stall" < <(grep -E 'issue_stalled' "$logs/pipes_ncu.txt" |
+          awk '{ v = $NF + 0; if (v >= 0.2) printf "%-62s %s\n", $1, $NF }' | sort -k2,2nr | head -8)
+        cat "$logs/pipes_ncu.txt" >> "$logs/pipes_ncu_all.txt"
+      done
+      if command -v cuobjdump > /dev/null; then
+        cuobjdump -sass "$b/bin/bench_kernels" > "$logs/sass_all.txt" 2>&1
+        for f in _Z10nvs_kernelILi0ELb1ELb1ELb0ELi8EEv _Z18moe_gate_up_kernelILi2EEv \
+            _Z21moe_down_slots_kernelILi2EEv; do
+          note pipes "sass $f:"
+          note_lines "  sass" < <(awk -v fn="$f" '
+            index($0, "Function : " fn) { g = 1; next }
+            /Function :/ { g = 0 }
+            g && /^ +\/\*[0-9a-f]+\*\// {
+              sub(/^ +\/\*[0-9a-f]+\*\/ +/, ""); op = $1
+              if (op ~ /^@/) op = $2
+              sub(/[ ;].*/, "", op); n[op]++; tot++
+            }
+            END { printf "%6d TOTAL\n", tot; for (o in n) printf "%6d %s\n", n[o], o }
+          ' "$logs/sass_all.txt" | sort -k1,1nr | head -22 | paste -sd' ' | fold -w 150)
+        done
+      fi
+      ;;
     smoke)
       # gpu_smoke on the NVFP4 config (MTP head declared, dummy weights): batch-1 decode with the
       # MTP upkeep, the k = 1..4 verify steps against a plain step and the spec windows (issue 16:
@@ -543,7 +607,7 @@ for s in "${stages[@]}"; do
       note_lines "  $s" < <(python3 "$root/tests/gpu/ktrace.py" "$logs/$s.csv" --top 24 2>&1)
       gzip -f "$logs/$s.csv"
       ;;
-    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace64 rowsab routerab gdnab gdntiles sessab sessab64 shab shab64 convab sess19ab prompts3 fp8moe smoke)" >&2; exit 2 ;;
+    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace64 rowsab routerab gdnab gdntiles sessab sessab64 shab shab64 convab sess19ab prompts3 fp8moe smoke pipes fp8ab)" >&2; exit 2 ;;
   esac
 done
 finish
