@@ -133,10 +133,7 @@ ab_formats() {
     for v in before after; do
       bb=$b
       [ $v = before ] && bb=$b2
-      timeout 90 "$bb/bin/gpu_bench" "$cf" --prompt-len 2048 --batch 1 --gen 64 --chunk 2048 \
-        > "$logs/${st}_${f}_$v.txt" 2>&1
-      note "$st" "$f $v rc=$? ($(elapsed))"
-      note_lines "  $st" < <(grep '^bench ' "$logs/${st}_${f}_$v.txt" | grep -oE '(decode_tok_s_stream|itl_p50_ms|fraction|graph_kernels|tokens_hash)=[^ ]*' | paste -sd' ')
+      bench_b "$st" "$f $v" "$bb" "$cf" 1 "$logs/${st}_${f}_$v.txt"
     done
   done
 }
@@ -176,6 +173,14 @@ bench() {
   local rc=$?
   note "$n" "rc=$rc ($(elapsed))"
   note_lines "  $n" < <(grep '^bench ' "$logs/$n.txt" | sed -E 's/^bench //; s/ (config|experts|chunk|graphs|mean_ctx|bytes_per_step|experts_touched|copy_gbs|roofline_steps_s|itl_p90_ms|finite)=[^ ]*//g')
+}
+
+# one gpu_bench run at a 2,048-token prompt: STAGE LABEL BUILD CONFIG BATCH LOG; its rc and key
+# figures into the summary
+bench_b() {
+  timeout 90 "$3/bin/gpu_bench" "$4" --prompt-len 2048 --batch "$5" --gen 64 --chunk 2048 > "$6" 2>&1
+  note "$1" "$2 rc=$? ($(elapsed))"
+  note_lines "  $1" < <(grep '^bench ' "$6" | grep -oE '(decode_tok_s_stream|itl_p50_ms|fraction|graph_kernels|tokens_hash)=[^ ]*' | paste -sd' ')
 }
 
 # the summary and the logs; also when the call's time limit stops the run (TERM/INT: the stage
@@ -465,10 +470,7 @@ for s in "${stages[@]}"; do
         bb=$b
         [ $v = cores ] && bb=$b2
         for bt in 1 8; do
-          timeout 90 "$bb/bin/gpu_bench" "$f8" --prompt-len 2048 --batch $bt --gen 64 --chunk 2048 \
-            > "$logs/fp8moe_${v}_$bt.txt" 2>&1
-          note fp8moe "$v batch=$bt rc=$? ($(elapsed))"
-          note_lines "  fp8moe" < <(grep '^bench ' "$logs/fp8moe_${v}_$bt.txt" | grep -oE '(decode_tok_s_stream|itl_p50_ms|fraction|graph_kernels|tokens_hash)=[^ ]*' | paste -sd' ')
+          bench_b fp8moe "$v batch=$bt" "$bb" "$f8" $bt "$logs/fp8moe_${v}_$bt.txt"
         done
       done
       ;;
@@ -529,10 +531,7 @@ for s in "${stages[@]}"; do
       for rep in 1 2; do
         for v in lpr0 on; do
           bb=$b; [ $v = on ] || bb=$b-$v
-          timeout 90 "$bb/bin/gpu_bench" "$cf8" --prompt-len 2048 --batch 1 --gen 64 --chunk 2048 \
-            > "$logs/fp8ab_${v}_$rep.txt" 2>&1
-          note fp8ab "fp8 $v rc=$? ($(elapsed))"
-          note_lines "  $v" < <(grep '^bench ' "$logs/fp8ab_${v}_$rep.txt" | grep -oE '(decode_tok_s_stream|itl_p50_ms|fraction|graph_kernels|tokens_hash)=[^ ]*' | paste -sd' ')
+          bench_b fp8ab "fp8 $v" "$bb" "$cf8" 1 "$logs/fp8ab_${v}_$rep.txt"
         done
       done
       ;;
