@@ -700,6 +700,32 @@ static inline int nvs_sm_count(void)
     return n;
 }
 
+/* FP8 launches split K over fewer warps where that puts the grid in one wave of blocks
+ * (nvs_one_wave_wk): opt-in, not yet measured on a GPU (tests/gpu/measure.sh fp8wave). The
+ * one-token FP8 GDN input launch (12,288 + 64 rows at 2,048 columns) is 768 + 8 blocks at wk 8,
+ * two waves at 3 blocks an SM; at wk 4, 392 blocks in one, each warp 2 rounds. The experts'
+ * down stage gained 4-5% of the FP8 step from the same change of shape (docs/PERF.md). */
+#ifndef NVS_FP8_WAVE
+#define NVS_FP8_WAVE 0
+#endif
+
+/* The largest split k <= wk (halving) whose grid (rows[i] rows of each of n weights, grid_y a row
+ * block, plus `extra` blocks) fits NVS_MIN_BLOCKS blocks an SM, or wk when none does (or the
+ * SM count is unknown, or NVS_FP8_WAVE is 0). */
+static inline int nvs_one_wave_wk(int wk, const int *rows, int n, int grid_y, int extra)
+{
+    const int sms = NVS_FP8_WAVE ? nvs_sm_count() : 0;
+    for (int k = wk; sms > 0 && k >= 1; k /= 2) {
+        const int rpb = 16 * (NVS_WARPS / k);
+        int64_t blocks = extra;
+        for (int i = 0; i < n; i++)
+            blocks += (int64_t)(rows[i] + rpb - 1) / rpb * grid_y;
+        if (blocks <= (int64_t)NVS_MIN_BLOCKS * sms)
+            return k;
+    }
+    return wk;
+}
+
 /* Launch over grid (row blocks, grid_y) with n_seg segments and n_xrows staged activation rows,
  * nvfp4 (nvs_ok) or fp8 (nvs_ok_fp8; COMBINE takes tensor or block scales: a channel scale
  * would have to be applied per segment) weights. The nvfp4 PLAIN and COMBINE launches whose
@@ -724,6 +750,8 @@ static inline int nvs_launch(const kweight *w, nvs_args a, int grid_y, int n_seg
     const int nch = (w->cols + 127) / 128;
     const size_t smem = nvs_smem_bytes(w->cols, n_xrows, n_seg);
     a.wk = nvs_pick_wk(n_seg * nch, fp8 ? NVS_U / 2 : NVS_U);
+    if (fp8)
+        a.wk = nvs_one_wave_wk(a.wk, &w->rows, 1, grid_y, 0);
     const int64_t row_blocks = (w->rows + 16 * (NVS_WARPS / a.wk) - 1) / (16 * (NVS_WARPS / a.wk));
     const bool wide = MODE != NVS_SLOT && !fp8 && nvs_vec16(w) && smem + 4096 <= NVS_MAX_DYN_SMEM &&
                       row_blocks * grid_y <= nvs_sm_count();
@@ -771,6 +799,14 @@ static inline int nvs_launch_multi(const kweight *const *ws, float *const *ys, i
         return ERR_UNSUPPORTED;
     const int nch = (ws[0]->cols + 127) / 128;
     a.wk = nvs_pick_wk(nch, fp8 ? NVS_U / 2 : NVS_U);
+    if (fp8) {
+        int rows[NVS_MULTI], wrows = 0;
+        for (int i = 0; i < n; i++)
+            rows[i] = ws[i]->rows;
+        for (int i = 0; i < nw; i++)
+            wrows += wws[i]->rows;
+        a.wk = nvs_one_wave_wk(a.wk, rows, n, 1, (wrows + NVS_WARPS - 1) / NVS_WARPS);
+    }
     const int rows_per_block = 16 * (NVS_WARPS / a.wk);
     nvs_more more = nvs_more_none();
     a.y = ys[0];

@@ -45,6 +45,10 @@
 #     fp8ab    one token's FP8 experts, the down stage's slots form at 16 lanes a row (default,
 #              one wave of blocks) against 32 (-DMOE_DOWN_FP8_LPR=0, $BUILD_DIR-lpr0):
 #              gpu_bench FP8 batch 1 at 2,048, twice each
+#     fp8wave  the FP8 stream launches with K split over fewer warps where that puts the grid
+#              in one wave (-DNVS_FP8_WAVE=1, $BUILD_DIR-wave; opt-in, never run on a GPU yet)
+#              against the default: bench_kernels rows (fp8 rows) from both, gpu_bench FP8
+#              batch 1 and batch 8 at 2,048, twice each
 #     profile  tests/gpu/profile.sh of a batch-64 decode step and a 2,048-token prefill
 #     nvs      bench_kernels nvfp4 (the model's nvfp4 shapes against the copy bandwidth), the
 #              stream kernel's SASS opcodes by count, ncu sections of one of its launches
@@ -535,6 +539,27 @@ for s in "${stages[@]}"; do
         done
       done
       ;;
+    fp8wave)
+      build_benches || { note fp8wave "build failed"; continue; }
+      ab_build wave "-DNVS_FP8_WAVE=1" || continue
+      cmake --build "$b-wave" -j"$(nproc)" --target bench_kernels > "$logs/build_wave_bk.log" 2>&1 ||
+        { note fp8wave "bench_kernels build failed (wave)"; continue; }
+      for v in on wave; do
+        bb=$b; [ $v = on ] || bb=$b-$v
+        timeout 90 "$bb/bin/bench_kernels" rows > "$logs/fp8wave_rows_$v.txt" 2>&1
+        note fp8wave "rows $v rc=$? ($(elapsed))"
+        note_lines "  $v" < <(grep -E '^copy|fp8 +stream.*tok= [18] |^moe_expert fp8' "$logs/fp8wave_rows_$v.txt" | sed -E 's/ +/ /g')
+      done
+      cf8=$root/tests/configs/qwen3.6-35b-a3b-fp8.json
+      for rep in 1 2; do
+        for v in on wave; do
+          bb=$b; [ $v = on ] || bb=$b-$v
+          for bt in 1 8; do
+            bench_b fp8wave "fp8 $v batch=$bt" "$bb" "$cf8" $bt "$logs/fp8wave_${v}_${bt}_$rep.txt"
+          done
+        done
+      done
+      ;;
     pipes)
       build_benches || { note pipes "build failed"; continue; }
       timeout 90 "$b/bin/bench_kernels" rows > "$logs/pipes_rows.txt" 2>&1
@@ -606,7 +631,7 @@ for s in "${stages[@]}"; do
       note_lines "  $s" < <(python3 "$root/tests/gpu/ktrace.py" "$logs/$s.csv" --top 24 2>&1)
       gzip -f "$logs/$s.csv"
       ;;
-    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace64 rowsab routerab gdnab gdntiles sessab sessab64 shab shab64 convab sess19ab prompts3 fp8moe smoke pipes fp8ab)" >&2; exit 2 ;;
+    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace64 rowsab routerab gdnab gdntiles sessab sessab64 shab shab64 convab sess19ab prompts3 fp8moe smoke pipes fp8ab fp8wave)" >&2; exit 2 ;;
   esac
 done
 finish

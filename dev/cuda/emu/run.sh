@@ -14,6 +14,7 @@
 # shared-memory races between barriers); EMU_SAN=alignment: misaligned vector loads/stores
 # (emu.h's __ldg checks alignment always). EMU_BLOCK_ORDER=reverse runs the blocks of every
 # launch in reverse order (a result that depends on the block order is a race on a GPU).
+# EMU_DEFS: extra compiler flags, e.g. -DNVS_FP8_WAVE=1 (an opt-in form's A/B switch).
 set -e
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}  # the harnesses do not free their buffers
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}  # EMU_SAN=alignment
@@ -27,7 +28,7 @@ mkdir -p "$out"
 python3 "$here/gen_inc.py" "$root/kernels" "$out"
 libs="$b/kernels/libtern_kernels_ref.a $b/libtern_common.a -lm"
 for t in $tests; do
-  g++ -std=c++17 -O1 -g $san -ffp-contract=off -pthread -I"$out" -I"$root/kernels" \
+  g++ -std=c++17 -O1 -g $san ${EMU_DEFS:-} -ffp-contract=off -pthread -I"$out" -I"$root/kernels" \
     -I"$root/common/include" -I/usr/local/cuda/include -o "$out/$t" "$here/$t.cpp" \
     "$here/emu.cpp" $libs
   "$out/$t" ${EMU_SAN:+quick}  # quick: smaller sizes where a harness has them
