@@ -187,6 +187,20 @@ bench_b() {
   note_lines "  $1" < <(grep '^bench ' "$6" | grep -oE '(decode_tok_s_stream|itl_p50_ms|fraction|graph_kernels|tokens_hash)=[^ ]*' | paste -sd' ')
 }
 
+# FP8 gpu_bench from $b ("on") and from the A/B build $b-NAME: STAGE NAME REPS "BATCHES"
+fp8_ab() {
+  local rep v bb bt
+  for rep in $(seq "$3"); do
+    for v in "$2" on; do
+      bb=$b; [ "$v" = on ] || bb=$b-$v
+      for bt in $4; do
+        bench_b "$1" "fp8 $v batch=$bt" "$bb" "$root/tests/configs/qwen3.6-35b-a3b-fp8.json" "$bt" \
+          "$logs/$1_${v}_${bt}_$rep.txt"
+      done
+    done
+  done
+}
+
 # the summary and the logs; also when the call's time limit stops the run (TERM/INT: the stage
 # that was running is named, what finished before it is kept)
 finish() {
@@ -531,13 +545,7 @@ for s in "${stages[@]}"; do
     fp8ab)
       build_benches || { note fp8ab "build failed"; continue; }
       ab_build lpr0 "-DMOE_DOWN_FP8_LPR=0" || continue
-      cf8=$root/tests/configs/qwen3.6-35b-a3b-fp8.json
-      for rep in 1 2; do
-        for v in lpr0 on; do
-          bb=$b; [ $v = on ] || bb=$b-$v
-          bench_b fp8ab "fp8 $v" "$bb" "$cf8" 1 "$logs/fp8ab_${v}_$rep.txt"
-        done
-      done
+      fp8_ab fp8ab lpr0 2 1
       ;;
     fp8wave)
       build_benches || { note fp8wave "build failed"; continue; }
@@ -550,15 +558,7 @@ for s in "${stages[@]}"; do
         note fp8wave "rows $v rc=$? ($(elapsed))"
         note_lines "  $v" < <(grep -E '^copy|fp8 +stream.*tok= [18] |^moe_expert fp8' "$logs/fp8wave_rows_$v.txt" | sed -E 's/ +/ /g')
       done
-      cf8=$root/tests/configs/qwen3.6-35b-a3b-fp8.json
-      for rep in 1 2; do
-        for v in on wave; do
-          bb=$b; [ $v = on ] || bb=$b-$v
-          for bt in 1 8; do
-            bench_b fp8wave "fp8 $v batch=$bt" "$bb" "$cf8" $bt "$logs/fp8wave_${v}_${bt}_$rep.txt"
-          done
-        done
-      done
+      fp8_ab fp8wave wave 2 "1 8"
       ;;
     pipes)
       build_benches || { note pipes "build failed"; continue; }
