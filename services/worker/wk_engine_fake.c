@@ -1,7 +1,9 @@
 /* wk_engine_fake: a model-free engine for tests of the services. The "model" predicts
  * next = (prev * 31 + 7) % vocab with a logit spike of 30 over zeros, so greedy and seeded
- * sampling both return it (p > 1 - 1e-9 for vocab < 10^4). It keeps a position per slot and
- * refuses work at the wrong position, so scheduler/worker disagreements show up as errors.
+ * sampling both return it (p > 1 - 1e-9 for vocab < 10^4; but at the Qwen3 size 151936 a
+ * temperature-1 draw misses with (V-1) e^-30 ~ 1.4e-8 a token, so a test that checks tens of
+ * thousands of tokens asks for greedy). It keeps a position per slot and refuses work at the
+ * wrong position, so scheduler/worker disagreements show up as errors.
  * With --fake-device-sampling it draws the tokens of the items that ask (sample_token on its
  * own logits), as the cuda engine does on the GPU. */
 #include <stdio.h>

@@ -56,7 +56,15 @@ struct load_stats {
                              the restart for those a scheduler kill parked) */
 };
 
+/* A seed whose 22nd uniform (0.99999999998914) lies past the fake spike's whole mass, so a
+ * request with it draws a wrong token there (max_tokens >= 22) unless it is greedy (load_body). */
+#define CHAOS_TAIL_SEED 78026660
+
 struct load;
+
+/* The JSON body of the load's request for prompt [prompt] (greedy, ignore_eos; with stream,
+ * stream_options.include_usage; with seed >= 0, that seed) into buf. snprintf's return. */
+int load_body(char *buf, size_t cap, uint32_t prompt, int max_tokens, bool stream, int64_t seed);
 
 /* n_clients streaming clients; each request is prompt [p] for one of the n_prompts p with
  * max_tokens tokens; expected[i] is the text for prompts[i] (copied). */

@@ -1,6 +1,6 @@
 /* chaos_load: N streaming clients in one poll loop. Each client sends
- *   POST /v1/completions {"prompt":[p],"max_tokens":M,"stream":true,"ignore_eos":true,
- *                         "stream_options":{"include_usage":true}}
+ *   POST /v1/completions {"prompt":[p],"max_tokens":M,"ignore_eos":true,"temperature":0,
+ *                         "stream":true,"stream_options":{"include_usage":true}}
  * on a fresh connection, de-chunks the body, splits SSE events, appends every choices[0].text,
  * and at [DONE] checks: one finish_reason, usage.completion_tokens == M, and the whole text ==
  * the expected text for p (so a lost or repeated token shows). An error event, a non-200 answer
@@ -185,6 +185,19 @@ static void finish(struct load *l, struct client *c, const char *how)
     c->prompt = (c->prompt + 1) % l->n_prompts;
 }
 
+int load_body(char *buf, size_t cap, uint32_t prompt, int max_tokens, bool stream, int64_t seed)
+{
+    char extra[64] = "";
+    if (seed >= 0)
+        snprintf(extra, sizeof(extra), ",\"seed\":%lld", (long long)seed);
+    /* greedy: at the default temperature 1 the fake engine's spike of 30 leaves the other
+     * 151935 ids (V-1) e^-30 ~ 1.4e-8 of the mass, so one token in ~7e7 is a random id */
+    return snprintf(buf, cap,
+                    "{\"prompt\":[%u],\"max_tokens\":%d,\"ignore_eos\":true,\"temperature\":0%s%s}",
+                    prompt, max_tokens, extra,
+                    stream ? ",\"stream\":true,\"stream_options\":{\"include_usage\":true}" : "");
+}
+
 static void start(struct load *l, struct client *c)
 {
     c->rx_len = c->body_len = c->text_len = 0;
@@ -201,10 +214,7 @@ static void start(struct load *l, struct client *c)
         return;
     }
     char body[256], req[512];
-    int bn = snprintf(body, sizeof(body),
-                      "{\"prompt\":[%u],\"max_tokens\":%d,\"stream\":true,\"ignore_eos\":true,"
-                      "\"stream_options\":{\"include_usage\":true}}",
-                      l->prompts[c->prompt], l->max_tokens);
+    int bn = load_body(body, sizeof(body), l->prompts[c->prompt], l->max_tokens, true, -1);
     int rn = snprintf(req, sizeof(req),
                       "POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Type: "
                       "application/json\r\nContent-Length: %d\r\n\r\n%s",

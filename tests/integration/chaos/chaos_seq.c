@@ -1,7 +1,9 @@
 /* chaos_seq: the prompts and expected texts of the load. The fake engine continues prompt [p]
  * with f(p), f(f(p)), ... (f = chaos_fake_next); prompts are chosen so that the whole sequence
- * stays in ordinary tokens. The expected text is computed twice, from two paths: /detokenize of
- * the independently computed ids, and a quiet non-streamed completion; they must agree. */
+ * stays in ordinary tokens. The expected text is computed from three paths: /detokenize of the
+ * independently computed ids, a quiet non-streamed completion with the load's body, and the same
+ * with CHAOS_TAIL_SEED (so the load's body is proof against sampling's rare tail draws); they
+ * must agree. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,7 +53,7 @@ int chaos_seq_make(int port, int n, int max_tokens, uint32_t *prompts, char **ex
                 break;
         }
         prompts[k] = p;
-        size_t cap = (size_t)max_tokens * 12 + 64;
+        size_t cap = (size_t)max_tokens * 12 + 256; /* the ids, or load_body's */
         char *body = malloc(cap);
         size_t len = (size_t)snprintf(body, cap, "{\"tokens\":[");
         uint32_t t = p;
@@ -61,18 +63,26 @@ int chaos_seq_make(int port, int n, int max_tokens, uint32_t *prompts, char **ex
         }
         snprintf(body + len, cap - len, "]}");
         char *via_ids = post_field(port, "/detokenize", body, "prompt");
-        snprintf(body, cap, "{\"prompt\":[%u],\"max_tokens\":%d,\"ignore_eos\":true}", p,
-                 max_tokens);
+        load_body(body, cap, p, max_tokens, false, -1);
         char *via_gen = post_field(port, "/v1/completions", body, "text");
+        /* the load's request must not depend on the draws: one whose seed draws a tail token */
+        load_body(body, cap, p, max_tokens, false, CHAOS_TAIL_SEED);
+        char *via_tail = post_field(port, "/v1/completions", body, "text");
         free(body);
-        if (!via_ids || !via_gen || strcmp(via_ids, via_gen) != 0) {
-            fprintf(stderr, "prompt %u: /detokenize \"%.200s\" != completion \"%.200s\"\n", p,
-                    via_ids ? via_ids : "(none)", via_gen ? via_gen : "(none)");
+        if (!via_ids || !via_gen || !via_tail || strcmp(via_ids, via_gen) != 0 ||
+            strcmp(via_ids, via_tail) != 0) {
+            fprintf(stderr,
+                    "prompt %u: /detokenize \"%.200s\" != completion \"%.200s\" or seeded "
+                    "\"%.200s\"\n",
+                    p, via_ids ? via_ids : "(none)", via_gen ? via_gen : "(none)",
+                    via_tail ? via_tail : "(none)");
             free(via_ids);
             free(via_gen);
+            free(via_tail);
             return -1;
         }
         free(via_gen);
+        free(via_tail);
         expected[k] = via_ids;
         p += 97;
     }
