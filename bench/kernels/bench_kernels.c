@@ -15,9 +15,10 @@
  *          at 1 item of 16 .. 2,048 rows, and one long item beside 63 one-row items; prints
  *          "threshold gdn_chunk many_rows_from=N", the fewest rows from which chunked was faster
  *          at every larger row count measured
- * Usage: bench_kernels [quick|gdn]. gdn: the copy and the gdn_chunk lines only. Times are medians
- * of CUDA-event timings of one call each (the host's launch included); the gemv and moe_expert
- * lines add "b2b": the mean of 64 calls issued back to back (the launch gap hidden). */
+ *   l2:    one token's GEMV on model shapes with its weight cold and hot in L2
+ * Usage: bench_kernels [quick|gdn|nvfp4|rows|l2]. gdn: the copy and the gdn_chunk lines only. Times
+ * are medians of CUDA-event timings of one call each (the host's launch included); the gemv and
+ * moe_expert lines add "b2b": the mean of 64 calls issued back to back (the launch gap hidden). */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,6 +112,46 @@ static void bench_gemv(const char *name, int fmt, int rows, int cols)
     free(a.w);
     ktest_free(a.x);
     ktest_free(a.y);
+}
+
+/* One token's GEMV on a model shape with its weight cold (weights of >= 320 MB in turn, as the
+ * step reads them) and hot (one weight, left in L2 by the call before): what an L2-resident
+ * weight would save a kernel (docs/PERF.md, twenty-second session: 10% for nvfp4, so the
+ * one-token kernels do not wait on the DRAM's latency alone). */
+static void bench_l2(const char *name, int fmt, int rows, int cols)
+{
+    struct gemv_arg g;
+    struct kw_pair probe;
+    kw_pair_make(&probe, fmt, KW_SCALE_CHANNEL, 1, 1, cols);
+    const double bytes = kw_pair_bytes(&probe) * rows;
+    kw_pair_free(&probe);
+    const int n_all = bytes * 256 < 320e6 ? 256 : (int)(320e6 / bytes) + 1;
+    g.w = calloc((size_t)n_all, sizeof(*g.w));
+    for (int i = 0; i < n_all; i++)
+        kw_pair_make(&g.w[i], fmt, KW_SCALE_CHANNEL, 1, rows, cols);
+    g.x = ktest_dev_alloc((size_t)32 * cols * 4);
+    g.y = ktest_dev_alloc((size_t)32 * rows * 4);
+    cudaMemset(g.x, 0x3c, (size_t)32 * cols * 4);
+    g.n_tok = 1;
+    g.path = GEMV_PATH_AUTO;
+    for (int hot = 0; hot < 2; hot++) {
+        g.n_w = hot ? 1 : n_all;
+        g.next = 0;
+        double us = ktest_time_us(run_gemv, &g, 5, 41);
+        double b2b = ktest_time_us_b2b(run_gemv, &g, 5, 64);
+        printf("l2 %-5s %-16s rows=%6d cols=%5d %-4s %8.1f us %5.1f%% of copy b2b %.1f us "
+               "%.1f%%\n",
+               fmt == KW_FMT_BF16  ? "bf16"
+               : fmt == KW_FMT_FP8 ? "fp8"
+                                   : "nvfp4",
+               name, rows, cols, hot ? "hot" : "cold", us, 100.0 * bytes / us * 1e-3 / copy_bw, b2b,
+               100.0 * bytes / b2b * 1e-3 / copy_bw);
+    }
+    for (int i = 0; i < n_all; i++)
+        kw_pair_free(&g.w[i]);
+    free(g.w);
+    ktest_free(g.x);
+    ktest_free(g.y);
 }
 
 struct moe_arg {
@@ -498,6 +539,17 @@ int main(int argc, char **argv)
         return e == cudaSuccess ? 0 : 1;
     }
 
+    if (argc > 1 && strcmp(argv[1], "l2") == 0) {
+        bench_l2("gdn_qkv+z", KW_FMT_NVFP4, 12288, 2048);
+        bench_l2("o_proj/out_proj", KW_FMT_NVFP4, 2048, 4096);
+        bench_l2("expert_gate_up", KW_FMT_NVFP4, 1024, 2048);
+        bench_l2("gdn_qkv+z", KW_FMT_FP8, 12288, 2048);
+        bench_l2("gdn_qkv+z", KW_FMT_BF16, 12288, 2048);
+        bench_l2("o_proj/out_proj", KW_FMT_BF16, 2048, 4096);
+        cudaError_t e = cudaDeviceSynchronize();
+        printf("done: %s\n", cudaGetErrorString(e));
+        return e == cudaSuccess ? 0 : 1;
+    }
     if (rows_only) {
         static const int fmts[2] = {KW_FMT_BF16, KW_FMT_FP8};
         for (int f = 0; f < 2; f++) {

@@ -307,10 +307,11 @@ nvs_load_round(const kweight &w, const nvs_args &a, const nvs_rowp &rp, int g0, 
     }
 }
 
-/* FP8: NVS_U / 2 items g0.. per round; item u's 32 codes of row ra / rb (rp: nvs_rows<true>) in
- * qa/qb[2u] (columns c0..c0+15) and [2u+1] (c0+16..c0+31), zeros past K, past the last row or
- * for an empty slot. The item's expert: its segment's (COMBINE), else the block's. */
-template <int MODE>
+/* FP8: NU items g0.. per round (NVS_U / 2; 1 in the wide form); item u's 32 codes of row ra / rb
+ * (rp: nvs_rows<true>) in qa/qb[2u] (columns c0..c0+15) and [2u+1] (c0+16..c0+31), zeros past K,
+ * past the last row or for an empty slot. The item's expert: its segment's (COMBINE), else the
+ * block's. */
+template <int MODE, int NU>
 static __device__ __forceinline__ void
 nvs_load_round_fp8(const kweight &w, const nvs_args &a, const nvs_rowp &rp, int g0, int n_items,
                    int nch, int t, bool va, bool vb, uint4 *qa, uint4 *qb)
@@ -318,7 +319,7 @@ nvs_load_round_fp8(const kweight &w, const nvs_args &a, const nvs_rowp &rp, int 
     const int K = w.cols;
     const int64_t rb8 = 8 * w.row_stride; /* row rb = ra + 8 */
 #pragma unroll
-    for (int u = 0; u < NVS_U / 2; u++) {
+    for (int u = 0; u < NU; u++) {
         qa[2 * u] = qa[2 * u + 1] = qb[2 * u] = qb[2 * u + 1] = make_uint4(0, 0, 0, 0);
         const int it = g0 + u;
         if (it >= n_items)
@@ -443,15 +444,15 @@ static __device__ __forceinline__ void nvs_item_nvfp4(uint4 qa, uint4 qb, uint32
 #define NVS_MIN_BLOCKS 3
 #endif
 
-/* W: warps a block (NVS_WARPS, or NVS_WIDE_WARPS for nvfp4 PLAIN / COMBINE without MULTI) */
+/* W: warps a block (NVS_WARPS, or NVS_WIDE_WARPS for PLAIN / COMBINE without MULTI) */
 template <int MODE, bool VEC16, bool FP8 = false, bool MULTI = false, int W = NVS_WARPS>
 static __global__ void __launch_bounds__(W * 32, W != NVS_WARPS ? 1
                                                  : VEC16        ? NVS_MIN_BLOCKS
                                                                 : 2)
     nvs_kernel(const kweight w_in, const nvs_args a, const nvs_more more)
 {
-    static_assert(W == NVS_WARPS || (W == NVS_WIDE_WARPS && !FP8 && !MULTI),
-                  "the wide form is nvfp4 PLAIN / COMBINE");
+    static_assert(W == NVS_WARPS || (W == NVS_WIDE_WARPS && !MULTI),
+                  "the wide form is PLAIN / COMBINE");
     constexpr int UW = NVS_U * NVS_WARPS / W;  /* nvfp4 items a warp round */
     constexpr bool WIDE = W == NVS_WIDE_WARPS; /* the registers for SPLIT scales, early seg loads */
     if (MULTI && (int)blockIdx.x >= more.wb) { /* block-uniform, before any barrier */
@@ -507,7 +508,7 @@ static __global__ void __launch_bounds__(W * 32, W != NVS_WARPS ? 1
     /* the first round's weights in flight while the activations are staged; before this point
      * PLAIN reads nothing another kernel writes, COMBINE only the ids (two launches back) */
     if (FP8)
-        nvs_load_round_fp8<MODE>(w, a, rp, kw * NU, n_items, nch, t, va, vb, qa, qb);
+        nvs_load_round_fp8<MODE, NU>(w, a, rp, kw * NU, n_items, nch, t, va, vb, qa, qb);
     else
         nvs_load_round<MODE, VEC16, NU, WIDE>(w, a, rp, kw * NU, n_items, nch, t, va, vb, qa, qb, sa,
                                               sb);
@@ -601,7 +602,7 @@ static __global__ void __launch_bounds__(W * 32, W != NVS_WARPS ? 1
     for (int g0 = kw * NU; g0 < n_items; g0 += wk * NU) {
         if (g0 != kw * NU) {
             if (FP8)
-                nvs_load_round_fp8<MODE>(w, a, rp, g0, n_items, nch, t, va, vb, qa, qb);
+                nvs_load_round_fp8<MODE, NU>(w, a, rp, g0, n_items, nch, t, va, vb, qa, qb);
             else
                 nvs_load_round<MODE, VEC16, NU, WIDE>(w, a, rp, g0, n_items, nch, t, va, vb, qa,
                                                       qb, sa, sb);
@@ -701,12 +702,22 @@ static inline int nvs_sm_count(void)
 }
 
 /* FP8 launches split K over fewer warps where that puts the grid in one wave of blocks
- * (nvs_one_wave_wk): opt-in, not yet measured on a GPU (tests/gpu/measure.sh fp8wave). The
- * one-token FP8 GDN input launch (12,288 + 64 rows at 2,048 columns) is 768 + 8 blocks at wk 8,
- * two waves at 3 blocks an SM; at wk 4, 392 blocks in one, each warp 2 rounds. The experts'
- * down stage gained 4-5% of the FP8 step from the same change of shape (docs/PERF.md). */
+ * (nvs_one_wave_wk). The one-token FP8 GDN input launch (12,288 + 64 rows at 2,048 columns) is
+ * 768 + 8 blocks at wk 8, two waves at 3 blocks an SM; at wk 4, 392 blocks in one, each warp 2
+ * rounds. Measured on the H200 (docs/PERF.md, twenty-second session): that launch 12.9 -> 9.7 us
+ * back to back, FP8 batch-1 decode 414.3-414.8 -> 434.3-435.1 tok/s, batch 8 105.1 -> 107.8.
+ * -DNVS_FP8_WAVE=0 builds the two-wave form (tests/gpu/measure.sh fp8wave). */
 #ifndef NVS_FP8_WAVE
-#define NVS_FP8_WAVE 0
+#define NVS_FP8_WAVE 1
+#endif
+
+/* FP8 PLAIN launches whose 8-warp grid leaves at most one block an SM (the one-token out
+ * projections: 2,048 rows at 4,096 columns, 128 blocks) take the 16-warp form as nvfp4's do, one
+ * item a warp round (the same bytes in flight a block, twice the warps to decode them); FP8
+ * COMBINE (2-8 tokens' experts: 128 row blocks a token) stays in the 8-warp form.
+ * -DNVS_FP8_WIDE=0 builds the 8-warp form (tests/gpu/measure.sh fp8wide). */
+#ifndef NVS_FP8_WIDE
+#define NVS_FP8_WIDE 1
 #endif
 
 /* The largest split k <= wk (halving) whose grid (rows[i] rows of each of n weights, grid_y a row
@@ -753,17 +764,21 @@ static inline int nvs_launch(const kweight *w, nvs_args a, int grid_y, int n_seg
     if (fp8)
         a.wk = nvs_one_wave_wk(a.wk, &w->rows, 1, grid_y, 0);
     const int64_t row_blocks = (w->rows + 16 * (NVS_WARPS / a.wk) - 1) / (16 * (NVS_WARPS / a.wk));
-    const bool wide = MODE != NVS_SLOT && !fp8 && nvs_vec16(w) && smem + 4096 <= NVS_MAX_DYN_SMEM &&
-                      row_blocks * grid_y <= nvs_sm_count();
+    const bool wide = MODE != NVS_SLOT &&
+                      (fp8 ? NVS_FP8_WIDE && MODE == NVS_PLAIN : nvs_vec16(w)) &&
+                      smem + 4096 <= NVS_MAX_DYN_SMEM && row_blocks * grid_y <= nvs_sm_count();
     const int nw = wide ? NVS_WIDE_WARPS : NVS_WARPS;
     constexpr int WIDE_W = MODE == NVS_SLOT ? NVS_WARPS : NVS_WIDE_WARPS; /* SLOT: never wide */
     if (wide)
-        a.wk = nvs_pick_wk(n_seg * nch, NVS_WIDE_U, NVS_WIDE_WARPS);
+        a.wk = nvs_pick_wk(n_seg * nch, fp8 ? NVS_WIDE_U / 2 : NVS_WIDE_U, NVS_WIDE_WARPS);
     const int rows_per_block = 16 * (nw / a.wk);
     const dim3 grid((unsigned)((w->rows + rows_per_block - 1) / rows_per_block), (unsigned)grid_y);
     const dim3 blk(nw * 32);
     const nvs_more none = nvs_more_none();
-    if (fp8)
+    if (fp8 && wide)
+        kcuda_launch_pdl(nvs_kernel<MODE, true, true, false, WIDE_W>, grid, blk, smem, stream, *w,
+                         a, none);
+    else if (fp8)
         kcuda_launch_pdl(nvs_kernel<MODE, true, true>, grid, blk, smem, stream, *w, a, none);
     else if (!nvs_vec16(w))
         kcuda_launch_pdl(nvs_kernel<MODE, false>, grid, blk, smem, stream, *w, a, none);

@@ -46,9 +46,15 @@
 #              one wave of blocks) against 32 (-DMOE_DOWN_FP8_LPR=0, $BUILD_DIR-lpr0):
 #              gpu_bench FP8 batch 1 at 2,048, twice each
 #     fp8wave  the FP8 stream launches with K split over fewer warps where that puts the grid
-#              in one wave (-DNVS_FP8_WAVE=1, $BUILD_DIR-wave; opt-in, never run on a GPU yet)
-#              against the default: bench_kernels rows (fp8 rows) from both, gpu_bench FP8
-#              batch 1 and batch 8 at 2,048, twice each
+#              in one wave (the default since the twenty-second session) against the two-wave
+#              form (-DNVS_FP8_WAVE=0, $BUILD_DIR-wave0): bench_kernels rows (fp8 rows) from
+#              both, gpu_bench FP8 batch 1 and batch 8 at 2,048, twice each
+#     l2hot    bench_kernels l2: one token's GEMV on the model's shapes with its weight cold and
+#              hot in L2 (what an L2-resident weight would save; twenty-second session)
+#     fp8wide  FP8 PLAIN / COMBINE launches of at most a block an SM in the 16-warp form (the
+#              default) against the 8-warp form (-DNVS_FP8_WIDE=0, $BUILD_DIR-wide0):
+#              bench_kernels rows (fp8 rows) from both, gpu_bench FP8 batch 1 and 8 at 2,048,
+#              twice each
 #     profile  tests/gpu/profile.sh of a batch-64 decode step and a 2,048-token prefill
 #     nvs      bench_kernels nvfp4 (the model's nvfp4 shapes against the copy bandwidth), the
 #              stream kernel's SASS opcodes by count, ncu sections of one of its launches
@@ -549,16 +555,35 @@ for s in "${stages[@]}"; do
       ;;
     fp8wave)
       build_benches || { note fp8wave "build failed"; continue; }
-      ab_build wave "-DNVS_FP8_WAVE=1" || continue
-      cmake --build "$b-wave" -j"$(nproc)" --target bench_kernels > "$logs/build_wave_bk.log" 2>&1 ||
-        { note fp8wave "bench_kernels build failed (wave)"; continue; }
-      for v in on wave; do
+      ab_build wave0 "-DNVS_FP8_WAVE=0" || continue
+      cmake --build "$b-wave0" -j"$(nproc)" --target bench_kernels > "$logs/build_wave_bk.log" 2>&1 ||
+        { note fp8wave "bench_kernels build failed (wave0)"; continue; }
+      for v in on wave0; do
         bb=$b; [ $v = on ] || bb=$b-$v
         timeout 90 "$bb/bin/bench_kernels" rows > "$logs/fp8wave_rows_$v.txt" 2>&1
         note fp8wave "rows $v rc=$? ($(elapsed))"
         note_lines "  $v" < <(grep -E '^copy|fp8 +stream.*tok= [18] |^moe_expert fp8' "$logs/fp8wave_rows_$v.txt" | sed -E 's/ +/ /g')
       done
-      fp8_ab fp8wave wave 2 "1 8"
+      fp8_ab fp8wave wave0 2 "1 8"
+      ;;
+    l2hot)
+      build_benches || { note l2hot "build failed"; continue; }
+      timeout 150 "$b/bin/bench_kernels" l2 > "$logs/l2hot_bench.txt" 2>&1
+      note l2hot "bench_kernels l2 rc=$? ($(elapsed))"
+      note_lines "  l2" < <(grep -E '^copy|^l2 ' "$logs/l2hot_bench.txt" | sed -E 's/ +/ /g; s/^l2 //')
+      ;;
+    fp8wide)
+      build_benches || { note fp8wide "build failed"; continue; }
+      ab_build wide0 "-DNVS_FP8_WIDE=0" || continue
+      cmake --build "$b-wide0" -j"$(nproc)" --target bench_kernels > "$logs/build_wide0_bk.log" 2>&1 ||
+        { note fp8wide "bench_kernels build failed (wide0)"; continue; }
+      for v in on wide0; do
+        bb=$b; [ $v = on ] || bb=$b-$v
+        timeout 90 "$bb/bin/bench_kernels" rows > "$logs/fp8wide_rows_$v.txt" 2>&1
+        note fp8wide "rows $v rc=$? ($(elapsed))"
+        note_lines "  $v" < <(grep -E '^copy|fp8 +stream.*tok= [18] ' "$logs/fp8wide_rows_$v.txt" | sed -E 's/ +/ /g')
+      done
+      fp8_ab fp8wide wide0 2 "1 8"
       ;;
     pipes)
       build_benches || { note pipes "build failed"; continue; }

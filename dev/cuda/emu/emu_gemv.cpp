@@ -126,7 +126,8 @@ int main(int argc, char **argv)
     /* source text; NVS: the 16-warp form these small grids take on the emulated 132 SMs */
     const char *NVS = "nvs_kernel<MODE, true, false, false, WIDE_W>",
                *NVS8 = "nvs_kernel<MODE, false>";
-    const char *FP8S = "nvs_kernel<MODE, true, true>";
+    /* the 8-warp form, or the 16-warp one (WIDE_W) where the grid has at most a block an SM */
+    const char *FP8S = "nvs_kernel<MODE, true, true";
     int f = 0;
     /* nvfp4 stream (the non-VEC16 instance: K, row or expert stride % 32 == 16) */
     f += run(NV, 0, 1, 0, 45, 96, 96, 3, S, NVS);
@@ -227,7 +228,7 @@ int main(int argc, char **argv)
     f += run_multi(3, F8, F8, F8, 33, 70, 208, 8, F8M, 1); /* K % 128 != 0 */
     f += run_multi(4, F8, F8, BF, 600, 45, 256, 2, F8M, 1);
     f += run_multi(3, F8, F8, BF, 40, 24, 160, 3, F8M, 1);
-    /* a device of 2 SMs: with -DNVS_FP8_WAVE=1 (EMU_DEFS) the fp8 launches split K over fewer
+    /* a device of 2 SMs: with NVS_FP8_WAVE (the default) the fp8 launches split K over fewer
      * warps to fit one wave (another order of the K-split: the tolerance only) */
     setenv("EMU_SMS", "2", 1);
     f += run_multi(3, F8, F8, F8, 200, 45, 2048, 1, F8M, 1, false); /* 6 blocks at wk 2 */
