@@ -116,7 +116,7 @@ static void bench_gemv(const char *name, int fmt, int rows, int cols)
 
 /* One token's GEMV on a model shape with its weight cold (weights of >= 320 MB in turn, as the
  * step reads them) and hot (one weight, left in L2 by the call before): what an L2-resident
- * weight would save a kernel (docs/PERF.md, twenty-second session: 10% for nvfp4, so the
+ * weight would save a kernel (docs/PERF.md, twenty-second session: 4-15% for nvfp4, so the
  * one-token kernels do not wait on the DRAM's latency alone). */
 static void bench_l2(const char *name, int fmt, int rows, int cols)
 {
