@@ -58,12 +58,6 @@
 #ifndef MOE_DOWN_FP8_LPR
 #define MOE_DOWN_FP8_LPR 16
 #endif
-/* The fp8 gate/up at most this many lanes a row (0: kw_lanes_per_row's, 32 at 2,048 columns: 576
- * blocks of 8 rows for one token's 9 slots); 16 would make them 288 blocks of 16 rows, each lane
- * 8 chunks of each of its two rows. Not measured yet (tests/gpu/measure.sh fp8gu). */
-#ifndef MOE_GU_FP8_LPR
-#define MOE_GU_FP8_LPR 0
-#endif
 
 /* sh_e >= 0: slot top_k - 1 of every token is expert sh_e (the folded shared expert; the caller
  * guarantees ids say so): its blocks come first (moe_block_slot) and compute before the PDL wait,
@@ -321,10 +315,7 @@ int moe_expert_sh_cuda(float *out, float *ws, const float *x, const int32_t *ids
         return kcuda_launch_status("moe_expert_mma");
     }
     const int threads = 256;
-    const int lpr0 = kw_lanes_per_row(gate_up), lpr2 = kw_lanes_per_row(down);
-    const int lpr1 = MOE_GU_FP8_LPR > 0 && kw_kf_of(gate_up) == KF_FP8 && lpr0 > MOE_GU_FP8_LPR
-                         ? MOE_GU_FP8_LPR
-                         : lpr0;
+    const int lpr1 = kw_lanes_per_row(gate_up), lpr2 = kw_lanes_per_row(down);
     if (n_tok * (int64_t)top_k > 65535 || n_tok > 65535)
         return ERR_INVAL;
     dim3 g1(CEIL_DIV(inter, threads / lpr1), n_tok * top_k);

@@ -55,9 +55,6 @@
 #              default) against the 8-warp form (-DNVS_FP8_WIDE=0, $BUILD_DIR-wide0):
 #              bench_kernels rows (fp8 rows) from both, gpu_bench FP8 batch 1 and 8 at 2,048,
 #              twice each
-#     fp8gu    one token's FP8 experts' gate/up at 16 lanes a row (-DMOE_GU_FP8_LPR=16,
-#              $BUILD_DIR-gu16; opt-in) against the default 32: gpu_bench FP8 batch 1 at 2,048,
-#              twice each
 #     profile  tests/gpu/profile.sh of a batch-64 decode step and a 2,048-token prefill
 #     nvs      bench_kernels nvfp4 (the model's nvfp4 shapes against the copy bandwidth), the
 #              stream kernel's SASS opcodes by count, ncu sections of one of its launches
@@ -588,11 +585,6 @@ for s in "${stages[@]}"; do
       done
       fp8_ab fp8wide wide0 2 "1 8"
       ;;
-    fp8gu)
-      build_benches || { note fp8gu "build failed"; continue; }
-      ab_build gu16 "-DMOE_GU_FP8_LPR=16" || continue
-      fp8_ab fp8gu gu16 2 1
-      ;;
     pipes)
       build_benches || { note pipes "build failed"; continue; }
       timeout 90 "$b/bin/bench_kernels" rows > "$logs/pipes_rows.txt" 2>&1
@@ -664,7 +656,7 @@ for s in "${stages[@]}"; do
       note_lines "  $s" < <(python3 "$root/tests/gpu/ktrace.py" "$logs/$s.csv" --top 24 2>&1)
       gzip -f "$logs/$s.csv"
       ;;
-    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace64 rowsab routerab gdnab gdntiles sessab sessab64 shab shab64 convab sess19ab prompts3 fp8moe smoke pipes fp8ab fp8wave fp8wide fp8gu l2hot)" >&2; exit 2 ;;
+    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace64 rowsab routerab gdnab gdntiles sessab sessab64 shab shab64 convab sess19ab prompts3 fp8moe smoke pipes fp8ab fp8wave fp8wide l2hot)" >&2; exit 2 ;;
   esac
 done
 finish
