@@ -38,7 +38,8 @@
 #              close; issue 16 asks the decode rate within 5% of K = 0); the worker's spec_stats
 #     pipes    bench_kernels rows (one-token bf16 / fp8 GEMVs and experts on the model's
 #              shapes), then Nsight Compute of one launch each (caches flushed): the fp8 stream
-#              kernel (12,288 x 2,048), the fp8 experts' gate/up and down on the CUDA cores, the
+#              kernel (12,288 x 2,048; its 16-warp form, 2,048 x 4,096), the fp8 experts'
+#              gate/up and down on the CUDA cores, the
 #              bf16 row kernel (12,288 x 2,048): issue, stalls and the share of each pipe
 #              (where the fp8 kernels' time goes: e4m3 conversions or the loads), their SASS
 #              opcode counts
@@ -55,6 +56,10 @@
 #              default) against the 8-warp form (-DNVS_FP8_WIDE=0, $BUILD_DIR-wide0):
 #              bench_kernels rows (fp8 rows) from both, gpu_bench FP8 batch 1 and 8 at 2,048,
 #              twice each
+#     wide32   the nvfp4 wide form (PLAIN / COMBINE grids of at most a block an SM: the
+#              one-token out projections and experts' down) at NVS_WIDE_WARPS (the build's
+#              default) against 16 (-DNVS_WIDE_WARPS=16, $BUILD_DIR-w16): gpu_bench NVFP4
+#              batch 1 at 2,048, twice each
 #     profile  tests/gpu/profile.sh of a batch-64 decode step and a 2,048-token prefill
 #     nvs      bench_kernels nvfp4 (the model's nvfp4 shapes against the copy bandwidth), the
 #              stream kernel's SASS opcodes by count, ncu sections of one of its launches
@@ -205,6 +210,23 @@ fp8_ab() {
       done
     done
   done
+}
+
+# an FP8 A/B: bench_kernels rows (the lines matching PATTERN) from $b and from the A/B build
+# $b-NAME with FLAGS, then fp8_ab at batch 1 and 8, twice: STAGE NAME FLAGS PATTERN
+fp8_rows_ab() {
+  local st=$1 nm=$2 v bb
+  build_benches || { note "$st" "build failed"; return 1; }
+  ab_build "$nm" "$3" || return 1
+  cmake --build "$b-$nm" -j"$(nproc)" --target bench_kernels > "$logs/build_${nm}_bk.log" 2>&1 ||
+    { note "$st" "bench_kernels build failed ($nm)"; return 1; }
+  for v in on "$nm"; do
+    bb=$b; [ "$v" = on ] || bb=$b-$v
+    timeout 90 "$bb/bin/bench_kernels" rows > "$logs/${st}_rows_$v.txt" 2>&1
+    note "$st" "rows $v rc=$? ($(elapsed))"
+    note_lines "  $v" < <(grep -E "$4" "$logs/${st}_rows_$v.txt" | sed -E 's/ +/ /g')
+  done
+  fp8_ab "$st" "$nm" 2 "1 8"
 }
 
 # the summary and the logs; also when the call's time limit stops the run (TERM/INT: the stage
@@ -554,17 +576,7 @@ for s in "${stages[@]}"; do
       fp8_ab fp8ab lpr0 2 1
       ;;
     fp8wave)
-      build_benches || { note fp8wave "build failed"; continue; }
-      ab_build wave0 "-DNVS_FP8_WAVE=0" || continue
-      cmake --build "$b-wave0" -j"$(nproc)" --target bench_kernels > "$logs/build_wave_bk.log" 2>&1 ||
-        { note fp8wave "bench_kernels build failed (wave0)"; continue; }
-      for v in on wave0; do
-        bb=$b; [ $v = on ] || bb=$b-$v
-        timeout 90 "$bb/bin/bench_kernels" rows > "$logs/fp8wave_rows_$v.txt" 2>&1
-        note fp8wave "rows $v rc=$? ($(elapsed))"
-        note_lines "  $v" < <(grep -E '^copy|fp8 +stream.*tok= [18] |^moe_expert fp8' "$logs/fp8wave_rows_$v.txt" | sed -E 's/ +/ /g')
-      done
-      fp8_ab fp8wave wave0 2 "1 8"
+      fp8_rows_ab fp8wave wave0 "-DNVS_FP8_WAVE=0" '^copy|fp8 +stream.*tok= [18] |^moe_expert fp8'
       ;;
     l2hot)
       build_benches || { note l2hot "build failed"; continue; }
@@ -573,24 +585,25 @@ for s in "${stages[@]}"; do
       note_lines "  l2" < <(grep -E '^copy|^l2 ' "$logs/l2hot_bench.txt" | sed -E 's/ +/ /g; s/^l2 //')
       ;;
     fp8wide)
-      build_benches || { note fp8wide "build failed"; continue; }
-      ab_build wide0 "-DNVS_FP8_WIDE=0" || continue
-      cmake --build "$b-wide0" -j"$(nproc)" --target bench_kernels > "$logs/build_wide0_bk.log" 2>&1 ||
-        { note fp8wide "bench_kernels build failed (wide0)"; continue; }
-      for v in on wide0; do
-        bb=$b; [ $v = on ] || bb=$b-$v
-        timeout 90 "$bb/bin/bench_kernels" rows > "$logs/fp8wide_rows_$v.txt" 2>&1
-        note fp8wide "rows $v rc=$? ($(elapsed))"
-        note_lines "  $v" < <(grep -E '^copy|fp8 +stream.*tok= [18] ' "$logs/fp8wide_rows_$v.txt" | sed -E 's/ +/ /g')
+      fp8_rows_ab fp8wide wide0 "-DNVS_FP8_WIDE=0" '^copy|fp8 +stream.*tok= [18] '
+      ;;
+    wide32)
+      build_benches || { note wide32 "build failed"; continue; }
+      ab_build w16 "-DNVS_WIDE_WARPS=16" || continue
+      for rep in 1 2; do
+        for v in w16 on; do
+          bb=$b; [ $v = on ] || bb=$b-$v
+          bench_b wide32 "nvfp4 $v" "$bb" "$cfg" 1 "$logs/wide32_${v}_$rep.txt"
+        done
       done
-      fp8_ab fp8wide wide0 2 "1 8"
       ;;
     pipes)
       build_benches || { note pipes "build failed"; continue; }
       timeout 90 "$b/bin/bench_kernels" rows > "$logs/pipes_rows.txt" 2>&1
       note pipes "rows rc=$? ($(elapsed))"
       note_lines "  rows" < <(grep -E '^copy|tok= 1 |^moe' "$logs/pipes_rows.txt")
-      for k in 'nvs_kernel<\(int\)0, \(bool\)1, \(bool\)1, \(bool\)0' \
+      for k in 'nvs_kernel<\(int\)0, \(bool\)1, \(bool\)1, \(bool\)0, \(int\)8' \
+          'nvs_kernel<\(int\)0, \(bool\)1, \(bool\)1, \(bool\)0, \(int\)16' \
           'moe_gate_up_kernel<\(int\)2>' 'moe_down_slots_kernel<\(int\)2>' \
           'wrows_kernel'; do
         timeout 100 ncu --clock-control none --cache-control all --kernel-name-base demangled \
@@ -656,7 +669,7 @@ for s in "${stages[@]}"; do
       note_lines "  $s" < <(python3 "$root/tests/gpu/ktrace.py" "$logs/$s.csv" --top 24 2>&1)
       gzip -f "$logs/$s.csv"
       ;;
-    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace64 rowsab routerab gdnab gdntiles sessab sessab64 shab shab64 convab sess19ab prompts3 fp8moe smoke pipes fp8ab fp8wave fp8wide l2hot)" >&2; exit 2 ;;
+    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace64 rowsab routerab gdnab gdntiles sessab sessab64 shab shab64 convab sess19ab prompts3 fp8moe smoke pipes fp8ab fp8wave fp8wide l2hot wide32)" >&2; exit 2 ;;
   esac
 done
 finish
