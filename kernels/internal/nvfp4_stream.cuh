@@ -53,14 +53,7 @@
  * There the issue of one block's decode was the limit (2 warps a scheduler); twice the warps,
  * each with half the items, measured 445 -> 329 us (COMBINE) and 199 -> 160 us (PLAIN) a
  * batch-1 step on the H200, where the grids of several blocks an SM got slower (docs/PERF.md). */
-/* The nvfp4 wide form at 32 warps (one item a warp round, 61-64 registers, 1,024 threads: a
- * block an SM still, twice the warps to hide the loads' latency) against 16: not measured yet
- * (tests/gpu/measure.sh wide32 builds -DNVS_WIDE_WARPS=16). FP8's wide form stays at 16 (its
- * item is two loads a row). */
-#ifndef NVS_WIDE_WARPS
-#define NVS_WIDE_WARPS 32
-#endif
-#define NVS_FP8_WIDE_WARPS 16
+#define NVS_WIDE_WARPS 16
 #define NVS_WIDE_U (NVS_U * NVS_WARPS / NVS_WIDE_WARPS)
 #define NVS_MAX_TOK 8                /* one mma n-tile */
 #define NVS_SB 2                     /* activation float4 groups staged per thread a round */
@@ -458,11 +451,10 @@ static __global__ void __launch_bounds__(W * 32, W != NVS_WARPS ? 1
                                                                 : 2)
     nvs_kernel(const kweight w_in, const nvs_args a, const nvs_more more)
 {
-    static_assert(W == NVS_WARPS || ((W == NVS_WIDE_WARPS || W == NVS_FP8_WIDE_WARPS) && !MULTI),
+    static_assert(W == NVS_WARPS || (W == NVS_WIDE_WARPS && !MULTI),
                   "the wide form is PLAIN / COMBINE");
-    static_assert(!FP8 || NVS_U * NVS_WARPS / W >= 2, "an fp8 item is two loads a row");
     constexpr int UW = NVS_U * NVS_WARPS / W;  /* nvfp4 items a warp round */
-    constexpr bool WIDE = W != NVS_WARPS;      /* the registers for SPLIT scales, early seg loads */
+    constexpr bool WIDE = W == NVS_WIDE_WARPS; /* the registers for SPLIT scales, early seg loads */
     if (MULTI && (int)blockIdx.x >= more.wb) { /* block-uniform, before any barrier */
         nvs_wide_rows(more, a);
         return;
@@ -772,24 +764,19 @@ static inline int nvs_launch(const kweight *w, nvs_args a, int grid_y, int n_seg
     if (fp8)
         a.wk = nvs_one_wave_wk(a.wk, &w->rows, 1, grid_y, 0);
     const int64_t row_blocks = (w->rows + 16 * (NVS_WARPS / a.wk) - 1) / (16 * (NVS_WARPS / a.wk));
-    /* the wide form's warps: NVS_WIDE_WARPS for nvfp4, NVS_FP8_WIDE_WARPS for fp8 (an fp8 item
-     * is two 16-byte loads a row); its static reduction buffer is 512 bytes a warp */
-    const int ww = fp8 ? NVS_FP8_WIDE_WARPS : NVS_WIDE_WARPS;
     const bool wide = MODE != NVS_SLOT &&
                       (fp8 ? NVS_FP8_WIDE && MODE == NVS_PLAIN : nvs_vec16(w)) &&
-                      smem + (size_t)(ww - NVS_WARPS) * 512 <= NVS_MAX_DYN_SMEM &&
-                      row_blocks * grid_y <= nvs_sm_count();
-    const int nw = wide ? ww : NVS_WARPS;
+                      smem + 4096 <= NVS_MAX_DYN_SMEM && row_blocks * grid_y <= nvs_sm_count();
+    const int nw = wide ? NVS_WIDE_WARPS : NVS_WARPS;
     constexpr int WIDE_W = MODE == NVS_SLOT ? NVS_WARPS : NVS_WIDE_WARPS; /* SLOT: never wide */
-    constexpr int WIDE_W8 = MODE == NVS_SLOT ? NVS_WARPS : NVS_FP8_WIDE_WARPS;
     if (wide)
-        a.wk = nvs_pick_wk(n_seg * nch, NVS_U * NVS_WARPS / ww / (fp8 ? 2 : 1), ww);
+        a.wk = nvs_pick_wk(n_seg * nch, fp8 ? NVS_WIDE_U / 2 : NVS_WIDE_U, NVS_WIDE_WARPS);
     const int rows_per_block = 16 * (nw / a.wk);
     const dim3 grid((unsigned)((w->rows + rows_per_block - 1) / rows_per_block), (unsigned)grid_y);
     const dim3 blk(nw * 32);
     const nvs_more none = nvs_more_none();
     if (fp8 && wide)
-        kcuda_launch_pdl(nvs_kernel<MODE, true, true, false, WIDE_W8>, grid, blk, smem, stream, *w,
+        kcuda_launch_pdl(nvs_kernel<MODE, true, true, false, WIDE_W>, grid, blk, smem, stream, *w,
                          a, none);
     else if (fp8)
         kcuda_launch_pdl(nvs_kernel<MODE, true, true>, grid, blk, smem, stream, *w, a, none);

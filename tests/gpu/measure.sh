@@ -56,10 +56,6 @@
 #              default) against the 8-warp form (-DNVS_FP8_WIDE=0, $BUILD_DIR-wide0):
 #              bench_kernels rows (fp8 rows) from both, gpu_bench FP8 batch 1 and 8 at 2,048,
 #              twice each
-#     wide32   the nvfp4 wide form (PLAIN / COMBINE grids of at most a block an SM: the
-#              one-token out projections and experts' down) at NVS_WIDE_WARPS (the build's
-#              default) against 16 (-DNVS_WIDE_WARPS=16, $BUILD_DIR-w16): gpu_bench NVFP4
-#              batch 1 at 2,048, twice each
 #     profile  tests/gpu/profile.sh of a batch-64 decode step and a 2,048-token prefill
 #     nvs      bench_kernels nvfp4 (the model's nvfp4 shapes against the copy bandwidth), the
 #              stream kernel's SASS opcodes by count, ncu sections of one of its launches
@@ -587,16 +583,6 @@ for s in "${stages[@]}"; do
     fp8wide)
       fp8_rows_ab fp8wide wide0 "-DNVS_FP8_WIDE=0" '^copy|fp8 +stream.*tok= [18] '
       ;;
-    wide32)
-      build_benches || { note wide32 "build failed"; continue; }
-      ab_build w16 "-DNVS_WIDE_WARPS=16" || continue
-      for rep in 1 2; do
-        for v in w16 on; do
-          bb=$b; [ $v = on ] || bb=$b-$v
-          bench_b wide32 "nvfp4 $v" "$bb" "$cfg" 1 "$logs/wide32_${v}_$rep.txt"
-        done
-      done
-      ;;
     pipes)
       build_benches || { note pipes "build failed"; continue; }
       timeout 90 "$b/bin/bench_kernels" rows > "$logs/pipes_rows.txt" 2>&1
@@ -669,7 +655,7 @@ for s in "${stages[@]}"; do
       note_lines "  $s" < <(python3 "$root/tests/gpu/ktrace.py" "$logs/$s.csv" --top 24 2>&1)
       gzip -f "$logs/$s.csv"
       ;;
-    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace64 rowsab routerab gdnab gdntiles sessab sessab64 shab shab64 convab sess19ab prompts3 fp8moe smoke pipes fp8ab fp8wave fp8wide l2hot wide32)" >&2; exit 2 ;;
+    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace64 rowsab routerab gdnab gdntiles sessab sessab64 shab shab64 convab sess19ab prompts3 fp8moe smoke pipes fp8ab fp8wave fp8wide l2hot)" >&2; exit 2 ;;
   esac
 done
 finish
