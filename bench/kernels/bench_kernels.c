@@ -3,7 +3,7 @@
  *   gemv:  bf16 / fp8 / nvfp4 weights, large shapes and model shapes, 1/2/4/8/32 tokens, every
  *          path (nvfp4: cores, tensor, stream; fp8: cores, stream; rows a path refuses are left
  *          out), GB/s of weight bytes (data + scales) per call; weights rotate over copies
- *          totalling >= 512 MB so repeated calls do not hit the 60 MB L2
+ *          totalling >= 320 MB (at most 1,024 copies) so repeated calls do not hit the 60 MB L2
  *   moe_expert: 8 of 256 nvfp4/bf16/fp8 experts (2048 x 512), per token, per path (fp8: cores
  *          and the stream kernel: moe_expert.cu's MOE_STREAM_FP8_AUTO, chosen from these rows)
  *   argmax (nvfp4 mode): one 248,320-entry row
@@ -47,7 +47,8 @@ static void run_copy(void *p)
 
 struct gemv_arg {
     struct kw_pair *w;
-    int n_w, next, n_tok, path;
+    int n_alloc;                /* copies of the weight made */
+    int n_w, next, n_tok, path; /* n_w <= n_alloc: the copies taken in turn */
     float *x, *y;
 };
 
@@ -62,24 +63,48 @@ static void run_gemv(void *p)
 
 static double copy_bw;
 
+static const char *fmt_name(int fmt)
+{
+    return fmt == KW_FMT_BF16 ? "bf16" : fmt == KW_FMT_FP8 ? "fp8" : "nvfp4";
+}
+
+/* Copies of a rows x cols weight totalling >= GEMV_COLD_BYTES (at most GEMV_MAX_COPIES), taken
+ * in turn so that a call finds its weight outside the 60 MB L2, and activations for 32 tokens;
+ * returns the bytes of one copy (data + scales). */
+#define GEMV_COLD_BYTES 320e6
+#define GEMV_MAX_COPIES 1024
+static double gemv_arg_make(struct gemv_arg *a, int fmt, int rows, int cols)
+{
+    struct kw_pair probe;
+    kw_pair_make(&probe, fmt, KW_SCALE_CHANNEL, 1, 1, cols);
+    const double bytes = kw_pair_bytes(&probe) * rows;
+    kw_pair_free(&probe);
+    const double n = GEMV_COLD_BYTES / bytes + 1;
+    a->n_alloc = a->n_w = n > GEMV_MAX_COPIES ? GEMV_MAX_COPIES : (int)n;
+    a->w = calloc((size_t)a->n_alloc, sizeof(*a->w));
+    for (int i = 0; i < a->n_alloc; i++)
+        kw_pair_make(&a->w[i], fmt, KW_SCALE_CHANNEL, 1, rows, cols);
+    a->x = ktest_dev_alloc((size_t)32 * cols * 4);
+    a->y = ktest_dev_alloc((size_t)32 * rows * 4);
+    cudaMemset(a->x, 0x3c, (size_t)32 * cols * 4); /* ~0.0117f, non-zero */
+    a->next = 0;
+    return bytes;
+}
+
+static void gemv_arg_free(struct gemv_arg *a)
+{
+    for (int i = 0; i < a->n_alloc; i++)
+        kw_pair_free(&a->w[i]);
+    free(a->w);
+    ktest_free(a->x);
+    ktest_free(a->y);
+}
+
 static void bench_gemv(const char *name, int fmt, int rows, int cols)
 {
     static const int toks[] = {1, 2, 4, 8, 32};
     struct gemv_arg a;
-    struct kw_pair probe;
-    kw_pair_make(&probe, fmt, KW_SCALE_CHANNEL, 1, 1, cols);
-    double bytes = kw_pair_bytes(&probe) * rows;
-    kw_pair_free(&probe);
-    a.n_w = (int)(512e6 / bytes) + 1;
-    if (a.n_w > 16)
-        a.n_w = 16;
-    a.w = calloc((size_t)a.n_w, sizeof(*a.w));
-    for (int i = 0; i < a.n_w; i++)
-        kw_pair_make(&a.w[i], fmt, KW_SCALE_CHANNEL, 1, rows, cols);
-    a.x = ktest_dev_alloc((size_t)32 * cols * 4);
-    a.y = ktest_dev_alloc((size_t)32 * rows * 4);
-    cudaMemset(a.x, 0x3c, (size_t)32 * cols * 4); /* ~0.0117f, non-zero */
-    a.next = 0;
+    const double bytes = gemv_arg_make(&a, fmt, rows, cols);
     for (int path = GEMV_PATH_CORES; path <= GEMV_PATH_ROWS; path++) {
         if ((path == GEMV_PATH_TENSOR && fmt != KW_FMT_NVFP4) ||
             (path == GEMV_PATH_STREAM && fmt == KW_FMT_BF16) ||
@@ -96,9 +121,7 @@ static void bench_gemv(const char *name, int fmt, int rows, int cols)
             double gbs = bytes / us * 1e-3;
             printf("gemv %-5s %-6s %-16s rows=%6d cols=%5d tok=%2d %9.1f us %6.0f GB/s %5.1f%% of "
                    "copy b2b %.1f us %.1f%%\n",
-                   fmt == KW_FMT_BF16  ? "bf16"
-                   : fmt == KW_FMT_FP8 ? "fp8"
-                                       : "nvfp4",
+                   fmt_name(fmt),
                    path == GEMV_PATH_CORES    ? "cores"
                    : path == GEMV_PATH_TENSOR ? "tensor"
                    : path == GEMV_PATH_ROWS   ? "rows"
@@ -107,51 +130,30 @@ static void bench_gemv(const char *name, int fmt, int rows, int cols)
                    100.0 * bytes / b2b * 1e-3 / copy_bw);
         }
     }
-    for (int i = 0; i < a.n_w; i++)
-        kw_pair_free(&a.w[i]);
-    free(a.w);
-    ktest_free(a.x);
-    ktest_free(a.y);
+    gemv_arg_free(&a);
 }
 
-/* One token's GEMV on a model shape with its weight cold (weights of >= 320 MB in turn, as the
+/* One token's GEMV on a model shape with its weight cold (gemv_arg_make's copies in turn, as the
  * step reads them) and hot (one weight, left in L2 by the call before): what an L2-resident
  * weight would save a kernel (docs/PERF.md, twenty-second session: 4-15% for nvfp4, so the
  * one-token kernels do not wait on the DRAM's latency alone). */
 static void bench_l2(const char *name, int fmt, int rows, int cols)
 {
     struct gemv_arg g;
-    struct kw_pair probe;
-    kw_pair_make(&probe, fmt, KW_SCALE_CHANNEL, 1, 1, cols);
-    const double bytes = kw_pair_bytes(&probe) * rows;
-    kw_pair_free(&probe);
-    const int n_all = bytes * 256 < 320e6 ? 256 : (int)(320e6 / bytes) + 1;
-    g.w = calloc((size_t)n_all, sizeof(*g.w));
-    for (int i = 0; i < n_all; i++)
-        kw_pair_make(&g.w[i], fmt, KW_SCALE_CHANNEL, 1, rows, cols);
-    g.x = ktest_dev_alloc((size_t)32 * cols * 4);
-    g.y = ktest_dev_alloc((size_t)32 * rows * 4);
-    cudaMemset(g.x, 0x3c, (size_t)32 * cols * 4);
+    const double bytes = gemv_arg_make(&g, fmt, rows, cols);
     g.n_tok = 1;
     g.path = GEMV_PATH_AUTO;
     for (int hot = 0; hot < 2; hot++) {
-        g.n_w = hot ? 1 : n_all;
+        g.n_w = hot ? 1 : g.n_alloc;
         g.next = 0;
         double us = ktest_time_us(run_gemv, &g, 5, 41);
         double b2b = ktest_time_us_b2b(run_gemv, &g, 5, 64);
         printf("l2 %-5s %-16s rows=%6d cols=%5d %-4s %8.1f us %5.1f%% of copy b2b %.1f us "
                "%.1f%%\n",
-               fmt == KW_FMT_BF16  ? "bf16"
-               : fmt == KW_FMT_FP8 ? "fp8"
-                                   : "nvfp4",
-               name, rows, cols, hot ? "hot" : "cold", us, 100.0 * bytes / us * 1e-3 / copy_bw, b2b,
-               100.0 * bytes / b2b * 1e-3 / copy_bw);
+               fmt_name(fmt), name, rows, cols, hot ? "hot" : "cold", us,
+               100.0 * bytes / us * 1e-3 / copy_bw, b2b, 100.0 * bytes / b2b * 1e-3 / copy_bw);
     }
-    for (int i = 0; i < n_all; i++)
-        kw_pair_free(&g.w[i]);
-    free(g.w);
-    ktest_free(g.x);
-    ktest_free(g.y);
+    gemv_arg_free(&g);
 }
 
 struct moe_arg {
@@ -213,9 +215,7 @@ static void bench_moe(int fmt, int n_tok, int path)
     double gbs = experts * per / us * 1e-3;
     printf("moe_expert %-5s %-6s tok=%2d top8/256 H=2048 I=512 %8.1f us %5.1f experts %6.0f GB/s "
            "%5.1f%% of copy b2b %.1f us %.1f%%\n",
-           fmt == KW_FMT_BF16  ? "bf16"
-           : fmt == KW_FMT_FP8 ? "fp8"
-                               : "nvfp4",
+           fmt_name(fmt),
            path == GEMV_PATH_TENSOR   ? "tensor"
            : path == GEMV_PATH_STREAM ? "stream"
                                       : "cores",
@@ -509,6 +509,14 @@ static void bench_attn(int n_seq, int len)
     free(bt), free(lens);
 }
 
+/* the last line of every mode: the launches' status; the exit code */
+static int bench_done(void)
+{
+    cudaError_t e = cudaDeviceSynchronize();
+    printf("done: %s\n", cudaGetErrorString(e));
+    return e == cudaSuccess ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     int quick = argc > 1 && strcmp(argv[1], "quick") == 0;
@@ -534,9 +542,7 @@ int main(int argc, char **argv)
     ktest_free(c.dst);
     if (gdn_only) {
         bench_gdn_chunks();
-        cudaError_t e = cudaDeviceSynchronize();
-        printf("done: %s\n", cudaGetErrorString(e));
-        return e == cudaSuccess ? 0 : 1;
+        return bench_done();
     }
 
     if (argc > 1 && strcmp(argv[1], "l2") == 0) {
@@ -546,9 +552,7 @@ int main(int argc, char **argv)
         bench_l2("gdn_qkv+z", KW_FMT_FP8, 12288, 2048);
         bench_l2("gdn_qkv+z", KW_FMT_BF16, 12288, 2048);
         bench_l2("o_proj/out_proj", KW_FMT_BF16, 2048, 4096);
-        cudaError_t e = cudaDeviceSynchronize();
-        printf("done: %s\n", cudaGetErrorString(e));
-        return e == cudaSuccess ? 0 : 1;
+        return bench_done();
     }
     if (rows_only) {
         static const int fmts[2] = {KW_FMT_BF16, KW_FMT_FP8};
@@ -560,9 +564,7 @@ int main(int argc, char **argv)
         }
         bench_moe(KW_FMT_FP8, 1, GEMV_PATH_STREAM);
         bench_gemv("lm_head", KW_FMT_BF16, 248320, 2048);
-        cudaError_t e = cudaDeviceSynchronize();
-        printf("done: %s\n", cudaGetErrorString(e));
-        return e == cudaSuccess ? 0 : 1;
+        return bench_done();
     }
     if (nvfp4_only) {
         bench_gemv("gdn_qkv+z", KW_FMT_NVFP4, 12288, 2048);
@@ -576,9 +578,7 @@ int main(int argc, char **argv)
         bench_router(1);
         bench_router(4);
         bench_argmax();
-        cudaError_t e = cudaDeviceSynchronize();
-        printf("done: %s\n", cudaGetErrorString(e));
-        return e == cudaSuccess ? 0 : 1;
+        return bench_done();
     }
     bench_gemv("large", KW_FMT_NVFP4, 32768, 8192);
     bench_gemv("lm_head", KW_FMT_NVFP4, 248320, 2048);
@@ -618,7 +618,5 @@ int main(int argc, char **argv)
     bench_attn(1, 4096);
     bench_attn(1, 65536);
     bench_attn(8, 4096);
-    cudaError_t e = cudaDeviceSynchronize();
-    printf("done: %s\n", cudaGetErrorString(e));
-    return e == cudaSuccess ? 0 : 1;
+    return bench_done();
 }

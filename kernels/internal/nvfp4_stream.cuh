@@ -444,15 +444,15 @@ static __device__ __forceinline__ void nvs_item_nvfp4(uint4 qa, uint4 qb, uint32
 #define NVS_MIN_BLOCKS 3
 #endif
 
-/* W: warps a block (NVS_WARPS, or NVS_WIDE_WARPS for PLAIN / COMBINE without MULTI) */
+/* W: warps a block (NVS_WARPS, or NVS_WIDE_WARPS for PLAIN / COMBINE without MULTI; fp8 PLAIN) */
 template <int MODE, bool VEC16, bool FP8 = false, bool MULTI = false, int W = NVS_WARPS>
 static __global__ void __launch_bounds__(W * 32, W != NVS_WARPS ? 1
                                                  : VEC16        ? NVS_MIN_BLOCKS
                                                                 : 2)
     nvs_kernel(const kweight w_in, const nvs_args a, const nvs_more more)
 {
-    static_assert(W == NVS_WARPS || (W == NVS_WIDE_WARPS && !MULTI),
-                  "the wide form is PLAIN / COMBINE");
+    static_assert(W == NVS_WARPS || (W == NVS_WIDE_WARPS && !MULTI && (MODE == NVS_PLAIN || !FP8)),
+                  "the wide form is PLAIN / COMBINE (fp8: PLAIN)");
     constexpr int UW = NVS_U * NVS_WARPS / W;  /* nvfp4 items a warp round */
     constexpr bool WIDE = W == NVS_WIDE_WARPS; /* the registers for SPLIT scales, early seg loads */
     if (MULTI && (int)blockIdx.x >= more.wb) { /* block-uniform, before any barrier */
@@ -769,6 +769,7 @@ static inline int nvs_launch(const kweight *w, nvs_args a, int grid_y, int n_seg
                       smem + 4096 <= NVS_MAX_DYN_SMEM && row_blocks * grid_y <= nvs_sm_count();
     const int nw = wide ? NVS_WIDE_WARPS : NVS_WARPS;
     constexpr int WIDE_W = MODE == NVS_SLOT ? NVS_WARPS : NVS_WIDE_WARPS; /* SLOT: never wide */
+    constexpr int WIDE_W8 = MODE == NVS_PLAIN ? NVS_WIDE_WARPS : NVS_WARPS; /* fp8: PLAIN only */
     if (wide)
         a.wk = nvs_pick_wk(n_seg * nch, fp8 ? NVS_WIDE_U / 2 : NVS_WIDE_U, NVS_WIDE_WARPS);
     const int rows_per_block = 16 * (nw / a.wk);
@@ -776,7 +777,7 @@ static inline int nvs_launch(const kweight *w, nvs_args a, int grid_y, int n_seg
     const dim3 blk(nw * 32);
     const nvs_more none = nvs_more_none();
     if (fp8 && wide)
-        kcuda_launch_pdl(nvs_kernel<MODE, true, true, false, WIDE_W>, grid, blk, smem, stream, *w,
+        kcuda_launch_pdl(nvs_kernel<MODE, true, true, false, WIDE_W8>, grid, blk, smem, stream, *w,
                          a, none);
     else if (fp8)
         kcuda_launch_pdl(nvs_kernel<MODE, true, true>, grid, blk, smem, stream, *w, a, none);

@@ -52,7 +52,7 @@
 #              both, gpu_bench FP8 batch 1 and batch 8 at 2,048, twice each
 #     l2hot    bench_kernels l2: one token's GEMV on the model's shapes with its weight cold and
 #              hot in L2 (what an L2-resident weight would save; twenty-second session)
-#     fp8wide  FP8 PLAIN / COMBINE launches of at most a block an SM in the 16-warp form (the
+#     fp8wide  FP8 PLAIN launches of at most a block an SM in the 16-warp form (the
 #              default) against the 8-warp form (-DNVS_FP8_WIDE=0, $BUILD_DIR-wide0):
 #              bench_kernels rows (fp8 rows) from both, gpu_bench FP8 batch 1 and 8 at 2,048,
 #              twice each

@@ -90,9 +90,14 @@ static int run_multi(int n, int f0, int f1, int f2, int r0, int r1, int cols, in
             /* the same bits as gemv_cuda's own launch in its 8-warp form (no SM count: the
              * small grids here would take the 16-warp form, another order of the K-split) */
             float *y1 = kw_out(ny[i]);
+            const char *prev = getenv("EMU_SMS"); /* the caller's device (a 2-SM case) */
+            const std::string keep = prev ? prev : "";
             setenv("EMU_SMS", "0", 1);
             rc |= gemv_cuda(y1, &w[i], o[i].expert, x, n_tok, 0);
-            unsetenv("EMU_SMS");
+            if (prev)
+                setenv("EMU_SMS", keep.c_str(), 1);
+            else
+                unsetenv("EMU_SMS");
             if (bits)
                 bad += memcmp(y1, o[i].y, ny[i] * 4) != 0;
         }
@@ -126,8 +131,10 @@ int main(int argc, char **argv)
     /* source text; NVS: the 16-warp form these small grids take on the emulated 132 SMs */
     const char *NVS = "nvs_kernel<MODE, true, false, false, WIDE_W>",
                *NVS8 = "nvs_kernel<MODE, false>";
-    /* the 8-warp form, or the 16-warp one (WIDE_W) where the grid has at most a block an SM */
-    const char *FP8S = "nvs_kernel<MODE, true, true";
+    /* fp8 PLAIN: the 8-warp form (FP8S) where the grid has more blocks than SMs, else the
+     * 16-warp one (FP8W: every single-weight case here on the emulated 132 SMs) */
+    const char *FP8S = "nvs_kernel<MODE, true, true>",
+               *FP8W = "nvs_kernel<MODE, true, true, false, WIDE_W8>";
     int f = 0;
     /* nvfp4 stream (the non-VEC16 instance: K, row or expert stride % 32 == 16) */
     f += run(NV, 0, 1, 0, 45, 96, 96, 3, S, NVS);
@@ -145,9 +152,9 @@ int main(int argc, char **argv)
     f += run(NV, 0, 2, 1, 33, 256, 288, 4, A, "nvs_kernel<MODE, true>");
     unsetenv("EMU_SMS");
     /* fp8 stream */
-    f += run(F8, TS, 1, 0, 133, 272, 272, 1, S, FP8S);
-    f += run(F8, BS, 1, 0, 259, 400, 400, 2, A, FP8S);
-    f += run(F8, CS, 1, 0, 50, 256, 272, 3, A, FP8S);
+    f += run(F8, TS, 1, 0, 133, 272, 272, 1, S, FP8W);
+    f += run(F8, BS, 1, 0, 259, 400, 400, 2, A, FP8W);
+    f += run(F8, CS, 1, 0, 50, 256, 272, 3, A, FP8W);
     /* CUDA cores through AUTO at 1 token, and explicit */
     f += run(BF, 0, 3, 1, 33, 256, 256, 1, A, "gemv_wide_kernel");
     f += run(BF, 0, 1, 0, 513, 256, 256, 1, A, "wrows_kernel"); /* past the wide rows: the row kernel */
@@ -158,7 +165,7 @@ int main(int argc, char **argv)
     f += run(BF, 0, 3, 2, 37, 4104, 4104, 1, R, "wrows_kernel");
     /* fp8: 128 x 128 and 16 x 48 block scales (a scale a chunk), channel, tensor, K of 4 warps */
     f += run(F8, BS, 1, 0, 600, 400, 400, 1, R, "wrows_kernel");
-    f += run(F8, BS, 1, 0, 600, 400, 400, 1, A, GEMV_FP8_ROWS_AUTO ? "wrows_kernel" : FP8S);
+    f += run(F8, BS, 1, 0, 600, 400, 400, 1, A, GEMV_FP8_ROWS_AUTO ? "wrows_kernel" : FP8W);
     f += run(F8, BS, 2, 1, 37, 4096, 4096, 1, R, "wrows_kernel", 16, 48);
     f += run(F8, CS, 3, 2, 45, 2064, 2080, 1, R, "wrows_kernel");
     f += run(F8, TS, 1, 0, 9, 8208, 8208, 1, R, "wrows_kernel");
@@ -181,12 +188,12 @@ int main(int argc, char **argv)
         f += run(NV, 0, 1, 0, 300, 8192, 8192, 1, S, NVS);  /* 8 K-split warps, 2 rounds */
         f += run(NV, 0, 1, 0, 64, 8192, 8192, 4, A, "nvfp4_mma_kernel<1, false>"); /* stream does not fit */
         f += run(NV, 0, 1, 0, 77, 640, 640, 9, A, "nvfp4_mma_kernel<8, false>");
-        f += run(F8, CS, 1, 0, 70, 1024, 1024, 3, S, FP8S);
-        f += run(F8, BS, 1, 0, 300, 1040, 1040, 8, S, FP8S);
-        f += run(F8, CS, 3, 2, 129, 2048, 2048, 2, A, FP8S);
-        f += run(F8, BS, 2, 1, 200, 384, 384, 5, S, FP8S);
-        f += run(F8, BS, 1, 0, 100, 384, 384, 1, S, FP8S, 32, 256);
-        f += run(F8, TS, 1, 0, 77, 8192, 8192, 1, A, FP8S);
+        f += run(F8, CS, 1, 0, 70, 1024, 1024, 3, S, FP8W);
+        f += run(F8, BS, 1, 0, 300, 1040, 1040, 8, S, FP8W);
+        f += run(F8, CS, 3, 2, 129, 2048, 2048, 2, A, FP8W);
+        f += run(F8, BS, 2, 1, 200, 384, 384, 5, S, FP8W);
+        f += run(F8, BS, 1, 0, 100, 384, 384, 1, S, FP8W, 32, 256);
+        f += run(F8, TS, 1, 0, 77, 8192, 8192, 1, A, FP8W);
         f += run(F8, TS, 1, 0, 20, 20480, 20480, 1, A, "gemv_wide_kernel"); /* too long for stream */
         f += run(F8, BS, 2, 1, 130, 400, 400, 1, A, "gemv_wide_kernel", 16, 64);
         f += run(F8, CS, 1, 0, 70, 1024, 1024, 1, C, "gemv_wide_kernel");
@@ -232,7 +239,7 @@ int main(int argc, char **argv)
      * warps to fit one wave (another order of the K-split: the tolerance only) */
     setenv("EMU_SMS", "2", 1);
     f += run_multi(3, F8, F8, F8, 200, 45, 2048, 1, F8M, 1, false); /* 6 blocks at wk 2 */
-    f += run(F8, BS, 1, 0, 300, 2048, 2048, 2, S, FP8S);
+    f += run(F8, BS, 1, 0, 300, 2048, 2048, 2, S, FP8S); /* 5 row blocks at wk 2: 8 warps */
     unsetenv("EMU_SMS");
     {
         kweight a = kw_make(BF, 0, 1, 8, 256, 256), b = kw_make(BF, 0, 1, 8, 128, 128),
