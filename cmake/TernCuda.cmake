@@ -1,5 +1,8 @@
-# CUDA is optional: built whenever nvcc exists, for sm_90 (H100/H200, the GPU we test on)
-# and sm_120a/sm_121a (RTX 50xx / DGX Spark GB10: the 'a' targets expose the FP4 mma.sync).
+# CUDA is optional: built whenever nvcc exists, for sm_90a (H100/H200, the GPU we test on: the
+# 'a' target exposes wgmma, and its code runs on compute capability 9.0 only) and
+# sm_120a/sm_121a (RTX 50xx / DGX Spark GB10: the 'a' targets expose the FP4 mma.sync).
+# TERN_SM90A is defined when the list has sm_90a code: the launchers then offer the wgmma
+# paths on a 9.0 device (attn_prefill_wgmma_ok).
 set(TERN_HAVE_CUDA OFF)
 if(TERN_CUDA)
   if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
@@ -9,7 +12,10 @@ if(TERN_CUDA)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-      set(CMAKE_CUDA_ARCHITECTURES 90-real 120a-real 121a-real)
+      set(CMAKE_CUDA_ARCHITECTURES 90a-real 120a-real 121a-real)
+    endif()
+    if(CMAKE_CUDA_ARCHITECTURES MATCHES "(^|;)90a")
+      add_compile_definitions(TERN_SM90A=1)
     endif()
     enable_language(CUDA)
     set(CMAKE_CUDA_STANDARD 17)

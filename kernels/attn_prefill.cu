@@ -18,6 +18,7 @@
 #include "internal/kcuda.cuh"
 #include "internal/ldsm.cuh"
 #include "internal/mma16.cuh"
+#include "internal/wgmma.cuh"
 #include "kv_write.h"
 
 #define BM 32  /* query rows per block */
@@ -460,6 +461,12 @@ __global__ void __launch_bounds__(MNT)
  * tiles, its unnormalised o with its max and sum (log2 domain) to the workspace, merged by
  * attn_flash_merge_kernel (an empty part leaves max -inf, sum 0). A (key tile, kv head) is read
  * once for the whole GQA group.
+ * WG (prefill, sm_90a): the same kernel with its products on wgmma (internal/wgmma.cuh): Q, K
+ * and V in 128-byte-swizzled atoms of 64 elements, each warpgroup's 64 rows multiplied from
+ * shared memory (S = Q K^T, then O += P V with P in registers), so a K / V tile is read once per
+ * 64 rows instead of once per warp's 16. bf16 (FWG_LATE): the next tile's copies are issued
+ * after this tile's S (their address math beside the MMA), and a step has one barrier, at its
+ * start (FWG_NOEND).
  * e4m3 caches (T = uint8_t, prefill only): the tile's bytes go by cp.async to a staging area
  * (BN x HD bytes each of K and V) while the tile before is multiplied, then the block widens them
  * to fp16 (exact) into one K and one V buffer of the same swizzled layout, and the products run
@@ -472,6 +479,13 @@ __global__ void __launch_bounds__(MNT)
 #endif
 #define FBM (16 * FNW)
 #define FNT (32 * FNW)
+#define WG_ALIGN 1024 /* wgmma: slack to align the swizzle atoms */
+#ifndef FWG_NOEND
+#define FWG_NOEND 1 /* wgmma, bf16 with FWG_LATE: no barrier at a step's end (0: one) */
+#endif
+#ifndef FWG_LATE
+#define FWG_LATE 1 /* wgmma, bf16: next tile's copies after S's MMAs (0: before the barrier) */
+#endif
 #define SNW 1  /* split: warps a block */
 #define SBN 32 /* split: keys a tile */
 #define SPLIT_MAX_PARTS 128
@@ -496,29 +510,33 @@ template <int HD> static __device__ __forceinline__ int fl_off(int r, int c)
 
 /* keys j0 .. j0+BN-1 of the K and V caches (zeros at and past kv_end): bf16 into the swizzled
  * buffers Kd / Vd, e4m3 as bytes into the staging rows of HD bytes */
-template <int HD, int BN, int TPB, typename T>
+template <int HD, int BN, int TPB, typename T, bool WG = false>
 static __device__ __forceinline__ void fl_load(void *Kd, void *Vd, const T *k_cache,
                                                const T *v_cache, const int32_t *bt, int j0,
                                                int kv_end, int hkv, int kvh, int block_size)
 {
     constexpr int EPC = 16 / (int)sizeof(T), CH = HD / EPC; /* elements a chunk, chunks a row */
+    const bool pow2 = (block_size & (block_size - 1)) == 0; /* the usual 16: no division */
+    const int bsh = __ffs(block_size) - 1;
     for (int e = threadIdx.x; e < BN * CH; e += TPB) {
         const int kk = e / CH, c = e - kk * CH, j = j0 + kk;
         int64_t off = 0;
         int bytes = 0;
         if (j < kv_end) {
-            const int64_t slot = (int64_t)bt[j / block_size] * block_size + j % block_size;
+            const int blk = pow2 ? j >> bsh : j / block_size;
+            const int64_t slot = (int64_t)bt[blk] * block_size + (j - blk * block_size);
             off = (slot * hkv + kvh) * HD + c * EPC;
             bytes = 16;
         }
-        const int d = sizeof(T) == 2 ? 2 * fl_off<HD>(kk, c) : kk * HD + c * 16; /* bytes */
+        const int d = sizeof(T) == 1 ? kk * HD + c * 16 /* bytes */
+                                     : 2 * (WG ? wg_sw128_off<BN>(kk, c) : fl_off<HD>(kk, c));
         cpa_16(static_cast<uint8_t *>(Kd) + d, k_cache + off, bytes);
         cpa_16(static_cast<uint8_t *>(Vd) + d, v_cache + off, bytes);
     }
 }
 
 /* the staged e4m3 rows widened to fp16 into the swizzled K / V buffers */
-template <int HD, int BN, int TPB>
+template <int HD, int BN, int TPB, bool WG = false>
 static __device__ __forceinline__ void fl_widen_f8(uint16_t *Kd, uint16_t *Vd, const uint8_t *Fk,
                                                    const uint8_t *Fv)
 {
@@ -528,9 +546,10 @@ static __device__ __forceinline__ void fl_widen_f8(uint16_t *Kd, uint16_t *Vd, c
         const int ee = v ? e - BN * CB : e, kk = ee / CB, c = ee - kk * CB;
         const uint4 b = *reinterpret_cast<const uint4 *>((v ? Fv : Fk) + kk * HD + c * 16);
         uint16_t *d = v ? Vd : Kd;
-        *reinterpret_cast<uint4 *>(d + fl_off<HD>(kk, 2 * c)) =
+        *reinterpret_cast<uint4 *>(d + (WG ? wg_sw128_off<BN>(kk, 2 * c) : fl_off<HD>(kk, 2 * c))) =
             make_uint4(e4m3x2_h2(b.x), e4m3x2_h2(b.x >> 16), e4m3x2_h2(b.y), e4m3x2_h2(b.y >> 16));
-        *reinterpret_cast<uint4 *>(d + fl_off<HD>(kk, 2 * c + 1)) =
+        *reinterpret_cast<uint4 *>(
+            d + (WG ? wg_sw128_off<BN>(kk, 2 * c + 1) : fl_off<HD>(kk, 2 * c + 1))) =
             make_uint4(e4m3x2_h2(b.z), e4m3x2_h2(b.z >> 16), e4m3x2_h2(b.w), e4m3x2_h2(b.w >> 16));
     }
 }
@@ -539,7 +558,7 @@ static __device__ __forceinline__ void fl_widen_f8(uint16_t *Kd, uint16_t *Vd, c
  * k_scale * log2(e); v_scale: the e4m3 V scale (1 for bf16); ws / n_parts: SPLIT's partials
  * ((row, q head, part) x (HD + 2) floats: o, max, sum). T: uint16_t (bf16) or uint8_t (e4m3,
  * not SPLIT). */
-template <int HD, int NW, int BN, bool SPLIT, typename T = uint16_t>
+template <int HD, int NW, int BN, bool SPLIT, typename T = uint16_t, bool WG = false>
 __global__ void __launch_bounds__(32 * NW, 1)
     attn_prefill_flash_kernel(float *out, float *ws, int n_parts, const float *q, const float *gate,
                               const T *k_cache, const T *v_cache, const int32_t *block_table,
@@ -549,9 +568,12 @@ __global__ void __launch_bounds__(32 * NW, 1)
 {
     constexpr bool F8 = sizeof(T) == 1;
     static_assert(!(F8 && SPLIT), "the split form reads bf16 caches");
+    static_assert(!WG || (!SPLIT && NW % 4 == 0 && BN == 64), "wgmma: warpgroups, 64-key tiles");
     constexpr int CH = HD / 8, RPB = 16 * NW, TPB = 32 * NW;
     extern __shared__ __align__(16) uint16_t fsm[];
-    uint16_t *Qs = fsm;
+    uint16_t *Qs = fsm; /* wgmma: the swizzle atoms 1024-byte aligned in the shared window */
+    if constexpr (WG)
+        Qs = fsm + ((1024u - (wg_smem(fsm) & 1023u)) & 1023u) / 2;
     uint16_t *Ks = Qs + RPB * HD; /* 2 x BN x HD (e4m3: 1 x) */
     uint16_t *Vs = Ks + (F8 ? 1 : 2) * BN * HD;
     uint8_t *Fk = reinterpret_cast<uint8_t *>(Vs + BN * HD), *Fv = Fk + BN * HD; /* e4m3 */
@@ -588,9 +610,12 @@ __global__ void __launch_bounds__(32 * NW, 1)
         return;
     }
 
-    fl_load<HD, BN, TPB>(F8 ? (void *)Fk : (void *)Ks, F8 ? (void *)Fv : (void *)Vs, k_cache,
-                         v_cache, bt, t0 * BN, kv_end, hkv, kvh, block_size);
+    fl_load<HD, BN, TPB, T, WG>(F8 ? (void *)Fk : (void *)Ks, F8 ? (void *)Fv : (void *)Vs, k_cache,
+                                v_cache, bt, t0 * BN, kv_end, hkv, kvh, block_size);
     cpa_commit();
+    /* wgmma on bf16: the next tile's copies issued after this tile's S = Q K^T (their address
+     * math beside the MMA), else before the barrier */
+    constexpr bool LATE = FWG_LATE && WG && !F8;
     for (int e = threadIdx.x; e < RPB * CH; e += TPB) {
         const int rr = e / CH, c = e - rr * CH, r = r0 + rr;
         uint4 x = make_uint4(0u, 0u, 0u, 0u);
@@ -601,7 +626,7 @@ __global__ void __launch_bounds__(32 * NW, 1)
             x = make_uint4(pack_t<F8>(a.x, a.y), pack_t<F8>(a.z, a.w), pack_t<F8>(b.x, b.y),
                            pack_t<F8>(b.z, b.w));
         }
-        *reinterpret_cast<uint4 *>(Qs + fl_off<HD>(rr, c)) = x;
+        *reinterpret_cast<uint4 *>(Qs + (WG ? wg_sw128_off<RPB>(rr, c) : fl_off<HD>(rr, c))) = x;
     }
 
     const int pos_a = d.pos0 + min(ra, n_flat - 1) / g, pos_b = d.pos0 + min(rb, n_flat - 1) / g;
@@ -623,60 +648,113 @@ __global__ void __launch_bounds__(32 * NW, 1)
              * staging takes tile it + 1 while this one is multiplied */
             cpa_wait<0>();
             __syncthreads();
-            fl_widen_f8<HD, BN, TPB>(Ks, Vs, Fk, Fv);
+            fl_widen_f8<HD, BN, TPB, WG>(Ks, Vs, Fk, Fv);
+            if constexpr (WG)
+                wg_fence_smem();
             __syncthreads();
             if (it + 1 < t1) {
-                fl_load<HD, BN, TPB>(Fk, Fv, k_cache, v_cache, bt, j0 + BN, kv_end, hkv, kvh,
-                                     block_size);
+                fl_load<HD, BN, TPB, T, WG>(Fk, Fv, k_cache, v_cache, bt, j0 + BN, kv_end, hkv, kvh,
+                                            block_size);
                 cpa_commit();
             }
         } else {
-            if (it + 1 < t1) {
-                fl_load<HD, BN, TPB>(Ks + (buf ^ 1) * BN * HD, Vs + (buf ^ 1) * BN * HD, k_cache,
-                                     v_cache, bt, j0 + BN, kv_end, hkv, kvh, block_size);
+            if (!LATE && it + 1 < t1) {
+                fl_load<HD, BN, TPB, T, WG>(Ks + (buf ^ 1) * BN * HD, Vs + (buf ^ 1) * BN * HD,
+                                            k_cache, v_cache, bt, j0 + BN, kv_end, hkv, kvh,
+                                            block_size);
                 cpa_commit();
                 cpa_wait<1>();
             } else {
                 cpa_wait<0>();
             }
-            __syncthreads(); /* tile it (and Q) visible to every warp */
+            if constexpr (WG)
+                wg_fence_smem(); /* this thread's copies (and Q) visible to the async proxy */
+            __syncthreads();     /* tile it (and Q) visible to every warp */
         }
         const uint16_t *Kb = Ks + buf * BN * HD, *Vb = Vs + buf * BN * HD;
 
         float s[BN / 8][4];
+        if constexpr (WG) {
+            /* the warpgroup's 64 rows: S = Q K^T in HD / 16 k16 steps, softmax, O += P V in
+             * BN / 16 steps of 16 keys (wgmma.cuh has the layouts) */
+            const uint32_t qa = wg_smem(Qs) + (uint32_t)(warp >> 2) * 64u * 128u;
+            const uint32_t ka = wg_smem(Kb), va = wg_smem(Vb);
 #pragma unroll
-        for (int nt = 0; nt < BN / 8; nt++)
-            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+            for (int nt = 0; nt < BN / 8; nt++)
+                s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+            wg_fence();
 #pragma unroll
-        for (int kk = 0; kk < HD / 16; kk++) {
-            uint32_t a[4];
-            ldsm_x4(a, Qs + fl_off<HD>(qrow, 2 * kk + qch));
+            for (int kk = 0; kk < HD / 16; kk++) {
+                const uint32_t step = (uint32_t)(kk >> 2) * 128u, sub = (uint32_t)(kk & 3) * 32u;
+                wg_ss_m64n64k16<F8>(&s[0][0], wg_desc(qa + step * RPB + sub, 16u, 1024u),
+                                    wg_desc(ka + step * BN + sub, 16u, 1024u), 1);
+            }
+            wg_commit();
+            if (LATE && it + 1 < t1) { /* buffer buf ^ 1: every warp left the last step */
+                fl_load<HD, BN, TPB, T, WG>(Ks + (buf ^ 1) * BN * HD, Vs + (buf ^ 1) * BN * HD,
+                                            k_cache, v_cache, bt, j0 + BN, kv_end, hkv, kvh,
+                                            block_size);
+                cpa_commit();
+            }
+            wg_wait<0>();
 #pragma unroll
-            for (int np = 0; np < BN / 16; np++) {
-                uint32_t b[4];
-                ldsm_x4(b, Kb + fl_off<HD>(np * 16 + krow, 2 * kk + kch));
-                mma_t<F8>(s[2 * np], a, b[0], b[1]);
-                mma_t<F8>(s[2 * np + 1], a, b[2], b[3]);
+            for (int nt = 0; nt < BN / 8; nt++)
+                for (int e = 0; e < 4; e++)
+                    wg_hold(s[nt][e]);
+            frag_softmax<BN / 8, HD / 8, true, SPLIT>(
+                s, o, j0, c4, pos_a, pos_b, j0 + BN - 1 > pos_min, qk_log2, m_a, m_b, l_a, l_b);
+            uint32_t pa[BN / 16][4]; /* P's A fragments, all before the fence */
+#pragma unroll
+            for (int kb = 0; kb < BN / 16; kb++)
+                frag_p_a<F8>(pa[kb], s, kb);
+            wg_fence();
+#pragma unroll
+            for (int kb = 0; kb < BN / 16; kb++)
+                wg_rs_k16_tb<HD, F8>(&o[0][0], pa[kb],
+                                     wg_desc(va + (uint32_t)kb * 2048u, BN * 128u, 1024u));
+            wg_commit();
+            wg_wait<0>();
+#pragma unroll
+            for (int n = 0; n < HD / 8; n++)
+                for (int e = 0; e < 4; e++)
+                    wg_hold(o[n][e]);
+        } else {
+#pragma unroll
+            for (int nt = 0; nt < BN / 8; nt++)
+                s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < HD / 16; kk++) {
+                uint32_t a[4];
+                ldsm_x4(a, Qs + fl_off<HD>(qrow, 2 * kk + qch));
+#pragma unroll
+                for (int np = 0; np < BN / 16; np++) {
+                    uint32_t b[4];
+                    ldsm_x4(b, Kb + fl_off<HD>(np * 16 + krow, 2 * kk + kch));
+                    mma_t<F8>(s[2 * np], a, b[0], b[1]);
+                    mma_t<F8>(s[2 * np + 1], a, b[2], b[3]);
+                }
+            }
+            /* prefill: finite (key 0 is in the first tile and visible to every row); a split part
+             * may see none of a row's keys yet */
+            frag_softmax<BN / 8, HD / 8, true, SPLIT>(
+                s, o, j0, c4, pos_a, pos_b, j0 + BN - 1 > pos_min, qk_log2, m_a, m_b, l_a, l_b);
+#pragma unroll
+            for (int kb = 0; kb < BN / 16; kb++) {
+                uint32_t a[4];
+                frag_p_a<F8>(a, s, kb);
+#pragma unroll
+                for (int np = 0; np < HD / 16; np++) {
+                    uint32_t b[4];
+                    ldsm_x4_t(b, Vb + fl_off<HD>(kb * 16 + vrow, 2 * np + vch));
+                    mma_t<F8>(o[2 * np], a, b[0], b[1]);
+                    mma_t<F8>(o[2 * np + 1], a, b[2], b[3]);
+                }
             }
         }
-        /* prefill: finite (key 0 is in the first tile and visible to every row); a split part
-         * may see none of a row's keys yet */
-        frag_softmax<BN / 8, HD / 8, true, SPLIT>(s, o, j0, c4, pos_a, pos_b,
-                                                  j0 + BN - 1 > pos_min, qk_log2, m_a, m_b, l_a,
-                                                  l_b);
-#pragma unroll
-        for (int kb = 0; kb < BN / 16; kb++) {
-            uint32_t a[4];
-            frag_p_a<F8>(a, s, kb);
-#pragma unroll
-            for (int np = 0; np < HD / 16; np++) {
-                uint32_t b[4];
-                ldsm_x4_t(b, Vb + fl_off<HD>(kb * 16 + vrow, 2 * np + vch));
-                mma_t<F8>(o[2 * np], a, b[0], b[1]);
-                mma_t<F8>(o[2 * np + 1], a, b[2], b[3]);
-            }
-        }
-        __syncthreads(); /* every warp done with buffer buf before it is refilled */
+        /* every warp done with buffer buf before it is refilled; with LATE the next step's top
+         * barrier orders that (its copies start after it) */
+        if (!(LATE && FWG_NOEND))
+            __syncthreads();
     }
 
 #pragma unroll
@@ -764,23 +842,23 @@ static cudaError_t launch_mma(dim3 grid, cudaStream_t stream, float *out, const 
     return e;
 }
 
-template <int HD, int NW, int BN, bool SPLIT, typename T>
+template <int HD, int NW, int BN, bool SPLIT, typename T, bool WG>
 static cudaError_t launch_flash_hd(dim3 grid, cudaStream_t stream, float *out, float *ws,
                                    int n_parts, const float *q, const float *gate, const T *kc,
                                    const T *vc, const int32_t *bt, int mbps,
                                    const struct attn_prefill_seq *seqs, struct attn_prefill_seq one,
                                    int hq, int hkv, int bs, float qk_log2, float v_scale)
 {
-    const size_t smem = flash_smem_bytes_nb(HD, NW, BN, sizeof(T) == 1);
-    cudaError_t e = cudaFuncSetAttribute(attn_prefill_flash_kernel<HD, NW, BN, SPLIT, T>,
+    const size_t smem = flash_smem_bytes_nb(HD, NW, BN, sizeof(T) == 1) + (WG ? WG_ALIGN : 0);
+    cudaError_t e = cudaFuncSetAttribute(attn_prefill_flash_kernel<HD, NW, BN, SPLIT, T, WG>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e == cudaSuccess)
-        attn_prefill_flash_kernel<HD, NW, BN, SPLIT, T><<<grid, 32 * NW, smem, stream>>>(
+        attn_prefill_flash_kernel<HD, NW, BN, SPLIT, T, WG><<<grid, 32 * NW, smem, stream>>>(
             out, ws, n_parts, q, gate, kc, vc, bt, mbps, seqs, one, hq, hkv, bs, qk_log2, v_scale);
     return e;
 }
 
-template <int NW, int BN, bool SPLIT, typename T>
+template <int NW, int BN, bool SPLIT, typename T, bool WG>
 static cudaError_t
 launch_flash_t(int hd, dim3 grid, cudaStream_t stream, float *out, float *ws, int n_parts,
                const float *q, const float *gate, const void *k_cache, const void *v_cache,
@@ -789,20 +867,20 @@ launch_flash_t(int hd, dim3 grid, cudaStream_t stream, float *out, float *ws, in
 {
     const T *kc = (const T *)k_cache, *vc = (const T *)v_cache;
     if (hd == 64)
-        return launch_flash_hd<64, NW, BN, SPLIT, T>(grid, stream, out, ws, n_parts, q, gate, kc,
-                                                     vc, bt, mbps, seqs, one, hq, hkv, bs, qk_log2,
-                                                     v_scale);
+        return launch_flash_hd<64, NW, BN, SPLIT, T, WG>(grid, stream, out, ws, n_parts, q, gate,
+                                                         kc, vc, bt, mbps, seqs, one, hq, hkv, bs,
+                                                         qk_log2, v_scale);
     if (hd == 128)
-        return launch_flash_hd<128, NW, BN, SPLIT, T>(grid, stream, out, ws, n_parts, q, gate, kc,
+        return launch_flash_hd<128, NW, BN, SPLIT, T, WG>(grid, stream, out, ws, n_parts, q, gate,
+                                                          kc, vc, bt, mbps, seqs, one, hq, hkv, bs,
+                                                          qk_log2, v_scale);
+    return launch_flash_hd<256, NW, BN, SPLIT, T, WG>(grid, stream, out, ws, n_parts, q, gate, kc,
                                                       vc, bt, mbps, seqs, one, hq, hkv, bs, qk_log2,
                                                       v_scale);
-    return launch_flash_hd<256, NW, BN, SPLIT, T>(grid, stream, out, ws, n_parts, q, gate, kc, vc,
-                                                  bt, mbps, seqs, one, hq, hkv, bs, qk_log2,
-                                                  v_scale);
 }
 
 /* kv_dtype: bf16, or e4m3 (not SPLIT) with its scales */
-template <int NW, int BN, bool SPLIT>
+template <int NW, int BN, bool SPLIT, bool WG = false>
 static cudaError_t launch_flash(int hd, dim3 grid, cudaStream_t stream, float *out, float *ws,
                                 int n_parts, const float *q, const float *gate, const void *k_cache,
                                 const void *v_cache, int kv_dtype, float k_scale, float v_scale,
@@ -812,12 +890,12 @@ static cudaError_t launch_flash(int hd, dim3 grid, cudaStream_t stream, float *o
     const float qk_log2 = scale * k_scale * 1.4426950408889634f;
     if constexpr (!SPLIT)
         if (kv_dtype == KV_DTYPE_FP8)
-            return launch_flash_t<NW, BN, SPLIT, uint8_t>(hd, grid, stream, out, ws, n_parts, q,
-                                                          gate, k_cache, v_cache, bt, mbps, seqs,
-                                                          one, hq, hkv, bs, qk_log2, v_scale);
-    return launch_flash_t<NW, BN, SPLIT, uint16_t>(hd, grid, stream, out, ws, n_parts, q, gate,
-                                                   k_cache, v_cache, bt, mbps, seqs, one, hq, hkv,
-                                                   bs, qk_log2, 1.0f);
+            return launch_flash_t<NW, BN, SPLIT, uint8_t, WG>(
+                hd, grid, stream, out, ws, n_parts, q, gate, k_cache, v_cache, bt, mbps, seqs, one,
+                hq, hkv, bs, qk_log2, v_scale);
+    return launch_flash_t<NW, BN, SPLIT, uint16_t, WG>(hd, grid, stream, out, ws, n_parts, q, gate,
+                                                       k_cache, v_cache, bt, mbps, seqs, one, hq,
+                                                       hkv, bs, qk_log2, 1.0f);
 }
 
 /* The flash kernels' conditions: head dim 64 / 128 / 256, smem within the device's per-block
@@ -834,6 +912,22 @@ int attn_prefill_flash_ok(int head_dim, int kv_dtype)
     if (kv_dtype != KV_DTYPE_BF16 && kv_dtype != KV_DTYPE_FP8)
         return 0;
     return flash_fits(head_dim, flash_smem_bytes(head_dim, kv_dtype == KV_DTYPE_FP8));
+}
+
+int attn_prefill_wgmma_ok(int head_dim, int kv_dtype)
+{
+#ifdef TERN_SM90A
+    if (kv_dtype != KV_DTYPE_BF16 && kv_dtype != KV_DTYPE_FP8)
+        return 0;
+    if (kcuda_device_attr(cudaDevAttrComputeCapabilityMajor, 0) != 9 ||
+        kcuda_device_attr(cudaDevAttrComputeCapabilityMinor, -1) != 0)
+        return 0;
+    return flash_fits(head_dim, flash_smem_bytes(head_dim, kv_dtype == KV_DTYPE_FP8) + WG_ALIGN);
+#else
+    (void)head_dim;
+    (void)kv_dtype;
+    return 0;
+#endif
 }
 
 int attn_prefill_split_ok(int head_dim, int kv_dtype)
@@ -926,8 +1020,13 @@ static int launch(float *out, const float *q, const float *gate, const void *k_c
         (int64_t)max_rows * (hq / hkv) > INT_MAX - MBM || ((uintptr_t)k_cache) % 16 ||
         ((uintptr_t)v_cache) % 16 ||
         (path != ATTN_PREFILL_PATH_CORES && path != ATTN_PREFILL_PATH_MMA &&
-         path != ATTN_PREFILL_PATH_FLASH))
+         path != ATTN_PREFILL_PATH_FLASH && path != ATTN_PREFILL_PATH_WGMMA))
         return ERR_INVAL;
+    if (path == ATTN_PREFILL_PATH_WGMMA && !attn_prefill_wgmma_ok(hd, kv_dtype))
+        return ERR_INVAL; /* not this build or device: the caller asks attn_prefill_wgmma_ok */
+    const bool wg = path == ATTN_PREFILL_PATH_WGMMA;
+    if (wg)
+        path = ATTN_PREFILL_PATH_FLASH; /* the same kernel, its products on wgmma */
     if (path == ATTN_PREFILL_PATH_MMA && (hd % 16 || ((uintptr_t)q) % 8 || ((uintptr_t)out) % 8))
         return ERR_INVAL;
     if (path == ATTN_PREFILL_PATH_FLASH &&
@@ -941,10 +1040,14 @@ static int launch(float *out, const float *q, const float *gate, const void *k_c
     const float qk_scale = scale * k_scale;
     const size_t smem = path == ATTN_PREFILL_PATH_MMA ? mma_smem_bytes(hd)
                         : path == ATTN_PREFILL_PATH_FLASH
-                            ? flash_smem_bytes(hd, kv_dtype == KV_DTYPE_FP8)
+                            ? flash_smem_bytes(hd, kv_dtype == KV_DTYPE_FP8) + (wg ? WG_ALIGN : 0)
                             : smem_bytes(hd);
     cudaError_t e;
-    if (path == ATTN_PREFILL_PATH_FLASH) {
+    if (wg) {
+        e = launch_flash<FNW, FBN, false, true>(
+            hd, grid, stream, out, NULL, 1, q, gate, k_cache, v_cache, kv_dtype, k_scale, v_scale,
+            block_table, max_blocks_per_seq, seqs, one, hq, hkv, block_size, scale);
+    } else if (path == ATTN_PREFILL_PATH_FLASH) {
         e = launch_flash<FNW, FBN, false>(
             hd, grid, stream, out, NULL, 1, q, gate, k_cache, v_cache, kv_dtype, k_scale, v_scale,
             block_table, max_blocks_per_seq, seqs, one, hq, hkv, block_size, scale);
@@ -973,8 +1076,8 @@ static int launch(float *out, const float *q, const float *gate, const void *k_c
                 max_blocks_per_seq, seqs, one, hq, hkv, hd, block_size, qk_scale, v_scale);
     }
     if (e != cudaSuccess) {
-        LOG_ERR("kernel_attr_failed", "op=attn_prefill path=%d smem=%zu err=\"%s\"", path, smem,
-                cudaGetErrorString(e));
+        LOG_ERR("kernel_attr_failed", "op=attn_prefill path=%d smem=%zu err=\"%s\"",
+                wg ? (int)ATTN_PREFILL_PATH_WGMMA : path, smem, cudaGetErrorString(e));
         return ERR_CUDA;
     }
     return kcuda_launch_status("attn_prefill");

@@ -18,6 +18,10 @@
  * before is multiplied, fragments by ldmatrix: head_dim 64 / 128 / 256, 16-byte aligned q,
  * 8-byte aligned out (attn_prefill_flash_ok). e4m3 caches: each tile's bytes staged by cp.async
  * and widened to fp16 (exact) in shared memory, q and P rounded to fp16, one K/V buffer.
+ * WGMMA: the FLASH kernel with its products on Hopper's warpgroup MMA (wgmma, sm_90a): each
+ * warpgroup of 4 warps owns 64 of the 128 rows, S = Q K^T and O += P V read Q, K and V straight
+ * from shared memory (128-byte swizzled atoms) once per 64 rows instead of once per warp's 16;
+ * the same roundings and softmax as FLASH (attn_prefill_wgmma_ok).
  * PATH_AUTO (the plain entry points) picks AUTO_PATH in attn_prefill.cu (CORES until MMA has
  * passed its GPU tests). */
 #ifndef KERNELS_ATTN_PREFILL_H
@@ -38,13 +42,19 @@ enum attn_prefill_path {
     ATTN_PREFILL_PATH_AUTO = 0,
     ATTN_PREFILL_PATH_CORES = 1,
     ATTN_PREFILL_PATH_MMA = 2,
-    ATTN_PREFILL_PATH_FLASH = 3
+    ATTN_PREFILL_PATH_FLASH = 3,
+    ATTN_PREFILL_PATH_WGMMA = 4
 };
 
 /* Whether the FLASH path runs here for this head dim and cache dtype (bf16 or e4m3 caches, head
  * dim 64, 128 or 256, its shared memory within the current device's per-block limit: 192 KiB
  * (bf16) or 160 KiB (e4m3) at 256, so not on sm_120's 99 KiB). Host function; 0 or 1. */
 int attn_prefill_flash_ok(int head_dim, int kv_dtype);
+
+/* Whether the WGMMA path runs here: FLASH's conditions plus 1 KiB of shared memory, a build with
+ * sm_90a device code (TERN_SM90A, cmake/TernCuda.cmake) and a device of compute capability 9.0.
+ * Host function; 0 or 1. */
+int attn_prefill_wgmma_ok(int head_dim, int kv_dtype);
 
 /* One sequence's chunk in a batched prefill step. */
 struct attn_prefill_seq {

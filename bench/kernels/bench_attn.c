@@ -90,9 +90,10 @@ static void bench_prefill(int dt, int T, int pos0, int path)
     printf("attn_prefill %s %-5s T=%5d pos0=%5d ctx=%5d  rc=%d  %9.1f us  %6.1f TFLOP/s  %5.1f%% "
            "of 989\n",
            dt == KV_DTYPE_FP8 ? "fp8 " : "bf16",
-           path == ATTN_PREFILL_PATH_FLASH ? "flash"
-           : path == ATTN_PREFILL_PATH_MMA ? "mma"
-                                           : "cores",
+           path == ATTN_PREFILL_PATH_WGMMA   ? "wgmma"
+           : path == ATTN_PREFILL_PATH_FLASH ? "flash"
+           : path == ATTN_PREFILL_PATH_MMA   ? "mma"
+                                             : "cores",
            T, pos0, ctx, rc, us, us > 0 ? flop / us * 1e-6 : 0.0,
            us > 0 ? 100.0 * flop / us * 1e-6 / 989.0 : 0.0);
     ktest_free(a.kc), ktest_free(a.vc), ktest_free(a.bt), ktest_free(a.q), ktest_free(a.g);
@@ -197,8 +198,20 @@ int main(int argc, char **argv)
     struct copy_arg c;
     struct cudaDeviceProp prop;
     const int decode_only = argc > 1 && strcmp(argv[1], "decode") == 0;
+    /* "prefill": the 8,192-row causal prefill on the FLASH and WGMMA paths only (A/B builds,
+     * Nsight Compute) */
+    if (argc > 1 && strcmp(argv[1], "prefill") == 0) {
+        for (int dt = KV_DTYPE_BF16; dt <= KV_DTYPE_FP8; dt++)
+            for (int path = ATTN_PREFILL_PATH_FLASH; path <= ATTN_PREFILL_PATH_WGMMA; path++)
+                if (path == ATTN_PREFILL_PATH_FLASH ? attn_prefill_flash_ok(HD, dt)
+                                                    : attn_prefill_wgmma_ok(HD, dt)) {
+                    bench_prefill(dt, 8192, 0, path);
+                    bench_prefill(dt, 2048, 129024, path);
+                }
+        return 0;
+    }
     if (argc > 2 || (argc == 2 && !decode_only)) {
-        fprintf(stderr, "usage: bench_attn [decode]\n");
+        fprintf(stderr, "usage: bench_attn [decode|prefill]\n");
         return 2;
     }
     ktest_require_gpu();
@@ -213,16 +226,22 @@ int main(int argc, char **argv)
     printf("copy d2d 1 GiB: %.1f us  %.0f GB/s (read + write)\n", us, copy_bw);
     ktest_free(c.src), ktest_free(c.dst);
     for (int dt = KV_DTYPE_BF16; dt <= KV_DTYPE_FP8; dt++) {
-        for (int path = ATTN_PREFILL_PATH_CORES; !decode_only && path <= ATTN_PREFILL_PATH_FLASH;
+        for (int path = ATTN_PREFILL_PATH_CORES; !decode_only && path <= ATTN_PREFILL_PATH_WGMMA;
              path++) {
             if (path == ATTN_PREFILL_PATH_FLASH && !attn_prefill_flash_ok(HD, dt))
                 continue;
+            if (path == ATTN_PREFILL_PATH_WGMMA && !attn_prefill_wgmma_ok(HD, dt)) {
+                printf("attn_prefill %s wgmma: not available (no sm_90a code or not a 9.0 "
+                       "device)\n",
+                       dt == KV_DTYPE_FP8 ? "fp8 " : "bf16");
+                continue;
+            }
             bench_prefill(dt, 2048, 0, path);
             bench_prefill(dt, 2048, 6144, path);
             bench_prefill(dt, 8192, 0, path);
             bench_prefill(dt, 1, 8191, path);
             bench_prefill(dt, 4, 2048, path); /* a k = 3 verify window */
-            if (path == ATTN_PREFILL_PATH_FLASH ||
+            if (path == ATTN_PREFILL_PATH_FLASH || path == ATTN_PREFILL_PATH_WGMMA ||
                 (path == ATTN_PREFILL_PATH_MMA && dt == KV_DTYPE_BF16))
                 bench_prefill(dt, 2048, 129024, path); /* the last chunk of a 131,072 prompt */
         }

@@ -75,6 +75,7 @@ struct bench_opts {
     int gdn_chunk;      // gpu_model_opts.gdn_chunk
     int pdl;            // gpu_model_opts.pdl
     int split_attn;     // gpu_model_opts.split_attn
+    int wgmma_attn;     // gpu_model_opts.wgmma_attn
     int decode_attn;    // gpu_model_opts.decode_attn
     int state_in_pool;  // gpu_model_opts.state_in_pool
     int kv_dtype;       // gpu_model_opts.kv_dtype (KV_DTYPE_BF16 or KV_DTYPE_FP8: auto resolved)
@@ -184,6 +185,8 @@ static int parse_args(struct bench_opts *o, int argc, char **argv)
                  "GDN items of at least N rows on the chunked recurrence (0: default, -1: never)"),
         ARGS_INT("--split-attn", "0|-1", &o->split_attn, -1, 0,
                  "few-row items through attn_prefill_split: 0 = where it runs, -1 = never (0)"),
+        ARGS_INT("--wgmma-attn", "0|-1", &o->wgmma_attn, -1, 0,
+                 "prefill attention on wgmma where it runs (0) or the mma.sync FLASH kernel (-1)"),
         ARGS_INT("--decode-attn", "0|-1", &o->decode_attn, -1, 0,
                  "one-row items through attn_decode's GQA tensor-core form where it runs (0) or "
                  "its CUDA-core form (-1)"),
@@ -203,7 +206,8 @@ static int parse_args(struct bench_opts *o, int argc, char **argv)
         "CONFIG.json [--prompt-len N[,N..]] [--batch B[,B..]] [--gen N] [--chunk ROWS] "
         "[--graphs 0|1] [--json FILE] [--seed S] [--few-row-paths] [--grouped-small N] "
         "[--grouped-pipe64 -1|0|1|2] [--dense-tiles N] [--fuse -1|0] [--gdn-chunk N] "
-        "[--split-attn 0|-1] [--decode-attn 0|-1] [--pdl 1|-1] [--state-in-pool 0|1] "
+        "[--split-attn 0|-1] [--wgmma-attn 0|-1] [--decode-attn 0|-1] [--pdl 1|-1] "
+        "[--state-in-pool 0|1] "
         "[--kv-cache-dtype auto|bf16|fp8] [--roofline-only] "
         "[--host-fill]",
         opts, ARRAY_LEN(opts), NULL};
@@ -437,6 +441,8 @@ static const char *paths_name(const struct bench_opts *o, char *buf, size_t len)
         snprintf(buf + strlen(buf), len - strlen(buf), "_pdloff");
     if (o->split_attn < 0)
         snprintf(buf + strlen(buf), len - strlen(buf), "_splitoff");
+    if (o->wgmma_attn < 0)
+        snprintf(buf + strlen(buf), len - strlen(buf), "_wgmmaoff");
     if (o->decode_attn < 0)
         snprintf(buf + strlen(buf), len - strlen(buf), "_dacores");
     if (o->dense_tiles > 0)
@@ -578,6 +584,7 @@ int main(int argc, char **argv)
                                 .fuse = o.fuse,
                                 .pdl = o.pdl,
                                 .split_attn = o.split_attn,
+                                .wgmma_attn = o.wgmma_attn,
                                 .decode_attn = o.decode_attn,
                                 .gdn_chunk = o.gdn_chunk,
                                 .state_in_pool = o.state_in_pool,

@@ -19,7 +19,11 @@
 #     prefill  gpu_bench, batch 1, prompts 512, 2,048, 8,192: default, --gdn-chunk -1 (the GDN
 #              recurrence token-serial: tokens may differ, fp32 rounding of another order),
 #              --grouped-pipe64 1 (the 64-row expert tiles at 2 x 2 warps: the same tokens_hash)
-#     attn     bench_attn: prefill attention per path (cores, mma, flash) in TFLOP/s, decode
+#     attn     bench_attn: prefill attention per path (cores, mma, flash, wgmma) in TFLOP/s, decode
+#     wgattn   gpu_bench prefill TTFT at 2,048 and 8,192 (one step each), the wgmma attention
+#              (default) against --wgmma-attn -1 (the FLASH kernel), twice
+#     wgab     the wgmma prefill attention's variants (FWG_NOEND builds): bench_attn
+#              prefill rows twice, the SASS's warpgroup instructions (WGAB_NCU=1: Nsight Compute)
 #     attnab   the FLASH prefill attention's block shape (warps x keys a tile): 8 x 64 (default),
 #              4 x 32, 8 x 32 (a build each), bench_attn's flash rows
 #     gqaab    the GQA decode attention on e4m3 K/V at 8 warps with the V codes paired before
@@ -123,7 +127,7 @@ tree_sum() { (cd "$root" && find kernels services common model -type f | LC_ALL=
 ab_build() {
   build_benches || { note "$1" "build failed"; return 1; }
   [ -x "$b-$1/bin/gpu_bench" ] && return 0
-  cmake -S "$root/tests/gpu" -B "$b-$1" -DCMAKE_CUDA_ARCHITECTURES=90 "-DCMAKE_CUDA_FLAGS=$2" \
+  cmake -S "$root/tests/gpu" -B "$b-$1" -DCMAKE_CUDA_ARCHITECTURES=90a "-DCMAKE_CUDA_FLAGS=$2" \
     "-DCMAKE_C_FLAGS=$2" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_WERROR="${TERN_WERROR:-OFF}" \
     > "$logs/cfg_$1.log" 2>&1 &&
@@ -170,7 +174,7 @@ ab_batches() {
 build_benches() {
   [ -x "$b/bin/gpu_bench" ] && [ -x "$b/bin/bench_linear" ] && [ -x "$b/bin/bench_kernels" ] &&
     return 0
-  cmake -S "$root/tests/gpu" -B "$b" -DCMAKE_CUDA_ARCHITECTURES=90 \
+  cmake -S "$root/tests/gpu" -B "$b" -DCMAKE_CUDA_ARCHITECTURES=90a \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_WERROR="${TERN_WERROR:-OFF}" > "$logs/cfg.log" 2>&1 &&
     cmake --build "$b" -j"$(nproc)" --target gpu_bench bench_linear bench_kernels \
       > "$logs/build.log" 2>&1
@@ -314,6 +318,46 @@ for s in "${stages[@]}"; do
       note attn "rc=$? ($(elapsed))"
       note_lines "  attn" < <(grep -E '^copy|^attn_prefill|^attn_decode|^attn_split' "$logs/bench_attn.txt" | sed -E 's/  +/ /g')
       ;;
+    wgattn)
+      # prefill through the wgmma attention (the default where it runs) against the mma.sync
+      # FLASH kernel (--wgmma-attn -1), same build: TTFT of 2,048- and 8,192-token prompts in
+      # one step each, NVFP4 (CONFIG), twice each
+      build_benches || { note wgattn "build failed"; continue; }
+      for rep in 1 2; do
+        bench wgattn_on$rep 120 --prompt-len 2048,8192 --batch 1 --gen 8 --chunk 8192
+        bench wgattn_off$rep 120 --prompt-len 2048,8192 --batch 1 --gen 8 --chunk 8192 --wgmma-attn -1
+      done
+      ;;
+    wgab)
+      # the wgmma prefill attention's variants: bench_attn prefill (8,192 rows at 0 and the last
+      # 2,048 of 131,072, FLASH and WGMMA, bf16 and fp8) from builds with a barrier at each
+      # step's end (-DFWG_NOEND=0) or only at its start (1, the default); the SASS's warpgroup
+      # instructions counted, and with WGAB_NCU=1 Nsight Compute of one bf16 WGMMA launch
+      wgv=("e1:-DFWG_NOEND=0" "e0:-DFWG_NOEND=1")
+      for v in "${wgv[@]}"; do
+        n=${v%%:*} f=${v#*:} bb=$b-wg$n
+        [ -x "$bb/bin/bench_attn" ] || { cmake -S "$root/tests/gpu" -B "$bb" -DCMAKE_CUDA_ARCHITECTURES=90a \
+            "-DCMAKE_CUDA_FLAGS=$f" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_WERROR=OFF > "$logs/cfg_wg$n.log" 2>&1 &&
+          cmake --build "$bb" -j"$(nproc)" --target bench_attn > "$logs/build_wg$n.log" 2>&1; } ||
+          { note wgab "$n build failed"; continue; }
+        for rep in 1 2; do
+          timeout 60 "$bb/bin/bench_attn" prefill > "$logs/wg_$n.txt" 2>&1
+          note wgab "$n rc=$? ($(elapsed))"
+          note_lines "  wg$n" < <(grep -E '^attn_prefill' "$logs/wg_$n.txt" | sed -E 's/  +/ /g')
+        done
+        if [ "${WGAB_NCU:-0}" = 1 ]; then
+          timeout 100 ncu --clock-control none --kernel-name-base demangled \
+            -k 'regex:unsigned short, \(bool\)1>' -c 1 \
+            --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy \
+            "$bb/bin/bench_attn" prefill > "$logs/wg_ncu_$n.txt" 2>&1
+          note wgab "$n ncu rc=$?"
+          note_lines "  wg$n" < <(grep -E 'Duration|Compute \(SM\) Throughput|Memory Throughput|Eligible Warps|No Eligible|Warp Cycles Per Issued|Achieved Occ' "$logs/wg_ncu_$n.txt" | sed -E 's/  +/ /g' | head -30)
+        fi
+        obj=$(find "$bb" -name 'attn_prefill.cu.o' | head -1)
+        [ -n "$obj" ] && note_lines "  wg$n" < <(cuobjdump -sass -fun '_Z25attn_prefill_flash_kernelILi256ELi8ELi64ELb0EtLb1EEvPfS0_iPKfS2_PKT3_S5_PKiiPK16attn_prefill_seqS8_iiiff' "$obj" 2>&1 |
+          grep -oE 'WARPGROUP\.[A-Z]+[^ ;]*|HGMMA\.[^ ]*|BAR\.SYNC[^ ;]*' | sort | uniq -c | sed -E 's/  +/ /g' | paste -sd' ')
+      done
+      ;;
     attnab)
       # the FLASH prefill attention's block shape: warps x keys a tile (FNW, FBN) as built by
       # default (8 x 64) against 4 x 32 (96 KiB: two blocks an SM) and 8 x 32, bench_attn's
@@ -324,7 +368,7 @@ for s in "${stages[@]}"; do
         bb=$b
         if [ $v != 8_64 ]; then
           bb=$b-fa$v
-          [ -x "$bb/bin/bench_attn" ] || { cmake -S "$root/tests/gpu" -B "$bb" -DCMAKE_CUDA_ARCHITECTURES=90 \
+          [ -x "$bb/bin/bench_attn" ] || { cmake -S "$root/tests/gpu" -B "$bb" -DCMAKE_CUDA_ARCHITECTURES=90a \
             -DCMAKE_CUDA_FLAGS="-DFNW=${v%_*} -DFBN=${v#*_}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
             > "$logs/cfg_fa$v.log" 2>&1 && cmake --build "$bb" -j"$(nproc)" --target bench_attn \
             > "$logs/build_fa$v.log" 2>&1; } || { note attnab "fa$v build failed"; continue; }
@@ -346,7 +390,7 @@ for s in "${stages[@]}"; do
         esac
         if [ $v != new ]; then
           bb=$b-$v
-          [ -x "$bb/bin/bench_attn" ] || { cmake -S "$root/tests/gpu" -B "$bb" -DCMAKE_CUDA_ARCHITECTURES=90 \
+          [ -x "$bb/bin/bench_attn" ] || { cmake -S "$root/tests/gpu" -B "$bb" -DCMAKE_CUDA_ARCHITECTURES=90a \
             "-DCMAKE_CUDA_FLAGS=$fl" -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$logs/cfg_$v.log" 2>&1 &&
             cmake --build "$bb" -j"$(nproc)" --target bench_attn > "$logs/build_$v.log" 2>&1; } ||
             { note gqaab "$v build failed"; continue; }
@@ -405,7 +449,7 @@ for s in "${stages[@]}"; do
       build_benches || { note nvsminb "build failed"; continue; }
       b2=$b-minb2
       if [ ! -x "$b2/bin/gpu_bench" ] || [ ! -x "$b2/bin/bench_kernels" ]; then
-        cmake -S "$root/tests/gpu" -B "$b2" -DCMAKE_CUDA_ARCHITECTURES=90 \
+        cmake -S "$root/tests/gpu" -B "$b2" -DCMAKE_CUDA_ARCHITECTURES=90a \
           -DCMAKE_CUDA_FLAGS=-DNVS_MIN_BLOCKS=2 -DCMAKE_BUILD_TYPE=RelWithDebInfo \
           -DTERN_WERROR="${TERN_WERROR:-OFF}" > "$logs/cfg_minb2.log" 2>&1 &&
           cmake --build "$b2" -j"$(nproc)" --target gpu_bench bench_kernels \
@@ -655,7 +699,7 @@ for s in "${stages[@]}"; do
       note_lines "  $s" < <(python3 "$root/tests/gpu/ktrace.py" "$logs/$s.csv" --top 24 2>&1)
       gzip -f "$logs/$s.csv"
       ;;
-    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace64 rowsab routerab gdnab gdntiles sessab sessab64 shab shab64 convab sess19ab prompts3 fp8moe smoke pipes fp8ab fp8wave fp8wide l2hot)" >&2; exit 2 ;;
+    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace64 rowsab routerab gdnab gdntiles sessab sessab64 shab shab64 convab sess19ab prompts3 fp8moe smoke pipes fp8ab fp8wave fp8wide l2hot wgattn wgab)" >&2; exit 2 ;;
   esac
 done
 finish

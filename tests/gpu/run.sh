@@ -8,7 +8,7 @@
 # ./gpu-logs) receives summary.txt and logs.tgz (every other log), also when a TERM or INT (a
 # device call's time limit) stops the run: the summary then says what finished and "stopped". The model library needs cJSON + PCRE2, which the GPU machine lacks:
 # run tests/gpu/sysroot.sh here first and carry .gpu (git-ignored) with the call.
-#   tests/gpu/run.sh [--quick] [--arch 90] [--no-sanitizer] [--no-bench] [--no-smoke] [--bench-model]
+#   tests/gpu/run.sh [--quick] [--arch 90a] [--no-sanitizer] [--no-bench] [--no-smoke] [--bench-model]
 #                    [--stack]
 # --quick: build and run only the kernel tests (tests/kernels, tests/unit/kernels_ref),
 # ktest_gpu_model and ktest_gpu_spec: no sanitizers, no benches, no smoke, not the other
@@ -37,7 +37,7 @@ jobs_max=${TEST_JOBS:-4}
 case $jobs_max in ''|*[!0-9]*|0) echo "run.sh: TEST_JOBS must be a positive integer (got '$jobs_max')" >&2; exit 2 ;; esac
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${OUT:-$root/gpu-logs}
-arch=90
+arch=90a
 sanitize=1
 bench=1
 smoke=1

@@ -4,7 +4,8 @@
  * KV (with and without scales), the single-sequence and the batched entry points (shuffled block
  * tables, descriptors whose seq and row order differ, an empty descriptor, max_rows above every
  * chunk). Both sides read the same cache bytes and fp32 q. Every case runs the plain entry point
- * (path auto) and each path explicitly (FLASH where attn_prefill_flash_ok; the batched cases also
+ * (path auto) and each path explicitly (FLASH where attn_prefill_flash_ok, WGMMA where
+ * attn_prefill_wgmma_ok, a line saying so where it is not; the batched cases also
  * attn_prefill_split_cuda at 3 part counts, at FLASH's tolerance): CORES accumulates exact
  * products in fp32 with __expf: atol = 1e-4 * max|ref| (outputs are averages of O(1) values) plus
  * rtol 1e-4; MMA rounds q and the probabilities to bf16 (m16n8k16 inputs): 2e-2 (see the comment at
@@ -93,12 +94,18 @@ static void run_case(const struct pcase *c)
     double mx = 0.0;
     for (size_t i = 0; i < nq; i++)
         mx = fabs(ref[i]) > mx ? fabs(ref[i]) : mx;
-    for (int path = ATTN_PREFILL_PATH_AUTO; path <= ATTN_PREFILL_PATH_FLASH; path++) {
-        static const char *names[] = {"auto", "cores", "mma", "flash"};
+    for (int path = ATTN_PREFILL_PATH_AUTO; path <= ATTN_PREFILL_PATH_WGMMA; path++) {
+        static const char *names[] = {"auto", "cores", "mma", "flash", "wgmma"};
         if (path == ATTN_PREFILL_PATH_MMA && hd % 16)
             continue; /* the tensor-core path needs head_dim % 16 == 0 */
         if (path == ATTN_PREFILL_PATH_FLASH && !attn_prefill_flash_ok(hd, c->dt))
             continue; /* head_dim 64 / 128 / 256 (bf16 or e4m3 caches) */
+        if (path == ATTN_PREFILL_PATH_WGMMA && !attn_prefill_wgmma_ok(hd, c->dt)) {
+            printf("attn_prefill wgmma hd=%d dt=%d: not run (no sm_90a code or not a 9.0 "
+                   "device)\n",
+                   hd, c->dt);
+            continue;
+        }
         float *dy = ktest_dev_poison(nq + 1);
         if (path == ATTN_PREFILL_PATH_AUTO && c->batch) /* the plain entry points */
             CHECK_EQ_INT(attn_prefill_batch_cuda(dy, dq, dgg, dkc, dvc, c->dt, c->ks, c->vs, dbt,
@@ -126,7 +133,7 @@ static void run_case(const struct pcase *c)
                  "bs=%d%s",
                  c->batch ? "batch" : "single", names[path], c->dt, n, c->T[0], c->pos0[0], rows,
                  hq, hkv, hd, bs, c->gate ? "" : " (no gate)");
-        /* cores: fp32 products of the exact inputs -> 1e-4; mma, flash (and auto, which may
+        /* cores: fp32 products of the exact inputs -> 1e-4; mma, flash, wgmma (and auto, which may
          * resolve to mma): q and P rounded to bf16 (rel. error <= 2^-9 each, score error ~1e-3
          * rms) -> 2e-2 */
         const double tol = path == ATTN_PREFILL_PATH_CORES ? 1e-4 : 2e-2;

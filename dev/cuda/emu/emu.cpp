@@ -4,6 +4,7 @@ emu_block *g_emu_block;
 thread_local dim3 threadIdx_;
 dim3 blockIdx_, blockDim_, gridDim_;
 unsigned char *g_emu_dyn_smem;
+size_t g_emu_dyn_smem_bytes;
 
 /* One pthread per CUDA thread for the whole launch: the threads run the grid's blocks one after
  * another, released block by block through start/end barriers (the main thread sets blockIdx and
@@ -69,6 +70,7 @@ void emu_launch(dim3 grid, int nthreads, const std::function<void()> &body, size
         blockIdx_ = dim3((unsigned)(b % grid.x), (unsigned)(b / grid.x % grid.y),
                          (unsigned)(b / grid.x / grid.y));
         g_emu_dyn_smem = (unsigned char *)malloc(smem ? smem : 1);
+        g_emu_dyn_smem_bytes = smem;
         memset(g_emu_dyn_smem, 0xcd, smem);
         pthread_barrier_wait(&pool.start);
         pthread_barrier_wait(&pool.end);

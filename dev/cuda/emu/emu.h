@@ -46,6 +46,7 @@ extern dim3 blockIdx_, blockDim_, gridDim_;
 #define blockDim blockDim_
 #define gridDim gridDim_
 extern unsigned char *g_emu_dyn_smem; /* the block's dynamic shared memory (exact size) */
+extern size_t g_emu_dyn_smem_bytes;    /* its size */
 
 static inline void __syncthreads() { pthread_barrier_wait(&g_emu_block->bar); }
 static inline int emu_lane() { return (int)(threadIdx.x & 31); }

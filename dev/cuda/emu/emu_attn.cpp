@@ -10,6 +10,30 @@ static uint32_t ru32() { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return (
 static float runi(float lo, float hi) { return lo + (hi - lo) * (float)(ru32() & 0xffffff) / 16777216.0f; }
 
 static int split_parts; /* path 4 (split): parts of the keys, 0 = 3 */
+#define EMU_PATH_WG 5   /* FLASH on wgmma (attn_prefill's ATTN_PREFILL_PATH_WGMMA) */
+
+/* the FLASH kernel as launch_flash_t picks it (WG: its wgmma form, 1 KiB of alignment slack) */
+template <bool WG>
+static void flash_launch(dim3 grid, int hd, bool f8, float *got, const float *q, const float *hg,
+                         const uint8_t *kc, const uint8_t *vc, const int32_t *bt, int mb,
+                         const attn_prefill_seq *d, int hq, int hkv, int bs, float ql, float vs)
+{
+    const attn_prefill_seq none = {0, 0, 0, 0};
+    const uint16_t *k16 = (const uint16_t *)kc, *v16 = (const uint16_t *)vc;
+    const size_t sm = flash_smem_bytes(hd, f8) + (WG ? WG_ALIGN : 0);
+    if (hd == 64 && !f8)
+        emu_launch(grid, FNT, [&] { attn_prefill_flash_kernel<64, FNW, FBN, false, uint16_t, WG>(got, NULL, 1, q, hg, k16, v16, bt, mb, d, none, hq, hkv, bs, ql, vs); }, sm);
+    else if (hd == 128 && !f8)
+        emu_launch(grid, FNT, [&] { attn_prefill_flash_kernel<128, FNW, FBN, false, uint16_t, WG>(got, NULL, 1, q, hg, k16, v16, bt, mb, d, none, hq, hkv, bs, ql, vs); }, sm);
+    else if (!f8)
+        emu_launch(grid, FNT, [&] { attn_prefill_flash_kernel<256, FNW, FBN, false, uint16_t, WG>(got, NULL, 1, q, hg, k16, v16, bt, mb, d, none, hq, hkv, bs, ql, vs); }, sm);
+    else if (hd == 64)
+        emu_launch(grid, FNT, [&] { attn_prefill_flash_kernel<64, FNW, FBN, false, uint8_t, WG>(got, NULL, 1, q, hg, kc, vc, bt, mb, d, none, hq, hkv, bs, ql, vs); }, sm);
+    else if (hd == 128)
+        emu_launch(grid, FNT, [&] { attn_prefill_flash_kernel<128, FNW, FBN, false, uint8_t, WG>(got, NULL, 1, q, hg, kc, vc, bt, mb, d, none, hq, hkv, bs, ql, vs); }, sm);
+    else
+        emu_launch(grid, FNT, [&] { attn_prefill_flash_kernel<256, FNW, FBN, false, uint8_t, WG>(got, NULL, 1, q, hg, kc, vc, bt, mb, d, none, hq, hkv, bs, ql, vs); }, sm);
+}
 
 static int run(int n, const int *T, const int *P, int hq, int hkv, int hd, int bs, int dt, float ks,
                float vs, int path, int gate_on)
@@ -50,7 +74,7 @@ static int run(int n, const int *T, const int *P, int hq, int hkv, int hd, int b
     const float *hg = gate_on ? gate : NULL;
     attn_prefill_batch_ref(ref, q, hg, kc, vc, dt, ks, vs, bt, mb, d, n, max_rows, hq, hkv, hd, bs, scale);
     if (dt == KV_DTYPE_BF16) ks = vs = 1.0f;
-    const int g = hq / hkv, bm = path == ATTN_PREFILL_PATH_MMA ? MBM : path == ATTN_PREFILL_PATH_FLASH ? FBM : BM;
+    const int g = hq / hkv, bm = path == ATTN_PREFILL_PATH_MMA ? MBM : path == ATTN_PREFILL_PATH_FLASH || path == EMU_PATH_WG ? FBM : BM;
     const dim3 grid(CEIL_DIV(max_rows * g, bm), hkv, n);
     const float qk = scale * ks;
     attn_prefill_seq none = {0, 0, 0, 0};
@@ -71,23 +95,13 @@ static int run(int n, const int *T, const int *P, int hq, int hkv, int hd, int b
         else
             emu_launch(sg, 32 * SNW, [&] { attn_prefill_flash_kernel<256, SNW, SBN, true>(got, ws, parts, q, hg, k16, v16, bt, mb, d, none, hq, hkv, bs, ql, 1.0f); }, flash_smem_bytes_nb(hd, SNW, SBN));
         emu_launch(dim3(hq, max_rows, n), CEIL_DIV(hd, 32) * 32, [&] { attn_flash_merge_kernel(got, ws, hg, d, hq, hd, parts); });
-    } else if (path == ATTN_PREFILL_PATH_FLASH) { /* bf16 or e4m3 caches; HD as launch_flash_hd picks it */
+    } else if (path == ATTN_PREFILL_PATH_FLASH || path == EMU_PATH_WG) { /* bf16 or e4m3 caches */
         const float ql = qk * 1.4426950408889634f;
         if (hd != 64 && hd != 128 && hd != 256) { printf("flash: bad case\n"); return 1; }
-        const bool f8 = dt == KV_DTYPE_FP8;
-        const uint16_t *k16 = (const uint16_t *)kc, *v16 = (const uint16_t *)vc;
-        if (hd == 64 && !f8)
-            emu_launch(grid, FNT, [&] { attn_prefill_flash_kernel<64, FNW, FBN, false>(got, NULL, 1, q, hg, k16, v16, bt, mb, d, none, hq, hkv, bs, ql, vs); }, flash_smem_bytes(hd));
-        else if (hd == 128 && !f8)
-            emu_launch(grid, FNT, [&] { attn_prefill_flash_kernel<128, FNW, FBN, false>(got, NULL, 1, q, hg, k16, v16, bt, mb, d, none, hq, hkv, bs, ql, vs); }, flash_smem_bytes(hd));
-        else if (!f8)
-            emu_launch(grid, FNT, [&] { attn_prefill_flash_kernel<256, FNW, FBN, false>(got, NULL, 1, q, hg, k16, v16, bt, mb, d, none, hq, hkv, bs, ql, vs); }, flash_smem_bytes(hd));
-        else if (hd == 64)
-            emu_launch(grid, FNT, [&] { attn_prefill_flash_kernel<64, FNW, FBN, false, uint8_t>(got, NULL, 1, q, hg, kc, vc, bt, mb, d, none, hq, hkv, bs, ql, vs); }, flash_smem_bytes(hd, true));
-        else if (hd == 128)
-            emu_launch(grid, FNT, [&] { attn_prefill_flash_kernel<128, FNW, FBN, false, uint8_t>(got, NULL, 1, q, hg, kc, vc, bt, mb, d, none, hq, hkv, bs, ql, vs); }, flash_smem_bytes(hd, true));
+        if (path == EMU_PATH_WG)
+            flash_launch<true>(grid, hd, dt == KV_DTYPE_FP8, got, q, hg, kc, vc, bt, mb, d, hq, hkv, bs, ql, vs);
         else
-            emu_launch(grid, FNT, [&] { attn_prefill_flash_kernel<256, FNW, FBN, false, uint8_t>(got, NULL, 1, q, hg, kc, vc, bt, mb, d, none, hq, hkv, bs, ql, vs); }, flash_smem_bytes(hd, true));
+            flash_launch<false>(grid, hd, dt == KV_DTYPE_FP8, got, q, hg, kc, vc, bt, mb, d, hq, hkv, bs, ql, vs);
     } else if (path == ATTN_PREFILL_PATH_MMA) { /* MAXHD as launch_mma picks it */
         if (dt == KV_DTYPE_BF16 && hd <= 64)
             emu_launch(grid, MNT, [&] { attn_prefill_mma_kernel<uint16_t, 64>(got, q, hg, (const uint16_t *)kc, (const uint16_t *)vc, bt, mb, d, none, hq, hkv, hd, bs, qk, vs); }, mma_smem_bytes(hd));
@@ -273,6 +287,14 @@ int main(int argc, char **argv)
     /* FLASH on e4m3 caches (staged, widened to fp16): the model's shape, scales */
     f += run(1, t5, p5, 16, 2, 256, 16, KV_DTYPE_FP8, 0.05f, 0.03f, 3, 1);
     f += run(4, t4, p4, 8, 2, 64, 16, KV_DTYPE_FP8, 1, 1, 3, 0);
+    /* FLASH on wgmma (path 5): the same cases, head dims 64 / 128 / 256, bf16 and e4m3 */
+    f += run(1, t5, p5, 16, 2, 256, 16, KV_DTYPE_BF16, 1, 1, EMU_PATH_WG, 1);
+    f += run(4, t4, p4, 8, 2, 64, 16, KV_DTYPE_BF16, 1, 1, EMU_PATH_WG, 1);
+    f += run(1, t5, p5, 16, 2, 256, 16, KV_DTYPE_FP8, 0.05f, 0.03f, EMU_PATH_WG, 1);
+    if (!quick) {
+        f += run(4, t4, p4, 8, 2, 64, 16, KV_DTYPE_FP8, 1, 1, EMU_PATH_WG, 0);
+        f += run(4, t3, p3, 4, 2, 128, 5, KV_DTYPE_BF16, 1, 1, EMU_PATH_WG, 0);
+    }
     /* split (path 4): decode rows (one token an item) and verify windows (4, 9 rows), parts
      * that get no key tile (3 parts of 1 tile), parts of several tiles, one part */
     static const int t6[] = {1, 1, 4, 9, 1}, p6[] = {0, 200, 100, 37, 31};

@@ -234,6 +234,100 @@ static inline uint32_t movm_t(uint32_t x)
 }
 ''')
 
+# wgmma on the host: the descriptors' start addresses are offsets into the block's dynamic shared
+# memory; each thread sums its own accumulators from the operands' addresses (the 128-byte swizzle
+# applied to the offset as the hardware applies it to the shared-window address, so the atoms'
+# 1024-byte alignment is relative to the buffer's start); an A operand in registers comes from
+# the warp's lanes through the exchange. fences, commit and wait are no-ops: the products are
+# done when the call returns.
+write('internal/wgmma.cuh', '''#pragma once
+#include <stdint.h>
+#include <string.h>
+#define WG_ASM 0
+template <int ROWS> static inline int wg_sw128_off(int r, int c)
+{
+    return (c >> 3) * ROWS * 64 + r * 64 + (((c & 7) ^ (r & 7)) << 3);
+}
+static inline uint32_t wg_smem(const void *p)
+{
+    const unsigned char *b = (const unsigned char *)p;
+    if (b < g_emu_dyn_smem || b > g_emu_dyn_smem + g_emu_dyn_smem_bytes) {
+        fprintf(stderr, "emu: wgmma operand %p outside the dynamic shared memory\\n", p);
+        abort();
+    }
+    return (uint32_t)(b - g_emu_dyn_smem);
+}
+static inline uint64_t wg_desc(uint32_t addr, uint32_t lbo, uint32_t sbo)
+{
+    return (uint64_t)((addr & 0x3ffffu) >> 4) | ((uint64_t)((lbo >> 4) & 0x3fffu) << 16) |
+           ((uint64_t)((sbo >> 4) & 0x3fffu) << 32) | (1ull << 62);
+}
+static inline void wg_fence_smem() {}
+static inline void wg_fence() {}
+static inline void wg_commit() {}
+template <int N> static inline void wg_wait() {}
+static inline void wg_hold(float &) {}
+/* element (mn, k) of a 128-byte-swizzle operand: K-major (k contiguous, 8-row groups at the
+ * stride byte offset) or MN-major (mn contiguous in atoms of 64 at the leading byte offset, 8-k
+ * groups at the stride byte offset) */
+static inline float emu_wg_el(uint64_t desc, int mn, int k, bool mn_major, bool f16)
+{
+    if ((desc >> 62) != 1 || ((desc >> 49) & 7)) {
+        fprintf(stderr, "emu: wgmma descriptor %016llx: only the 128-byte swizzle, base offset 0\\n",
+                (unsigned long long)desc);
+        abort();
+    }
+    const uint32_t start = (uint32_t)(desc & 0x3fffu) << 4;
+    const uint32_t lbo = (uint32_t)((desc >> 16) & 0x3fffu) << 4, sbo = (uint32_t)((desc >> 32) & 0x3fffu) << 4;
+    uint32_t off = mn_major ? start + (uint32_t)(mn / 64) * lbo + (uint32_t)(k / 8) * sbo + (uint32_t)(k % 8) * 128u + (uint32_t)(mn % 64) * 2u
+                            : start + (uint32_t)(mn / 8) * sbo + (uint32_t)(mn % 8) * 128u + (uint32_t)k * 2u;
+    off ^= ((off >> 7) & 7u) << 4;
+    if ((size_t)off + 2 > g_emu_dyn_smem_bytes) {
+        fprintf(stderr, "emu: wgmma reads byte %u of %zu of shared memory\\n", off, g_emu_dyn_smem_bytes);
+        abort();
+    }
+    uint16_t v;
+    memcpy(&v, g_emu_dyn_smem + off, 2);
+    return f16 ? emu_h16(v, 0) : emu_bf(v, 0);
+}
+/* this thread's accumulators d[4 i + e] of the m64nN tile: rows 16 (warp % 4) + lane / 4 (+ 8),
+ * columns 8 i + 2 (lane % 4) + e % 2, from A(m, k) and B(n, k) */
+template <int N, class FA, class FB> static inline void emu_wg_acc(float *d, bool scale_d, FA A, FB B)
+{
+    const int l = emu_lane(), m0 = 16 * ((int)(threadIdx.x >> 5) & 3) + l / 4;
+    for (int i = 0; i < N / 8; i++)
+        for (int e = 0; e < 4; e++) {
+            const int m = m0 + 8 * (e >> 1), n = 8 * i + 2 * (l & 3) + (e & 1);
+            double s = scale_d ? d[4 * i + e] : 0.0;
+            for (int k = 0; k < 16; k++)
+                s += (double)A(m, k) * B(n, k);
+            d[4 * i + e] = (float)s;
+        }
+}
+template <bool F16> static inline void wg_ss_m64n64k16(float *d, uint64_t da, uint64_t db, int scale_d)
+{
+    emu_wg_acc<64>(d, scale_d != 0, [&](int m, int k) { return emu_wg_el(da, m, k, false, F16); },
+                   [&](int n, int k) { return emu_wg_el(db, n, k, false, F16); });
+}
+template <int HD, bool F16> static inline void wg_rs_k16_tb(float *d, const uint32_t *a, uint64_t db)
+{
+    /* the A words of the lanes holding this thread's rows: lane 4 (l / 4) + t holds (g, 2t..),
+     * (g + 8, 2t..), (g, 2t + 8..), (g + 8, 2t + 8..) */
+    const int l = emu_lane();
+    uint32_t w[4][4];
+    for (int t = 0; t < 4; t++)
+        for (int j = 0; j < 4; j++)
+            w[t][j] = emu_xchg(a[j], 4 * (l / 4) + t);
+    const int m0 = 16 * ((int)(threadIdx.x >> 5) & 3) + l / 4;
+    emu_wg_acc<HD>(d, true,
+                   [&](int m, int k) {
+                       const int hi = m != m0, t = (k & 7) / 2, j = (k >= 8 ? 2 : 0) + hi;
+                       return F16 ? emu_h16(w[t][j], k & 1) : emu_bf(w[t][j], k & 1);
+                   },
+                   [&](int n, int k) { return emu_wg_el(db, n, k, true, F16); });
+}
+''')
+
 s = cut(read('moe_grouped.cu'), '/* ---- launchers ---- */')
 s = s.replace('#include "internal/wdot.cuh"\n', '')
 s = s.replace('extern __shared__ int mg_sm[];', 'int *mg_sm = (int *)g_emu_dyn_smem;')
@@ -270,7 +364,7 @@ write('gemm_fp8_emu.inc', s[:a] + s[b:])
 # "internal/..." (a quoted include looks in the including file's directory first)
 os.makedirs(os.path.join(out, 'internal'), exist_ok=True)
 for name in sorted(os.listdir(os.path.join(kdir, 'internal'))):
-    if name.endswith('.cuh') and name not in ('cp_async.cuh', 'pdl.cuh', 'ldsm.cuh', 'movm.cuh'):  # host copies above
+    if name.endswith('.cuh') and name not in ('cp_async.cuh', 'pdl.cuh', 'ldsm.cuh', 'movm.cuh', 'wgmma.cuh'):  # host copies above
         s = hostify(read(os.path.join('internal', name)))
         s = s.replace('extern __shared__ __align__(16) unsigned char nvs_smem[];',
                       'unsigned char *nvs_smem = g_emu_dyn_smem;')

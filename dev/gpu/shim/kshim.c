@@ -211,6 +211,7 @@ int attn_decode_path_cuda(int path, float *out, float *ws, const float *q, const
                           int mb, int ml, float sc, cudaStream_t s)
 { (void)path; (void)s; return attn_decode_dtype_ref(out, ws, q, g, kc, vc, dt, ks, vs, bt, sl, n, hq, hkv, d, bs, mb, ml, sc); }
 int attn_prefill_flash_ok(int hd, int dt) { (void)hd; (void)dt; return 0; }
+int attn_prefill_wgmma_ok(int hd, int dt) { (void)hd; (void)dt; return 0; }
 int attn_prefill_split_ok(int hd, int dt) { (void)hd; (void)dt; return 1; }
 int attn_prefill_split_parts(int ns, int mr, int hq, int hkv, int ml, int sms) { (void)ns; (void)mr; (void)hq; (void)hkv; (void)ml; (void)sms; return 1; }
 size_t attn_prefill_split_ws_floats(int rows, int hq, int hd, int np) { return (size_t)rows * hq * (hd + 2) * np; }

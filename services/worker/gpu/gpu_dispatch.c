@@ -154,10 +154,13 @@ int gpu_dispatch_init(struct gpu_model *g, char *err, size_t errlen)
     d->attn_split_items = DEFAULT_ATTN_SPLIT_ITEMS;
     /* the tensor-core kernels (bench_attn: MMA 2.5x the CUDA-core one at 2K-8K context; FLASH,
      * its cp.async / ldmatrix form, where it runs: bf16 caches, head dim 64 / 128 / 256 and its
-     * shared memory within the device's limit) */
-    d->attn_prefill_path = attn_prefill_flash_ok(g->hd, g->kv_dtype) ? ATTN_PREFILL_PATH_FLASH
-                           : g->hd % 16 == 0                         ? ATTN_PREFILL_PATH_MMA
-                                                                     : ATTN_PREFILL_PATH_CORES;
+     * shared memory within the device's limit; WGMMA, FLASH with its products on Hopper's
+     * warpgroup MMA, where this build has sm_90a code and the device is 9.0) */
+    d->attn_prefill_path = g->o.wgmma_attn >= 0 && attn_prefill_wgmma_ok(g->hd, g->kv_dtype)
+                               ? ATTN_PREFILL_PATH_WGMMA
+                           : attn_prefill_flash_ok(g->hd, g->kv_dtype) ? ATTN_PREFILL_PATH_FLASH
+                           : g->hd % 16 == 0                           ? ATTN_PREFILL_PATH_MMA
+                                                                       : ATTN_PREFILL_PATH_CORES;
     /* one-row items (batch-1 decode, verify windows row by row): the GQA tensor-core form where
      * it runs (bench_attn: a kv head's K/V read once for its query heads) */
     d->attn_decode_path = g->o.decode_attn < 0
@@ -529,9 +532,10 @@ void gpu_dispatch_log(const struct gpu_model *g)
              paths(b, sizeof b,
                    g->disp.attn_decode_path == ATTN_DECODE_PATH_GQA ? "attn_decode_gqa"
                                                                     : "attn_decode_cores",
-                   g->disp.attn_prefill_path == ATTN_PREFILL_PATH_FLASH ? "attn_prefill_flash"
-                   : g->disp.attn_prefill_path == ATTN_PREFILL_PATH_MMA ? "attn_prefill_mma"
-                                                                        : "attn_prefill_cores",
+                   g->disp.attn_prefill_path == ATTN_PREFILL_PATH_WGMMA   ? "attn_prefill_wgmma"
+                   : g->disp.attn_prefill_path == ATTN_PREFILL_PATH_FLASH ? "attn_prefill_flash"
+                   : g->disp.attn_prefill_path == ATTN_PREFILL_PATH_MMA   ? "attn_prefill_mma"
+                                                                          : "attn_prefill_cores",
                    g->disp.attn_prefill_rows),
              g->disp.why);
 }

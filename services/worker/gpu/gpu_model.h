@@ -76,6 +76,8 @@ struct gpu_model_opts {
     int prefill_attn;     // items of more than 16 rows (prefill chunks) attend through
                           //  attn_prefill: 0 = yes, -1 = no (attn_decode one query row at a
                           //  time, split too)
+    int wgmma_attn;       // prefill attention on wgmma (attn_prefill's WGMMA path) where
+                          //  attn_prefill_wgmma_ok: 0 = yes (the default), -1 = no (FLASH)
     int split_attn;       // passes of few-row items (verify windows; decode rows too where
                           //  attn_decode is not the GQA form) through attn_prefill_split where
                           //  it runs: 0 = yes, -1 = no (items of at most 16 rows row by row
