@@ -697,10 +697,7 @@ __global__ void __launch_bounds__(32 * NW, 1)
                 cpa_commit();
             }
             wg_wait<0>();
-#pragma unroll
-            for (int nt = 0; nt < BN / 8; nt++)
-                for (int e = 0; e < 4; e++)
-                    wg_hold(s[nt][e]);
+            wg_hold<BN / 8>(s);
             frag_softmax<BN / 8, HD / 8, true, SPLIT>(
                 s, o, j0, c4, pos_a, pos_b, j0 + BN - 1 > pos_min, qk_log2, m_a, m_b, l_a, l_b);
             uint32_t pa[BN / 16][4]; /* P's A fragments, all before the fence */
@@ -714,10 +711,7 @@ __global__ void __launch_bounds__(32 * NW, 1)
                                      wg_desc(va + (uint32_t)kb * 2048u, BN * 128u, 1024u));
             wg_commit();
             wg_wait<0>();
-#pragma unroll
-            for (int n = 0; n < HD / 8; n++)
-                for (int e = 0; e < 4; e++)
-                    wg_hold(o[n][e]);
+            wg_hold<HD / 8>(o);
         } else {
 #pragma unroll
             for (int nt = 0; nt < BN / 8; nt++)

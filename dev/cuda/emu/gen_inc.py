@@ -266,7 +266,7 @@ static inline void wg_fence_smem() {}
 static inline void wg_fence() {}
 static inline void wg_commit() {}
 template <int N> static inline void wg_wait() {}
-static inline void wg_hold(float &) {}
+template <int N> static inline void wg_hold(float (*)[4]) {}
 /* element (mn, k) of a 128-byte-swizzle operand: K-major (k contiguous, 8-row groups at the
  * stride byte offset) or MN-major (mn contiguous in atoms of 64 at the leading byte offset, 8-k
  * groups at the stride byte offset) */
