@@ -201,6 +201,7 @@ int main(int argc, char **argv)
     /* "prefill": the 8,192-row causal prefill on the FLASH and WGMMA paths only (A/B builds,
      * Nsight Compute) */
     if (argc > 1 && strcmp(argv[1], "prefill") == 0) {
+        ktest_require_gpu();
         for (int dt = KV_DTYPE_BF16; dt <= KV_DTYPE_FP8; dt++)
             for (int path = ATTN_PREFILL_PATH_FLASH; path <= ATTN_PREFILL_PATH_WGMMA; path++)
                 if (path == ATTN_PREFILL_PATH_FLASH ? attn_prefill_flash_ok(HD, dt)
