@@ -26,27 +26,47 @@ __global__ void fused_add_rmsnorm_kernel(float *out, float *resid, const float *
         out[off + i] = row[i] * inv * (w_offset + w[i]);
 }
 
+/* The decode step's norms let the kernel after them be placed before they wait (pdl.cuh's
+ * kcuda_pdl_enter_early): that kernel (the mixer's input projections after the input norm, the
+ * router after the post-mixer norm) loads its weights before its own wait, and with this its
+ * blocks are placed while the kernel before the norm (the experts' down stage, the out
+ * projection) still runs, instead of only once that kernel has completed. Nothing after a norm
+ * reads, before its wait, what the kernel before the norm wrote. -DNORM_PDL_EARLY=0 waits first
+ * (an A/B build, tests/gpu/measure.sh normab). */
+#ifndef NORM_PDL_EARLY
+#define NORM_PDL_EARLY 1
+#endif
+
 /* dim % 4 == 0, 16-byte aligned rows: each thread holds C float4 of the summed row in
- * registers (all its loads issued before the reduction, the weight's too), up to 1024 threads */
+ * registers (all its loads issued before the reduction, the weight's before the PDL wait), up to
+ * 1024 threads */
 template <int C>
 __global__ void __launch_bounds__(1024)
     fused_add_rmsnorm_v4_kernel(float *out, float *resid, const float *x, const float *w, int dim,
                                 float eps, float w_offset)
 {
-    kcuda_pdl_enter();
     __shared__ float scratch[32];
     const int64_t off = (int64_t)blockIdx.x * dim;
     const int n4 = dim / 4;
+    float4 v[C], wv[C];
+#pragma unroll
+    for (int c = 0; c < C; c++) {
+        const int i = threadIdx.x + c * blockDim.x;
+        if (i < n4)
+            wv[c] = reinterpret_cast<const float4 *>(w)[i]; /* a weight: before the wait */
+    }
+    if (NORM_PDL_EARLY)
+        kcuda_pdl_enter_early();
+    else
+        kcuda_pdl_enter();
     const float4 *x4 = reinterpret_cast<const float4 *>(x + off);
     float4 *r4 = reinterpret_cast<float4 *>(resid + off);
-    float4 v[C], wv[C];
     float ss = 0.0f;
 #pragma unroll
     for (int c = 0; c < C; c++) {
         const int i = threadIdx.x + c * blockDim.x;
         if (i < n4) {
             const float4 a = x4[i], r = r4[i];
-            wv[c] = reinterpret_cast<const float4 *>(w)[i];
             v[c] = make_float4(r.x + a.x, r.y + a.y, r.z + a.z, r.w + a.w);
             r4[i] = v[c];
             ss += v[c].x * v[c].x + v[c].y * v[c].y + v[c].z * v[c].z + v[c].w * v[c].w;

@@ -27,6 +27,20 @@ static __device__ __forceinline__ void kcuda_pdl_enter()
 #endif
 }
 
+/* Let the next grid be placed, then wait for the previous one: for a short kernel whose successor's
+ * work before its enter is long (weights it loads), so that the successor's blocks are placed
+ * while the kernel before this one still runs. The successor then may pass its own enter only
+ * once this grid completed, as with kcuda_pdl_enter, but its blocks may run their code before
+ * enter while the grid before this one has not completed: the two-launches-back exception above
+ * does not hold across a kernel that calls this. */
+static __device__ __forceinline__ void kcuda_pdl_enter_early()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 /* kern<<<grid, block, smem, stream>>>(args...) with programmatic stream serialization allowed:
  * kern must call kcuda_pdl_enter as above. Returns the launch's error (also left for
  * cudaGetLastError, as a <<<>>> launch leaves it). */

@@ -86,6 +86,8 @@
 #     convab   the GDN conv inside the recurrence's launch for one-row passes against the two
 #              launches (-DGDN_CONV_FUSED=0 build): the same three runs
 #     sess19ab both of the nineteenth session's changes against a build with both off
+#     normab   the norms letting the next kernel be placed before their PDL wait against waiting
+#              first (-DNORM_PDL_EARLY=0 build): gpu_bench batch 1 at 2,048, three formats, twice
 #     prompts3 gpu_bench batch 1 at prompts 512 and 8,192, BF16, FP8, NVFP4 (the default build)
 #     gdntiles the batch-1 GDN recurrence in 4 and 2 value-column tiles a head against 1 (builds
 #              with -DGDN_ONE_ROW_TILES=4 / 2), the same three runs each
@@ -507,6 +509,12 @@ for s in "${stages[@]}"; do
       # batch 1 at 2,048, BF16, FP8, NVFP4 (the same tokens_hash)
       ab_formats "$s" "-DGDN_CONV_FUSED=0" || continue
       ;;
+    normab)
+      # the decode step's norms letting the next kernel be placed before their wait
+      # (kcuda_pdl_enter_early, fused_add_rmsnorm.cu) against waiting first (-DNORM_PDL_EARLY=0):
+      # gpu_bench batch 1 at 2,048, BF16, FP8, NVFP4, twice from each build (the same tokens_hash)
+      ab_formats "$s" "-DNORM_PDL_EARLY=0" && ab_formats "$s" "-DNORM_PDL_EARLY=0" || continue
+      ;;
     sess19ab)
       # the nineteenth session's two changes together against a build with both off
       ab_formats "$s" "-DGDN_CONV_FUSED=0 -DMOE_SH_EARLY=0" || continue
@@ -699,7 +707,7 @@ for s in "${stages[@]}"; do
       note_lines "  $s" < <(python3 "$root/tests/gpu/ktrace.py" "$logs/$s.csv" --top 24 2>&1)
       gzip -f "$logs/$s.csv"
       ;;
-    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace64 rowsab routerab gdnab gdntiles sessab sessab64 shab shab64 convab sess19ab prompts3 fp8moe smoke pipes fp8ab fp8wave fp8wide l2hot wgattn wgab)" >&2; exit 2 ;;
+    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace64 rowsab routerab gdnab gdntiles sessab sessab64 shab shab64 convab normab sess19ab prompts3 fp8moe smoke pipes fp8ab fp8wave fp8wide l2hot wgattn wgab)" >&2; exit 2 ;;
   esac
 done
 finish

@@ -168,6 +168,7 @@ os.makedirs(os.path.join(out, 'internal'), exist_ok=True)
 # (hostify rewrites kcuda_launch_pdl into emu_launch_cfg), so there is nothing to wait for
 write('internal/pdl.cuh', '''#pragma once
 static inline void kcuda_pdl_enter() {}
+static inline void kcuda_pdl_enter_early() {}
 ''')
 write('internal/cp_async.cuh', '''#pragma once
 #include <stdint.h>
