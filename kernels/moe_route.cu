@@ -83,6 +83,9 @@ static __device__ __forceinline__ void route_token_block(int32_t *ids, float *we
                                                          float *selw, int *seli)
 {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
+    /* the shared gate's logit read now, beside the experts' (thread 0 stores its weight last:
+     * the read's latency under the selection, not after it) */
+    const float shl = sh && tid == 0 ? __ldcg(sh) : 0.0f;
     float mx = -INFINITY;
     for (int e = tid; e < n_experts; e += blockDim.x) {
         const float v = __ldcg(l + e);
@@ -157,7 +160,7 @@ static __device__ __forceinline__ void route_token_block(int32_t *ids, float *we
         }
         if (sh) {
             ids[top_k] = n_experts;
-            weights[top_k] = sigmoid_f32(__ldcg(sh));
+            weights[top_k] = sigmoid_f32(shl);
         }
     }
 }

@@ -86,6 +86,7 @@
 #     convab   the GDN conv inside the recurrence's launch for one-row passes against the two
 #              launches (-DGDN_CONV_FUSED=0 build): the same three runs
 #     sess19ab both of the nineteenth session's changes against a build with both off
+#     sass     the SASS of the step's stream, router, norm and GDN kernels into logs.tgz
 #     normab   the norms letting the next kernel be placed before their PDL wait against waiting
 #              first (-DNORM_PDL_EARLY=0 build): gpu_bench batch 1 at 2,048, three formats, twice
 #     prompts3 gpu_bench batch 1 at prompts 512 and 8,192, BF16, FP8, NVFP4 (the default build)
@@ -509,6 +510,19 @@ for s in "${stages[@]}"; do
       # batch 1 at 2,048, BF16, FP8, NVFP4 (the same tokens_hash)
       ab_formats "$s" "-DGDN_CONV_FUSED=0" || continue
       ;;
+    sass)
+      # the SASS of the decode step's stream, router and norm kernels (cuobjdump, from
+      # bench_kernels) into logs.tgz (sass_step.txt), and each nvs_kernel form's instruction count
+      build_benches || { note "$s" "build failed"; continue; }
+      command -v cuobjdump > /dev/null || { note "$s" "no cuobjdump"; continue; }
+      cuobjdump -sass "$b/bin/bench_kernels" 2>&1 | awk '
+        /Function :/ { f = /nvs_kernel|moe_router_kernel|fused_add_rmsnorm|gdn_seq_step/ }
+        f' > "$logs/sass_step.txt"
+      note_lines "  sass" < <(awk '
+        /Function :/ { if (f) printf "%6d %s\n", n, name; f = /nvs_kernel/; name = $3; n = 0; next }
+        f && /^ +\/\*[0-9a-f]+\*\// { n++ }
+        END { if (f) printf "%6d %s\n", n, name }' "$logs/sass_step.txt")
+      ;;
     normab)
       # the decode step's norms letting the next kernel be placed before their wait
       # (kcuda_pdl_enter_early, fused_add_rmsnorm.cu) against waiting first (-DNORM_PDL_EARLY=0):
@@ -707,7 +721,7 @@ for s in "${stages[@]}"; do
       note_lines "  $s" < <(python3 "$root/tests/gpu/ktrace.py" "$logs/$s.csv" --top 24 2>&1)
       gzip -f "$logs/$s.csv"
       ;;
-    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace64 rowsab routerab gdnab gdntiles sessab sessab64 shab shab64 convab normab sess19ab prompts3 fp8moe smoke pipes fp8ab fp8wave fp8wide l2hot wgattn wgab)" >&2; exit 2 ;;
+    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace64 rowsab routerab gdnab gdntiles sessab sessab64 shab shab64 convab normab sass sess19ab prompts3 fp8moe smoke pipes fp8ab fp8wave fp8wide l2hot wgattn wgab)" >&2; exit 2 ;;
   esac
 done
 finish
