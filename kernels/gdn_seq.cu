@@ -308,28 +308,6 @@ static __device__ __forceinline__ void stage_row_conv(step_smem<1> &sm, const fl
     }
 }
 
-/* -DGDN_CNT_PRE_WAIT=0: the fused conv's reader counter after the PDL wait (an A/B build,
- * tests/gpu/measure.sh gdncntab) */
-#ifndef GDN_CNT_PRE_WAIT
-#define GDN_CNT_PRE_WAIT 1
-#endif
-
-/* The fused conv's block (item, value head j of key head j / ratio): *last = whether it is the
- * last of the key head's ratio value-head blocks to have read the shared q / k windows (a counter
- * per item and key head, back to 0 after the last). Every thread calls it (two barriers). */
-static __device__ __forceinline__ void gdn_conv_last(unsigned *cnt, int item, int n_k_heads, int j,
-                                                     int ratio, bool *last)
-{
-    __syncthreads(); /* every window read of this block consumed */
-    if (threadIdx.x == 0) {
-        unsigned *c = cnt + (int64_t)item * n_k_heads + j / ratio;
-        *last = atomicAdd(c, 1u) == (unsigned)(ratio - 1);
-        if (*last)
-            *c = 0u; /* for the next launch (stream order) */
-    }
-    __syncthreads();
-}
-
 /* Block = (tile, value head j) x item: the item's rows in chunks of CH, each chunk staged in
  * shared memory and then run row by row with no block barrier. T == 1: o of the chunk kept in
  * shared memory and gated-normalised here; T > 1: o written raw to out, then either the last of
@@ -392,15 +370,6 @@ __global__ void __launch_bounds__(HEAD_THREADS / T, T)
         }
         cwl = wc[ckw];
     }
-    /* CONV: the counter of the key head's readers (GDN_CNT_PRE_WAIT: before the PDL wait, the
-     * windows being read into registers above, so that its atomic's round trip and the barriers
-     * around it are not on the path after the wait. The one exception to pdl.cuh's no-write
-     * rule: the counters are GDN kernels' own, and the launch before that used them, the GDN
-     * layer before, is complete once this grid is placed: the kernels between call
-     * kcuda_pdl_enter). */
-    __shared__ bool clast;
-    if (CONV && GDN_CNT_PRE_WAIT)
-        gdn_conv_last(cf.cnt, blockIdx.y, n_k_heads, j, n_v_heads / n_k_heads, &clast);
     if (GDN_PRE_WAIT)
         kcuda_pdl_enter();
     float cxv = 0.0f;
@@ -408,9 +377,17 @@ __global__ void __launch_bounds__(HEAD_THREADS / T, T)
         cxv = cf.x[r0 * cf.channels + cch];
         cvs[threadIdx.x] = conv_out(cxv, cwin, cwt, cwl, ckw);
     }
-    if (CONV && !GDN_CNT_PRE_WAIT)
-        gdn_conv_last(cf.cnt, blockIdx.y, n_k_heads, j, n_v_heads / n_k_heads, &clast);
     if (CONV) {
+        __shared__ bool clast;
+        const int ratio = n_v_heads / n_k_heads;
+        __syncthreads(); /* every window read of this block consumed */
+        if (threadIdx.x == 0) {
+            unsigned *c = cf.cnt + (int64_t)blockIdx.y * n_k_heads + j / ratio;
+            clast = atomicAdd(c, 1u) == (unsigned)(ratio - 1);
+            if (clast)
+                *c = 0u; /* for the next launch (stream order) */
+        }
+        __syncthreads();
         if (cthr && ((int)threadIdx.x >= 2 * D || clast)) {
             /* the window after the row (gdn_seq_conv_kernel's state and snapshot) */
             float *cs = cf.state + (int64_t)it[2] * cf.sstride + cch * ckw;

@@ -86,9 +86,8 @@
 #     convab   the GDN conv inside the recurrence's launch for one-row passes against the two
 #              launches (-DGDN_CONV_FUSED=0 build): the same three runs
 #     sess19ab both of the nineteenth session's changes against a build with both off
-#     gdncntab the fused GDN conv's reader counter before the PDL wait against after it
-#              (-DGDN_CNT_PRE_WAIT=0 build): gpu_bench batch 1 at 2,048, three formats, twice
-#     sess24ab64 the twenty-fourth session's two changes off against on at batch 8 and 64 on CONFIG
+#     sess24ab64 the twenty-fourth session's change (the norms' early trigger) off against on at
+#              batch 8 and 64 on CONFIG
 #     sass     the SASS of the step's stream, router, norm and GDN kernels into logs.tgz
 #     normab   the norms letting the next kernel be placed before their PDL wait against waiting
 #              first (-DNORM_PDL_EARLY=0 build): gpu_bench batch 1 at 2,048, three formats, twice
@@ -513,15 +512,10 @@ for s in "${stages[@]}"; do
       # batch 1 at 2,048, BF16, FP8, NVFP4 (the same tokens_hash)
       ab_formats "$s" "-DGDN_CONV_FUSED=0" || continue
       ;;
-    gdncntab)
-      # the fused GDN conv's reader counter before the PDL wait (the default) against after it
-      # (-DGDN_CNT_PRE_WAIT=0): gpu_bench batch 1 at 2,048, BF16, FP8, NVFP4, twice each
-      ab_formats "$s" "-DGDN_CNT_PRE_WAIT=0" && ab_formats "$s" "-DGDN_CNT_PRE_WAIT=0" || continue
-      ;;
     sess24ab64)
-      # the twenty-fourth session's changes (the norms' early trigger, the GDN counter before
-      # the wait) off against on at batch 8 (prompt 2,048) and 64 (prompt 1,024) on CONFIG
-      ab_batches "$s" sess24 "-DNORM_PDL_EARLY=0 -DGDN_CNT_PRE_WAIT=0" || continue
+      # the twenty-fourth session's change (the norms' early trigger) off against on at batch 8
+      # (prompt 2,048) and 64 (prompt 1,024) on CONFIG
+      ab_batches "$s" sess24 "-DNORM_PDL_EARLY=0" || continue
       ;;
     sass)
       # the SASS of the decode step's stream, router and norm kernels (cuobjdump, from
@@ -734,7 +728,7 @@ for s in "${stages[@]}"; do
       note_lines "  $s" < <(python3 "$root/tests/gpu/ktrace.py" "$logs/$s.csv" --top 24 2>&1)
       gzip -f "$logs/$s.csv"
       ;;
-    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace64 rowsab routerab gdnab gdntiles sessab sessab64 shab shab64 convab normab gdncntab sess24ab64 sass sess19ab prompts3 fp8moe smoke pipes fp8ab fp8wave fp8wide l2hot wgattn wgab)" >&2; exit 2 ;;
+    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace64 rowsab routerab gdnab gdntiles sessab sessab64 shab shab64 convab normab sess24ab64 sass sess19ab prompts3 fp8moe smoke pipes fp8ab fp8wave fp8wide l2hot wgattn wgab)" >&2; exit 2 ;;
   esac
 done
 finish
