@@ -30,7 +30,8 @@
 # SAN_TIMEOUT (180 s a sanitizer run; over it counts as a failure; racecheck runs with
 # KTEST_SMALL=1, which leaves out the test cases whose size only costs time under it),
 # SAN_JOBS (TEST_JOBS: sanitizer runs at once),
-# SMOKE_CONFIGS (tests/configs names), SMOKE_TOKENS (256), SMOKE_TIMEOUT (240 s),
+# SMOKE_CONFIGS (tests/configs names), SMOKE_TOKENS (256), SMOKE_TIMEOUT (240 s), REPEAT_RUNS
+# (3: the batch-64 step's runs that must give one tokens_hash, with the smoke runs; 0: none),
 # TERN_WERROR=OFF, BUILD_DIR.
 set -uo pipefail
 jobs_max=${TEST_JOBS:-4}
@@ -199,6 +200,30 @@ if [ $smoke = 1 ] && [ -x "$build/bin/gpu_smoke" ]; then
     result "smoke $v" "$([ $rc = 0 ] && echo PASS || echo "FAIL(rc=$rc)")" "$(( $(date +%s) - t1 )) s"
     grep -vE '^ts=.*ev=(gpu_nvfp4|gpu_w4a4)' "$out/smoke_$v.txt" | grep -E 'gpu_backend|gpu_memory|config=|resident|weights=|batch|smoke|error|failed' | tee -a "$summary"
   done
+fi
+
+# With the smoke runs: the batch-64 decode step (NVFP4 dummy model, prompt 1,024) three times,
+# the same tokens_hash every run. A race between the blocks of a many-item step changes the hash
+# from run to run where the one-item tests and the kernel tests pass (the twenty-fourth session's
+# GDN counter did exactly that; docs/PERF.md). REPEAT_RUNS (3), 0 leaves it out.
+if [ $smoke = 1 ] && [ "${REPEAT_RUNS:-3}" -gt 1 ]; then
+  t1=$(date +%s)
+  if [ -x "$build/bin/gpu_bench" ]; then
+    hashes=()
+    for r in $(seq "${REPEAT_RUNS:-3}"); do
+      (cd "$root" && timeout 120 "$build/bin/gpu_bench" tests/configs/qwen3.6-35b-a3b-nvfp4.json \
+         --prompt-len 1024 --batch 64 --gen 64 --chunk 2048) > "$out/repeat64_$r.txt" 2>&1
+      h=$(grep -m1 '^bench ' "$out/repeat64_$r.txt" | grep -oE 'tokens_hash=[0-9a-f]+' | cut -d= -f2)
+      hashes+=("${h:-none}")
+    done
+    n_diff=$(printf '%s\n' "${hashes[@]}" | sort -u | wc -l)
+    if [ "$n_diff" -eq 1 ] && [ "${hashes[0]}" != none ]; then st=PASS; else st=FAIL; fail=1; fi
+    say "repeat batch64: $st (tokens_hash ${hashes[*]})"
+    result "repeat batch64" "$st" "$(( $(date +%s) - t1 )) s, ${#hashes[@]} runs, ${n_diff} hash(es)"
+  else
+    say "repeat batch64: gpu_bench not built"; fail=1
+    result "repeat batch64" FAIL "gpu_bench not built"
+  fi
 fi
 
 if [ $bench_model = 1 ]; then
