@@ -31,7 +31,7 @@
 # KTEST_SMALL=1, which leaves out the test cases whose size only costs time under it),
 # SAN_JOBS (TEST_JOBS: sanitizer runs at once),
 # SMOKE_CONFIGS (tests/configs names), SMOKE_TOKENS (256), SMOKE_TIMEOUT (240 s), REPEAT_RUNS
-# (3: the batch-64 step's runs that must give one tokens_hash, with the smoke runs; 0: none),
+# (3: the batch-64 step's runs that must give one tokens_hash, with the smoke runs; 0 or 1: none),
 # TERN_WERROR=OFF, BUILD_DIR.
 set -uo pipefail
 jobs_max=${TEST_JOBS:-4}
@@ -59,6 +59,10 @@ while [ $# -gt 0 ]; do
   shift
 done
 [ $quick = 1 ] && { sanitize=0; bench=0; smoke=0; }
+repeat_runs=${REPEAT_RUNS:-3}
+case $repeat_runs in
+  '' | *[!0-9]*) echo "run.sh: REPEAT_RUNS must be a count, not '$repeat_runs'" >&2; exit 2 ;;
+esac
 mkdir -p "$out"
 build=${BUILD_DIR:-/tmp/tern-gpu-build}
 summary=$out/summary.txt
@@ -205,12 +209,12 @@ fi
 # With the smoke runs: the batch-64 decode step (NVFP4 dummy model, prompt 1,024) three times,
 # the same tokens_hash every run. A race between the blocks of a many-item step changes the hash
 # from run to run where the one-item tests and the kernel tests pass (the twenty-fourth session's
-# GDN counter did exactly that; docs/PERF.md). REPEAT_RUNS (3), 0 leaves it out.
-if [ $smoke = 1 ] && [ "${REPEAT_RUNS:-3}" -gt 1 ]; then
+# GDN counter did exactly that; docs/PERF.md). REPEAT_RUNS (3); 0 or 1 leaves it out.
+if [ $smoke = 1 ] && [ "$repeat_runs" -gt 1 ]; then
   t1=$(date +%s)
   if [ -x "$build/bin/gpu_bench" ]; then
     hashes=()
-    for r in $(seq "${REPEAT_RUNS:-3}"); do
+    for r in $(seq "$repeat_runs"); do
       (cd "$root" && timeout 120 "$build/bin/gpu_bench" tests/configs/qwen3.6-35b-a3b-nvfp4.json \
          --prompt-len 1024 --batch 64 --gen 64 --chunk 2048) > "$out/repeat64_$r.txt" 2>&1
       h=$(grep -m1 '^bench ' "$out/repeat64_$r.txt" | grep -oE 'tokens_hash=[0-9a-f]+' | cut -d= -f2)
