@@ -125,6 +125,35 @@ static int linear_parts(struct linear_ctx *c, float *y, int64_t ldy, const uint1
     return rc;
 }
 
+/* y[r][v] = p[r][v] + p[n + r][v]: the hi and lo parts' products of the one-pass split */
+__global__ void linear_split_sum_kernel(float *y, int64_t ldy, const float *p, int n, int rows)
+{
+    const int64_t total = (int64_t)n * rows;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int r = (int)(i / rows), v = (int)(i - (int64_t)r * rows);
+        y[r * ldy + v] = p[i] + p[total + i];
+    }
+}
+
+/* The split GEMM of a bf16 weight in one pass over it: the hi rows, then the lo rows, as one
+ * GEMM of 2n rows into the decoded-weight scratch (idle for bf16 weights), then their sum. Two
+ * GEMMs of n rows (the second accumulating) read the weight twice: the lm_head at 4-8 rows cost
+ * two cuBLASLt launches of 247 us each (H200, docs/PERF.md, twenty-fifth session), against
+ * about one at 2n rows. The same sum per element (hi's product plus lo's, in fp32); the GEMM's
+ * accumulation order may differ with the row count. -DLINEAR_SPLIT_ONE_PASS=0 builds the two
+ * passes (tests/gpu/measure.sh sess25ab). */
+#ifndef LINEAR_SPLIT_ONE_PASS
+#define LINEAR_SPLIT_ONE_PASS 1
+#endif
+
+static bool split_one_pass(const struct linear_ctx *c, const struct kweight *w, int n)
+{
+    return LINEAR_SPLIT_ONE_PASS && w->fmt == KW_FMT_BF16 &&
+           (int64_t)2 * n * w->rows * (int64_t)sizeof(float) <=
+               c->w_elems * (int64_t)sizeof(uint16_t);
+}
+
 static int linear_gemm(struct linear_ctx *c, float *y, const struct kweight *w, int e,
                        const float *x, int n, bool split, cudaStream_t st)
 {
@@ -132,6 +161,24 @@ static int linear_gemm(struct linear_ctx *c, float *y, const struct kweight *w, 
         return ERR_INVAL;
     const int64_t nx = (int64_t)n * w->cols;
     int rc = 0;
+    if (split && split_one_pass(c, w, n)) {
+        /* xb holds 2 max_rows rows: hi rows 0..n-1, lo rows n..2n-1 */
+        const int64_t blocks = CEIL_DIV(nx, 256);
+        linear_split_kernel<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256, 0, st>>>(
+            c->xb, c->xb + nx, x, nx);
+        if ((rc = kcuda_launch_status("linear_split")) < 0)
+            return rc;
+        float *p = reinterpret_cast<float *>(c->wb);
+        rc = gemm_bf16_ld_cuda(
+            p, w->rows, c->xb, (const uint16_t *)w->data + (int64_t)e * w->expert_stride,
+            w->row_stride, 2 * n, w->rows, w->cols, 0, c->lt, c->ws, c->ws_bytes, st);
+        if (rc < 0)
+            return rc;
+        const int64_t sb = CEIL_DIV((int64_t)n * w->rows, 256);
+        linear_split_sum_kernel<<<(unsigned)(sb < 4096 ? sb : 4096), 256, 0, st>>>(y, w->rows, p, n,
+                                                                                   w->rows);
+        return kcuda_launch_status("linear_split_sum");
+    }
     if (split) {
         const int64_t blocks = CEIL_DIV(nx, 256);
         linear_split_kernel<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256, 0, st>>>(

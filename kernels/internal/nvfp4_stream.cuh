@@ -57,7 +57,15 @@
 #define NVS_WIDE_U (NVS_U * NVS_WARPS / NVS_WIDE_WARPS)
 #define NVS_MAX_TOK 8                /* one mma n-tile */
 #define NVS_SB 2                     /* activation float4 groups staged per thread a round */
-#define NVS_MAX_DYN_SMEM (40 * 1024) /* + 4 KB static reduction buffer, under the 48 KB default */
+/* Staged activations up to 8 rows of 4,096 columns (the out projections and the MTP fc at 5-8
+ * tokens: 66,064 bytes; 40 KB before, which sent those to nvfp4_mma_kernel at 12.7 us a launch
+ * at batch 8 against 4-6 us here): past NVS_DYN_SMEM_DEFAULT a launch opts in with
+ * cudaFuncSetAttribute (nvs_optin). Three blocks an SM still fit (3 x 68 KB + the static buffers).
+ */
+#ifndef NVS_MAX_DYN_SMEM /* -DNVS_MAX_DYN_SMEM=40960: the limit before (measure.sh sess25ab) */
+#define NVS_MAX_DYN_SMEM (68 * 1024)
+#endif
+#define NVS_DYN_SMEM_DEFAULT (40 * 1024) /* with the static buffers (<= 8 KB) under 48 KB */
 
 enum nvs_mode { NVS_PLAIN = 0, NVS_SLOT = 1, NVS_COMBINE = 2 };
 
@@ -720,21 +728,75 @@ static inline int nvs_sm_count(void)
 #define NVS_FP8_WIDE 1
 #endif
 
+/* The experts' launches of 2-8 tokens (COMBINE in both formats, fp8 SLOT) in one wave of blocks
+ * where a split allows it, else at split 1 (the fewest blocks). A block is one row block of one
+ * token (COMBINE) or one (token, slot) (SLOT): at 8 tokens fp8's gate/up was 64 x 72 = 4,608
+ * blocks of one round a warp, twelve waves of latency-bound blocks; at split 1 it is 576. H200
+ * (docs/PERF.md, twenty-fifth session): FP8 batch 8 862.9 -> 1,297.9 tok/s; NVFP4 COMBINE at 4
+ * tokens 22.0 -> 17.5 us a layer. The nvfp4 SLOT launch at 4 tokens got slower at split 1
+ * (25.7 -> 27.8 us a layer on the critical path: 288 blocks, four rounds a warp, against 1,152
+ * of one round) and keeps nvs_pick_wk's split unless -DNVS_SLOT_WAVE_NVFP4=1.
+ * One-token launches are one wave already and keep their splits. -DNVS_EXPERT_WAVE=0 builds the
+ * splits of nvs_pick_wk (fp8: nvs_one_wave_wk) for all of them (tests/gpu/measure.sh sess25ab). */
+#ifndef NVS_EXPERT_WAVE
+#define NVS_EXPERT_WAVE 1
+#endif
+#ifndef NVS_SLOT_WAVE_NVFP4
+#define NVS_SLOT_WAVE_NVFP4 0
+#endif
+
 /* The largest split k <= wk (halving) whose grid (rows[i] rows of each of n weights, grid_y a row
- * block, plus `extra` blocks) fits NVS_MIN_BLOCKS blocks an SM, or wk when none does (or the
- * SM count is unknown, or NVS_FP8_WAVE is 0). */
-static inline int nvs_one_wave_wk(int wk, const int *rows, int n, int grid_y, int extra)
+ * block, plus `extra` blocks) fits `per_sm` blocks an SM, or `none` when none does (or the SM
+ * count is unknown: wk). */
+static inline int nvs_wave_wk(int wk, const int *rows, int n, int grid_y, int extra, int per_sm,
+                              int none)
 {
-    const int sms = NVS_FP8_WAVE ? nvs_sm_count() : 0;
-    for (int k = wk; sms > 0 && k >= 1; k /= 2) {
+    const int sms = nvs_sm_count();
+    if (sms <= 0)
+        return wk;
+    for (int k = wk; k >= 1; k /= 2) {
         const int rpb = 16 * (NVS_WARPS / k);
         int64_t blocks = extra;
         for (int i = 0; i < n; i++)
             blocks += (int64_t)(rows[i] + rpb - 1) / rpb * grid_y;
-        if (blocks <= (int64_t)NVS_MIN_BLOCKS * sms)
+        if (blocks <= (int64_t)per_sm * sms)
             return k;
     }
-    return wk;
+    return none;
+}
+
+/* The largest split k <= wk (halving) whose grid fits NVS_MIN_BLOCKS blocks an SM, or wk when
+ * none does (or the SM count is unknown, or NVS_FP8_WAVE is 0). */
+static inline int nvs_one_wave_wk(int wk, const int *rows, int n, int grid_y, int extra)
+{
+    return NVS_FP8_WAVE ? nvs_wave_wk(wk, rows, n, grid_y, extra, NVS_MIN_BLOCKS, wk) : wk;
+}
+
+/* Opt the stream kernel's instances that nvs_launch (MULTI: nvs_launch_multi) may take for MODE
+ * in to `smem` bytes of dynamic shared memory where that passes the 48 KB default (a failure
+ * stays for the launch's kcuda_launch_status). */
+template <int MODE, bool MULTI> static inline void nvs_optin(size_t smem)
+{
+    if (smem <= NVS_DYN_SMEM_DEFAULT)
+        return;
+    constexpr int WIDE_W = MODE == NVS_SLOT ? NVS_WARPS : NVS_WIDE_WARPS;
+    constexpr int WIDE_W8 = MODE == NVS_PLAIN ? NVS_WIDE_WARPS : NVS_WARPS;
+    const void *const multi[] = {
+        reinterpret_cast<const void *>(nvs_kernel<NVS_PLAIN, true, true, true>),
+        reinterpret_cast<const void *>(nvs_kernel<NVS_PLAIN, true, false, true>),
+        reinterpret_cast<const void *>(nvs_kernel<NVS_PLAIN, false, false, true>)};
+    const void *const one[] = {
+        reinterpret_cast<const void *>(nvs_kernel<MODE, true, true, false, WIDE_W8>),
+        reinterpret_cast<const void *>(nvs_kernel<MODE, true, true>),
+        reinterpret_cast<const void *>(nvs_kernel<MODE, false>),
+        reinterpret_cast<const void *>(nvs_kernel<MODE, true, false, false, WIDE_W>),
+        reinterpret_cast<const void *>(nvs_kernel<MODE, true>)};
+    const void *const *fns = MULTI ? multi : one;
+    const int n = MULTI ? 3 : 5;
+    for (int i = 0; i < n; i++)
+        if (cudaFuncSetAttribute(fns[i], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
+            cudaSuccess)
+            return;
 }
 
 /* Launch over grid (row blocks, grid_y) with n_seg segments and n_xrows staged activation rows,
@@ -761,12 +823,17 @@ static inline int nvs_launch(const kweight *w, nvs_args a, int grid_y, int n_seg
     const int nch = (w->cols + 127) / 128;
     const size_t smem = nvs_smem_bytes(w->cols, n_xrows, n_seg);
     a.wk = nvs_pick_wk(n_seg * nch, fp8 ? NVS_U / 2 : NVS_U);
-    if (fp8)
+    const bool experts = MODE != NVS_PLAIN && grid_y > (MODE == NVS_SLOT ? a.top_k : 1) &&
+                         (MODE == NVS_COMBINE || fp8 || NVS_SLOT_WAVE_NVFP4);
+    if (NVS_EXPERT_WAVE && experts) /* 2-8 tokens' experts */
+        a.wk =
+            nvs_wave_wk(a.wk, &w->rows, 1, grid_y, 0, fp8 || nvs_vec16(w) ? NVS_MIN_BLOCKS : 2, 1);
+    else if (fp8)
         a.wk = nvs_one_wave_wk(a.wk, &w->rows, 1, grid_y, 0);
     const int64_t row_blocks = (w->rows + 16 * (NVS_WARPS / a.wk) - 1) / (16 * (NVS_WARPS / a.wk));
     const bool wide = MODE != NVS_SLOT &&
                       (fp8 ? NVS_FP8_WIDE && MODE == NVS_PLAIN : nvs_vec16(w)) &&
-                      smem + 4096 <= NVS_MAX_DYN_SMEM && row_blocks * grid_y <= nvs_sm_count();
+                      row_blocks * grid_y <= nvs_sm_count();
     const int nw = wide ? NVS_WIDE_WARPS : NVS_WARPS;
     constexpr int WIDE_W = MODE == NVS_SLOT ? NVS_WARPS : NVS_WIDE_WARPS; /* SLOT: never wide */
     constexpr int WIDE_W8 = MODE == NVS_PLAIN ? NVS_WIDE_WARPS : NVS_WARPS; /* fp8: PLAIN only */
@@ -776,6 +843,7 @@ static inline int nvs_launch(const kweight *w, nvs_args a, int grid_y, int n_seg
     const dim3 grid((unsigned)((w->rows + rows_per_block - 1) / rows_per_block), (unsigned)grid_y);
     const dim3 blk(nw * 32);
     const nvs_more none = nvs_more_none();
+    nvs_optin<MODE, false>(smem);
     if (fp8 && wide)
         kcuda_launch_pdl(nvs_kernel<MODE, true, true, false, WIDE_W8>, grid, blk, smem, stream, *w,
                          a, none);
@@ -848,6 +916,7 @@ static inline int nvs_launch_multi(const kweight *const *ws, float *const *ys, i
     }
     const dim3 grid((unsigned)blocks, 1), blk(NVS_WARPS * 32);
     const size_t smem = nvs_smem_bytes(ws[0]->cols, a.n_tok, 1);
+    nvs_optin<NVS_PLAIN, true>(smem);
     if (fp8)
         kcuda_launch_pdl(nvs_kernel<NVS_PLAIN, true, true, true>, grid, blk, smem, stream, *ws[0],
                          a, more);

@@ -67,6 +67,8 @@
 #     trace1   the kernels' timeline of gpu_bench's batch-1 decode steps at 2,048 (libktrace.so,
 #              a CUPTI injection: graph launches as they run, not one kernel at a time as ncu):
 #              per kernel its share of the step's critical path (tests/gpu/ktrace.py)
+#     trace4, trace8  the same for batch 4 and 8 at 2,048 (the few-row paths a verify window and
+#              a few streams take)
 #     trace64  the same for batch 64 at a 128-token prompt (issue 16's many-stream step)
 #     smoke    gpu_smoke on CONFIG: batch-1 decode with MTP upkeep, verify steps of k = 1..4 rows
 #              against a plain step, spec windows (issue 16's verify-cost floor)
@@ -89,6 +91,12 @@
 #     sess24ab64 the twenty-fourth session's change (the norms' early trigger) off against on at
 #              batch 8 and 64 on CONFIG
 #     sass     the SASS of the step's stream, router, norm and GDN kernels into logs.tgz
+#     lmab     the bf16 lm_head's split GEMM from 2 rows (default) against from 4 (-DLM_ROWS_BF16=4):
+#              gpu_bench NVFP4 and BF16 at batch 2, twice
+#     slotwave the nvfp4 SLOT launch of 2-8 tokens at split 1 (-DNVS_SLOT_WAVE_NVFP4=1) against
+#              the default split: gpu_bench NVFP4 at batch 4 and 8, twice
+#     sess25ab the twenty-fifth session's few-row changes against a build with them off
+#              (SESS25_OFF): gpu_bench at batch 1, 2, 4, 8, NVFP4, FP8 and BF16
 #     normab   the norms letting the next kernel be placed before their PDL wait against waiting
 #              first (-DNORM_PDL_EARLY=0 build): gpu_bench batch 1 at 2,048, three formats, twice
 #     prompts3 gpu_bench batch 1 at prompts 512 and 8,192, BF16, FP8, NVFP4 (the default build)
@@ -143,6 +151,8 @@ ab_build() {
 # the eighteenth session's batch-1 changes off (sessab, sessab64)
 SESS_OFF="-DMOE_ROUTER1=0 -DGDN_PRE_WAIT=0 -DGDN_ONE_ROW_TILES=4 -DMERGE_PF=0 -DEMBED_RMSNORM_FUSED=0"
 
+# the twenty-fifth session's few-row changes off (sess25ab)
+SESS25_OFF="-DNVS_EXPERT_WAVE=0 -DNVS_MAX_DYN_SMEM=40960 -DLINEAR_SPLIT_ONE_PASS=0"
 # ab_formats STAGE FLAGS: gpu_bench batch 1 at 2,048 on the BF16, FP8 and NVFP4 configs from a
 # second build with FLAGS ("before") and from $b ("after"); 1 when a build failed (noted)
 ab_formats() {
@@ -200,7 +210,7 @@ bench() {
 bench_b() {
   timeout 90 "$3/bin/gpu_bench" "$4" --prompt-len 2048 --batch "$5" --gen 64 --chunk 2048 > "$6" 2>&1
   note "$1" "$2 rc=$? ($(elapsed))"
-  note_lines "  $1" < <(grep '^bench ' "$6" | grep -oE '(decode_tok_s_stream|itl_p50_ms|fraction|graph_kernels|tokens_hash)=[^ ]*' | paste -sd' ')
+  note_lines "  $1" < <(grep '^bench ' "$6" | grep -oE '(decode_tok_s_stream|decode_tok_s_total|itl_p50_ms|fraction|graph_kernels|tokens_hash)=[^ ]*' | paste -sd' ')
 }
 
 # FP8 gpu_bench from $b ("on") and from the A/B build $b-NAME: STAGE NAME REPS "BATCHES"
@@ -530,6 +540,48 @@ for s in "${stages[@]}"; do
         f && /^ +\/\*[0-9a-f]+\*\// { n++ }
         END { if (f) printf "%6d %s\n", n, name }' "$logs/sass_step.txt")
       ;;
+    lmab)
+      # the bf16 lm_head's split GEMM from 2 rows (the default) against from 4 (-DLM_ROWS_BF16=4):
+      # gpu_bench at batch 2 (NVFP4, BF16), twice
+      ab_build lmab "-DLM_ROWS_BF16=4" || continue
+      for rep in 1 2; do
+        for f in nvfp4 bf16; do
+          cf=$root/tests/configs/qwen3.6-35b-a3b$([ $f = bf16 ] || echo "-$f").json
+          for v in before after; do
+            bb=$b; [ $v = before ] && bb=$b-lmab
+            bench_b lmab "$f batch 2 $v" "$bb" "$cf" 2 "$logs/lmab_${f}_${v}_$rep.txt"
+          done
+        done
+      done
+      ;;
+    slotwave)
+      # the nvfp4 SLOT launch of 2-8 tokens at split 1 (one wave, -DNVS_SLOT_WAVE_NVFP4=1)
+      # against nvs_pick_wk's split (the default): gpu_bench NVFP4 at batch 4 and 8, twice
+      ab_build slotwave "-DNVS_SLOT_WAVE_NVFP4=1" || continue
+      for rep in 1 2; do
+        for bt in 4 8; do
+          for v in default wave1; do
+            bb=$b; [ $v = wave1 ] && bb=$b-slotwave
+            bench_b slotwave "nvfp4 batch $bt $v" "$bb" "$cfg" "$bt" "$logs/slotwave_${bt}_${v}_$rep.txt"
+          done
+        done
+      done
+      ;;
+    sess25ab)
+      # the twenty-fifth session's few-row changes (the experts' launches of 2-8 tokens in one
+      # wave, 68 KB of staged activations, the lm_head's split GEMM in one pass) against a build with all of them off: gpu_bench at batch 1, 2,
+      # 4 and 8 (prompt 2,048) on the NVFP4, FP8 and BF16 configs, "before" then "after"
+      ab_build sess25ab "$SESS25_OFF" || continue
+      for fb in "nvfp4 1" "nvfp4 2" "nvfp4 4" "nvfp4 8" "fp8 1" "fp8 2" "fp8 4" "fp8 8" \
+        "bf16 1" "bf16 2" "bf16 4" "bf16 8"; do
+        set -- $fb
+        cf=$root/tests/configs/qwen3.6-35b-a3b$([ $1 = bf16 ] || echo "-$1").json
+        for v in before after; do
+          bb=$b; [ $v = before ] && bb=$b-sess25ab
+          bench_b sess25ab "$1 batch $2 $v" "$bb" "$cf" "$2" "$logs/sess25ab_$1_$2_$v.txt"
+        done
+      done
+      ;;
     normab)
       # the decode step's norms letting the next kernel be placed before their wait
       # (kcuda_pdl_enter_early, fused_add_rmsnorm.cu) against waiting first (-DNORM_PDL_EARLY=0):
@@ -718,17 +770,21 @@ for s in "${stages[@]}"; do
       note_lines "  profile1" < <(head -30 "$logs/p1/profile_decode.txt" 2>/dev/null)
       rm -f "$logs"/p1/profile_*.csv
       ;;
-    trace1|trace64)
+    trace1|trace4|trace8|trace64)
       build_benches || { note "$s" "build failed"; continue; }
       cmake --build "$b" --target ktrace >> "$logs/build.log" 2>&1 ||
         { note "$s" "no libktrace (CUPTI not found by CMake)"; continue; }
-      if [ "$s" = trace1 ]; then targs=(--prompt-len 2048 --batch 1 --gen 32 --chunk 2048)
-      else targs=(--prompt-len 128 --batch 64 --gen 16); fi
+      case $s in
+        trace1) targs=(--prompt-len 2048 --batch 1 --gen 32 --chunk 2048) ;;
+        trace4) targs=(--prompt-len 2048 --batch 4 --gen 32 --chunk 2048) ;;
+        trace8) targs=(--prompt-len 2048 --batch 8 --gen 32 --chunk 2048) ;;
+        *) targs=(--prompt-len 128 --batch 64 --gen 16) ;;
+      esac
       CUDA_INJECTION64_PATH="$b/lib/libktrace.so" KTRACE_OUT="$logs/$s.csv" bench "$s" 150 "${targs[@]}"
       note_lines "  $s" < <(python3 "$root/tests/gpu/ktrace.py" "$logs/$s.csv" --top 24 2>&1)
       gzip -f "$logs/$s.csv"
       ;;
-    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace64 rowsab routerab gdnab gdntiles sessab sessab64 shab shab64 convab normab sess24ab64 sass sess19ab prompts3 fp8moe smoke pipes fp8ab fp8wave fp8wide l2hot wgattn wgab)" >&2; exit 2 ;;
+    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace4 trace8 trace64 rowsab routerab gdnab gdntiles sessab sessab64 shab shab64 convab normab sess25ab lmab slotwave sess24ab64 sass sess19ab prompts3 fp8moe smoke pipes fp8ab fp8wave fp8wide l2hot wgattn wgab)" >&2; exit 2 ;;
   esac
 done
 finish

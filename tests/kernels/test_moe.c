@@ -306,8 +306,8 @@ int main(void)
         struct kw_pair gu, dn;
         float *d = ktest_dev_alloc(4096 * 4);
         int32_t *di = ktest_dev_alloc(64 * 4);
-        kw_pair_make(&gu, KW_FMT_NVFP4, 0, 2, 2 * 3072, 64);
-        kw_pair_make(&dn, KW_FMT_NVFP4, 0, 2, 64, 3072);
+        kw_pair_make(&gu, KW_FMT_NVFP4, 0, 2, 2 * 4608, 64);
+        kw_pair_make(&dn, KW_FMT_NVFP4, 0, 2, 64, 4608);
         CHECK_EQ_INT(
             moe_expert_cuda_path(d, d, d, di, d, 1, 8, 2, &gu.dev, &dn.dev, 0, GEMV_PATH_STREAM, 0),
             ERR_UNSUPPORTED);

@@ -175,10 +175,29 @@ int main(int argc, char **argv)
     setenv("EMU_SMS", "2", 1);
     f += run(NV, 1, 16, 8, 256, 64, 0, A, ST_8);
     f += run(NV, 2, 17, 9, 256, 64, 1, A, ST_8);
+    /* 4 tokens' experts at K = 2,048: no split fits one wave of 2 SMs, so split 1 (NVS_EXPERT_WAVE:
+     * COMBINE in both formats, fp8's SLOT eight rounds a warp; nvfp4's SLOT too with
+     * EMU_DEFS=-DNVS_SLOT_WAVE_NVFP4=1) */
+    f += run(NV, 4, 17, 9, 2048, 64, 0, A, ST_8);
+    f += run(KW_FMT_FP8, 4, 17, 9, 2048, 64, 1, S, F8);
     unsetenv("EMU_SMS");
     {
+        /* the experts' split on the model's gate/up (1,024 rows, 16 chunks: nvs_pick_wk's 4) at
+         * 132 SMs and 3 blocks an SM: one token's 9 slots keep it (288 blocks), 4 tokens' 36
+         * take 1 (288 blocks), 8 tokens' 72 fit no split (576 at 1) and take 1 */
+        const int rows = 1024;
+        const int w1 = nvs_wave_wk(4, &rows, 1, 9, 0, 3, 1),
+                  w4 = nvs_wave_wk(4, &rows, 1, 36, 0, 3, 1),
+                  w8 = nvs_wave_wk(4, &rows, 1, 72, 0, 3, 1),
+                  w2 = nvs_wave_wk(4, &rows, 1, 18, 0, 3, 1);
+        const bool ok = w1 == 4 && w2 == 2 && w4 == 1 && w8 == 1;
+        printf("nvs_wave_wk: 1 / 2 / 4 / 8 tokens -> %d / %d / %d / %d (4 2 1 1) %s\n", w1, w2, w4,
+               w8, ok ? "ok" : "FAIL");
+        f += !ok;
+    }
+    {
         /* the stream path refuses top_k * inter beyond its shared memory; nothing launched */
-        kweight gu = kw_make(NV, 0, 2, 2 * 3072, 64, 64), dn = kw_make(NV, 0, 2, 64, 3072, 3072);
+        kweight gu = kw_make(NV, 0, 2, 2 * 4608, 64, 64), dn = kw_make(NV, 0, 2, 64, 4608, 4608);
         float *d = (float *)emu_alloc(4096 * 4);
         int32_t *di = (int32_t *)emu_alloc(64 * 4);
         int ok = moe_expert_cuda_path(d, d, d, di, d, 1, 8, 2, &gu, &dn, 0, S, 0) == ERR_UNSUPPORTED;

@@ -54,6 +54,7 @@ int main(int argc, char **argv)
         f += run(KW_FMT_BF16, 64, 32, 128, 1, false); /* top_k 32: whole chunks are candidates */
     }
     f += run(KW_FMT_BF16, 40, 4, 4104, 1, true); /* one token past the chunks loaded early */
+    f += run(KW_FMT_BF16, 40, 4, 4104, 3, true); /* three tokens past them */
     /* the launcher refuses what it cannot do: nothing launched */
     {
         kweight r = kw_make(KW_FMT_BF16, 0, 1, 600, 64, 64), s = kw_make(KW_FMT_BF16, 0, 1, 2, 64, 64);

@@ -24,8 +24,13 @@
 
 /* index enum kw_fmt: -, bf16, fp8, nvfp4 (bench_linear on the H200, docs/PERF.md) */
 static const int DEFAULT_GEMM_ROWS[4] = { 0, 9, 9, 24 };
-/* the lm_head's split GEMM against the GEMV (bench_linear lm_head, H200 2026-12-01) */
-static const int DEFAULT_LM_ROWS[4] = { 0, 4, 9, 32 };
+/* the lm_head's split GEMM against the GEMV (bench_linear lm_head, H200 2026-12-01; bf16 again
+ * on 2026-12-04 with the split GEMM reading a bf16 weight once: 262 against 390 us at 2 rows, 267
+ * against 575 at 4, the GEMV 230 against 257 at 1). -DLM_ROWS_BF16=4: the threshold before. */
+#ifndef LM_ROWS_BF16
+#define LM_ROWS_BF16 2
+#endif
+static const int DEFAULT_LM_ROWS[4] = {0, LM_ROWS_BF16, 9, 32};
 /* expert stacks: moe_grouped from these rows on. With 16-row tiles for few slots per expert
  * (bench_linear experts_t16, H200 2026-12-01: crossovers at 24 / 48 rows for bf16 / fp8, and 9
  * for nvfp4 with the pipelined kernel: 123 vs 144 us at 9 rows, 120 vs 102 us at 8) and with
