@@ -152,7 +152,7 @@ ab_build() {
 SESS_OFF="-DMOE_ROUTER1=0 -DGDN_PRE_WAIT=0 -DGDN_ONE_ROW_TILES=4 -DMERGE_PF=0 -DEMBED_RMSNORM_FUSED=0"
 
 # the twenty-fifth session's few-row changes off (sess25ab)
-SESS25_OFF="-DNVS_EXPERT_WAVE=0 -DNVS_MAX_DYN_SMEM=40960 -DLINEAR_SPLIT_ONE_PASS=0"
+SESS25_OFF="-DNVS_EXPERT_WAVE=0 -DNVS_MAX_DYN_SMEM=40960 -DLINEAR_SPLIT_ONE_PASS=0 -DLM_ROWS_BF16=4"
 # ab_formats STAGE FLAGS: gpu_bench batch 1 at 2,048 on the BF16, FP8 and NVFP4 configs from a
 # second build with FLAGS ("before") and from $b ("after"); 1 when a build failed (noted)
 ab_formats() {
@@ -569,8 +569,9 @@ for s in "${stages[@]}"; do
       ;;
     sess25ab)
       # the twenty-fifth session's few-row changes (the experts' launches of 2-8 tokens in one
-      # wave, 68 KB of staged activations, the lm_head's split GEMM in one pass) against a build with all of them off: gpu_bench at batch 1, 2,
-      # 4 and 8 (prompt 2,048) on the NVFP4, FP8 and BF16 configs, "before" then "after"
+      # wave, 68 KB of staged activations, the lm_head's split GEMM in one pass and from 2 rows)
+      # against a build with all of them off: gpu_bench at batch 1, 2, 4 and 8 (prompt 2,048)
+      # on the NVFP4, FP8 and BF16 configs, "before" then "after"
       ab_build sess25ab "$SESS25_OFF" || continue
       for fb in "nvfp4 1" "nvfp4 2" "nvfp4 4" "nvfp4 8" "fp8 1" "fp8 2" "fp8 4" "fp8 8" \
         "bf16 1" "bf16 2" "bf16 4" "bf16 8"; do
