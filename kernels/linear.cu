@@ -161,13 +161,19 @@ static int linear_gemm(struct linear_ctx *c, float *y, const struct kweight *w, 
         return ERR_INVAL;
     const int64_t nx = (int64_t)n * w->cols;
     int rc = 0;
-    if (split && split_one_pass(c, w, n)) {
-        /* xb holds 2 max_rows rows: hi rows 0..n-1, lo rows n..2n-1 */
+    /* one pass: the lo rows right after the hi rows (xb holds 2 max_rows rows) */
+    const bool one = split && split_one_pass(c, w, n);
+    if (split) {
         const int64_t blocks = CEIL_DIV(nx, 256);
         linear_split_kernel<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256, 0, st>>>(
-            c->xb, c->xb + nx, x, nx);
-        if ((rc = kcuda_launch_status("linear_split")) < 0)
-            return rc;
+            c->xb, c->xb + (one ? nx : (int64_t)c->max_rows * c->max_k), x, nx);
+        rc = kcuda_launch_status("linear_split");
+    } else {
+        rc = cast_bf16_cuda(c->xb, x, nx, st);
+    }
+    if (rc < 0)
+        return rc;
+    if (one) {
         float *p = reinterpret_cast<float *>(c->wb);
         rc = gemm_bf16_ld_cuda(
             p, w->rows, c->xb, (const uint16_t *)w->data + (int64_t)e * w->expert_stride,
@@ -179,16 +185,6 @@ static int linear_gemm(struct linear_ctx *c, float *y, const struct kweight *w, 
                                                                                    w->rows);
         return kcuda_launch_status("linear_split_sum");
     }
-    if (split) {
-        const int64_t blocks = CEIL_DIV(nx, 256);
-        linear_split_kernel<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256, 0, st>>>(
-            c->xb, c->xb + (int64_t)c->max_rows * c->max_k, x, nx);
-        rc = kcuda_launch_status("linear_split");
-    } else {
-        rc = cast_bf16_cuda(c->xb, x, nx, st);
-    }
-    if (rc < 0)
-        return rc;
     if (w->fmt == KW_FMT_BF16)
         return linear_parts(c, y, w->rows, (const uint16_t *)w->data + (int64_t)e * w->expert_stride,
                             w->row_stride, n, w->rows, w->cols, split, st);

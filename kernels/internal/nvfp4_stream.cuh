@@ -772,31 +772,12 @@ static inline int nvs_one_wave_wk(int wk, const int *rows, int n, int grid_y, in
     return NVS_FP8_WAVE ? nvs_wave_wk(wk, rows, n, grid_y, extra, NVS_MIN_BLOCKS, wk) : wk;
 }
 
-/* Opt the stream kernel's instances that nvs_launch (MULTI: nvs_launch_multi) may take for MODE
- * in to `smem` bytes of dynamic shared memory where that passes the 48 KB default (a failure
- * stays for the launch's kcuda_launch_status). */
-template <int MODE, bool MULTI> static inline void nvs_optin(size_t smem)
+/* Opt the instance `kern` about to be launched in to `smem` bytes of dynamic shared memory where
+ * that passes the 48 KB default (a failure stays for the launch's kcuda_launch_status). */
+static inline void nvs_optin(const void *kern, size_t smem)
 {
-    if (smem <= NVS_DYN_SMEM_DEFAULT)
-        return;
-    constexpr int WIDE_W = MODE == NVS_SLOT ? NVS_WARPS : NVS_WIDE_WARPS;
-    constexpr int WIDE_W8 = MODE == NVS_PLAIN ? NVS_WIDE_WARPS : NVS_WARPS;
-    const void *const multi[] = {
-        reinterpret_cast<const void *>(nvs_kernel<NVS_PLAIN, true, true, true>),
-        reinterpret_cast<const void *>(nvs_kernel<NVS_PLAIN, true, false, true>),
-        reinterpret_cast<const void *>(nvs_kernel<NVS_PLAIN, false, false, true>)};
-    const void *const one[] = {
-        reinterpret_cast<const void *>(nvs_kernel<MODE, true, true, false, WIDE_W8>),
-        reinterpret_cast<const void *>(nvs_kernel<MODE, true, true>),
-        reinterpret_cast<const void *>(nvs_kernel<MODE, false>),
-        reinterpret_cast<const void *>(nvs_kernel<MODE, true, false, false, WIDE_W>),
-        reinterpret_cast<const void *>(nvs_kernel<MODE, true>)};
-    const void *const *fns = MULTI ? multi : one;
-    const int n = MULTI ? 3 : 5;
-    for (int i = 0; i < n; i++)
-        if (cudaFuncSetAttribute(fns[i], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
-            cudaSuccess)
-            return;
+    if (smem > NVS_DYN_SMEM_DEFAULT)
+        (void)cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
 }
 
 /* Launch over grid (row blocks, grid_y) with n_seg segments and n_xrows staged activation rows,
@@ -843,19 +824,26 @@ static inline int nvs_launch(const kweight *w, nvs_args a, int grid_y, int n_seg
     const dim3 grid((unsigned)((w->rows + rows_per_block - 1) / rows_per_block), (unsigned)grid_y);
     const dim3 blk(nw * 32);
     const nvs_more none = nvs_more_none();
-    nvs_optin<MODE, false>(smem);
-    if (fp8 && wide)
+    if (fp8 && wide) {
+        nvs_optin(reinterpret_cast<const void *>(nvs_kernel<MODE, true, true, false, WIDE_W8>),
+                  smem);
         kcuda_launch_pdl(nvs_kernel<MODE, true, true, false, WIDE_W8>, grid, blk, smem, stream, *w,
                          a, none);
-    else if (fp8)
+    } else if (fp8) {
+        nvs_optin(reinterpret_cast<const void *>(nvs_kernel<MODE, true, true>), smem);
         kcuda_launch_pdl(nvs_kernel<MODE, true, true>, grid, blk, smem, stream, *w, a, none);
-    else if (!nvs_vec16(w))
+    } else if (!nvs_vec16(w)) {
+        nvs_optin(reinterpret_cast<const void *>(nvs_kernel<MODE, false>), smem);
         kcuda_launch_pdl(nvs_kernel<MODE, false>, grid, blk, smem, stream, *w, a, none);
-    else if (wide)
+    } else if (wide) {
+        nvs_optin(reinterpret_cast<const void *>(nvs_kernel<MODE, true, false, false, WIDE_W>),
+                  smem);
         kcuda_launch_pdl(nvs_kernel<MODE, true, false, false, WIDE_W>, grid, blk, smem, stream, *w,
                          a, none);
-    else
+    } else {
+        nvs_optin(reinterpret_cast<const void *>(nvs_kernel<MODE, true>), smem);
         kcuda_launch_pdl(nvs_kernel<MODE, true>, grid, blk, smem, stream, *w, a, none);
+    }
     return kcuda_launch_status(fp8 ? "fp8_stream" : "nvfp4_stream");
 }
 
@@ -916,15 +904,18 @@ static inline int nvs_launch_multi(const kweight *const *ws, float *const *ys, i
     }
     const dim3 grid((unsigned)blocks, 1), blk(NVS_WARPS * 32);
     const size_t smem = nvs_smem_bytes(ws[0]->cols, a.n_tok, 1);
-    nvs_optin<NVS_PLAIN, true>(smem);
-    if (fp8)
+    if (fp8) {
+        nvs_optin(reinterpret_cast<const void *>(nvs_kernel<NVS_PLAIN, true, true, true>), smem);
         kcuda_launch_pdl(nvs_kernel<NVS_PLAIN, true, true, true>, grid, blk, smem, stream, *ws[0],
                          a, more);
-    else if (v16)
+    } else if (v16) {
+        nvs_optin(reinterpret_cast<const void *>(nvs_kernel<NVS_PLAIN, true, false, true>), smem);
         kcuda_launch_pdl(nvs_kernel<NVS_PLAIN, true, false, true>, grid, blk, smem, stream, *ws[0],
                          a, more);
-    else
-        kcuda_launch_pdl(nvs_kernel<NVS_PLAIN, false, false, true>, grid, blk, smem, stream,
-                         *ws[0], a, more);
+    } else {
+        nvs_optin(reinterpret_cast<const void *>(nvs_kernel<NVS_PLAIN, false, false, true>), smem);
+        kcuda_launch_pdl(nvs_kernel<NVS_PLAIN, false, false, true>, grid, blk, smem, stream, *ws[0],
+                         a, more);
+    }
     return kcuda_launch_status("nvfp4_stream_multi");
 }
