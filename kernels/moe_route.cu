@@ -65,6 +65,88 @@ static __device__ __forceinline__ void route_token(int32_t *ids, float *weights,
     }
 }
 
+/* route_token with a lane's probabilities in registers (NV a lane: experts lane + 32 i) and each
+ * round's warp argmax as two redux.sync (the largest value as its bits, then the lowest expert
+ * holding it) instead of five rounds of shuffle pairs, the lane's own best by a tree over its
+ * values: the same softmax in the same order, the same selection (value descending, expert
+ * ascending; NaN never, "nothing left" as (n_experts, -1 * inv)), so the same ids and weights to
+ * the bit. Round j's id and value stay in lane j's registers (top_k <= 32). */
+template <int NV>
+static __device__ __forceinline__ void route_token_rx(int32_t *ids, float *weights, const float *l,
+                                                      int n_experts, int top_k, const float *sh,
+                                                      int lane)
+{
+    float v[NV];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < NV; i++) {
+        const int e = lane + 32 * i;
+        v[i] = e < n_experts ? __ldcg(l + e) : 0.0f;
+        if (e < n_experts)
+            mx = fmaxf(mx, v[i]);
+    }
+    mx = warp_max(mx);
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < NV; i++) {
+        if (lane + 32 * i < n_experts) {
+            v[i] = __expf(v[i] - mx);
+            sum += v[i];
+        } else {
+            v[i] = NAN; /* past E: never selected */
+        }
+    }
+    sum = warp_sum(sum);
+    const float inv = 1.0f / sum;
+    unsigned taken = 0u; /* bit i: v[i] selected */
+    float tot = 0.0f, my_w = 0.0f;
+    int my_id = n_experts;
+    for (int j = 0; j < top_k; j++) {
+        /* this lane's best untaken value, the first (lowest expert) of equals: a tree whose
+         * left operand holds the lower experts; NaN and taken as -1 (never above bv = -1) */
+        float bv[NV];
+        int bi[NV];
+#pragma unroll
+        for (int i = 0; i < NV; i++) {
+            const bool ok = !((taken >> i) & 1u) && v[i] > -1.0f; /* false for NaN */
+            bv[i] = ok ? v[i] : -1.0f;
+            bi[i] = ok ? lane + 32 * i : n_experts;
+        }
+#pragma unroll
+        for (int s = 1; s < NV; s <<= 1)
+#pragma unroll
+            for (int i = 0; i + s < NV; i += 2 * s)
+                if (bv[i + s] > bv[i]) {
+                    bv[i] = bv[i + s];
+                    bi[i] = bi[i + s];
+                }
+        /* p >= 0: its bits order as the values; + 1 keeps 0.0 above "nothing" (0) */
+        const unsigned key = bv[0] >= 0.0f ? __float_as_uint(bv[0]) + 1u : 0u;
+        const unsigned m = __reduce_max_sync(0xffffffffu, key);
+        int id = n_experts;
+        float val = -1.0f;
+        if (m != 0u) {
+            id = (int)__reduce_min_sync(0xffffffffu, key == m ? (unsigned)bi[0] : 0xffffffffu);
+            val = __uint_as_float(m - 1u);
+            if ((id & 31) == lane)
+                taken |= 1u << (id >> 5);
+        }
+        if (lane == j) {
+            my_id = id;
+            my_w = val * inv;
+        }
+        tot += val * inv;
+    }
+    if (lane < top_k) {
+        ids[lane] = my_id;
+        weights[lane] = my_w / tot;
+    }
+    if (sh && lane == 0) {
+        ids[top_k] = n_experts;
+        weights[top_k] = sigmoid_f32(__ldcg(sh));
+    }
+}
+
 /* One token's routing by the whole block (blockDim.x = ROUTER_THREADS, every thread calls it):
  * the same selection and the same float operations as route_token, so the same ids and weights
  * to the bit, with route_token's k rounds of a warp argmax (the tail of a batch-1 router launch,
@@ -207,32 +289,52 @@ struct moe_router_args {
 #endif
 #define ROUTER1_PF 2 /* chunks a thread before the wait: 4,096 columns at 256 threads */
 
-/* NT: the token count the GEMV part is built for (1: the batch-1 step, no idle token lanes) */
-template <int KF, int NT>
+/* Router rows a block in the 2-8-token instance (RB): every block reads every token's x through
+ * L2 (32 KB a block at 4 tokens: 8 MB a launch over 257 blocks of one row), and 257 blocks meet
+ * at the counter. RB rows a block read x once for RB rows (each row's sum in the same order, the
+ * same bits); their first chunks load before the PDL wait (bf16), and the last block routes each
+ * token with route_token_rx. Written in the twenty-sixth session and not yet run on a GPU:
+ * -DMOE_ROUTER_RB=4 builds it (tests/gpu/measure.sh routerrb); 1 is the kernel measured so far. */
+#ifndef MOE_ROUTER_RB
+#define MOE_ROUTER_RB 1
+#endif
+
+/* NT: the token count the GEMV part is built for (1: the batch-1 step, no idle token lanes);
+ * RB: router rows a block (block r < ceil(E / RB): rows r * RB.., the block after them the shared
+ * gate's row 0) */
+template <int KF, int NT, int RB>
 __global__ void __launch_bounds__(ROUTER_THREADS) moe_router_kernel(moe_router_args a)
 {
-    constexpr bool EARLY = MOE_ROUTER1 && KF == KF_BF16 && NT == 1;
-    __shared__ float red[MOE_ROUTER_MAX_TOK][ROUTER_THREADS / 32];
+    constexpr bool EARLY = MOE_ROUTER1 && KF == KF_BF16 && NT == 1 && RB == 1;
+    constexpr bool EARLY_RB = KF == KF_BF16 && RB > 1; /* each row's first chunk before the wait */
+    __shared__ float red[RB * MOE_ROUTER_MAX_TOK][ROUTER_THREADS / 32];
     __shared__ __align__(16) float p[MOE_ROUTER_MAX_TOK][MOE_ROUTER_MAX_EXPERTS];
     __shared__ float selw[MOE_ROUTER_MAX_TOK][MOE_ROUTE_MAX_TOPK];
     __shared__ bool last;
     const int r = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const bool shr = r >= a.n_experts; /* the shared gate's block */
+    const int nrb = (a.n_experts + RB - 1) / RB; /* the router's blocks */
+    const bool shr = r >= nrb;                   /* the shared gate's block */
     const kweight w = shr ? a.sh : a.w;
-    const int row = shr ? 0 : r, tid = threadIdx.x;
+    const int row = shr ? 0 : r * RB, tid = threadIdx.x;
+    const int nr = shr ? 1 : min(RB, a.n_experts - row); /* rows of this block */
     const uint4 *wr =
         reinterpret_cast<const uint4 *>((const uint16_t *)w.data + (int64_t)row * w.row_stride);
-    uint4 q[ROUTER1_PF];
+    uint4 q[RB > ROUTER1_PF ? RB : ROUTER1_PF];
 #pragma unroll
     for (int j = 0; j < ROUTER1_PF; j++) {
         const int c = tid + j * ROUTER_THREADS;
         if (EARLY)
             q[j] = c < w.cols / 8 ? __ldg(wr + c) : make_uint4(0u, 0u, 0u, 0u);
     }
-    kcuda_pdl_enter();
-    float acc[NT];
 #pragma unroll
-    for (int t = 0; t < NT; t++)
+    for (int i = 0; i < RB; i++)
+        if constexpr (EARLY_RB)
+            q[i] = i < nr && tid < w.cols / 8 ? __ldg(wr + i * w.row_stride / 8 + tid)
+                                              : make_uint4(0u, 0u, 0u, 0u);
+    kcuda_pdl_enter();
+    float acc[RB * NT];
+#pragma unroll
+    for (int t = 0; t < RB * NT; t++)
         acc[t] = 0.0f;
     if (EARLY) {
         const int nch = w.cols / 8;
@@ -248,26 +350,51 @@ __global__ void __launch_bounds__(ROUTER_THREADS) moe_router_kernel(moe_router_a
             const float4 *xp = reinterpret_cast<const float4 *>(a.x + c * 8);
             acc[0] += kw_dot_bf16x8(__ldg(wr + c), __ldg(xp), __ldg(xp + 1));
         }
+    } else if (EARLY_RB) {
+        /* chunk tid of each row (loaded above), then the rest as wdot's bf16 loop: each (row,
+         * token)'s chunks in the same order as one row a block */
+        const int nch = w.cols / 8;
+        if (tid < nch) {
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                if (t < a.n_tok) {
+                    const float4 *xp = reinterpret_cast<const float4 *>(a.x + t * w.cols + tid * 8);
+                    const float4 xa = __ldg(xp), xb = __ldg(xp + 1);
+#pragma unroll
+                    for (int i = 0; i < RB; i++)
+                        if (i < nr)
+                            acc[i * NT + t] += kw_dot_bf16x8(q[i], xa, xb);
+                }
+            }
+        }
+        if (w.cols / 8 > ROUTER_THREADS)
+            wdot<NT, RB, KF>(w, 0, row, 1, nr, a.x, w.cols, a.n_tok, tid + ROUTER_THREADS,
+                             ROUTER_THREADS, acc);
     } else {
-        wdot<NT, 1, KF>(w, 0, row, 1, 1, a.x, w.cols, a.n_tok, tid, ROUTER_THREADS, acc);
+        wdot<NT, RB, KF>(w, 0, row, 1, nr, a.x, w.cols, a.n_tok, tid, ROUTER_THREADS, acc);
     }
 #pragma unroll
-    for (int t = 0; t < NT; t++) {
-        const float v = warp_sum(acc[t]);
-        if (lane == 0)
-            red[t][warp] = v;
-    }
+    for (int i = 0; i < RB; i++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            if (RB > 1 && (i >= nr || t >= a.n_tok)) /* block-uniform */
+                continue;
+            const float v = warp_sum(acc[i * NT + t]);
+            if (lane == 0)
+                red[i * NT + t][warp] = v;
+        }
     __syncthreads();
-    if (threadIdx.x < a.n_tok) {
+    if (threadIdx.x < nr * a.n_tok) {
+        const int i = threadIdx.x / a.n_tok, t = threadIdx.x - i * a.n_tok;
         float v = 0.0f;
 #pragma unroll
-        for (int i = 0; i < ROUTER_THREADS / 32; i++)
-            v += red[threadIdx.x][i];
-        v *= kw_row_scale(w, 0, row);
+        for (int k = 0; k < ROUTER_THREADS / 32; k++)
+            v += red[i * NT + t][k];
+        v *= kw_row_scale(w, 0, row + i);
         if (shr)
-            a.sh_logits[(int64_t)threadIdx.x * 2] = v;
+            a.sh_logits[(int64_t)t * 2] = v;
         else
-            a.logits[(int64_t)threadIdx.x * a.n_experts + row] = v;
+            a.logits[(int64_t)t * a.n_experts + row + i] = v;
         __threadfence(); /* visible to the last block before the counter says so */
     }
     __syncthreads();
@@ -284,8 +411,17 @@ __global__ void __launch_bounds__(ROUTER_THREADS) moe_router_kernel(moe_router_a
                           reinterpret_cast<int *>(selw[1]));
     } else if (warp < a.n_tok) {
         const int stride = a.top_k + (a.has_sh ? 1 : 0);
-        route_token(a.ids + (int64_t)warp * stride, a.weights + (int64_t)warp * stride,
-                    a.logits + (int64_t)warp * a.n_experts, a.n_experts, a.top_k, a.has_sh ? a.sh_logits + (int64_t)warp * 2 : NULL, p[warp], selw[warp], lane);
+        int32_t *ids = a.ids + (int64_t)warp * stride;
+        float *wts = a.weights + (int64_t)warp * stride;
+        const float *lg = a.logits + (int64_t)warp * a.n_experts;
+        const float *sh = a.has_sh ? a.sh_logits + (int64_t)warp * 2 : NULL;
+        if (RB == 1)
+            route_token(ids, wts, lg, a.n_experts, a.top_k, sh, p[warp], selw[warp], lane);
+        else if (a.n_experts <= 256)
+            route_token_rx<8>(ids, wts, lg, a.n_experts, a.top_k, sh, lane);
+        else
+            route_token_rx<MOE_ROUTER_MAX_EXPERTS / 32>(ids, wts, lg, a.n_experts, a.top_k, sh,
+                                                        lane);
     }
     if (threadIdx.x == 0)
         *a.counter = 0u; /* the next launch (stream order) starts from zero */
@@ -350,16 +486,18 @@ int moe_router_cuda(int32_t *ids, float *weights, float *logits, float *sh_logit
     a.n_experts = E;
     a.top_k = top_k;
     a.has_sh = sh_gate != NULL;
-    const int blocks = E + (sh_gate ? 1 : 0);
     const int kf = kw_kf_of(router);
     const bool bf16 = kf == KF_BF16 && (!sh_gate || kw_kf_of(sh_gate) == kf);
+    /* the 2-8-token instances: MOE_ROUTER_RB rows a block */
+    constexpr int RB = MOE_ROUTER_RB;
+    const int blocks = (n_tok == 1 && bf16 ? E : (E + RB - 1) / RB) + (sh_gate ? 1 : 0);
     if (bf16 && n_tok == 1)
-        kcuda_launch_pdl(moe_router_kernel<KF_BF16, 1>, blocks, ROUTER_THREADS, 0, stream, a);
+        kcuda_launch_pdl(moe_router_kernel<KF_BF16, 1, 1>, blocks, ROUTER_THREADS, 0, stream, a);
     else if (bf16)
-        kcuda_launch_pdl(moe_router_kernel<KF_BF16, MOE_ROUTER_MAX_TOK>, blocks, ROUTER_THREADS, 0,
-                         stream, a);
+        kcuda_launch_pdl(moe_router_kernel<KF_BF16, MOE_ROUTER_MAX_TOK, RB>, blocks, ROUTER_THREADS,
+                         0, stream, a);
     else
-        kcuda_launch_pdl(moe_router_kernel<KF_ANY, MOE_ROUTER_MAX_TOK>, blocks, ROUTER_THREADS, 0,
-                         stream, a);
+        kcuda_launch_pdl(moe_router_kernel<KF_ANY, MOE_ROUTER_MAX_TOK, RB>, blocks, ROUTER_THREADS,
+                         0, stream, a);
     return kcuda_launch_status("moe_router");
 }

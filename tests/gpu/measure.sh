@@ -95,6 +95,12 @@
 #              gpu_bench NVFP4 and BF16 at batch 2, twice
 #     slotwave the nvfp4 SLOT launch of 2-8 tokens at split 1 (-DNVS_SLOT_WAVE_NVFP4=1) against
 #              the default split: gpu_bench NVFP4 at batch 4 and 8, twice
+#     routerrb the 2-8-token router at 4 rows a block with its warp routing by redux.sync
+#              (-DMOE_ROUTER_RB=4, $BUILD_DIR-routerrb; written in the twenty-sixth session, not
+#              yet run on a GPU) against the default (1 row a block): ktest_moe from that build,
+#              gpu_bench NVFP4 at batch 2, 4, 8 and FP8 / BF16 at 4, twice each (the same
+#              tokens_hash: the same bits), gpu_smoke's verify steps and the 4-row timeline from
+#              both
 #     sess25ab the twenty-fifth session's few-row changes against a build with them off
 #              (SESS25_OFF): gpu_bench at batch 1, 2, 4, 8, NVFP4, FP8 and BF16
 #     normab   the norms letting the next kernel be placed before their PDL wait against waiting
@@ -618,6 +624,47 @@ for s in "${stages[@]}"; do
       # against after it (-DGDN_PRE_WAIT=0 build): gpu_bench batch 1 at 2,048, three formats
       ab_formats "$s" "-DGDN_PRE_WAIT=0" || continue
       ;;
+    routerrb)
+      # the 2-8-token router at MOE_ROUTER_RB = 4 rows a block (x read once for 4 router rows,
+      # their first chunks before the PDL wait, 65 + 1 blocks at the counter instead of 257, each
+      # token routed by route_token_rx) against the default build: its GPU test first, then the
+      # A/B runs (the same tokens_hash expected), the verify steps and the 4-row timelines
+      ab_build routerrb "-DMOE_ROUTER_RB=4" || continue
+      b2=$b-routerrb
+      cmake --build "$b2" -j"$(nproc)" --target ktest_moe gpu_smoke > "$logs/build_routerrb2.log" 2>&1 ||
+        { note routerrb "ktest_moe / gpu_smoke build failed"; continue; }
+      (cd "$root" && timeout 120 "$b2/bin/ktest_moe") > "$logs/routerrb_ktest_moe.txt" 2>&1
+      note routerrb "ktest_moe (rb4) rc=$? $(grep -cE 'moe_router .*tok=[2-8]' "$logs/routerrb_ktest_moe.txt") router cases of 2-8 tokens ($(elapsed))"
+      for rep in 1 2; do
+        for fb in "nvfp4 2" "nvfp4 4" "nvfp4 8" "fp8 4" "bf16 4"; do
+          set -- $fb
+          cf=$root/tests/configs/qwen3.6-35b-a3b$([ $1 = bf16 ] || echo "-$1").json
+          for v in rb1 rb4; do
+            bb=$b; [ $v = rb4 ] && bb=$b2
+            bench_b routerrb "$1 batch $2 $v" "$bb" "$cf" "$2" "$logs/routerrb_$1_$2_${v}_$rep.txt"
+          done
+        done
+      done
+      build_benches && { [ -x "$b/bin/gpu_smoke" ] || cmake --build "$b" -j"$(nproc)" \
+          --target gpu_smoke > "$logs/build_smoke.log" 2>&1; } || { note routerrb "smoke build failed"; continue; }
+      for v in rb1 rb4; do
+        bb=$b; [ $v = rb4 ] && bb=$b2
+        (cd "$root" && timeout 200 "$bb/bin/gpu_smoke" "$cfg" 64 4096 4) > "$logs/routerrb_smoke_$v.txt" 2>&1
+        note routerrb "smoke $v rc=$? ($(elapsed))"
+        note_lines "  routerrb" < <(grep -E '^batch1 (plain|verify)' "$logs/routerrb_smoke_$v.txt")
+      done
+      if cmake --build "$b" --target ktrace >> "$logs/build.log" 2>&1; then
+        for v in rb1 rb4; do
+          bb=$b; [ $v = rb4 ] && bb=$b2
+          CUDA_INJECTION64_PATH="$b/lib/libktrace.so" KTRACE_OUT="$logs/routerrb_trace4_$v.csv" \
+            timeout 150 "$bb/bin/gpu_bench" "$cfg" --prompt-len 2048 --batch 4 --gen 32 --chunk 2048 \
+            > "$logs/routerrb_trace4_$v.txt" 2>&1
+          note routerrb "trace4 $v rc=$? ($(elapsed))"
+          note_lines "  routerrb $v" < <(python3 "$root/tests/gpu/ktrace.py" "$logs/routerrb_trace4_$v.csv" --top 12 2>&1)
+          gzip -f "$logs/routerrb_trace4_$v.csv"
+        done
+      fi
+      ;;
     routerab)
       # the one-token router with its weights loaded before the PDL wait (moe_router1_kernel,
       # moe_route.cu) against the kernel before (a build with -DMOE_ROUTER1=0): gpu_bench batch 1
@@ -785,7 +832,7 @@ for s in "${stages[@]}"; do
       note_lines "  $s" < <(python3 "$root/tests/gpu/ktrace.py" "$logs/$s.csv" --top 24 2>&1)
       gzip -f "$logs/$s.csv"
       ;;
-    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace4 trace8 trace64 rowsab routerab gdnab gdntiles sessab sessab64 shab shab64 convab normab sess25ab lmab slotwave sess24ab64 sass sess19ab prompts3 fp8moe smoke pipes fp8ab fp8wave fp8wide l2hot wgattn wgab)" >&2; exit 2 ;;
+    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace4 trace8 trace64 rowsab routerab routerrb gdnab gdntiles sessab sessab64 shab shab64 convab normab sess25ab lmab slotwave sess24ab64 sass sess19ab prompts3 fp8moe smoke pipes fp8ab fp8wave fp8wide l2hot wgattn wgab)" >&2; exit 2 ;;
   esac
 done
 finish

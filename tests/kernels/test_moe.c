@@ -282,6 +282,10 @@ int main(void)
     test_router(KW_FMT_BF16, 64, 32, 128, 1, 0); /* top_k 32 */
     test_router(KW_FMT_NVFP4, 48, 6, 256, 2, 1);
     test_router(KW_FMT_BF16, 40, 4, 5008, 1, 1); /* one token past the chunks loaded early */
+    /* 2-8 tokens (MOE_ROUTER_RB rows a block): E not a multiple of the rows, E over 256 */
+    test_router(KW_FMT_BF16, 41, 4, 2056, 4, 1);
+    test_router(KW_FMT_BF16, 300, 8, 256, 5, 1);
+    test_router(KW_FMT_BF16, 256, 8, 2048, 4, 1); /* a k = 3 verify window's rows */
     test_expert(KW_FMT_NVFP4, 16, 8, 256, 64, RUNS({1, 0}));
     test_expert(KW_FMT_NVFP4, 16, 8, 512, 96, RUNS({5, 1}));
     test_expert(KW_FMT_BF16, 8, 4, 264, 40, RUNS({3, 0}));

@@ -87,6 +87,21 @@ static inline unsigned __match_any_sync(unsigned, int v)
             m |= 1u << i;
     return m;
 }
+/* redux.sync.max / .min (unsigned) */
+static inline unsigned __reduce_max_sync(unsigned, unsigned v)
+{
+    unsigned m = 0u;
+    for (int i = 0; i < 32; i++)
+        m = std::max(m, __shfl_sync(0xffffffffu, v, i));
+    return m;
+}
+static inline unsigned __reduce_min_sync(unsigned, unsigned v)
+{
+    unsigned m = 0xffffffffu;
+    for (int i = 0; i < 32; i++)
+        m = std::min(m, __shfl_sync(0xffffffffu, v, i));
+    return m;
+}
 /* prmt.b32: byte i of the result is byte (s >> 4 i) & 7 of the pair (x = bytes 0-3, y = 4-7) */
 static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s)
 {

@@ -8,7 +8,8 @@
 
 static int run(int fmt, int E, int K, int H, int n_tok, bool shared, bool zero_x = false)
 {
-    kweight r = kw_make(fmt, 0, 1, E, H, H), sg = kw_make(fmt, 0, 1, 2, H, H);
+    const int sk = fmt == KW_FMT_FP8 ? KW_SCALE_CHANNEL : 0;
+    kweight r = kw_make(fmt, sk, 1, E, H, H), sg = kw_make(fmt, sk, 1, 2, H, H);
     const int stride = K + (shared ? 1 : 0);
     float *x = (float *)emu_alloc((size_t)n_tok * H * 4);
     for (int i = 0; i < n_tok * H; i++) x[i] = zero_x ? 0.0f : runi(-1, 1); /* zero: all logits tie */
@@ -32,8 +33,23 @@ static int run(int fmt, int E, int K, int H, int n_tok, bool shared, bool zero_x
         if (shared)
             for (int t = 0; t < n_tok; t++) bad += fabsf(sl[2 * t] - rsl[2 * t]) > 1e-4f * (1 + fabsf(rsl[2 * t]));
     }
-    printf("router emu fmt=%d E=%d K=%d H=%d tok=%d shared=%d zero=%d: bad=%d counter=%u rc=%d %s\n", fmt, E, K, H,
-           n_tok, shared, (int)zero_x, bad, *cnt, rc, rc || bad ? "FAIL" : "ok");
+    /* the outputs' bits (logits, ids, weights): the same with every build of the kernel
+     * (-DMOE_ROUTER_RB=4 against the default: diff the two runs' lines) */
+    uint64_t h = 1469598103934665603ull;
+    auto mix = [&h](const void *p, size_t n) {
+        for (size_t i = 0; i < n; i++)
+            h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
+    };
+    mix(lg, (size_t)n_tok * E * 4);
+    mix(ids, (size_t)n_tok * stride * 4);
+    mix(w, (size_t)n_tok * stride * 4);
+    if (shared)
+        for (int t = 0; t < n_tok; t++)
+            mix(&sl[2 * t], 4);
+    printf("router emu fmt=%d E=%d K=%d H=%d tok=%d shared=%d zero=%d: bad=%d counter=%u rc=%d "
+           "bits=%016llx %s\n",
+           fmt, E, K, H, n_tok, shared, (int)zero_x, bad, *cnt, rc, (unsigned long long)h,
+           rc || bad ? "FAIL" : "ok");
     return rc || bad;
 }
 
@@ -55,6 +71,12 @@ int main(int argc, char **argv)
     }
     f += run(KW_FMT_BF16, 40, 4, 4104, 1, true); /* one token past the chunks loaded early */
     f += run(KW_FMT_BF16, 40, 4, 4104, 3, true); /* three tokens past them */
+    /* 2-8 tokens (MOE_ROUTER_RB rows a block): E not a multiple of the rows, every logit equal
+     * (ties: experts 0..K-1), more experts than 256 (route_token_rx's 16 values a lane) */
+    f += run(KW_FMT_BF16, 41, 4, 4104, 4, true);
+    f += run(KW_FMT_BF16, 64, 8, 128, 3, true, true);
+    f += run(KW_FMT_BF16, 300, 8, 256, 5, true);
+    f += run(KW_FMT_FP8, 42, 8, 256, 2, false);
     /* the launcher refuses what it cannot do: nothing launched */
     {
         kweight r = kw_make(KW_FMT_BF16, 0, 1, 600, 64, 64), s = kw_make(KW_FMT_BF16, 0, 1, 2, 64, 64);
