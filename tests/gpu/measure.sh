@@ -101,6 +101,13 @@
 #              gpu_bench NVFP4 at batch 2, 4, 8 and FP8 / BF16 at 4, twice each (the same
 #              tokens_hash: the same bits), gpu_smoke's verify steps and the 4-row timeline from
 #              both
+#     gqamerge the GQA decode attention merging in its last block of each (sequence, kv head)
+#              (-DGQA_MERGE_LAST=1, $BUILD_DIR-gqamerge), issuing its first K/V stages before
+#              the PDL wait (-DGQA_PRE_WAIT=1, $BUILD_DIR-gqapre) and both ($BUILD_DIR-gqaboth;
+#              twenty-sixth session, not yet run on a GPU) against the default: ktest_attn from
+#              the both build, bench_attn decode, gpu_bench batch 1 at 2,048 in three formats
+#              and NVFP4 at batch 8, twice each, batch 64 (the same tokens_hash: the same bits),
+#              the batch-1 timelines
 #     sess25ab the twenty-fifth session's few-row changes against a build with them off
 #              (SESS25_OFF): gpu_bench at batch 1, 2, 4, 8, NVFP4, FP8 and BF16
 #     normab   the norms letting the next kernel be placed before their PDL wait against waiting
@@ -189,6 +196,32 @@ ab_batches() {
       note "$st" "batch $1 prompt $2 $v rc=$? ($(elapsed))"
       note_lines "  $st" < <(grep '^bench ' "$logs/${st}_$1_$v.txt" | grep -oE '(decode_tok_s_stream|decode_tok_s_total|itl_p50_ms|fraction|tokens_hash)=[^ ]*' | paste -sd' ')
     done
+  done
+}
+
+# trace_ab STAGE BATCH LABEL BUILD: the timeline of BUILD's gpu_bench decode steps at BATCH
+# (prompt 2,048) through $b's libktrace.so, its top kernels into the summary; 1 without libktrace
+trace_ab() {
+  cmake --build "$b" --target ktrace >> "$logs/build.log" 2>&1 ||
+    { note "$1" "no libktrace (CUPTI not found by CMake)"; return 1; }
+  local f=$logs/$1_trace$2_$3
+  CUDA_INJECTION64_PATH="$b/lib/libktrace.so" KTRACE_OUT="$f.csv" \
+    timeout 150 "$4/bin/gpu_bench" "$cfg" --prompt-len 2048 --batch "$2" --gen 32 --chunk 2048 \
+    > "$f.txt" 2>&1
+  note "$1" "trace$2 $3 rc=$? ($(elapsed))"
+  note_lines "  $1 $3" < <(python3 "$root/tests/gpu/ktrace.py" "$f.csv" --top 14 2>&1)
+  gzip -f "$f.csv"
+}
+
+# model_tests STAGE LABEL BUILD: ktest_gpu_model and ktest_gpu_spec of BUILD (the whole tiny
+# model on the GPU against the transformers fixtures and the CPU engine, the verify windows)
+model_tests() {
+  local t
+  cmake --build "$3" -j"$(nproc)" --target ktest_gpu_model ktest_gpu_spec > "$logs/build_$1_model.log" 2>&1 ||
+    { note "$1" "$2 model tests build failed"; return 1; }
+  for t in ktest_gpu_model ktest_gpu_spec; do
+    (cd "$root" && TERN_SOURCE_DIR="$root" timeout 200 "$3/bin/$t") > "$logs/$1_$t.txt" 2>&1
+    note "$1" "$2 $t rc=$? $(grep -cE '^fixture=.* ok' "$logs/$1_$t.txt") fixture checks ok, $(grep -cE '^fixture=.*FAIL' "$logs/$1_$t.txt") FAIL ($(elapsed))"
   done
 }
 
@@ -624,6 +657,49 @@ for s in "${stages[@]}"; do
       # against after it (-DGDN_PRE_WAIT=0 build): gpu_bench batch 1 at 2,048, three formats
       ab_formats "$s" "-DGDN_PRE_WAIT=0" || continue
       ;;
+    gqamerge)
+      # the GQA decode attention's two opt-in forms of the twenty-sixth session against the
+      # default build (kernel): its merge in the last blocks (last: -DGQA_MERGE_LAST=1, one
+      # launch fewer an attention layer), its first K/V stages before the PDL wait (pre:
+      # -DGQA_PRE_WAIT=1) and both (both): ktest_attn from the both build first, bench_attn
+      # decode, gpu_bench batch 1 at 2,048 in three formats and NVFP4 batch 8 (twice each) and
+      # 64, the batch-1 timelines of kernel and both (the same tokens_hash everywhere)
+      ab_build gqamerge "-DGQA_MERGE_LAST=1" && ab_build gqapre "-DGQA_PRE_WAIT=1" &&
+        ab_build gqaboth "-DGQA_MERGE_LAST=1 -DGQA_PRE_WAIT=1" || continue
+      { [ -x "$b/bin/bench_attn" ] || cmake --build "$b" -j"$(nproc)" --target bench_attn \
+          > "$logs/build_attn.log" 2>&1; } &&
+        cmake --build "$b-gqaboth" -j"$(nproc)" --target ktest_attn bench_attn > "$logs/build_gqaboth2.log" 2>&1 &&
+        cmake --build "$b-gqamerge" -j"$(nproc)" --target bench_attn > "$logs/build_gqamerge2.log" 2>&1 ||
+        { note gqamerge "ktest_attn / bench_attn build failed"; continue; }
+      (cd "$root" && timeout 120 "$b-gqaboth/bin/ktest_attn") > "$logs/gqamerge_ktest_attn.txt" 2>&1
+      note gqamerge "ktest_attn (both) rc=$? $(grep -c ': 0 bits differ, 0 counters not 0' "$logs/gqamerge_ktest_attn.txt") merge checks with 0 bits differing ($(elapsed))"
+      note_lines "  gqamerge" < <(grep -E 'counters \(merge' "$logs/gqamerge_ktest_attn.txt" | grep -vE ': 0 bits differ, 0 counters' | head -5)
+      model_tests gqamerge both "$b-gqaboth"
+      for v in kernel last both; do
+        bb=$b; [ $v = last ] && bb=$b-gqamerge; [ $v = both ] && bb=$b-gqaboth
+        timeout 90 "$bb/bin/bench_attn" decode > "$logs/gqamerge_attn_$v.txt" 2>&1
+        note gqamerge "bench_attn decode $v rc=$? ($(elapsed))"
+        note_lines "  $v" < <(grep -E '^copy|^attn_decode .* gqa' "$logs/gqamerge_attn_$v.txt" | sed -E 's/  +/ /g')
+      done
+      for rep in 1 2; do
+        for fb in "nvfp4 1" "fp8 1" "bf16 1" "nvfp4 8"; do
+          set -- $fb
+          cf=$root/tests/configs/qwen3.6-35b-a3b$([ $1 = bf16 ] || echo "-$1").json
+          for v in kernel last pre both; do
+            bb=$b; [ $v = kernel ] || bb=$b-gqa$([ $v = last ] && echo merge || echo $v)
+            bench_b gqamerge "$1 batch $2 $v" "$bb" "$cf" "$2" "$logs/gqamerge_$1_$2_${v}_$rep.txt"
+          done
+        done
+      done
+      for v in kernel both; do
+        bb=$b; [ $v = both ] && bb=$b-gqaboth
+        timeout 90 "$bb/bin/gpu_bench" "$cfg" --prompt-len 1024 --batch 64 --gen 64 --chunk 2048 \
+          > "$logs/gqamerge_64_$v.txt" 2>&1
+        note gqamerge "batch 64 prompt 1024 $v rc=$? ($(elapsed))"
+        note_lines "  gqamerge" < <(grep '^bench ' "$logs/gqamerge_64_$v.txt" | grep -oE '(decode_tok_s_total|itl_p50_ms|graph_kernels|tokens_hash)=[^ ]*' | paste -sd' ')
+      done
+      trace_ab gqamerge 1 kernel "$b" && trace_ab gqamerge 1 both "$b-gqaboth"
+      ;;
     routerrb)
       # the 2-8-token router at MOE_ROUTER_RB = 4 rows a block (x read once for 4 router rows,
       # their first chunks before the PDL wait, 65 + 1 blocks at the counter instead of 257, each
@@ -635,6 +711,7 @@ for s in "${stages[@]}"; do
         { note routerrb "ktest_moe / gpu_smoke build failed"; continue; }
       (cd "$root" && timeout 120 "$b2/bin/ktest_moe") > "$logs/routerrb_ktest_moe.txt" 2>&1
       note routerrb "ktest_moe (rb4) rc=$? $(grep -cE 'moe_router .*tok=[2-8]' "$logs/routerrb_ktest_moe.txt") router cases of 2-8 tokens ($(elapsed))"
+      model_tests routerrb rb4 "$b2"
       for rep in 1 2; do
         for fb in "nvfp4 2" "nvfp4 4" "nvfp4 8" "fp8 4" "bf16 4"; do
           set -- $fb
@@ -653,17 +730,7 @@ for s in "${stages[@]}"; do
         note routerrb "smoke $v rc=$? ($(elapsed))"
         note_lines "  routerrb" < <(grep -E '^batch1 (plain|verify)' "$logs/routerrb_smoke_$v.txt")
       done
-      if cmake --build "$b" --target ktrace >> "$logs/build.log" 2>&1; then
-        for v in rb1 rb4; do
-          bb=$b; [ $v = rb4 ] && bb=$b2
-          CUDA_INJECTION64_PATH="$b/lib/libktrace.so" KTRACE_OUT="$logs/routerrb_trace4_$v.csv" \
-            timeout 150 "$bb/bin/gpu_bench" "$cfg" --prompt-len 2048 --batch 4 --gen 32 --chunk 2048 \
-            > "$logs/routerrb_trace4_$v.txt" 2>&1
-          note routerrb "trace4 $v rc=$? ($(elapsed))"
-          note_lines "  routerrb $v" < <(python3 "$root/tests/gpu/ktrace.py" "$logs/routerrb_trace4_$v.csv" --top 12 2>&1)
-          gzip -f "$logs/routerrb_trace4_$v.csv"
-        done
-      fi
+      trace_ab routerrb 4 rb1 "$b" && trace_ab routerrb 4 rb4 "$b2"
       ;;
     routerab)
       # the one-token router with its weights loaded before the PDL wait (moe_router1_kernel,
@@ -832,7 +899,7 @@ for s in "${stages[@]}"; do
       note_lines "  $s" < <(python3 "$root/tests/gpu/ktrace.py" "$logs/$s.csv" --top 24 2>&1)
       gzip -f "$logs/$s.csv"
       ;;
-    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace4 trace8 trace64 rowsab routerab routerrb gdnab gdntiles sessab sessab64 shab shab64 convab normab sess25ab lmab slotwave sess24ab64 sass sess19ab prompts3 fp8moe smoke pipes fp8ab fp8wave fp8wide l2hot wgattn wgab)" >&2; exit 2 ;;
+    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace4 trace8 trace64 rowsab routerab routerrb gqamerge gdnab gdntiles sessab sessab64 shab shab64 convab normab sess25ab lmab slotwave sess24ab64 sass sess19ab prompts3 fp8moe smoke pipes fp8ab fp8wave fp8wide l2hot wgattn wgab)" >&2; exit 2 ;;
   esac
 done
 finish

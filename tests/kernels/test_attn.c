@@ -136,8 +136,9 @@ static void test_attn(int n_seq, int hq, int hkv, int hd, int bs, const int *len
     /* write every token of every sequence through kv_write (both sides) */
     for (int s = 0; s < n_seq; s++) {
         int n = lens[s];
-        float *k = malloc((size_t)n * w * 4), *v = malloc((size_t)n * w * 4);
-        int32_t *sm = malloc((size_t)n * 4);
+        const size_t n1 = n > 0 ? (size_t)n : 1; /* an empty sequence: no rows, buffers anyway */
+        float *k = malloc(n1 * w * 4), *v = malloc(n1 * w * 4);
+        int32_t *sm = malloc(n1 * 4);
         ktest_fill(k, (size_t)n * w, -1, 1);
         ktest_fill(v, (size_t)n * w, -1, 1);
         if (n > 3 && dt == KV_DTYPE_FP8) { /* saturate in fp8 (to 448 * scale) */
@@ -197,8 +198,9 @@ static void test_attn(int n_seq, int hq, int hkv, int hd, int bs, const int *len
                                     : ATTN_DECODE_PATH_GQA;
         const int on_gqa = path == ATTN_DECODE_PATH_GQA || (path == ATTN_DECODE_PATH_AUTO && gqa);
         if (path == ATTN_DECODE_PATH_GQA && !gqa) {
-            CHECK_EQ_INT(attn_decode_path_cuda(path, dy, ws, dq, NULL, dkc, dvc, dt, ks, vs, dbt,
-                                               dl, n_seq, hq, hkv, hd, bs, mb, max_len, scale, 0),
+            CHECK_EQ_INT(attn_decode_path_cuda(path, dy, ws, NULL, 1, dq, NULL, dkc, dvc, dt, ks,
+                                               vs, dbt, dl, n_seq, hq, hkv, hd, bs, mb, max_len,
+                                               scale, 0),
                          ERR_UNSUPPORTED);
             continue;
         }
@@ -211,9 +213,9 @@ static void test_attn(int n_seq, int hq, int hkv, int hd, int bs, const int *len
             for (size_t i = 0; i < nq; i++)
                 mx = fabs(ref[i]) > mx ? fabs(ref[i]) : mx;
             if (path != ATTN_DECODE_PATH_AUTO)
-                CHECK_EQ_INT(attn_decode_path_cuda(path, dy, ws, dq, dgg, dkc, dvc, dt, ks, vs, dbt,
-                                                   dl, n_seq, hq, hkv, hd, bs, mb, max_len, scale,
-                                                   0),
+                CHECK_EQ_INT(attn_decode_path_cuda(path, dy, ws, NULL, 1, dq, dgg, dkc, dvc, dt, ks,
+                                                   vs, dbt, dl, n_seq, hq, hkv, hd, bs, mb, max_len,
+                                                   scale, 0),
                              0);
             else if (dt == KV_DTYPE_BF16)
                 CHECK_EQ_INT(attn_decode_cuda(dy, ws, dq, dgg, (const uint16_t *)dkc,
@@ -240,13 +242,14 @@ static void test_attn(int n_seq, int hq, int hkv, int hd, int bs, const int *len
      * sequences (a verify window's rows against plain steps): sequence 0 bit for bit */
     if (gqa && n_seq > 1 && n_seq <= ATTN_DECODE_GQA_SAME_SEQS) {
         float *one = malloc((size_t)hq * hd * 4);
-        CHECK_EQ_INT(attn_decode_path_cuda(ATTN_DECODE_PATH_GQA, dy, ws, dq, dg, dkc, dvc, dt, ks,
-                                           vs, dbt, dl, n_seq, hq, hkv, hd, bs, mb, max_len, scale,
-                                           0),
+        CHECK_EQ_INT(attn_decode_path_cuda(ATTN_DECODE_PATH_GQA, dy, ws, NULL, 1, dq, dg, dkc, dvc,
+                                           dt, ks, vs, dbt, dl, n_seq, hq, hkv, hd, bs, mb, max_len,
+                                           scale, 0),
                      0);
         ktest_to_host(got, dy, nq * 4);
-        CHECK_EQ_INT(attn_decode_path_cuda(ATTN_DECODE_PATH_GQA, dy, ws, dq, dg, dkc, dvc, dt, ks,
-                                           vs, dbt, dl, 1, hq, hkv, hd, bs, mb, max_len, scale, 0),
+        CHECK_EQ_INT(attn_decode_path_cuda(ATTN_DECODE_PATH_GQA, dy, ws, NULL, 1, dq, dg, dkc, dvc,
+                                           dt, ks, vs, dbt, dl, 1, hq, hkv, hd, bs, mb, max_len,
+                                           scale, 0),
                      0);
         ktest_to_host(one, dy, (size_t)hq * hd * 4);
         size_t diff = 0;
@@ -257,6 +260,42 @@ static void test_attn(int n_seq, int hq, int hkv, int hd, int bs, const int *len
         CHECK(diff == 0);
         free(one);
     }
+    /* the GQA form given counters (a GQA_MERGE_LAST build merges in the last block of each
+     * (sequence, kv head)): the same bits as the merge kernel's, twice (the second launch starts
+     * from the counters the first left), the counters back at 0 */
+    if (gqa) {
+        CHECK_EQ_INT(attn_decode_path_cuda(ATTN_DECODE_PATH_GQA, dy, ws, NULL, 1, dq, dg, dkc, dvc,
+                                           dt, ks, vs, dbt, dl, n_seq, hq, hkv, hd, bs, mb, max_len,
+                                           scale, 0),
+                     0);
+        ktest_to_host(got, dy, nq * 4);
+        const size_t nc = (size_t)n_seq * hkv;
+        unsigned *hc = calloc(nc, sizeof(unsigned));
+        unsigned *dcnt = ktest_dev_from(hc, nc * sizeof(unsigned));
+        float *two = malloc(nq * 4);
+        for (int rep = 0; rep < 2; rep++) {
+            float *dy2 = ktest_dev_poison(nq);
+            CHECK_EQ_INT(attn_decode_path_cuda(ATTN_DECODE_PATH_GQA, dy2, ws, dcnt, 1, dq, dg, dkc,
+                                               dvc, dt, ks, vs, dbt, dl, n_seq, hq, hkv, hd, bs, mb,
+                                               max_len, scale, 0),
+                         0);
+            ktest_to_host(two, dy2, nq * 4);
+            ktest_to_host(hc, dcnt, nc * sizeof(unsigned));
+            size_t diff = 0, left = 0;
+            for (size_t i = 0; i < nq; i++)
+                diff += memcmp(&two[i], &got[i], 4) != 0;
+            for (size_t i = 0; i < nc; i++)
+                left += hc[i] != 0;
+            fprintf(stderr,
+                    "attn_decode gqa dt=%d seq=%d counters (merge in the last blocks: %d) rep=%d: "
+                    "%zu bits differ, %zu counters not 0\n",
+                    dt, n_seq, attn_decode_gqa_merge_last(), rep, diff, left);
+            CHECK(diff == 0 && left == 0);
+            ktest_free(dy2);
+        }
+        ktest_free(dcnt);
+        free(hc), free(two);
+    }
     ktest_free(dkc), ktest_free(dvc), ktest_free(dq), ktest_free(dg), ktest_free(dbt);
     ktest_free(dl), ktest_free(ws), ktest_free(dy);
     free(bt), free(perm), free(kc), free(vc), free(q), free(gate), free(ref), free(got);
@@ -266,6 +305,7 @@ int main(void)
 {
     static const int l1[] = {1}, l2[] = {17, 300, 1}, l3[] = {1337, 2048, 255, 4000};
     static const int l4[] = {4000, 1, 257, 2048, 15, 16, 256, 1000}, l5[] = {9000}, l6[] = {2048};
+    static const int l7[] = {0, 33, 2048}; /* an empty sequence: zeros (times the gate) */
     ktest_require_gpu();
     ktest_seed(5);
     test_rope(3, 16, 256, 64, 512);
@@ -291,6 +331,8 @@ int main(void)
     test_attn(1, 16, 2, 256, 16, l6, 262144, KV_DTYPE_BF16, 1.0f, 1.0f);
     test_attn(1, 16, 2, 256, 16, l5, 65536, KV_DTYPE_FP8, 1.0f, 1.0f);
     test_attn(4, 64, 8, 128, 32, l3, 65536, KV_DTYPE_BF16, 1.0f, 1.0f); /* 3 parts */
+    test_attn(3, 16, 2, 256, 16, l7, 0, KV_DTYPE_FP8, 0.02f, 0.03f);
+    test_attn(3, 16, 2, 256, 16, l7, 0, KV_DTYPE_BF16, 1.0f, 1.0f);
     CHECK_EQ_INT(attn_decode_cuda((float *)16, (float *)16, (float *)16, NULL, (uint16_t *)16,
                                   (uint16_t *)16, (int32_t *)16, (int32_t *)16, 1, 16, 2, 260, 16,
                                   1, 16, 1.0f, 0),
@@ -303,6 +345,11 @@ int main(void)
                                         (void *)24, KV_DTYPE_FP8, 1.0f, 1.0f, (int32_t *)16,
                                         (int32_t *)16, 1, 16, 2, 256, 16, 1, 16, 1.0f, 0),
                  ERR_INVAL); /* v_cache not 16-byte aligned */
+    CHECK_EQ_INT(attn_decode_path_cuda(ATTN_DECODE_PATH_AUTO, (float *)16, (float *)16, NULL, 0,
+                                       (float *)16, NULL, (void *)16, (void *)16, KV_DTYPE_BF16,
+                                       1.0f, 1.0f, (int32_t *)16, (int32_t *)16, 1, 16, 2, 256, 16,
+                                       1, 16, 1.0f, 0),
+                 ERR_INVAL); /* no new key: a row's own key always is */
     CHECK_EQ_INT(kv_write_dtype_cuda((void *)16, (void *)16, (float *)16, (float *)16,
                                      (int32_t *)16, 1, 2, 256, 7, 1.0f, 1.0f, 0),
                  ERR_INVAL);

@@ -130,7 +130,14 @@ static inline unsigned long long atomicExch(unsigned long long *p, unsigned long
     return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST);
 }
 static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
-template <class T> static inline T __ldcg(const T *p) { return *(const volatile T *)p; }
+/* a fresh read (the compiler may not reuse an earlier load); vector types by memcpy */
+template <class T> static inline T __ldcg(const T *p)
+{
+    T r;
+    __asm__ __volatile__("" ::: "memory");
+    memcpy(&r, (const void *)p, sizeof(T));
+    return r;
+}
 /* __ldg also checks the type's natural alignment (a misaligned vector load faults on a GPU) */
 template <class T> static inline T __ldg(const T *p)
 {
