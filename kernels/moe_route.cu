@@ -291,10 +291,11 @@ struct moe_router_args {
 
 /* Router rows a block in the 2-8-token instance (RB): every block reads every token's x through
  * L2 (32 KB a block at 4 tokens: 8 MB a launch over 257 blocks of one row), and 257 blocks meet
- * at the counter. RB rows a block read x once for RB rows (each row's sum in the same order, the
- * same bits); their first chunks load before the PDL wait (bf16), and the last block routes each
- * token with route_token_rx. Written in the twenty-sixth session and not yet run on a GPU:
- * -DMOE_ROUTER_RB=4 builds it (tests/gpu/measure.sh routerrb); 1 is the kernel measured so far. */
+ * at the counter. RB rows a block read x once for RB rows (wdot's R rows: each row's sum in the
+ * same order, the same bits), and the last block routes each token with route_token_rx (weights
+ * loaded before the PDL wait measured as no gain at 2-8 tokens in the twenty-fifth session).
+ * Written in the twenty-sixth session and not yet run on a GPU: -DMOE_ROUTER_RB=4 builds it
+ * (tests/gpu/measure.sh routerrb); 1 is the kernel measured so far. */
 #ifndef MOE_ROUTER_RB
 #define MOE_ROUTER_RB 1
 #endif
@@ -306,7 +307,6 @@ template <int KF, int NT, int RB>
 __global__ void __launch_bounds__(ROUTER_THREADS) moe_router_kernel(moe_router_args a)
 {
     constexpr bool EARLY = MOE_ROUTER1 && KF == KF_BF16 && NT == 1 && RB == 1;
-    constexpr bool EARLY_RB = KF == KF_BF16 && RB > 1; /* each row's first chunk before the wait */
     __shared__ float red[RB * MOE_ROUTER_MAX_TOK][ROUTER_THREADS / 32];
     __shared__ __align__(16) float p[MOE_ROUTER_MAX_TOK][MOE_ROUTER_MAX_EXPERTS];
     __shared__ float selw[MOE_ROUTER_MAX_TOK][MOE_ROUTE_MAX_TOPK];
@@ -319,18 +319,13 @@ __global__ void __launch_bounds__(ROUTER_THREADS) moe_router_kernel(moe_router_a
     const int nr = shr ? 1 : min(RB, a.n_experts - row); /* rows of this block */
     const uint4 *wr =
         reinterpret_cast<const uint4 *>((const uint16_t *)w.data + (int64_t)row * w.row_stride);
-    uint4 q[RB > ROUTER1_PF ? RB : ROUTER1_PF];
+    uint4 q[ROUTER1_PF];
 #pragma unroll
     for (int j = 0; j < ROUTER1_PF; j++) {
         const int c = tid + j * ROUTER_THREADS;
         if (EARLY)
             q[j] = c < w.cols / 8 ? __ldg(wr + c) : make_uint4(0u, 0u, 0u, 0u);
     }
-#pragma unroll
-    for (int i = 0; i < RB; i++)
-        if constexpr (EARLY_RB)
-            q[i] = i < nr && tid < w.cols / 8 ? __ldg(wr + i * w.row_stride / 8 + tid)
-                                              : make_uint4(0u, 0u, 0u, 0u);
     kcuda_pdl_enter();
     float acc[RB * NT];
 #pragma unroll
@@ -350,26 +345,6 @@ __global__ void __launch_bounds__(ROUTER_THREADS) moe_router_kernel(moe_router_a
             const float4 *xp = reinterpret_cast<const float4 *>(a.x + c * 8);
             acc[0] += kw_dot_bf16x8(__ldg(wr + c), __ldg(xp), __ldg(xp + 1));
         }
-    } else if (EARLY_RB) {
-        /* chunk tid of each row (loaded above), then the rest as wdot's bf16 loop: each (row,
-         * token)'s chunks in the same order as one row a block */
-        const int nch = w.cols / 8;
-        if (tid < nch) {
-#pragma unroll
-            for (int t = 0; t < NT; t++) {
-                if (t < a.n_tok) {
-                    const float4 *xp = reinterpret_cast<const float4 *>(a.x + t * w.cols + tid * 8);
-                    const float4 xa = __ldg(xp), xb = __ldg(xp + 1);
-#pragma unroll
-                    for (int i = 0; i < RB; i++)
-                        if (i < nr)
-                            acc[i * NT + t] += kw_dot_bf16x8(q[i], xa, xb);
-                }
-            }
-        }
-        if (w.cols / 8 > ROUTER_THREADS)
-            wdot<NT, RB, KF>(w, 0, row, 1, nr, a.x, w.cols, a.n_tok, tid + ROUTER_THREADS,
-                             ROUTER_THREADS, acc);
     } else {
         wdot<NT, RB, KF>(w, 0, row, 1, nr, a.x, w.cols, a.n_tok, tid, ROUTER_THREADS, acc);
     }

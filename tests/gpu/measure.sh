@@ -102,7 +102,7 @@
 #              tokens_hash: the same bits), gpu_smoke's verify steps and the 4-row timeline from
 #              both
 #     gqamerge the GQA decode attention merging in its last block of each (sequence, kv head)
-#              (-DGQA_MERGE_LAST=1, $BUILD_DIR-gqamerge), issuing its first K/V stages before
+#              (-DGQA_MERGE_LAST=1, $BUILD_DIR-gqalast), issuing its first K/V stages before
 #              the PDL wait (-DGQA_PRE_WAIT=1, $BUILD_DIR-gqapre) and both ($BUILD_DIR-gqaboth;
 #              twenty-sixth session, not yet run on a GPU) against the default: ktest_attn from
 #              the both build, bench_attn decode, gpu_bench batch 1 at 2,048 in three formats
@@ -664,19 +664,19 @@ for s in "${stages[@]}"; do
       # -DGQA_PRE_WAIT=1) and both (both): ktest_attn from the both build first, bench_attn
       # decode, gpu_bench batch 1 at 2,048 in three formats and NVFP4 batch 8 (twice each) and
       # 64, the batch-1 timelines of kernel and both (the same tokens_hash everywhere)
-      ab_build gqamerge "-DGQA_MERGE_LAST=1" && ab_build gqapre "-DGQA_PRE_WAIT=1" &&
+      ab_build gqalast "-DGQA_MERGE_LAST=1" && ab_build gqapre "-DGQA_PRE_WAIT=1" &&
         ab_build gqaboth "-DGQA_MERGE_LAST=1 -DGQA_PRE_WAIT=1" || continue
       { [ -x "$b/bin/bench_attn" ] || cmake --build "$b" -j"$(nproc)" --target bench_attn \
           > "$logs/build_attn.log" 2>&1; } &&
         cmake --build "$b-gqaboth" -j"$(nproc)" --target ktest_attn bench_attn > "$logs/build_gqaboth2.log" 2>&1 &&
-        cmake --build "$b-gqamerge" -j"$(nproc)" --target bench_attn > "$logs/build_gqamerge2.log" 2>&1 ||
+        cmake --build "$b-gqalast" -j"$(nproc)" --target bench_attn > "$logs/build_gqalast2.log" 2>&1 ||
         { note gqamerge "ktest_attn / bench_attn build failed"; continue; }
       (cd "$root" && timeout 120 "$b-gqaboth/bin/ktest_attn") > "$logs/gqamerge_ktest_attn.txt" 2>&1
       note gqamerge "ktest_attn (both) rc=$? $(grep -c ': 0 bits differ, 0 counters not 0' "$logs/gqamerge_ktest_attn.txt") merge checks with 0 bits differing ($(elapsed))"
       note_lines "  gqamerge" < <(grep -E 'counters \(merge' "$logs/gqamerge_ktest_attn.txt" | grep -vE ': 0 bits differ, 0 counters' | head -5)
       model_tests gqamerge both "$b-gqaboth"
       for v in kernel last both; do
-        bb=$b; [ $v = last ] && bb=$b-gqamerge; [ $v = both ] && bb=$b-gqaboth
+        bb=$b; [ $v = kernel ] || bb=$b-gqa$v
         timeout 90 "$bb/bin/bench_attn" decode > "$logs/gqamerge_attn_$v.txt" 2>&1
         note gqamerge "bench_attn decode $v rc=$? ($(elapsed))"
         note_lines "  $v" < <(grep -E '^copy|^attn_decode .* gqa' "$logs/gqamerge_attn_$v.txt" | sed -E 's/  +/ /g')
@@ -686,7 +686,7 @@ for s in "${stages[@]}"; do
           set -- $fb
           cf=$root/tests/configs/qwen3.6-35b-a3b$([ $1 = bf16 ] || echo "-$1").json
           for v in kernel last pre both; do
-            bb=$b; [ $v = kernel ] || bb=$b-gqa$([ $v = last ] && echo merge || echo $v)
+            bb=$b; [ $v = kernel ] || bb=$b-gqa$v
             bench_b gqamerge "$1 batch $2 $v" "$bb" "$cf" "$2" "$logs/gqamerge_$1_$2_${v}_$rep.txt"
           done
         done
