@@ -196,31 +196,6 @@ static __device__ __forceinline__ int gqa_parts_used(int len, int n_parts)
  * lane 8 dims, as 8-byte loads: a partial's row is head_dim + 2 floats), all of a warp's loads
  * issued together, and the warps' sums meet in shared memory: a 2,048-token context's 32
  * partials a head cost one round of loads, not one per partial. */
-/* One warp: each of the n partials' factor exp(m_s - M) / L into fac (L = sum of l_s exp(m_s -
- * M)); the partials' rows are head_dim + 2 floats (o, m, l). CG: read them through L2 (another
- * block of the same launch wrote them). */
-template <bool CG>
-static __device__ __forceinline__ void merge_factors(float *fac, const float *w, int head_dim,
-                                                     int n, int lane)
-{
-    const int ld = head_dim + 2;
-    auto rd = [&](const float *p) { return CG ? __ldcg(p) : *p; };
-    float M = -INFINITY;
-    for (int s = lane; s < n; s += KCUDA_WARP)
-        M = fmaxf(M, rd(w + s * ld + head_dim));
-    M = warp_max(M);
-    float L = 0.0f;
-    for (int s = lane; s < n; s += KCUDA_WARP) {
-        const float e = __expf(rd(w + s * ld + head_dim) - M);
-        fac[s] = e;
-        L += rd(w + s * ld + head_dim + 1) * e;
-    }
-    L = warp_sum(L);
-    const float inv = L > 0.0f ? 1.0f / L : 0.0f;
-    for (int s = lane; s < n; s += KCUDA_WARP)
-        fac[s] *= inv;
-}
-
 #define MERGE_MAX_PARTS ATTN_DECODE_WAVE_BLOCKS
 /* partial rows a warp loads before the factors are known (-DMERGE_PF=0: after, as before; an A/B
  * build, tests/gpu/measure.sh sessab) */
@@ -252,8 +227,22 @@ __global__ void __launch_bounds__(THREADS)
                 pv[k][i] = p[i];
         }
     }
-    if (warp == 0)
-        merge_factors<false>(fac, w, head_dim, n, lane);
+    if (warp == 0) {
+        float M = -INFINITY;
+        for (int s = lane; s < n; s += KCUDA_WARP)
+            M = fmaxf(M, w[s * ld + head_dim]);
+        M = warp_max(M);
+        float L = 0.0f;
+        for (int s = lane; s < n; s += KCUDA_WARP) {
+            const float e = __expf(w[s * ld + head_dim] - M);
+            fac[s] = e;
+            L += w[s * ld + head_dim + 1] * e;
+        }
+        L = warp_sum(L);
+        const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+        for (int s = lane; s < n; s += KCUDA_WARP)
+            fac[s] *= inv;
+    }
     __syncthreads();
     for (int d0 = lane * 8; d0 < head_dim; d0 += KCUDA_WARP * 8) {
         float o[8];
@@ -302,56 +291,6 @@ __global__ void __launch_bounds__(THREADS)
     }
 }
 
-/* The merge of one query head's n partials (w: its first, rows of head_dim + 2 floats) by one
- * warp, for the GQA form's last block (GQA_MERGE_LAST): attn_merge_kernel's arithmetic in its
- * order (warp 0's factors; WARPS sums over the partials v, v + WARPS, .., then their sum over v
- * in turn), so the same bits. The other blocks' partials are read through L2 (__ldcg). fac: n
- * floats of this warp's shared memory. */
-static __device__ __forceinline__ void gqa_merge_head(float *out, const float *w, const float *gate,
-                                                      int64_t idx0, int head_dim, int n, float *fac,
-                                                      int lane)
-{
-    const int ld = head_dim + 2;
-    merge_factors<true>(fac, w, head_dim, n, lane);
-    __syncwarp();
-    for (int d0 = lane * 8; d0 < head_dim; d0 += KCUDA_WARP * 8) {
-        float o[WARPS][8]; /* the merge kernel's warp v: partials v, v + WARPS, .. */
-#pragma unroll
-        for (int v = 0; v < WARPS; v++)
-#pragma unroll
-            for (int i = 0; i < 8; i++)
-                o[v][i] = 0.0f;
-        for (int s0 = 0; s0 < n; s0 += WARPS) {
-#pragma unroll
-            for (int v = 0; v < WARPS; v++) {
-                const int s = s0 + v;
-                if (s >= n)
-                    break;
-                const float2 *p = reinterpret_cast<const float2 *>(w + s * ld + d0);
-                const float f = fac[s];
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    const float2 x = __ldcg(p + i);
-                    o[v][2 * i] += x.x * f;
-                    o[v][2 * i + 1] += x.y * f;
-                }
-            }
-        }
-#pragma unroll
-        for (int i = 0; i < 8; i++) {
-            if (d0 + i >= head_dim)
-                break;
-            float r = 0.0f;
-#pragma unroll
-            for (int v = 0; v < WARPS; v++)
-                r += o[v][i];
-            if (gate)
-                r *= sigmoid_f32(gate[idx0 + d0 + i]);
-            out[idx0 + d0 + i] = r;
-        }
-    }
-}
-
 /* ---- the GQA form: tensor cores, one block per (part, kv head, sequence) ----
  * The query heads of a kv head (GQA_COLS at most, zeros past the group) are the 8 columns n of
  * mma.sync m16n8k16, 16 keys its rows m: S^T = K Q^T (16 keys x 8 heads, k = 16 dims a step),
@@ -378,21 +317,12 @@ static __device__ __forceinline__ void gqa_merge_head(float *out, const float *w
 #ifndef GQA_E4M3_WARPS
 #define GQA_E4M3_WARPS 8
 #endif
-/* The merge in the GQA form's last block of each (sequence, kv head) where the caller gives the
- * counters (attn_decode_path_cuda): the decode step's attention one launch fewer a layer (the
- * merge kernel's 3.5-5 us on the H200 against the last block's counter, its reads of the
- * group's partials through L2 and the stores). Written in the twenty-sixth session and not yet
- * run on a GPU: -DGQA_MERGE_LAST=1 builds it (tests/gpu/measure.sh gqamerge); 0 runs the merge
- * kernel after the GQA launch, as measured so far. */
-#ifndef GQA_MERGE_LAST
-#define GQA_MERGE_LAST 0
-#endif
 /* The GQA form's first stages of K/V tiles older than the pass's own keys issued before its PDL
  * wait (attn_prep before it is short: about 3 us a layer on the H200, in which the tiles' DRAM
- * latency can pass), q loaded after it. Twenty-sixth session, not yet run on a GPU:
- * -DGQA_PRE_WAIT=1 builds it (tests/gpu/measure.sh gqamerge, its second A/B build). */
+ * latency can pass), q loaded after it: batch 1 at 2,048 +0.9-1.5% in each format, batch 8 +1.7%
+ * (H200, twenty-seventh session, docs/PERF.md). -DGQA_PRE_WAIT=0 builds the wait first. */
 #ifndef GQA_PRE_WAIT
-#define GQA_PRE_WAIT 0
+#define GQA_PRE_WAIT 1
 #endif
 
 template <typename T> struct gqa_elem;
@@ -534,8 +464,7 @@ __global__ void __launch_bounds__(NW * 32, 1)
     attn_gqa_kernel(float *ws, const float *q, const T *k_cache, const T *v_cache,
                     const int32_t *block_table, const int32_t *seq_lens, int n_q_heads,
                     int n_kv_heads, int block_size, int max_blocks_per_seq, int n_parts,
-                    float scale2, float v_scale, float *out, const float *gate, unsigned *counters,
-                    int new_keys)
+                    float scale2, float v_scale, int new_keys)
 {
     using E = gqa_elem<T>;
     constexpr int ST = E::template st<NW>(), RB = HD * (int)sizeof(T), NC = RB / 16,
@@ -552,19 +481,8 @@ __global__ void __launch_bounds__(NW * 32, 1)
     const int grp = n_q_heads / n_kv_heads;
     const int len = max(seq_lens[b], 0), n_tiles = CEIL_DIV(len, GQA_KEYS);
     const int c = gqa_part_tiles(n_tiles, n_parts), first = p * c, last = min(first + c, n_tiles);
-    if (first >= last) {
-        /* an empty sequence's output (zeros, times the gate) from part 0 where this launch merges
-         */
-        if (GQA_MERGE_LAST && counters && n_tiles == 0 && p == 0) {
-            if (GQA_PRE_WAIT)
-                kcuda_pdl_enter(); /* block-uniform: stores wait for the kernels before */
-            for (int h = warp; h < grp; h += NW)
-                gqa_merge_head(out, ws, gate,
-                               ((int64_t)b * n_q_heads + (int64_t)kvh * grp + h) * HD, HD, 0,
-                               reinterpret_cast<float *>(gsm), lane);
-        }
+    if (first >= last)
         return;
-    }
     const int32_t *bt = block_table + (int64_t)b * max_blocks_per_seq;
     /* Q^T's B fragments: head g's dims 32j + 8t.. (scaled into the log2 domain), zero past the
      * group */
@@ -738,29 +656,6 @@ __global__ void __launch_bounds__(NW * 32, 1)
             ws + (((int64_t)b * n_q_heads + (int64_t)kvh * grp + h) * n_parts + p) * (HD + 2);
         wp[d] = d < HD ? v * v_scale : d == HD ? M * GQA_LN2 : v;
     }
-    if (!GQA_MERGE_LAST || !counters) /* the default build: the merge kernel after this one */
-        return;
-    /* GQA_MERGE_LAST: the last of the sequence's parts with keys (a counter per (sequence, kv
-     * head), put back to 0 by that block) merges the group's partials, a warp a query head */
-    __shared__ bool merger;
-    __threadfence(); /* this block's partials visible before the counter says so */
-    __syncthreads();
-    const int used = CEIL_DIV(n_tiles, c);
-    if (threadIdx.x == 0) {
-        unsigned *cnt = counters + (int64_t)b * n_kv_heads + kvh;
-        merger = atomicAdd(cnt, 1u) == (unsigned)used - 1u;
-        if (merger)
-            *cnt = 0u; /* every part has counted: the next launch starts from zero */
-    }
-    __syncthreads();
-    if (!merger)
-        return;
-    __threadfence();
-    for (int h = warp; h < grp; h += NW) {
-        const int64_t qh = (int64_t)b * n_q_heads + (int64_t)kvh * grp + h;
-        gqa_merge_head(out, ws + qh * n_parts * (HD + 2), gate, qh * HD, HD, used,
-                       reinterpret_cast<float *>(gsm) + (size_t)warp * n_parts, lane);
-    }
 }
 
 /* the GQA form's dynamic shared memory for these shapes with nw warps (0: not instantiated) */
@@ -811,27 +706,21 @@ int attn_decode_path_auto(int n_q_heads, int n_kv_heads, int head_dim, int kv_dt
                                                                          : ATTN_DECODE_PATH_CORES;
 }
 
-/* *merged: whether the launch merges in its last blocks (counters given, GQA_MERGE_LAST, and
- * every warp's n_parts merge factors fit the block's shared memory); else the merge kernel runs
- * after it */
 template <typename T, int HD, int NW>
 static cudaError_t gqa_launch(dim3 grid, cudaStream_t stream, float *ws, const float *q,
                               const void *k_cache, const void *v_cache, const int32_t *bt,
                               const int32_t *seq_lens, int n_q_heads, int n_kv_heads,
                               int block_size, int max_blocks_per_seq, int n_parts, float scale2,
-                              float v_scale, float *out, const float *gate, unsigned *counters,
-                              int new_keys, bool *merged)
+                              float v_scale, int new_keys)
 {
     constexpr size_t smem = gqa_smem<T, HD, NW>();
-    *merged = GQA_MERGE_LAST && counters && (size_t)NW * n_parts * sizeof(float) <= smem;
     const cudaError_t e = cudaFuncSetAttribute(
         attn_gqa_kernel<T, HD, NW>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess)
         return e;
     kcuda_launch_pdl(attn_gqa_kernel<T, HD, NW>, grid, NW * 32, smem, stream, ws, q,
                      (const T *)k_cache, (const T *)v_cache, bt, seq_lens, n_q_heads, n_kv_heads,
-                     block_size, max_blocks_per_seq, n_parts, scale2, v_scale, out, gate,
-                     *merged ? counters : (unsigned *)NULL, new_keys);
+                     block_size, max_blocks_per_seq, n_parts, scale2, v_scale, new_keys);
     return cudaSuccess;
 }
 
@@ -840,15 +729,13 @@ static cudaError_t gqa_launch_t(int nw, int head_dim, dim3 grid, cudaStream_t st
                                 const float *q, const void *k_cache, const void *v_cache,
                                 const int32_t *bt, const int32_t *seq_lens, int n_q_heads,
                                 int n_kv_heads, int block_size, int max_blocks_per_seq, int n_parts,
-                                float scale2, float v_scale, float *out, const float *gate,
-                                unsigned *counters, int new_keys, bool *merged)
+                                float scale2, float v_scale, int new_keys)
 {
 #define GQA_GO(HD, NW)                                                                             \
     if (head_dim == HD && nw == NW)                                                                \
         return gqa_launch<T, HD, NW>(grid, stream, ws, q, k_cache, v_cache, bt, seq_lens,          \
                                      n_q_heads, n_kv_heads, block_size, max_blocks_per_seq,        \
-                                     n_parts, scale2, v_scale, out, gate, counters, new_keys,      \
-                                     merged);
+                                     n_parts, scale2, v_scale, new_keys);
     if constexpr (sizeof(T) == 1) {
         GQA_GO(32, 8) GQA_GO(64, 8) GQA_GO(128, 8) GQA_GO(256, 8)
     }
@@ -859,17 +746,12 @@ static cudaError_t gqa_launch_t(int nw, int head_dim, dim3 grid, cudaStream_t st
         return cudaErrorInvalidValue;
 }
 
-int attn_decode_gqa_merge_last(void)
-{
-    return GQA_MERGE_LAST;
-}
-
-int attn_decode_path_cuda(int path, float *out, float *ws, unsigned *counters, int new_keys,
-                          const float *q, const float *gate, const void *k_cache,
-                          const void *v_cache, int kv_dtype, float k_scale, float v_scale,
-                          const int32_t *block_table, const int32_t *seq_lens, int n_seq,
-                          int n_q_heads, int n_kv_heads, int head_dim, int block_size,
-                          int max_blocks_per_seq, int max_seq_len, float scale, cudaStream_t stream)
+int attn_decode_path_cuda(int path, float *out, float *ws, int new_keys, const float *q,
+                          const float *gate, const void *k_cache, const void *v_cache, int kv_dtype,
+                          float k_scale, float v_scale, const int32_t *block_table,
+                          const int32_t *seq_lens, int n_seq, int n_q_heads, int n_kv_heads,
+                          int head_dim, int block_size, int max_blocks_per_seq, int max_seq_len,
+                          float scale, cudaStream_t stream)
 {
     if (kv_dtype == KV_DTYPE_BF16)
         k_scale = v_scale = 1.0f;
@@ -895,22 +777,18 @@ int attn_decode_path_cuda(int path, float *out, float *ws, unsigned *counters, i
         const int n_parts = attn_decode_gqa_parts(n_seq, n_kv_heads);
         const dim3 g1(n_parts, n_kv_heads, n_seq);
         const float s2 = scale * k_scale * GQA_LOG2E;
-        bool merged = false;
         const cudaError_t e =
             kv_dtype == KV_DTYPE_BF16
                 ? gqa_launch_t<uint16_t>(nw, head_dim, g1, stream, ws, q, k_cache, v_cache,
                                          block_table, seq_lens, n_q_heads, n_kv_heads, block_size,
-                                         max_blocks_per_seq, n_parts, s2, 1.0f, out, gate, counters,
-                                         new_keys, &merged)
+                                         max_blocks_per_seq, n_parts, s2, 1.0f, new_keys)
                 : gqa_launch_t<uint8_t>(nw, head_dim, g1, stream, ws, q, k_cache, v_cache,
                                         block_table, seq_lens, n_q_heads, n_kv_heads, block_size,
-                                        max_blocks_per_seq, n_parts, s2, v_scale, out, gate,
-                                        counters, new_keys, &merged);
+                                        max_blocks_per_seq, n_parts, s2, v_scale, new_keys);
         if (e != cudaSuccess)
             return kcuda_launch_status("attn_decode gqa");
-        if (!merged)
-            kcuda_launch_pdl(attn_merge_kernel, dim3(n_q_heads, n_seq), THREADS, 0, stream, out, ws,
-                             gate, seq_lens, n_q_heads, head_dim, n_parts, 1);
+        kcuda_launch_pdl(attn_merge_kernel, dim3(n_q_heads, n_seq), THREADS, 0, stream, out, ws,
+                         gate, seq_lens, n_q_heads, head_dim, n_parts, 1);
         return kcuda_launch_status("attn_decode gqa");
     }
     /* the grid grows with max_seq_len (a captured graph's is max_model_len) up to the wave,
@@ -940,10 +818,10 @@ int attn_decode_dtype_cuda(float *out, float *ws, const float *q, const float *g
                            int max_blocks_per_seq, int max_seq_len, float scale,
                            cudaStream_t stream)
 {
-    return attn_decode_path_cuda(ATTN_DECODE_PATH_AUTO, out, ws, NULL, max_seq_len, q, gate,
-                                 k_cache, v_cache, kv_dtype, k_scale, v_scale, block_table,
-                                 seq_lens, n_seq, n_q_heads, n_kv_heads, head_dim, block_size,
-                                 max_blocks_per_seq, max_seq_len, scale, stream);
+    return attn_decode_path_cuda(ATTN_DECODE_PATH_AUTO, out, ws, max_seq_len, q, gate, k_cache,
+                                 v_cache, kv_dtype, k_scale, v_scale, block_table, seq_lens, n_seq,
+                                 n_q_heads, n_kv_heads, head_dim, block_size, max_blocks_per_seq,
+                                 max_seq_len, scale, stream);
 }
 
 int attn_decode_cuda(float *out, float *ws, const float *q, const float *gate,

@@ -87,22 +87,16 @@ int attn_decode_dtype_ref(float *out, float *ws, const float *q, const float *ga
                           int max_blocks_per_seq, int max_seq_len, float scale);
 /* attn_decode_dtype_cuda on a given path (enum attn_decode_path): GQA where attn_decode_gqa_ok
  * does not hold is ERR_UNSUPPORTED. The GQA form rounds q and the softmax weights to bf16 (bf16
- * K/V) or fp16 (e4m3 K/V) for the tensor cores; CORES computes in fp32. counters: NULL, or
- * n_seq * n_kv_heads device unsigned, 0 before the first launch and left 0 by every launch (on
- * one stream, in order): with them the GQA form of a build with GQA_MERGE_LAST merges in the
- * last block of each (sequence, kv head) instead of a second launch, the same bits. new_keys
- * (>= 1): how many keys at the end of each sequence the kernels right before may have written
- * (this pass's own rows: at most its row count); a GQA_PRE_WAIT build reads the older keys
- * before its PDL wait (max_seq_len: none). */
-int attn_decode_path_cuda(int path, float *out, float *ws, unsigned *counters, int new_keys,
-                          const float *q, const float *gate, const void *k_cache,
-                          const void *v_cache, int kv_dtype, float k_scale, float v_scale,
-                          const int32_t *block_table, const int32_t *seq_lens, int n_seq,
-                          int n_q_heads, int n_kv_heads, int head_dim, int block_size,
-                          int max_blocks_per_seq, int max_seq_len, float scale,
-                          cudaStream_t stream);
-/* Whether this build's GQA form merges in its last blocks when given counters (GQA_MERGE_LAST). */
-int attn_decode_gqa_merge_last(void);
+ * K/V) or fp16 (e4m3 K/V) for the tensor cores; CORES computes in fp32. new_keys (>= 1): how
+ * many keys at the end of each sequence the kernels right before may have written (this pass's
+ * own rows: at most its row count); the GQA form reads the older keys before its PDL wait
+ * (GQA_PRE_WAIT; max_seq_len: none). */
+int attn_decode_path_cuda(int path, float *out, float *ws, int new_keys, const float *q,
+                          const float *gate, const void *k_cache, const void *v_cache, int kv_dtype,
+                          float k_scale, float v_scale, const int32_t *block_table,
+                          const int32_t *seq_lens, int n_seq, int n_q_heads, int n_kv_heads,
+                          int head_dim, int block_size, int max_blocks_per_seq, int max_seq_len,
+                          float scale, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -294,10 +294,11 @@ struct moe_router_args {
  * at the counter. RB rows a block read x once for RB rows (wdot's R rows: each row's sum in the
  * same order, the same bits), and the last block routes each token with route_token_rx (weights
  * loaded before the PDL wait measured as no gain at 2-8 tokens in the twenty-fifth session).
- * Written in the twenty-sixth session and not yet run on a GPU: -DMOE_ROUTER_RB=4 builds it
- * (tests/gpu/measure.sh routerrb); 1 is the kernel measured so far. */
+ * RB = 4 (65 blocks) on the H200 (twenty-seventh session, docs/PERF.md): the router's share of a
+ * 4-row step 364 -> 334 us, NVFP4 batch 2 / 4 +1.5%, batch 8 +0.3%, FP8 and BF16 batch 4 +0.3-1.7%,
+ * the same tokens. -DMOE_ROUTER_RB=1 builds one row a block (tests/gpu/measure.sh routerrb). */
 #ifndef MOE_ROUTER_RB
-#define MOE_ROUTER_RB 1
+#define MOE_ROUTER_RB 4
 #endif
 
 /* NT: the token count the GEMV part is built for (1: the batch-1 step, no idle token lanes);

@@ -102,7 +102,6 @@ static void bench_prefill(int dt, int T, int pos0, int path)
 
 struct dec_arg {
     float *out, *ws, *q, *g;
-    unsigned *cnt; /* the GQA form's per (sequence, kv head) counters (GQA_MERGE_LAST builds) */
     void *kc, *vc;
     int32_t *bt, *lens;
     int dt, n_seq, mb, len, path;
@@ -111,9 +110,8 @@ struct dec_arg {
 static void run_decode(void *p)
 {
     struct dec_arg *a = p;
-    attn_decode_path_cuda(a->path, a->out, a->ws, a->cnt, 1, a->q, a->g, a->kc, a->vc, a->dt, 1.0f,
-                          1.0f, a->bt, a->lens, a->n_seq, HQ, HKV, HD, BS, a->mb, a->len, 0.0625f,
-                          0);
+    attn_decode_path_cuda(a->path, a->out, a->ws, 1, a->q, a->g, a->kc, a->vc, a->dt, 1.0f, 1.0f,
+                          a->bt, a->lens, a->n_seq, HQ, HKV, HD, BS, a->mb, a->len, 0.0625f, 0);
 }
 
 /* attn_decode on a path (enum attn_decode_path): n_seq sequences of len keys, GB/s of the K/V
@@ -136,19 +134,14 @@ static void bench_decode(int dt, int n_seq, int len, double copy_bw, int path)
     cudaMemset(a.q, 0x3c, nq * 4);
     cudaMemset(a.g, 0x3c, nq * 4);
     a.ws = ktest_dev_alloc(attn_decode_ws_floats(n_seq, HQ, HKV, HD, len) * 4);
-    a.cnt = ktest_dev_alloc((size_t)n_seq * HKV * sizeof(unsigned));
-    cudaMemset(a.cnt, 0, (size_t)n_seq * HKV * sizeof(unsigned));
     double us = ktest_time_us(run_decode, &a, 5, 41);
     double bytes = (double)n_seq * len * HKV * HD * kv_dtype_bytes(dt) * 2;
     printf("attn_decode  %s %-5s seq=%2d ctx=%6d (KV %7.1f MB)  %9.1f us  %7.0f GB/s  %5.1f%% of "
            "copy\n",
-           dt == KV_DTYPE_FP8 ? "fp8 " : "bf16",
-           path != ATTN_DECODE_PATH_GQA   ? "cores"
-           : attn_decode_gqa_merge_last() ? "gqa+m" /* the merge in its last blocks */
-                                          : "gqa",
+           dt == KV_DTYPE_FP8 ? "fp8 " : "bf16", path == ATTN_DECODE_PATH_GQA ? "gqa" : "cores",
            n_seq, len, bytes / 1e6, us, bytes / us * 1e-3, 100.0 * bytes / us * 1e-3 / copy_bw);
     ktest_free(a.kc), ktest_free(a.vc), ktest_free(a.bt), ktest_free(a.lens), ktest_free(a.q);
-    ktest_free(a.g), ktest_free(a.out), ktest_free(a.ws), ktest_free(a.cnt);
+    ktest_free(a.g), ktest_free(a.out), ktest_free(a.ws);
     free(lens);
 }
 

@@ -95,19 +95,15 @@
 #              gpu_bench NVFP4 and BF16 at batch 2, twice
 #     slotwave the nvfp4 SLOT launch of 2-8 tokens at split 1 (-DNVS_SLOT_WAVE_NVFP4=1) against
 #              the default split: gpu_bench NVFP4 at batch 4 and 8, twice
-#     routerrb the 2-8-token router at 4 rows a block with its warp routing by redux.sync
-#              (-DMOE_ROUTER_RB=4, $BUILD_DIR-routerrb; written in the twenty-sixth session, not
-#              yet run on a GPU) against the default (1 row a block): ktest_moe from that build,
-#              gpu_bench NVFP4 at batch 2, 4, 8 and FP8 / BF16 at 4, twice each (the same
-#              tokens_hash: the same bits), gpu_smoke's verify steps and the 4-row timeline from
-#              both
-#     gqamerge the GQA decode attention merging in its last block of each (sequence, kv head)
-#              (-DGQA_MERGE_LAST=1, $BUILD_DIR-gqalast), issuing its first K/V stages before
-#              the PDL wait (-DGQA_PRE_WAIT=1, $BUILD_DIR-gqapre) and both ($BUILD_DIR-gqaboth;
-#              twenty-sixth session, not yet run on a GPU) against the default: ktest_attn from
-#              the both build, bench_attn decode, gpu_bench batch 1 at 2,048 in three formats
-#              and NVFP4 at batch 8, twice each, batch 64 (the same tokens_hash: the same bits),
-#              the batch-1 timelines
+#     routerrb the 2-8-token router at 4 rows a block with its warp routing by redux.sync (the
+#              default since the twenty-seventh session) against one row a block
+#              (-DMOE_ROUTER_RB=1, $BUILD_DIR-rb1): gpu_bench NVFP4 at batch 2, 4, 8 and FP8 /
+#              BF16 at 4 (the same tokens_hash: the same bits), gpu_smoke's verify steps three
+#              times each, the 4-row timeline from both
+#     gqapre   the GQA decode attention's first K/V stages before its PDL wait (the default
+#              since the twenty-seventh session) against the wait first (-DGQA_PRE_WAIT=0,
+#              $BUILD_DIR-gqawait): bench_attn decode, gpu_bench batch 1 at 2,048 in three
+#              formats and NVFP4 at batch 8, twice each (the same tokens_hash)
 #     sess25ab the twenty-fifth session's few-row changes against a build with them off
 #              (SESS25_OFF): gpu_bench at batch 1, 2, 4, 8, NVFP4, FP8 and BF16
 #     normab   the norms letting the next kernel be placed before their PDL wait against waiting
@@ -657,80 +653,59 @@ for s in "${stages[@]}"; do
       # against after it (-DGDN_PRE_WAIT=0 build): gpu_bench batch 1 at 2,048, three formats
       ab_formats "$s" "-DGDN_PRE_WAIT=0" || continue
       ;;
-    gqamerge)
-      # the GQA decode attention's two opt-in forms of the twenty-sixth session against the
-      # default build (kernel): its merge in the last blocks (last: -DGQA_MERGE_LAST=1, one
-      # launch fewer an attention layer), its first K/V stages before the PDL wait (pre:
-      # -DGQA_PRE_WAIT=1) and both (both): ktest_attn from the both build first, bench_attn
-      # decode, gpu_bench batch 1 at 2,048 in three formats and NVFP4 batch 8 (twice each) and
-      # 64, the batch-1 timelines of kernel and both (the same tokens_hash everywhere)
-      ab_build gqalast "-DGQA_MERGE_LAST=1" && ab_build gqapre "-DGQA_PRE_WAIT=1" &&
-        ab_build gqaboth "-DGQA_MERGE_LAST=1 -DGQA_PRE_WAIT=1" || continue
+    gqapre)
+      # the GQA decode attention's first K/V stages before the PDL wait (the default: pre)
+      # against a build waiting first (-DGQA_PRE_WAIT=0: wait); the same tokens_hash expected
+      ab_build gqawait "-DGQA_PRE_WAIT=0" || continue
       { [ -x "$b/bin/bench_attn" ] || cmake --build "$b" -j"$(nproc)" --target bench_attn \
           > "$logs/build_attn.log" 2>&1; } &&
-        cmake --build "$b-gqaboth" -j"$(nproc)" --target ktest_attn bench_attn > "$logs/build_gqaboth2.log" 2>&1 &&
-        cmake --build "$b-gqalast" -j"$(nproc)" --target bench_attn > "$logs/build_gqalast2.log" 2>&1 ||
-        { note gqamerge "ktest_attn / bench_attn build failed"; continue; }
-      (cd "$root" && timeout 120 "$b-gqaboth/bin/ktest_attn") > "$logs/gqamerge_ktest_attn.txt" 2>&1
-      note gqamerge "ktest_attn (both) rc=$? $(grep -c ': 0 bits differ, 0 counters not 0' "$logs/gqamerge_ktest_attn.txt") merge checks with 0 bits differing ($(elapsed))"
-      note_lines "  gqamerge" < <(grep -E 'counters \(merge' "$logs/gqamerge_ktest_attn.txt" | grep -vE ': 0 bits differ, 0 counters' | head -5)
-      model_tests gqamerge both "$b-gqaboth"
-      for v in kernel last both; do
-        bb=$b; [ $v = kernel ] || bb=$b-gqa$v
-        timeout 90 "$bb/bin/bench_attn" decode > "$logs/gqamerge_attn_$v.txt" 2>&1
-        note gqamerge "bench_attn decode $v rc=$? ($(elapsed))"
-        note_lines "  $v" < <(grep -E '^copy|^attn_decode .* gqa' "$logs/gqamerge_attn_$v.txt" | sed -E 's/  +/ /g')
+        cmake --build "$b-gqawait" -j"$(nproc)" --target bench_attn > "$logs/build_gqawait2.log" 2>&1 ||
+        { note gqapre "bench_attn build failed"; continue; }
+      for v in pre wait; do
+        bb=$b; [ $v = wait ] && bb=$b-gqawait
+        timeout 90 "$bb/bin/bench_attn" decode > "$logs/gqapre_attn_$v.txt" 2>&1
+        note gqapre "bench_attn decode $v rc=$? ($(elapsed))"
+        note_lines "  $v" < <(grep -E '^copy|^attn_decode .* gqa' "$logs/gqapre_attn_$v.txt" | sed -E 's/  +/ /g')
       done
       for rep in 1 2; do
         for fb in "nvfp4 1" "fp8 1" "bf16 1" "nvfp4 8"; do
           set -- $fb
           cf=$root/tests/configs/qwen3.6-35b-a3b$([ $1 = bf16 ] || echo "-$1").json
-          for v in kernel last pre both; do
-            bb=$b; [ $v = kernel ] || bb=$b-gqa$v
-            bench_b gqamerge "$1 batch $2 $v" "$bb" "$cf" "$2" "$logs/gqamerge_$1_$2_${v}_$rep.txt"
+          for v in pre wait; do
+            bb=$b; [ $v = wait ] && bb=$b-gqawait
+            bench_b gqapre "$1 batch $2 $v" "$bb" "$cf" "$2" "$logs/gqapre_$1_$2_${v}_$rep.txt"
           done
         done
       done
-      for v in kernel both; do
-        bb=$b; [ $v = both ] && bb=$b-gqaboth
-        timeout 90 "$bb/bin/gpu_bench" "$cfg" --prompt-len 1024 --batch 64 --gen 64 --chunk 2048 \
-          > "$logs/gqamerge_64_$v.txt" 2>&1
-        note gqamerge "batch 64 prompt 1024 $v rc=$? ($(elapsed))"
-        note_lines "  gqamerge" < <(grep '^bench ' "$logs/gqamerge_64_$v.txt" | grep -oE '(decode_tok_s_total|itl_p50_ms|graph_kernels|tokens_hash)=[^ ]*' | paste -sd' ')
-      done
-      trace_ab gqamerge 1 kernel "$b" && trace_ab gqamerge 1 both "$b-gqaboth"
       ;;
     routerrb)
-      # the 2-8-token router at MOE_ROUTER_RB = 4 rows a block (x read once for 4 router rows,
-      # their first chunks before the PDL wait, 65 + 1 blocks at the counter instead of 257, each
-      # token routed by route_token_rx) against the default build: its GPU test first, then the
-      # A/B runs (the same tokens_hash expected), the verify steps and the 4-row timelines
-      ab_build routerrb "-DMOE_ROUTER_RB=4" || continue
-      b2=$b-routerrb
-      cmake --build "$b2" -j"$(nproc)" --target ktest_moe gpu_smoke > "$logs/build_routerrb2.log" 2>&1 ||
-        { note routerrb "ktest_moe / gpu_smoke build failed"; continue; }
-      (cd "$root" && timeout 120 "$b2/bin/ktest_moe") > "$logs/routerrb_ktest_moe.txt" 2>&1
-      note routerrb "ktest_moe (rb4) rc=$? $(grep -cE 'moe_router .*tok=[2-8]' "$logs/routerrb_ktest_moe.txt") router cases of 2-8 tokens ($(elapsed))"
-      model_tests routerrb rb4 "$b2"
-      for rep in 1 2; do
-        for fb in "nvfp4 2" "nvfp4 4" "nvfp4 8" "fp8 4" "bf16 4"; do
-          set -- $fb
-          cf=$root/tests/configs/qwen3.6-35b-a3b$([ $1 = bf16 ] || echo "-$1").json
-          for v in rb1 rb4; do
-            bb=$b; [ $v = rb4 ] && bb=$b2
-            bench_b routerrb "$1 batch $2 $v" "$bb" "$cf" "$2" "$logs/routerrb_$1_$2_${v}_$rep.txt"
-          done
+      # the 2-8-token router at MOE_ROUTER_RB = 4 rows a block (the default: rb4; x read once
+      # for 4 router rows, 65 + 1 blocks at the counter instead of 257, each token routed by
+      # route_token_rx) against one row a block (rb1: -DMOE_ROUTER_RB=1): the A/B runs (the
+      # same tokens_hash expected), the verify steps three times each, the 4-row timelines
+      ab_build rb1 "-DMOE_ROUTER_RB=1" || continue
+      b2=$b-rb1
+      build_benches && { [ -x "$b/bin/gpu_smoke" ] || cmake --build "$b" -j"$(nproc)" \
+          --target gpu_smoke > "$logs/build_smoke.log" 2>&1; } &&
+        cmake --build "$b2" -j"$(nproc)" --target gpu_smoke > "$logs/build_rb1_smoke.log" 2>&1 ||
+        { note routerrb "smoke build failed"; continue; }
+      for fb in "nvfp4 2" "nvfp4 4" "nvfp4 8" "fp8 4" "bf16 4"; do
+        set -- $fb
+        cf=$root/tests/configs/qwen3.6-35b-a3b$([ $1 = bf16 ] || echo "-$1").json
+        for v in rb1 rb4; do
+          bb=$b; [ $v = rb1 ] && bb=$b2
+          bench_b routerrb "$1 batch $2 $v" "$bb" "$cf" "$2" "$logs/routerrb_$1_$2_$v.txt"
         done
       done
-      build_benches && { [ -x "$b/bin/gpu_smoke" ] || cmake --build "$b" -j"$(nproc)" \
-          --target gpu_smoke > "$logs/build_smoke.log" 2>&1; } || { note routerrb "smoke build failed"; continue; }
-      for v in rb1 rb4; do
-        bb=$b; [ $v = rb4 ] && bb=$b2
-        (cd "$root" && timeout 200 "$bb/bin/gpu_smoke" "$cfg" 64 4096 4) > "$logs/routerrb_smoke_$v.txt" 2>&1
-        note routerrb "smoke $v rc=$? ($(elapsed))"
-        note_lines "  routerrb" < <(grep -E '^batch1 (plain|verify)' "$logs/routerrb_smoke_$v.txt")
+      for rep in 1 2 3; do
+        for v in rb1 rb4; do
+          bb=$b; [ $v = rb1 ] && bb=$b2
+          (cd "$root" && timeout 200 "$bb/bin/gpu_smoke" "$cfg" 64 4096 4) > "$logs/routerrb_smoke_${v}_$rep.txt" 2>&1
+          note routerrb "smoke $v rc=$? ($(elapsed))"
+          note_lines "  routerrb" < <(grep -E '^batch1 (plain|verify)' "$logs/routerrb_smoke_${v}_$rep.txt")
+        done
       done
-      trace_ab routerrb 4 rb1 "$b" && trace_ab routerrb 4 rb4 "$b2"
+      trace_ab routerrb 4 rb1 "$b2" && trace_ab routerrb 4 rb4 "$b"
       ;;
     routerab)
       # the one-token router with its weights loaded before the PDL wait (moe_router1_kernel,
@@ -899,7 +874,7 @@ for s in "${stages[@]}"; do
       note_lines "  $s" < <(python3 "$root/tests/gpu/ktrace.py" "$logs/$s.csv" --top 24 2>&1)
       gzip -f "$logs/$s.csv"
       ;;
-    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace4 trace8 trace64 rowsab routerab routerrb gqamerge gdnab gdntiles sessab sessab64 shab shab64 convab normab sess25ab lmab slotwave sess24ab64 sass sess19ab prompts3 fp8moe smoke pipes fp8ab fp8wave fp8wide l2hot wgattn wgab)" >&2; exit 2 ;;
+    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace4 trace8 trace64 rowsab routerab routerrb gqapre gdnab gdntiles sessab sessab64 shab shab64 convab normab sess25ab lmab slotwave sess24ab64 sass sess19ab prompts3 fp8moe smoke pipes fp8ab fp8wave fp8wide l2hot wgattn wgab)" >&2; exit 2 ;;
   esac
 done
 finish

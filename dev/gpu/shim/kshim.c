@@ -206,18 +206,13 @@ int gdn_seq_conv_step_cuda(float *out, float *state, int64_t sst, float *snap, f
     return rc;
 }
 int attn_decode_path_auto(int hq, int hkv, int hd, int dt) { (void)hq; (void)hkv; (void)hd; (void)dt; return ATTN_DECODE_PATH_CORES; }
-int attn_decode_gqa_merge_last(void)
-{
-    return 0;
-}
-int attn_decode_path_cuda(int path, float *out, float *ws, unsigned *cnt, int nk, const float *q,
-                          const float *g, const void *kc, const void *vc, int dt, float ks,
-                          float vs, const int32_t *bt, const int32_t *sl, int n, int hq, int hkv,
-                          int d, int bs, int mb, int ml, float sc, cudaStream_t s)
+int attn_decode_path_cuda(int path, float *out, float *ws, int nk, const float *q, const float *g,
+                          const void *kc, const void *vc, int dt, float ks, float vs,
+                          const int32_t *bt, const int32_t *sl, int n, int hq, int hkv, int d,
+                          int bs, int mb, int ml, float sc, cudaStream_t s)
 {
     (void)path;
     (void)s;
-    (void)cnt;
     (void)nk;
     return attn_decode_dtype_ref(out, ws, q, g, kc, vc, dt, ks, vs, bt, sl, n, hq, hkv, d, bs, mb,
                                  ml, sc);

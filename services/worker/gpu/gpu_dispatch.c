@@ -532,9 +532,8 @@ void gpu_dispatch_log(const struct gpu_model *g)
                      ? " and passes of one-row items (batched decode)"
                      : "");
     LOG_INFO("gpu_dispatch",
-             "class=attention_core path=\"%s\" gqa_merge=%s note=\"main passes; the MTP "
-             "pass attends row by row; gqa_merge: the GQA form's partials merged by its last "
-             "blocks or by a second launch\" source=\"%s\"",
+             "class=attention_core path=\"%s\" note=\"main passes; the MTP "
+             "pass attends row by row\" source=\"%s\"",
              paths(b, sizeof b,
                    g->disp.attn_decode_path == ATTN_DECODE_PATH_GQA ? "attn_decode_gqa"
                                                                     : "attn_decode_cores",
@@ -543,5 +542,5 @@ void gpu_dispatch_log(const struct gpu_model *g)
                    : g->disp.attn_prefill_path == ATTN_PREFILL_PATH_MMA   ? "attn_prefill_mma"
                                                                           : "attn_prefill_cores",
                    g->disp.attn_prefill_rows),
-             attn_decode_gqa_merge_last() ? "last_block" : "kernel", g->disp.why);
+             g->disp.why);
 }

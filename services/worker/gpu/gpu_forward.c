@@ -209,10 +209,10 @@ int gpu_attn_mixer(struct gpu_model *g, struct gpu_layer *L, const struct gpu_pa
         TRY(attn_decode_path_cuda(
             /* new keys: this pass's rows, each its own key (a sequence's rows at consecutive
              * positions), stored by attn_prep just before */
-            g->disp.attn_decode_path, g->ao + r0 * qd, g->attn_ws, g->attn_counter, n,
-            g->q + r0 * qd, gate ? gate + r0 * qd : NULL, L->k_cache, L->v_cache, g->kv_dtype, 1.0f,
-            1.0f, p->table + (int64_t)r0 * p->ts, p->lens + r0, nr, hq, hkv, hd, g->o.block_tokens,
-            p->ts, p->max_len, 1.0f / sqrtf((float)hd), st));
+            g->disp.attn_decode_path, g->ao + r0 * qd, g->attn_ws, n, g->q + r0 * qd,
+            gate ? gate + r0 * qd : NULL, L->k_cache, L->v_cache, g->kv_dtype, 1.0f, 1.0f,
+            p->table + (int64_t)r0 * p->ts, p->lens + r0, nr, hq, hkv, hd, g->o.block_tokens, p->ts,
+            p->max_len, 1.0f / sqrtf((float)hd), st));
     }
     return gpu_linear(g, g->y, &L->o, g->ao, n);
 }

@@ -157,7 +157,6 @@ struct gpu_model {
     float *moe_logits, *moe_w, *sh_logits, *sh_w, *moe_ws;
     int32_t *moe_ids, *sh_ids;
     unsigned *router_counter;  // moe_router_cuda's last-block counter (0 between launches)
-    unsigned *attn_counter;    // attn_decode_path_cuda's per (row, kv head) counters (0 between)
     unsigned *gdn_norm_cnt;    // (n_slots, hv) the GDN step's fused-norm counters (0 between)
     float *xl, *logits;        // (lrows, H), (lrows, V) rows that need logits
     int32_t *argmax_ids;       // (lrows)

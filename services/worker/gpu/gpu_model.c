@@ -693,7 +693,6 @@ static int alloc_acts(struct gpu_model *g, char *err, size_t errlen)
     g->sh_w = act(g, B * 2);
     g->sh_ids = (int32_t *)act(g, B * 2);
     g->router_counter = (unsigned *)act(g, 1);
-    g->attn_counter = (unsigned *)act(g, B * g->hkv);
     g->gdn_norm_cnt = (unsigned *)act(g, (int64_t)g->o.n_slots * g->hv);
     /* the expert kernels' scratch, also the chunked GDN recurrence's (gdn_mixer: used before
      * the layer's MoE block on the same stream) */
@@ -710,14 +709,12 @@ static int alloc_acts(struct gpu_model *g, char *err, size_t errlen)
     if (!g->h || !g->x || !g->y || !g->mix_raw || !g->mix || !g->gz || !g->ga || !g->gb || !g->go ||
         (g->gdn_pad && (!g->qkv_p || !g->z_p || !g->o_p)) || !g->qg || !g->q || !g->gate || !g->k ||
         !g->v || !g->ao || !g->attn_ws || !g->moe_logits || !g->moe_w || !g->moe_ids ||
-        !g->sh_logits || !g->sh_w || !g->sh_ids || !g->router_counter || !g->attn_counter ||
-        !g->gdn_norm_cnt || !g->moe_ws || !g->xl || !g->logits || !g->argmax_ids || !g->argmax_ws ||
-        !g->d_in)
+        !g->sh_logits || !g->sh_w || !g->sh_ids || !g->router_counter || !g->gdn_norm_cnt ||
+        !g->moe_ws || !g->xl || !g->logits || !g->argmax_ids || !g->argmax_ws || !g->d_in)
         return fail(err, errlen, ERR_NOMEM, "activations", "cudaMalloc failed");
-    /* moe_router_cuda's and attn_decode_path_cuda's counters and argmax_cuda's words start at
-     * 0 and every launch leaves them there */
+    /* moe_router_cuda's counter and argmax_cuda's words start at 0 and every launch
+     * leaves them there */
     if (cudaMemset(g->router_counter, 0, sizeof(unsigned)) ||
-        cudaMemset(g->attn_counter, 0, sizeof(unsigned) * (size_t)(B * g->hkv)) ||
         cudaMemset(g->argmax_ws, 0, sizeof(unsigned long long) * argmax_ws_words((int)L)) ||
         cudaMemset(g->gdn_norm_cnt, 0, sizeof(unsigned) * (size_t)g->o.n_slots * (size_t)g->hv))
         return fail(err, errlen, ERR_CUDA, "activations", "cudaMemset failed");
