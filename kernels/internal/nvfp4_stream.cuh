@@ -452,35 +452,11 @@ static __device__ __forceinline__ void nvs_item_nvfp4(uint4 qa, uint4 qb, uint32
 #define NVS_MIN_BLOCKS 3
 #endif
 
-/* Where a launch's blocks can be placed early. A PDL launch's blocks are placed while the kernel
- * before still runs (pdl.cuh), each where an SM has its registers, threads and shared memory free
- * beside that kernel's blocks; the others wait for its blocks to leave, and their work before
- * the wait (the weights' first round) then runs after it. At one token the 16-warp launches sit
- * behind kernels that fill SMs: the GDN out projection (128 blocks of 512 threads at 72
- * registers, one an SM) behind the GDN recurrence (32 blocks of 512 threads at 128 registers,
- * their SMs full), so 28 of its blocks wait for the recurrence to finish; the experts' down stage
- * (COMBINE, 128 blocks at 84 registers: 43,008 of an SM's 65,536) behind the gate/up launch (288
- * blocks of 256 threads at 80 registers, two or three an SM: 40,960 or 61,440), so none of its
- * blocks fits until those leave, and its weights load after the gate/up. Two opt-in forms for
- * the next device call (twenty-seventh session, not yet run on a GPU; tests/gpu/measure.sh
- * place): -DNVS_WIDE_PLAIN_MINB=2 builds the 16-warp PLAIN instances for two blocks an SM (at
- * most 64 registers: all 128 out-projection blocks fit on the SMs the recurrence leaves free);
- * -DNVS_COMBINE_WIDE=0 keeps COMBINE in the 8-warp form (20,480 registers a block, placed beside
- * two gate/up blocks; the 16-warp form measured faster in the thirteenth session, before the
- * launches' early placement was understood). */
-#ifndef NVS_WIDE_PLAIN_MINB
-#define NVS_WIDE_PLAIN_MINB 1
-#endif
-#ifndef NVS_COMBINE_WIDE
-#define NVS_COMBINE_WIDE 1
-#endif
-
 /* W: warps a block (NVS_WARPS, or NVS_WIDE_WARPS for PLAIN / COMBINE without MULTI; fp8 PLAIN) */
 template <int MODE, bool VEC16, bool FP8 = false, bool MULTI = false, int W = NVS_WARPS>
-static __global__ void __launch_bounds__(W * 32, W != NVS_WARPS
-                                                     ? (MODE == NVS_PLAIN ? NVS_WIDE_PLAIN_MINB : 1)
-                                                 : VEC16 ? NVS_MIN_BLOCKS
-                                                         : 2)
+static __global__ void __launch_bounds__(W * 32, W != NVS_WARPS ? 1
+                                                 : VEC16        ? NVS_MIN_BLOCKS
+                                                                : 2)
     nvs_kernel(const kweight w_in, const nvs_args a, const nvs_more more)
 {
     static_assert(W == NVS_WARPS || (W == NVS_WIDE_WARPS && !MULTI && (MODE == NVS_PLAIN || !FP8)),
@@ -836,7 +812,7 @@ static inline int nvs_launch(const kweight *w, nvs_args a, int grid_y, int n_seg
     else if (fp8)
         a.wk = nvs_one_wave_wk(a.wk, &w->rows, 1, grid_y, 0);
     const int64_t row_blocks = (w->rows + 16 * (NVS_WARPS / a.wk) - 1) / (16 * (NVS_WARPS / a.wk));
-    const bool wide = MODE != NVS_SLOT && (MODE != NVS_COMBINE || NVS_COMBINE_WIDE) &&
+    const bool wide = MODE != NVS_SLOT &&
                       (fp8 ? NVS_FP8_WIDE && MODE == NVS_PLAIN : nvs_vec16(w)) &&
                       row_blocks * grid_y <= nvs_sm_count();
     const int nw = wide ? NVS_WIDE_WARPS : NVS_WARPS;

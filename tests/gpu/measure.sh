@@ -100,12 +100,6 @@
 #              (-DMOE_ROUTER_RB=1, $BUILD_DIR-rb1): gpu_bench NVFP4 at batch 2, 4, 8 and FP8 /
 #              BF16 at 4 (the same tokens_hash: the same bits), gpu_smoke's verify steps three
 #              times each, the 4-row timeline from both
-#     place    where the one-token 16-warp launches are placed beside the kernel before
-#              (twenty-seventh session, not yet run on a GPU): the PLAIN 16-warp instances
-#              at two blocks an SM (-DNVS_WIDE_PLAIN_MINB=2, $BUILD_DIR-minb2), COMBINE in the
-#              8-warp form (-DNVS_COMBINE_WIDE=0, $BUILD_DIR-narrow), both ($BUILD_DIR-placeboth)
-#              against the default: gpu_bench NVFP4 and FP8 at batch 1 and NVFP4 at batch 8,
-#              twice each, the batch-1 timelines of the default and both
 #     gqapre   the GQA decode attention's first K/V stages before its PDL wait (the default
 #              since the twenty-seventh session) against the wait first (-DGQA_PRE_WAIT=0,
 #              $BUILD_DIR-gqawait): bench_attn decode, gpu_bench batch 1 at 2,048 in three
@@ -659,25 +653,6 @@ for s in "${stages[@]}"; do
       # against after it (-DGDN_PRE_WAIT=0 build): gpu_bench batch 1 at 2,048, three formats
       ab_formats "$s" "-DGDN_PRE_WAIT=0" || continue
       ;;
-    place)
-      # the one-token 16-warp launches' placement beside the kernel before (nvfp4_stream.cuh:
-      # NVS_WIDE_PLAIN_MINB, NVS_COMBINE_WIDE): default, minb2, narrow, both; minb2 the same
-      # tokens_hash (registers only), narrow may differ (COMBINE's K split over other warps: its
-      # fp32 sums in another order)
-      ab_build minb2 "-DNVS_WIDE_PLAIN_MINB=2" && ab_build narrow "-DNVS_COMBINE_WIDE=0" &&
-        ab_build placeboth "-DNVS_WIDE_PLAIN_MINB=2 -DNVS_COMBINE_WIDE=0" || continue
-      for rep in 1 2; do
-        for fb in "nvfp4 1" "fp8 1" "nvfp4 8"; do
-          set -- $fb
-          cf=$root/tests/configs/qwen3.6-35b-a3b-$1.json
-          for v in default minb2 narrow placeboth; do
-            bb=$b; [ $v = default ] || bb=$b-$v
-            bench_b place "$1 batch $2 $v" "$bb" "$cf" "$2" "$logs/place_$1_$2_${v}_$rep.txt"
-          done
-        done
-      done
-      trace_ab place 1 default "$b" && trace_ab place 1 both "$b-placeboth"
-      ;;
     gqapre)
       # the GQA decode attention's first K/V stages before the PDL wait (the default: pre)
       # against a build waiting first (-DGQA_PRE_WAIT=0: wait); the same tokens_hash expected
@@ -899,7 +874,7 @@ for s in "${stages[@]}"; do
       note_lines "  $s" < <(python3 "$root/tests/gpu/ktrace.py" "$logs/$s.csv" --top 24 2>&1)
       gzip -f "$logs/$s.csv"
       ;;
-    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace4 trace8 trace64 rowsab routerab routerrb place gqapre gdnab gdntiles sessab sessab64 shab shab64 convab normab sess25ab lmab slotwave sess24ab64 sass sess19ab prompts3 fp8moe smoke pipes fp8ab fp8wave fp8wide l2hot wgattn wgab)" >&2; exit 2 ;;
+    *) echo "measure: unknown stage '$s' (tests tiles decode decode_ab decode1q decode1 prefill attn attnab long gdn pool stack nvs nvsminb profile profile1 trace1 trace4 trace8 trace64 rowsab routerab routerrb gqapre gdnab gdntiles sessab sessab64 shab shab64 convab normab sess25ab lmab slotwave sess24ab64 sass sess19ab prompts3 fp8moe smoke pipes fp8ab fp8wave fp8wide l2hot wgattn wgab)" >&2; exit 2 ;;
   esac
 done
 finish
