@@ -19,6 +19,33 @@ struct emu_arg {
     emu_pool *pool;
 };
 
+/* the reads-before-kcuda_pdl_enter check (emu.h): the guarded ranges, whether this thread has
+ * passed its enter in the current block */
+static std::vector<std::pair<uintptr_t, uintptr_t>> g_emu_guard;
+std::atomic<long> g_emu_prewait_reads;
+static thread_local bool t_emu_waited;
+
+void emu_pdl_guard_add(const void *p, size_t n)
+{
+    g_emu_guard.emplace_back((uintptr_t)p, (uintptr_t)p + n);
+}
+void emu_pdl_guard_clear() { g_emu_guard.clear(); }
+void emu_pdl_enter() { t_emu_waited = true; }
+void emu_check_read(const void *p, size_t n)
+{
+    if (t_emu_waited || g_emu_guard.empty())
+        return;
+    const uintptr_t a = (uintptr_t)p, e = a + n;
+    for (const auto &r : g_emu_guard)
+        if (a < r.second && r.first < e) {
+            if (g_emu_prewait_reads++ == 0)
+                fprintf(stderr, "emu: block (%u,%u,%u) thread %u read %zu bytes at %p before its "
+                                "kcuda_pdl_enter, written by the kernel before\n",
+                        blockIdx_.x, blockIdx_.y, blockIdx_.z, threadIdx_.x, n, p);
+            return;
+        }
+}
+
 static void *emu_thread(void *p)
 {
     emu_arg *a = (emu_arg *)p;
@@ -27,6 +54,7 @@ static void *emu_thread(void *p)
         pthread_barrier_wait(&a->pool->start);
         if (a->pool->quit)
             return NULL;
+        t_emu_waited = false; /* a new block: before its enter */
         (*a->pool->body)();
         pthread_barrier_wait(&a->pool->end);
     }

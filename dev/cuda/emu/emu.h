@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <pthread.h>
+#include <atomic>
 #include <stdint.h>
 #include <string.h>
 #include <math.h>
@@ -138,6 +139,7 @@ template <class T> static inline T __ldcg(const T *p)
     memcpy(&r, (const void *)p, sizeof(T));
     return r;
 }
+void emu_check_read(const void *p, size_t n); /* below: reads before kcuda_pdl_enter */
 /* __ldg also checks the type's natural alignment (a misaligned vector load faults on a GPU) */
 template <class T> static inline T __ldg(const T *p)
 {
@@ -145,6 +147,7 @@ template <class T> static inline T __ldg(const T *p)
         fprintf(stderr, "emu: misaligned __ldg of %zu bytes at %p\n", sizeof(T), (const void *)p);
         abort();
     }
+    emu_check_read(p, sizeof(T));
     return *p;
 }
 static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
@@ -225,6 +228,15 @@ void emu_launch_cfg(dim3 grid, dim3 block, size_t smem, const char *name,
  * the kernels it ran, "name;" each, since the harness last cleared it. */
 extern int g_emu_bad_launches;
 extern std::string g_emu_launched;
+
+/* Reads before kcuda_pdl_enter (pdl.cuh's rule: nothing the kernel before writes). A harness
+ * names the byte ranges the kernel before a launch would write (emu_pdl_guard_add); a cp.async or
+ * __ldg from them by a thread that has not passed its kcuda_pdl_enter in its block counts in
+ * g_emu_prewait_reads (the first one is printed). emu_pdl_guard_clear drops the ranges. */
+void emu_pdl_guard_add(const void *p, size_t n);
+void emu_pdl_guard_clear();
+extern std::atomic<long> g_emu_prewait_reads;
+void emu_pdl_enter();
 
 /* 16-byte aligned heap buffer of n bytes rounded up to 16 (device-buffer stand-in). */
 static inline void *emu_alloc(size_t n) { return aligned_alloc(16, (n + 15) / 16 * 16); }

@@ -165,14 +165,17 @@ def hostify(s):
 # wait are no-ops; a kernel that reads a stage before its barrier still races under EMU_SAN=thread
 os.makedirs(os.path.join(out, 'internal'), exist_ok=True)
 # programmatic dependent launch on the host: every launch runs to completion before the next
-# (hostify rewrites kcuda_launch_pdl into emu_launch_cfg), so there is nothing to wait for
+# (hostify rewrites kcuda_launch_pdl into emu_launch_cfg), so there is nothing to wait for; the
+# enter marks the calling thread as past its wait, for emu.cpp's check of reads before it
 write('internal/pdl.cuh', '''#pragma once
-static inline void kcuda_pdl_enter() {}
-static inline void kcuda_pdl_enter_early() {}
+void emu_pdl_enter();
+static inline void kcuda_pdl_enter() { emu_pdl_enter(); }
+static inline void kcuda_pdl_enter_early() { emu_pdl_enter(); }
 ''')
 write('internal/cp_async.cuh', '''#pragma once
 #include <stdint.h>
 #include <string.h>
+void emu_check_read(const void *p, size_t n);
 static inline void cpa_copy(void *dst, const void *src, int n, int src_bytes)
 {
     if (src_bytes < 0 || src_bytes > n || ((uintptr_t)dst) % n || (src_bytes && ((uintptr_t)src) % n)) {
@@ -180,8 +183,10 @@ static inline void cpa_copy(void *dst, const void *src, int n, int src_bytes)
         abort();
     }
     memset(dst, 0, n);
-    if (src_bytes)
+    if (src_bytes) {
+        emu_check_read(src, (size_t)src_bytes);
         memcpy(dst, src, src_bytes);
+    }
 }
 static inline void cpa_16(void *dst, const void *src, int src_bytes) { cpa_copy(dst, src, 16, src_bytes); }
 static inline void cpa_4(void *dst, const void *src, int src_bytes) { cpa_copy(dst, src, 4, src_bytes); }

@@ -15,6 +15,9 @@
 # (emu.h's __ldg checks alignment always). EMU_BLOCK_ORDER=reverse runs the blocks of every
 # launch in reverse order (a result that depends on the block order is a race on a GPU).
 # EMU_DEFS: extra compiler flags, e.g. -DNVS_FP8_WAVE=1 (an opt-in form's A/B switch).
+# PDL: launches run one after another; a harness may name the bytes the kernel before a launch
+# would write (emu.h emu_pdl_guard_add), and a cp.async or __ldg of them before the thread's
+# kcuda_pdl_enter is counted (emu_attn: the GQA form's keys read before its wait).
 set -e
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}  # the harnesses do not free their buffers
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}  # EMU_SAN=alignment
